@@ -1,0 +1,37 @@
+# trainyard: the two commands are `make up` and `make test` (see README.md).
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: up test lint typecheck bench clean venv
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@touch $(STAMP)
+
+venv: $(STAMP)
+
+## up: set up .venv and run the main job on the embedded default
+up: $(STAMP)
+	$(BIN)/trainyard demo
+
+## test: set up .venv and run the whole suite (lint, types, tests)
+test: $(STAMP) lint typecheck
+	$(BIN)/python -m pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+## bench: scheduler benchmarks (JSON on stdout)
+bench: $(STAMP)
+	$(BIN)/python bench/scheduler.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,8 @@
+"""The cycle's actions, in order of disruption; importing this package registers them.
+
+allocate -> backfill -> reclaim -> preempt. Each works through the cycle's `Statement`.
+"""
+
+from trainyard.core.actions import allocate, backfill, preempt, reclaim
+
+__all__ = ["allocate", "backfill", "preempt", "reclaim"]

@@ -1,0 +1,123 @@
+"""backfill: reserve for the blocked head of the line, and fill holes that do not delay it.
+
+The reservation is the earliest time the head job fits if running jobs end when expected
+(`expected_duration`): running jobs are released in order of expected end on the statement
+until a placement exists, then everything is rolled back. The devices of that placement that
+are free now are held; a later job may run:
+- anywhere outside the held devices (it cannot delay the head), or
+- on held devices too, if it is expected to end before the reservation starts.
+Jobs blocked otherwise get a reservation too, up to `Profile.max_reservations`. A head whose
+start cannot be estimated (running jobs without expected durations) gets no reservation, and
+backfill then proceeds greedily.
+"""
+
+from __future__ import annotations
+
+from trainyard.core.cycle import CAPACITY_CODES, Cycle, Hold, Status
+from trainyard.core.framework import ACTIONS
+from trainyard.core.types import Job
+
+
+def reserve(cycle: Cycle, job: Job) -> Hold | None:
+    """Compute and hold the reservation of `job` (None if its start cannot be estimated)."""
+    state = cycle.state
+    stmt = cycle.stmt
+    classes = cycle.classes_of(job)
+    ends = sorted(
+        (a.expected_end, jid)
+        for jid, a in state.allocs.items()
+        if a.queue >= 0 and a.expected_end is not None and (a.cls in classes or job.gpus == 0)
+    )
+    cp = stmt.checkpoint()
+    epoch = state.epoch
+    found: tuple[float, list[tuple[int, int]]] | None = None
+    for end, jid in ends:
+        stmt.release(jid)
+        if state.free_of(classes) < job.gpus:
+            continue
+        cand = cycle.find(job)
+        if cand is not None:
+            alloc = cycle.materialize(job, cand, -1)
+            found = (max(end, cycle.now), [(n, mask) for n, mask, _c, _m in alloc.parts])
+            break
+    stmt.rollback(cp)
+    cycle.restore_epoch(epoch)  # the rollback restored exactly the state the cache knew
+    if found is None:
+        return None
+    res = Hold(job, found[0], found[1], f"reservation:{job.id}")
+    cycle.holds.append(res)
+    cycle.hold(res)
+    st = cycle.status.get(job.id)
+    if st is not None:
+        st.estimated_start = res.start
+    return res
+
+
+def _fits_before(cycle: Cycle, job: Job, start: float) -> bool:
+    d = job.expected_duration
+    return d is not None and cycle.now + d <= start
+
+
+def _place_on_held(cycle: Cycle, job: Job) -> bool:
+    """Try `job` with the holds lifted it ends before (they are re-held on what is left)."""
+    lifted = [h for h in cycle.holds if _fits_before(cycle, job, h.start)]
+    if not lifted:
+        return False
+    epoch = cycle.state.epoch
+    for h in lifted:
+        cycle.unhold(h)
+    placed = cycle.try_place(job, "backfill")
+    for h in lifted:
+        cycle.hold(h)
+    cycle.restore_epoch(epoch)  # capacity only shrank: cached failures stay true
+    return placed
+
+
+def backfill(cycle: Cycle) -> None:
+    limit = cycle.profile.max_reservations
+    if cycle.head is not None and cycle.head.id in cycle.status:
+        reserve(cycle, cycle.head)
+    for job in cycle.order:
+        if cycle.try_place(job, "backfill"):
+            continue
+        st = cycle.status[job.id]
+        if st.code not in CAPACITY_CODES:
+            continue
+        if cycle.holds and _place_on_held(cycle, job):
+            continue
+        held = [h for h in cycle.holds if h.job.id != job.id]
+        if len(cycle.holds) < limit and reserve(cycle, job) is not None:
+            continue
+        if held and _blocked_by_holds(cycle, job):
+            cycle.status[job.id] = Status("reservation", other_job=held[0].job.id)
+
+
+def _blocked_by_holds(cycle: Cycle, job: Job) -> bool:
+    """Would `job` fit if no device were held? (Only to explain; changes nothing.)"""
+    state = cycle.state
+    held = sum(state.allocs[h.hold_id].gpus for h in cycle.holds if h.hold_id in state.allocs)
+    if state.free_of(cycle.classes_of(job)) + held < job.gpus:
+        return False
+    key = (
+        state.epoch,
+        job.gpus,
+        job.gpu_types,
+        job.gpu_memory_gb,
+        job.topology,
+        job.cpus,
+        job.memory_gb,
+    )
+    if key in cycle.held_memo:
+        return cycle.held_memo[key]
+    cp = cycle.stmt.checkpoint()
+    epoch = cycle.state.epoch
+    for h in cycle.holds:
+        cycle.unhold(h)
+    fits = cycle.find(job) is not None
+    cycle.stmt.rollback(cp)
+    cycle.restore_epoch(epoch)
+    cycle.held_memo[key] = fits
+    return fits
+
+
+ACTIONS.register("backfill", backfill)

@@ -1,0 +1,50 @@
+"""preempt: within a queue, a higher-priority pending job evicts lower-priority running jobs.
+
+Only jobs of the same queue with strictly lower priority are victims (preemptible, outside
+their `min_runtime`, not placed in this cycle); lowest priority first, then the most recently
+started. The plan is committed only if the preemptor then fits (`victims.evict_for`). Since
+victims have strictly lower priority they can never preempt their preemptor back.
+"""
+
+from __future__ import annotations
+
+from trainyard.core.actions.victims import evict_for
+from trainyard.core.cycle import Cycle
+from trainyard.core.framework import ACTIONS
+from trainyard.core.state import Alloc
+from trainyard.core.types import Job
+
+
+def preempt_for(cycle: Cycle, job: Job) -> bool:
+    q = cycle.queues.index[job.queue]
+
+    def allowed(a: Alloc) -> bool:
+        return a.queue == q and a.job.priority < job.priority
+
+    def cost(a: Alloc) -> tuple[float, ...]:
+        return (float(a.job.priority), -a.started_at)
+
+    reason = f"priority {job.priority} job {job.id} needs the GPUs"
+    return evict_for(cycle, job, "preempt", allowed, cost, reason)
+
+
+def preempt(cycle: Cycle) -> None:
+    failed: dict[tuple[object, ...], int] = {}
+    for job in cycle.pending_jobs():
+        if job.gpus == 0 or job.id not in cycle.status:
+            continue
+        key = (
+            job.queue,
+            job.priority,
+            job.gpu_types,
+            job.gpu_memory_gb,
+            job.topology,
+            cycle.state.epoch,
+        )
+        if job.gpus >= failed.get(key, 1 << 30):
+            continue
+        if not preempt_for(cycle, job):
+            failed[key] = min(failed.get(key, 1 << 30), job.gpus)
+
+
+ACTIONS.register("preempt", preempt)

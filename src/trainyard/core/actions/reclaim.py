@@ -1,0 +1,64 @@
+"""reclaim: a queue below its guaranteed quota takes back GPUs lent to other queues.
+
+A pending job may reclaim when its queue, and every ancestor that is not shared with the
+victim, stays within `guaranteed` after the job starts. A victim must be preemptible, outside
+its `min_runtime`, and in a queue that stays at or above its own `guaranteed` (again on the
+path below the common ancestor) after losing it. Victims come first from the queue furthest
+over its guaranteed quota, then the lowest priority, then the most recently started (least
+work lost). See `victims.py` for how the set is chosen and why it is minimal.
+"""
+
+from __future__ import annotations
+
+from trainyard.core.actions.victims import evict_for
+from trainyard.core.cycle import Cycle
+from trainyard.core.framework import ACTIONS
+from trainyard.core.state import Alloc
+from trainyard.core.types import Job
+
+
+def _below(path: tuple[int, ...], other: tuple[int, ...]) -> tuple[int, ...]:
+    shared = set(other)
+    return tuple(a for a in path if a not in shared)
+
+
+def reclaim_for(cycle: Cycle, job: Job) -> bool:
+    queues = cycle.queues
+    q = queues.index[job.queue]
+    if queues.gpus[q] + job.gpus > queues.guaranteed[q]:
+        return False
+    my_path = queues.path[q]
+
+    def allowed(a: Alloc) -> bool:
+        vq = a.queue
+        if vq == q or vq in my_path or q in queues.path[vq]:
+            return False
+        mine = _below(my_path, queues.path[vq])
+        if any(queues.gpus[x] + job.gpus > queues.guaranteed[x] for x in mine):
+            return False
+        theirs = _below(queues.path[vq], my_path)
+        return all(queues.gpus[x] - a.gpus >= queues.guaranteed[x] for x in theirs)
+
+    def cost(a: Alloc) -> tuple[float, ...]:
+        over = queues.over_guaranteed(a.queue)
+        return (float(a.job.priority), -float(over), -a.started_at)
+
+    reason = f"queue {job.queue} reclaims its guaranteed quota"
+    return evict_for(cycle, job, "reclaim", allowed, cost, reason)
+
+
+def reclaim(cycle: Cycle) -> None:
+    failed: dict[tuple[object, ...], int] = {}
+    for job in cycle.pending_jobs():
+        if job.gpus == 0 or job.id not in cycle.status:
+            continue
+        key = (job.queue, job.gpu_types, job.gpu_memory_gb, job.topology, cycle.state.epoch)
+        if job.gpus >= failed.get(key, 1 << 30):
+            continue
+        if cycle.quota_blocker(job) >= 0:
+            continue
+        if not reclaim_for(cycle, job):
+            failed[key] = min(failed.get(key, 1 << 30), job.gpus)
+
+
+ACTIONS.register("reclaim", reclaim)

@@ -1,0 +1,167 @@
+"""Victim selection shared by reclaim and preempt: whole jobs, fewest GPUs, where it counts.
+
+For a preemptor that does not fit, `evict_for` looks for the cheapest set of eligible running
+jobs whose eviction lets it fit, *in the place it will then use*:
+
+1. Domains are tried from the tightest level the job could use (one node, then a leaf
+   switch, ..., then the whole cluster). At a level, a domain qualifies when its free GPUs plus
+   the GPUs eligible victims hold inside it reach the request.
+2. In each qualifying domain a victim set is chosen greedily: a single victim that covers the
+   shortfall if one exists (the smallest, then the cheapest), otherwise the cheapest victims in
+   order until the shortfall is covered; then victims that turn out unnecessary are dropped.
+3. Each plan is tried on the statement: evict, place the preemptor, and keep the plan only if
+   it fits; otherwise roll back. Among plans that fit at the tightest level the one evicting
+   the fewest GPUs (then lowest priorities) wins, and only it is committed.
+
+Victims are whole gangs, never jobs placed in this cycle, and never jobs inside their
+`min_runtime`; the caller's predicate adds the action's own rules (queue over quota, lower
+priority). A plan is committed only if the preemptor then fits, so nothing is evicted for a
+job that could not start.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from trainyard.core.cycle import Cycle
+from trainyard.core.state import Alloc
+from trainyard.core.types import ActionName, Job
+
+_DOMAINS_TRIED = 6  # qualifying domains tried per level, cheapest estimate first
+
+CostKey = Callable[[Alloc], tuple[float, ...]]
+
+
+def eligible(cycle: Cycle, alloc: Alloc) -> bool:
+    """Rules common to every eviction."""
+    job = alloc.job
+    return (
+        alloc.queue >= 0
+        and job.preemptible
+        and not alloc.placed_now
+        and cycle.now - alloc.started_at >= job.min_runtime
+    )
+
+
+def _domain(cycle: Cycle, n: int, level: int) -> int:
+    layout = cycle.layout
+    if level >= layout.depth:
+        return n
+    if level < 0:
+        return 0
+    return layout.domain_of[level][n]
+
+
+def _free_in(cycle: Cycle, c: int, level: int, d: int) -> int:
+    state = cycle.state
+    if level >= cycle.layout.depth:
+        return state.free_cnt[d] if cycle.layout.class_of_node[d] == c else 0
+    if level < 0:
+        return state.class_free[c]
+    return state.dom_free[level][c][d]
+
+
+def _plan(need: int, victims: list[tuple[int, Alloc]], cost: CostKey) -> list[Alloc]:
+    """Victims covering `need` GPUs (credit = their GPUs inside the domain), minimal."""
+    single = [(a.gpus, cost(a), a.job.id, a) for credit, a in victims if credit >= need]
+    if single:
+        return [min(single, key=lambda t: (t[0], t[1], t[2]))[3]]
+    chosen: list[tuple[int, Alloc]] = []
+    got = 0
+    for credit, a in sorted(victims, key=lambda ca: (cost(ca[1]), ca[1].job.id)):
+        chosen.append((credit, a))
+        got += credit
+        if got >= need:
+            break
+    if got < need:
+        return []
+    for item in sorted(chosen, key=lambda ca: -ca[1].gpus):  # drop what is not needed
+        if got - item[0] >= need:
+            chosen.remove(item)
+            got -= item[0]
+    return [a for _c, a in chosen]
+
+
+def _try(
+    cycle: Cycle,
+    job: Job,
+    plan: list[Alloc],
+    action: ActionName,
+    reason: str,
+    allowed: Callable[[Alloc], bool],
+) -> bool:
+    """Evict `plan` (in order, re-checking `allowed`) and place `job`; True if it fits."""
+    for a in plan:
+        if not allowed(a):
+            return False
+        cycle.stmt.evict(a.job.id, action, job.id, reason)
+    return cycle.try_place(job, action, tuple(a.job.id for a in plan))
+
+
+def evict_for(
+    cycle: Cycle,
+    job: Job,
+    action: ActionName,
+    allowed: Callable[[Alloc], bool],
+    cost: CostKey,
+    reason: str,
+) -> bool:
+    """Evict the cheapest victims that let `job` fit and place it; False changes nothing."""
+    state = cycle.state
+    layout = cycle.layout
+    classes = cycle.classes_of(job)
+    g = job.gpus
+    if g == 0 or not classes:
+        return False
+    pool = [
+        a for a in state.allocs.values() if a.cls in classes and eligible(cycle, a) and allowed(a)
+    ]
+    if not pool:
+        return False
+    for c in classes:
+        if state.class_free[c] + sum(a.gpus for a in pool if a.cls == c) >= g:
+            break
+    else:
+        return False
+    max_level = cycle.max_level(job)
+    fits_node = any(g <= layout.class_node_max[c] for c in classes)
+    levels = [layout.depth] if fits_node else []
+    if job.topology not in ("node", "island"):
+        levels += list(range(layout.depth - 1, max_level - 1, -1))
+        if max_level < 0:
+            levels.append(-1)
+    for level in levels:
+        best: tuple[tuple[int, float], list[Alloc]] | None = None
+        for c in classes:
+            credit: dict[int, dict[str, int]] = {}
+            for a in pool:
+                if a.cls != c:
+                    continue
+                for n, mask, _cpu, _mem in a.parts:
+                    per = credit.setdefault(_domain(cycle, n, level), {})
+                    per[a.job.id] = per.get(a.job.id, 0) + mask.bit_count()
+            options = []
+            for d, per in credit.items():
+                free = _free_in(cycle, c, level, d)
+                if free + sum(per.values()) < g:
+                    continue
+                victims = [(k, state.allocs[jid]) for jid, k in per.items()]
+                plan = _plan(g - free, victims, cost)
+                if plan:
+                    options.append(
+                        ((sum(a.gpus for a in plan), sum(cost(a)[0] for a in plan)), d, plan)
+                    )
+            options.sort(key=lambda o: (o[0], o[1]))
+            for estimate, _d, plan in options[:_DOMAINS_TRIED]:
+                if best is not None and estimate >= best[0]:
+                    break
+                cp = cycle.stmt.checkpoint()
+                epoch = state.epoch
+                ok = _try(cycle, job, plan, action, reason, allowed)
+                cycle.stmt.rollback(cp)
+                cycle.restore_epoch(epoch)
+                if ok:
+                    best = (estimate, plan)
+        if best is not None:
+            return _try(cycle, job, best[1], action, reason, allowed)
+    return False

@@ -1,0 +1,36 @@
+"""Apply a `Decision` to the `Snapshot` it was made from, as if executed instantly.
+
+The result is the snapshot the next cycle would see if every eviction stopped at once and
+every placement started at once (at `decision.now`): evicted jobs go back to pending, placed
+jobs become running. The simulator uses it between events and the tests use it to check
+stability ("a cycle on its own applied result changes nothing") and the absence of
+preemption ping-pong. Pure, like the rest of the core.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from trainyard.core.snapshot import Snapshot
+from trainyard.core.types import Decision, RunningJob
+
+
+def apply_decision(snapshot: Snapshot, decision: Decision, now: float | None = None) -> Snapshot:
+    """The snapshot after `decision` took effect; `now` defaults to the decision's time."""
+    evicted = {e.job_id for e in decision.evictions}
+    placed = {p.job_id: p for p in decision.placements}
+    running: list[RunningJob] = [r for r in snapshot.running if r.job.id not in evicted]
+    back_to_pending = [r.job for r in snapshot.running if r.job.id in evicted]
+    pending = []
+    for job in snapshot.pending:
+        p = placed.get(job.id)
+        if p is None:
+            pending.append(job)
+        else:
+            running.append(RunningJob(job, p.nodes, decision.now))
+    return replace(
+        snapshot,
+        now=decision.now if now is None else now,
+        running=tuple(running),
+        pending=tuple(pending) + tuple(back_to_pending),
+    )

@@ -1,0 +1,215 @@
+"""One scheduling cycle: snapshot in, decision out. The only entry point is `run_cycle`.
+
+`Cycle` is the working context of one call: the layout, the mutable `ClusterState`, the
+`Statement` through which every change goes, the shared pending order, reservation holds and
+the raw pending status of every job. Actions (`actions/`) use `Cycle.try_place` and the
+statement; at the end `explain.build_decision` turns the statement's records and the statuses
+into an immutable `Decision`. Nothing here does I/O or reads a clock: `snapshot.now` is time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from trainyard.core.explain import build_decision
+from trainyard.core.framework import ACTIONS, Profile, get_profile
+from trainyard.core.order import PendingOrder
+from trainyard.core.placement import (
+    Candidate,
+    candidates,
+    choose,
+    cpu_only_candidates,
+    job_demand,
+    pick_devices,
+)
+from trainyard.core.queues import QueueIndex
+from trainyard.core.snapshot import Snapshot, validate
+from trainyard.core.state import PHANTOM_QUEUE, Alloc, ClusterState
+from trainyard.core.statement import Statement
+from trainyard.core.topology import Layout, build_layout
+from trainyard.core.types import ActionName, Decision, Job, PendingCode
+
+CAPACITY_CODES: frozenset[PendingCode] = frozenset({"capacity", "fragmented", "resources"})
+
+
+@dataclass(slots=True)
+class Status:
+    """Why a job is pending right now (raw; `explain` renders it for people)."""
+
+    code: PendingCode
+    blocker: int = -1  # queue index that blocks (quota)
+    other_job: str = ""  # reserved job that would be delayed / head of line
+    estimated_start: float | None = None
+
+
+@dataclass(slots=True)
+class Hold:
+    """A backfill reservation: `job` starts at `start` on `target` (node, device mask)."""
+
+    job: Job
+    start: float
+    target: list[tuple[int, int]]
+    hold_id: str
+
+
+class Cycle:
+    """Working context of one `run_cycle` call."""
+
+    def __init__(self, snapshot: Snapshot, profile: Profile, layout: Layout | None = None) -> None:
+        self.snapshot = snapshot
+        self.profile = profile
+        self.now = snapshot.now
+        self.layout = layout or build_layout(snapshot.nodes, snapshot.topology)
+        nodes = snapshot.nodes
+        self.queues = QueueIndex(
+            snapshot.effective_queues(),
+            total_gpus=sum(self.layout.class_capacity),
+            total_cpus=sum(n.cpus for n in nodes),
+            total_mem=sum(n.memory_gb for n in nodes),
+            usage_weight=profile.usage_weight,
+        )
+        self.state = ClusterState(self.layout, snapshot, self.queues)
+        self.stmt = Statement(self.state)
+        self.status: dict[str, Status] = {}
+        self.holds: list[Hold] = []
+        self.head: Job | None = None  # first job allocate could not fit (backfill reserves it)
+        self.order = PendingOrder(self)
+        self._classes: dict[tuple[tuple[str, ...], float], tuple[int, ...]] = {}
+        self._fail: dict[tuple[object, ...], tuple[int, int]] = {}
+        self.held_memo: dict[tuple[object, ...], bool] = {}
+
+    # -- helpers used by actions ---------------------------------------------------------
+
+    def classes_of(self, job: Job) -> tuple[int, ...]:
+        key = (job.gpu_types, job.gpu_memory_gb)
+        found = self._classes.get(key)
+        if found is None:
+            found = self.layout.classes_for(job.gpu_types, job.gpu_memory_gb)
+            self._classes[key] = found
+        return found
+
+    def max_level(self, job: Job) -> int:
+        if job.topology is None:
+            return -1
+        level = self.layout.level_index(job.topology)
+        return -1 if level is None else level
+
+    def quota_blocker(self, job: Job) -> int:
+        """-1 if the job's queue may take it now, else the blocking queue's index."""
+        q = self.queues.index[job.queue]
+        blocker = self.queues.within_limit(q, job.gpus)
+        if blocker < 0 and not job.preemptible:
+            blocker = self.queues.within_guaranteed(q, job.gpus)
+        return blocker
+
+    def find(self, job: Job) -> Candidate | None:
+        """Best candidate for `job` on the current state, or None (no status recorded)."""
+        if job.gpus == 0:
+            cands = cpu_only_candidates(self.state, job)
+        else:
+            cands = candidates(
+                self.state, job, self.classes_of(job), self.profile, self.max_level(job)
+            )
+        return choose(self.state, job, cands, self.profile) if cands else None
+
+    def commit(
+        self,
+        job: Job,
+        cand: Candidate,
+        action: ActionName,
+        after_evictions: tuple[str, ...] = (),
+    ) -> Alloc:
+        """Allocate `cand` for `job` in the statement (devices chosen here)."""
+        alloc = self.materialize(job, cand, self.queues.index[job.queue])
+        self.stmt.allocate(alloc, action, after_evictions)
+        self.status.pop(job.id, None)
+        return alloc
+
+    def materialize(self, job: Job, cand: Candidate, queue: int) -> Alloc:
+        cpu, mem = job_demand(job)
+        parts = []
+        for n, k in cand.parts:
+            mask = pick_devices(self.state, n, k) if k else 0
+            share = k if job.gpus else 1
+            parts.append((n, mask, cpu * share, mem * share))
+        end = self.now + job.expected_duration if job.expected_duration is not None else None
+        return Alloc(job, queue, cand.cls, parts, self.now, True, end)
+
+    def try_place(
+        self, job: Job, action: ActionName, after_evictions: tuple[str, ...] = ()
+    ) -> bool:
+        """Place `job` if quota and capacity allow; otherwise record why not."""
+        blocker = self.quota_blocker(job)
+        if blocker >= 0:
+            self.status[job.id] = Status("quota", blocker=blocker)
+            return False
+        key = (job.gpu_types, job.gpu_memory_gb, job.topology, job.cpus > 0, job.memory_gb > 0)
+        state = self.state
+        cached = self._fail.get(key)
+        if cached is not None and cached[0] == state.epoch and job.gpus >= cached[1]:
+            self.status[job.id] = Status("capacity")
+            return False
+        cand = self.find(job)
+        if cand is None:
+            self._fail[key] = (state.epoch, job.gpus)
+            self.status[job.id] = Status("capacity")
+            return False
+        self.commit(job, cand, action, after_evictions)
+        return True
+
+    def restore_epoch(self, epoch: int) -> None:
+        """After a change that left capacity the same or smaller (a rolled-back trial, holds
+        lifted and re-taken), keep the failures cached at `epoch` valid and drop the rest."""
+        self.state.epoch = epoch
+        self._fail = {k: v for k, v in self._fail.items() if v[0] == epoch}
+
+    # -- reservation holds ---------------------------------------------------------------
+
+    def hold(self, res: Hold) -> None:
+        """Take the currently free devices of a reservation's target so others avoid them."""
+        state = self.state
+        parts = [(n, mask & state.free_mask[n], 0.0, 0.0) for n, mask in res.target]
+        parts = [p for p in parts if p[1]]
+        if parts:
+            cls = self.layout.class_of_node[parts[0][0]]
+            placeholder = Job(id=res.hold_id, queue="", gpus=sum(p[1].bit_count() for p in parts))
+            self.stmt.allocate(Alloc(placeholder, PHANTOM_QUEUE, cls, parts, self.now), None)
+
+    def unhold(self, res: Hold) -> None:
+        if res.hold_id in self.state.allocs:
+            self.stmt.release(res.hold_id)
+
+    def pending_jobs(self) -> list[Job]:
+        """Jobs considered so far that are still pending, in scheduling order."""
+        return [j for j in self.order.visited if j.id in self.status]
+
+
+def run_cycle(
+    snapshot: Snapshot, profile: Profile | str = "default", layout: Layout | None = None
+) -> Decision:
+    """Run the profile's actions on `snapshot` and return what to change.
+
+    Pure: no I/O, no clock; the same snapshot and profile always give the same decision.
+    `layout` may be passed to reuse the static index of an unchanged cluster (same nodes and
+    topology). Raises `SnapshotError` / `UnknownNameError` for input that cannot be scheduled.
+    """
+    prof = get_profile(profile) if isinstance(profile, str) else profile
+    prof.validate()
+    validate(snapshot)
+    cycle = Cycle(snapshot, prof, layout)
+    for name in prof.actions:
+        ACTIONS.get(name)(cycle)
+    if cycle.stmt.evicted:
+        _settle(cycle)
+    head = cycle.head.id if cycle.head else ""
+    for job in cycle.order.rest():  # jobs a strict order never reached
+        cycle.status.setdefault(job.id, Status("order", other_job=head))
+    return build_decision(cycle)
+
+
+def _settle(cycle: Cycle) -> None:
+    """After evictions, let waiting jobs (not the victims) use what the plans left free, so
+    that the next cycle on the applied decision has nothing left to do (stability)."""
+    for job in cycle.pending_jobs():
+        if cycle.status[job.id].code != "quota":
+            cycle.try_place(job, "backfill")

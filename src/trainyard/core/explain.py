@@ -1,0 +1,188 @@
+"""Turn a finished cycle into a `Decision`, with a sentence for every pending job.
+
+Reasons are rendered once per distinct situation (job shape x code) on the final state of the
+cycle, so explaining 20,000 pending jobs costs little more than explaining a handful. A
+reason names the numbers a person needs: what the job asks for, what is free, the largest
+block in the domain it needs, the queue and quota that block it, the reserved job it must not
+delay, and the estimated start when one is known.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from trainyard.core.placement import devices_of
+from trainyard.core.types import (
+    Decision,
+    Eviction,
+    Job,
+    NodeDevices,
+    PendingCode,
+    PendingReason,
+    Placement,
+    Reservation,
+)
+
+if TYPE_CHECKING:
+    from trainyard.core.cycle import Cycle, Status
+
+
+def _nodes(
+    cycle: Cycle, parts: Sequence[tuple[int, int] | tuple[int, int, float, float]]
+) -> tuple[NodeDevices, ...]:
+    names = cycle.layout.nodes
+    return tuple(NodeDevices(names[p[0]].name, devices_of(p[1])) for p in parts)
+
+
+def _in(seconds: float) -> str:
+    s = max(0, int(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{(s % 3600) // 60:02d}m"
+
+
+def _types(job: Job) -> str:
+    t = "/".join(job.gpu_types) + " " if job.gpu_types else ""
+    mem = f" with >= {job.gpu_memory_gb:g} GB" if job.gpu_memory_gb else ""
+    return f"{job.gpus} {t}GPU{'s' if job.gpus != 1 else ''}{mem}"
+
+
+def _capacity(cycle: Cycle, job: Job) -> tuple[PendingCode, str]:
+    """Code and sentence for a job that found no room."""
+    state = cycle.state
+    layout = cycle.layout
+    classes = cycle.classes_of(job)
+    if job.gpus == 0:
+        return "resources", f"no node has {job.cpus:g} CPUs and {job.memory_gb:g} GB memory free"
+    if not classes:
+        return "unresolvable", f"no node offers {_types(job)}"
+    capacity = sum(layout.class_capacity[c] for c in classes)
+    if capacity < job.gpus:
+        return "unresolvable", f"needs {_types(job)} but the cluster has only {capacity} such GPUs"
+    free = state.free_of(classes)
+    level = cycle.max_level(job)
+    if job.topology is not None and level >= 0:
+        where = job.topology
+        cap = max(
+            layout.class_node_max[c]
+            if level >= layout.depth
+            else max(layout.domain_capacity[level][c], default=0)
+            for c in classes
+        )
+        if cap < job.gpus:
+            return "unresolvable", (
+                f"needs {_types(job)} inside one {where}, but the largest {where} has {cap}"
+            )
+        if free >= job.gpus:
+            largest = max(state.largest_free(c, level) for c in classes)
+            return "fragmented", (
+                f"needs {_types(job)} inside one {where}; {free} free in total, "
+                f"largest free block in one {where} is {largest}"
+            )
+    if free >= job.gpus:
+        largest = max(state.largest_free(c, layout.depth) for c in classes)
+        if not cycle.profile.split_small_jobs and job.gpus <= max(
+            layout.class_node_max[c] for c in classes
+        ):
+            return "fragmented", (
+                f"needs {_types(job)} on one node; {free} free in total, "
+                f"largest free block on one node is {largest}"
+            )
+        return "resources", (
+            f"needs {_types(job)} with {job.cpus:g} CPUs / {job.memory_gb:g} GB memory; "
+            f"{free} GPUs are free but not with that CPU/memory beside them"
+        )
+    return "capacity", f"waiting for {_types(job)}; {free} free"
+
+
+def _quota(cycle: Cycle, job: Job, blocker: int) -> str:
+    qs = cycle.queues
+    name = qs.name(blocker)
+    lim = qs.limit[blocker]
+    if lim is not None and qs.gpus[blocker] + job.gpus > lim:
+        return f"queue {name} is at its limit ({qs.gpus[blocker]}/{lim} GPUs; job needs {job.gpus})"
+    return (
+        f"non-preemptible jobs must fit in the guaranteed quota of queue {name} "
+        f"({qs.gpus[blocker]}/{qs.guaranteed[blocker]} GPUs; job needs {job.gpus})"
+    )
+
+
+def _reason(cycle: Cycle, job: Job, st: Status) -> PendingReason:
+    code: PendingCode = st.code
+    if st.code == "quota":
+        msg = _quota(cycle, job, st.blocker)
+    elif st.code == "order":
+        head = f" behind job {st.other_job}" if st.other_job else ""
+        msg = f"strict order: waiting{head}, the head of the line"
+    else:
+        code, msg = _capacity(cycle, job)
+        if st.code == "reservation":
+            code = "reservation"
+            msg = f"would delay job {st.other_job}, which holds a reservation; {msg}"
+    if st.estimated_start is not None:
+        msg += f"; reserved to start in ~{_in(st.estimated_start - cycle.now)}"
+    return PendingReason(code, msg, st.estimated_start)
+
+
+def build_decision(cycle: Cycle) -> Decision:
+    """The immutable result of `cycle`."""
+    stmt = cycle.stmt
+    placements = tuple(
+        Placement(
+            job_id=jid,
+            queue=p.alloc.job.queue,
+            nodes=_nodes(cycle, p.alloc.parts),
+            action=p.action,
+            gpu_type=cycle.layout.classes[p.alloc.cls][0] if p.alloc.cls >= 0 else "",
+            after_evictions=p.after_evictions,
+        )
+        for jid, p in stmt.placed.items()
+    )
+    evictions = tuple(
+        Eviction(jid, e.alloc.job.queue, e.alloc.gpus, e.action, e.for_job, e.reason)
+        for jid, e in stmt.evicted.items()
+    )
+    reservations = tuple(
+        Reservation(h.job.id, h.start, _nodes(cycle, h.target))
+        for h in cycle.holds
+        if h.job.id in cycle.status
+    )
+    cache: dict[tuple[object, ...], PendingReason] = {}
+    pending: dict[str, PendingReason] = {}
+    for job in cycle.snapshot.pending:
+        st = cycle.status.get(job.id)
+        if st is None:
+            continue
+        key = (
+            job.gpus,
+            job.gpu_types,
+            job.gpu_memory_gb,
+            job.topology,
+            job.cpus,
+            job.memory_gb,
+            job.queue,
+            st.code,
+            st.blocker,
+            st.other_job,
+            st.estimated_start,
+        )
+        reason = cache.get(key)
+        if reason is None:
+            reason = _reason(cycle, job, st)
+            cache[key] = reason
+        pending[job.id] = reason
+    for jid, e in stmt.evicted.items():
+        pending[jid] = PendingReason(
+            "capacity", f"preempted ({e.action}) for job {e.for_job}: {e.reason}"
+        )
+    return Decision(
+        now=cycle.now,
+        profile=cycle.profile.name,
+        placements=placements,
+        evictions=evictions,
+        reservations=reservations,
+        pending=pending,
+    )

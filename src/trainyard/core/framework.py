@@ -1,0 +1,140 @@
+"""Extension points of the cycle: plugin protocols, registries by name, and profiles.
+
+Plugins answer narrow questions; each protocol says how several of them combine:
+
+- `JobOrder` (one per profile): a sort key for pending jobs inside a queue; lower runs first.
+- `QueueOrder` (one per profile): `drf` serves the queue with the lowest fair-share key next
+  (hierarchically); `global` ignores queues and walks one list in job order.
+- `Scorer` (any number, weighted sum): rates a candidate placement in [0, 1]; the highest total
+  wins, ties go to the lowest node index (so decisions are deterministic).
+- `Action` (ordered list): a step of the cycle, run in the profile's order of disruption.
+
+A `Profile` names one choice for each, plus a few numeric knobs. Everything is found by name in
+a `Registry`, whose error for a wrong name lists the known names and the closest match, so a
+config file or CLI flag can pick policies safely.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+
+from trainyard.core.types import Job
+
+if TYPE_CHECKING:
+    from trainyard.core.cycle import Cycle
+    from trainyard.core.placement import Candidate
+    from trainyard.core.state import ClusterState
+
+T = TypeVar("T")
+
+
+class UnknownNameError(KeyError):
+    """A registry lookup failed; the message lists what exists."""
+
+    def __init__(self, kind: str, name: str, known: list[str]) -> None:
+        close = difflib.get_close_matches(name, known, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        self.message = f"unknown {kind} {name!r}{hint} (known: {', '.join(known)})"
+        super().__init__(self.message)
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class Registry(Generic[T]):
+    """Name -> plugin, with helpful errors."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self._items: dict[str, T] = {}
+
+    def register(self, name: str, item: T) -> T:
+        if name in self._items:
+            raise ValueError(f"{self.kind} {name!r} registered twice")
+        self._items[name] = item
+        return item
+
+    def get(self, name: str) -> T:
+        try:
+            return self._items[name]
+        except KeyError:
+            raise UnknownNameError(self.kind, name, self.names()) from None
+
+    def names(self) -> list[str]:
+        return sorted(self._items)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._items
+
+
+class JobOrder(Protocol):
+    """Sort key of a pending job within its queue; lower is served first."""
+
+    def __call__(self, job: Job, profile: Profile) -> tuple[Any, ...]: ...
+
+
+Scorer = Callable[["ClusterState", Job, "Candidate"], float]
+"""Rates a candidate placement in [0, 1]; higher is better."""
+
+
+Action = Callable[["Cycle"], None]
+
+JOB_ORDERS: Registry[JobOrder] = Registry("job order")
+QUEUE_ORDERS: Registry[str] = Registry("queue order")
+SCORERS: Registry[Scorer] = Registry("placement scorer")
+ACTIONS: Registry[Action] = Registry("action")
+PROFILES: Registry[Profile] = Registry("profile")
+
+QUEUE_ORDERS.register("drf", "drf")
+QUEUE_ORDERS.register("global", "global")
+
+
+@dataclass(frozen=True, slots=True)
+class Profile:
+    """A complete scheduling policy: actions, orders, scorers and knobs."""
+
+    name: str
+    description: str = ""
+    actions: tuple[str, ...] = ("allocate", "backfill", "reclaim", "preempt")
+    job_order: str = "priority"
+    queue_order: str = "drf"
+    scorers: tuple[tuple[str, float], ...] = (
+        ("topology", 4.0),
+        ("fragmentation", 2.0),
+        ("binpack", 1.0),
+    )
+    strict_order: bool = False  # stop at the first job that does not fit (classic FIFO)
+    las_thresholds: tuple[float, ...] = (57_600.0,)  # GPU-seconds between LAS priority levels
+    usage_weight: float = 0.5  # weight of decayed usage history in the fair-share key
+    max_reservations: int = 1  # head-of-line jobs that get a backfill reservation
+    split_small_jobs: bool = True  # may a job that could fit one node span nodes when none has room
+    params: dict[str, float] = field(default_factory=dict)
+
+    def validate(self) -> None:
+        """Raise `UnknownNameError` / `ValueError` for names or knobs that cannot work."""
+        for action in self.actions:
+            ACTIONS.get(action)
+        JOB_ORDERS.get(self.job_order)
+        QUEUE_ORDERS.get(self.queue_order)
+        for scorer, weight in self.scorers:
+            SCORERS.get(scorer)
+            if weight < 0:
+                raise ValueError(f"profile {self.name}: scorer {scorer} weight must be >= 0")
+        if self.max_reservations < 0:
+            raise ValueError(f"profile {self.name}: max_reservations must be >= 0")
+        if list(self.las_thresholds) != sorted(self.las_thresholds):
+            raise ValueError(f"profile {self.name}: las_thresholds must be increasing")
+
+    def with_overrides(self, **changes: Any) -> Profile:
+        """A copy with some fields changed (validated)."""
+        out = replace(self, **changes)
+        out.validate()
+        return out
+
+
+def get_profile(name: str) -> Profile:
+    """The registered profile called `name` (raises `UnknownNameError`)."""
+    return PROFILES.get(name)

@@ -1,0 +1,232 @@
+"""Where a gang can go: candidate generation, scoring, and the choice of devices.
+
+Rules, in order:
+1. A job only uses one device class, from its acceptable types, with enough device memory.
+2. Tightest domain first: a job that fits one NVLink island gets one if any node has such an
+   island free; else one node; else the innermost topology level (leaf switch, then spine, ...)
+   in which one domain has room; else the whole cluster. `Job.topology` caps how far it may
+   spread; `Profile.split_small_jobs=False` forbids spreading a job that fits one node.
+3. Inside a multi-node domain, the gang takes the fewest children: whole-free children first
+   (largest free first), then the best-fitting child for the remainder, recursively.
+4. Several candidates (one per free-count bucket for single-node jobs, a few best-fitting
+   domains for gangs) are rated by the profile's weighted scorers; ties go to the lowest index.
+
+Only candidate *shapes* (node, GPU count) are computed here; device bits are chosen by
+`pick_devices` when the chosen candidate is committed, keeping islands whole where possible.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from trainyard.core.framework import SCORERS, Profile
+from trainyard.core.resources import bits, lowest_n
+from trainyard.core.state import ClusterState
+from trainyard.core.types import Job
+
+_SCAN_LIMIT = 64  # nodes looked at per free-count bucket before giving up on CPU/memory
+
+
+@dataclass(slots=True)
+class Candidate:
+    """A possible placement: class, (node, gpus) parts, and the level it spans.
+
+    `level`: the innermost level containing all parts: `depth` for one node, -1 for the whole
+    cluster. `domain`: the domain id at that level (node index when `level == depth`).
+    """
+
+    cls: int
+    parts: list[tuple[int, int]]
+    level: int
+    domain: int
+
+
+def job_demand(job: Job) -> tuple[float, float]:
+    """CPU and memory per GPU (or per job for CPU-only jobs)."""
+    g = job.gpus or 1
+    return job.cpus / g, job.memory_gb / g
+
+
+def single_node_candidates(
+    state: ClusterState, job: Job, c: int, need_island: bool
+) -> list[Candidate]:
+    """One candidate per free-count bucket >= job.gpus: its lowest-index usable node."""
+    g = job.gpus
+    cpu, mem = job_demand(job)
+    depth = state.layout.depth
+    islands = state.layout.islands
+    out: list[Candidate] = []
+    buckets = state.bucket[c]
+    for k in range(g, len(buckets)):
+        mask = buckets[k]
+        scanned = 0
+        while mask and scanned < _SCAN_LIMIT:
+            low = mask & -mask
+            mask ^= low
+            n = low.bit_length() - 1
+            scanned += 1
+            if state.node_room(n, cpu, mem) < g:
+                continue
+            if need_island:
+                free = state.free_mask[n]
+                if not any((free & isl).bit_count() >= g for isl in islands[n]):
+                    continue
+            out.append(Candidate(c, [(n, g)], depth, n))
+            break
+    return out
+
+
+def _fill(
+    state: ClusterState, c: int, need: int, level: int, kids: list[int], cpu: float, mem: float
+) -> list[tuple[int, int]] | None:
+    """Take `need` GPUs of class `c` from `kids` (domains of `level`, or nodes when
+    level == depth) using the fewest children; None if CPU/memory make it impossible."""
+    layout = state.layout
+    if level >= layout.depth:
+        room = [(state.node_room(n, cpu, mem), n) for n in kids if layout.class_of_node[n] == c]
+    else:
+        free = state.dom_free[level][c]
+        room = [(free[d], d) for d in kids]
+    room = [(r, x) for r, x in room if r > 0]
+    if sum(r for r, _x in room) < need:
+        return None
+    fits = [(r, x) for r, x in room if r >= need]
+    if fits:
+        _r, x = min(fits)
+        if level >= layout.depth:
+            return [(x, need)]
+        sub = _fill(state, c, need, level + 1, layout.children[level][x], cpu, mem)
+        if sub is not None:
+            return sub
+    room.sort(key=lambda rx: (-rx[0], rx[1]))
+    parts: list[tuple[int, int]] = []
+    left = need
+    for i, (r, x) in enumerate(room):
+        if left == 0:
+            break
+        rest = [(rr, xx) for rr, xx in room[i:] if rr >= left]
+        if rest:  # best fit for the remainder
+            r, x = min(rest)
+            take = left
+        else:
+            take = min(r, left)
+        if level >= layout.depth:
+            parts.append((x, take))
+        else:
+            sub = _fill(state, c, take, level + 1, layout.children[level][x], cpu, mem)
+            if sub is None:
+                return None
+            parts.extend(sub)
+        left -= take
+        if rest:
+            break
+    return parts if left == 0 else None
+
+
+def gang_candidates(state: ClusterState, job: Job, c: int, max_level: int) -> list[Candidate]:
+    """Candidates spanning several nodes, at the innermost level that has room."""
+    layout = state.layout
+    g = job.gpus
+    cpu, mem = job_demand(job)
+    for level in range(layout.depth - 1, max_level - 1, -1):
+        free = state.dom_free[level][c]
+        doms = sorted((f, d) for d, f in enumerate(free) if f >= g)
+        out: list[Candidate] = []
+        for _f, d in doms[:4]:
+            parts = _fill(state, c, g, level + 1, layout.children[level][d], cpu, mem)
+            if parts is not None:
+                out.append(Candidate(c, parts, level, d))
+        if out:
+            return out
+    if max_level < 0 and state.class_free[c] >= g:
+        parts = _fill(state, c, g, 0, layout.top, cpu, mem)
+        if parts is not None:
+            return [Candidate(c, parts, -1, 0)]
+    return []
+
+
+def candidates(
+    state: ClusterState, job: Job, classes: tuple[int, ...], profile: Profile, max_level: int
+) -> list[Candidate]:
+    """All candidate placements for `job` over its acceptable classes (tightest first)."""
+    layout = state.layout
+    depth = layout.depth
+    g = job.gpus
+    out: list[Candidate] = []
+    for c in classes:
+        if state.class_free[c] < g:
+            continue
+        node_max = layout.class_node_max[c]
+        if g <= node_max:
+            island = job.topology == "island"
+            found = single_node_candidates(state, job, c, island)
+            if found:
+                out.extend(found)
+                continue
+            if max_level >= depth or not profile.split_small_jobs:
+                continue
+        if max_level < depth:
+            out.extend(gang_candidates(state, job, c, max_level))
+    if len({cand.level for cand in out}) > 1:  # keep only the tightest span
+        best = max(cand.level for cand in out)
+        out = [cand for cand in out if cand.level == best]
+    return out
+
+
+def cpu_only_candidates(state: ClusterState, job: Job) -> list[Candidate]:
+    """A CPU-only job goes on one node, preferring nodes without GPUs (then lowest index)."""
+    layout = state.layout
+    best: Candidate | None = None
+    for n, node in enumerate(layout.nodes):
+        if not node.schedulable:
+            continue
+        if state.free_cpu[n] + 1e-9 < job.cpus or state.free_mem[n] + 1e-9 < job.memory_gb:
+            continue
+        cand = Candidate(layout.class_of_node[n], [(n, 0)], layout.depth, n)
+        if layout.class_of_node[n] < 0:
+            return [cand]
+        if best is None:
+            best = cand
+    return [best] if best is not None else []
+
+
+def choose(state: ClusterState, job: Job, cands: list[Candidate], profile: Profile) -> Candidate:
+    """The candidate with the highest weighted score (first on ties)."""
+    if len(cands) == 1:
+        return cands[0]
+    best = cands[0]
+    best_score = -1.0
+    for cand in cands:
+        score = 0.0
+        for name, weight in profile.scorers:
+            if weight:
+                score += weight * SCORERS.get(name)(state, job, cand)
+        if score > best_score + 1e-12:
+            best, best_score = cand, score
+    return best
+
+
+def pick_devices(state: ClusterState, n: int, k: int) -> int:
+    """Device mask of `k` free devices on node `n`: one island if it fits (best fit), else
+    whole islands first, so that the largest free islands stay intact."""
+    free = state.free_mask[n]
+    islands = state.layout.islands[n]
+    if len(islands) == 1:
+        return lowest_n(free, k)
+    room = sorted(((free & isl).bit_count(), i) for i, isl in enumerate(islands))
+    for cnt, i in room:
+        if cnt >= k:
+            return lowest_n(free & islands[i], k)
+    out = 0
+    left = k
+    for cnt, i in sorted(room, key=lambda ci: (-ci[0], ci[1])):
+        if not left:
+            break
+        take = min(cnt, left)
+        out |= lowest_n(free & islands[i], take)
+        left -= take
+    return out
+
+
+def devices_of(mask: int) -> tuple[int, ...]:
+    return tuple(bits(mask))

@@ -1,0 +1,165 @@
+"""The immutable input of a cycle, and its validation.
+
+A `Snapshot` is everything the core may look at: nodes, topology, queues, running jobs, pending
+jobs and `now` (the clock is injected; the core never reads one). `validate` checks the
+snapshot once and raises `SnapshotError` naming the offending field and the fix, so that a bad
+scenario file or a drifted database never turns into a traceback deep inside a cycle.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from trainyard.core.types import Job, Node, Queue, RunningJob, Topology
+
+
+class SnapshotError(ValueError):
+    """The snapshot is inconsistent. `field` says where, the message says what to change."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """The world as the core sees it at time `now` (seconds, any epoch)."""
+
+    now: float
+    nodes: tuple[Node, ...]
+    topology: Topology = field(default_factory=Topology)
+    queues: tuple[Queue, ...] = ()
+    running: tuple[RunningJob, ...] = ()
+    pending: tuple[Job, ...] = ()
+
+    def effective_queues(self) -> tuple[Queue, ...]:
+        """The queues, or one `default` queue guaranteed the whole cluster when none is given."""
+        if self.queues:
+            return self.queues
+        total = sum(n.gpus for n in self.nodes)
+        return (Queue(name="default", guaranteed=total),)
+
+
+def _check_job(job: Job, where: str, queues: set[str]) -> None:
+    if not job.id:
+        raise SnapshotError(f"{where}.id", "must be a non-empty string")
+    if job.gpus < 0:
+        raise SnapshotError(f"{where}.gpus", f"must be >= 0, got {job.gpus}")
+    if job.queue not in queues:
+        known = ", ".join(sorted(queues))
+        raise SnapshotError(f"{where}.queue", f"unknown queue {job.queue!r}; known: {known}")
+    for name in ("cpus", "memory_gb", "gpu_memory_gb", "min_runtime", "attained_service"):
+        if getattr(job, name) < 0:
+            raise SnapshotError(f"{where}.{name}", "must be >= 0")
+    if job.expected_duration is not None and job.expected_duration < 0:
+        raise SnapshotError(f"{where}.expected_duration", "must be >= 0 or omitted")
+    if job.min_gpus is not None and job.min_gpus > job.gpus:
+        raise SnapshotError(f"{where}.min_gpus", "must not exceed gpus")
+    if job.max_gpus is not None and job.max_gpus < job.gpus:
+        raise SnapshotError(f"{where}.max_gpus", "must be >= gpus")
+
+
+def _check_queues(queues: tuple[Queue, ...]) -> set[str]:
+    names: set[str] = set()
+    for i, q in enumerate(queues):
+        if not q.name:
+            raise SnapshotError(f"queues[{i}].name", "must be a non-empty string")
+        if q.name in names:
+            raise SnapshotError(f"queues[{i}].name", f"duplicate queue {q.name!r}")
+        names.add(q.name)
+        if q.guaranteed < 0:
+            raise SnapshotError(f"queues[{i}].guaranteed", "must be >= 0")
+        if q.limit is not None and q.limit < q.guaranteed:
+            raise SnapshotError(f"queues[{i}].limit", "must be >= guaranteed (or omitted)")
+        if q.weight <= 0:
+            raise SnapshotError(f"queues[{i}].weight", "must be > 0")
+        if not q.usage >= 0:
+            raise SnapshotError(f"queues[{i}].usage", "must be >= 0")
+    by_name = {q.name: q for q in queues}
+    for i, q in enumerate(queues):
+        seen = {q.name}
+        parent = q.parent
+        while parent is not None:
+            if parent not in by_name:
+                raise SnapshotError(f"queues[{i}].parent", f"unknown queue {parent!r}")
+            if parent in seen:
+                raise SnapshotError(f"queues[{i}].parent", "queues form a cycle")
+            seen.add(parent)
+            parent = by_name[parent].parent
+    return names
+
+
+def _check_nodes(snapshot: Snapshot) -> dict[str, Node]:
+    nodes: dict[str, Node] = {}
+    depth = len(snapshot.topology.levels)
+    for i, n in enumerate(snapshot.nodes):
+        if not n.name:
+            raise SnapshotError(f"nodes[{i}].name", "must be a non-empty string")
+        if n.name in nodes:
+            raise SnapshotError(f"nodes[{i}].name", f"duplicate node {n.name!r}")
+        if n.gpus < 0 or n.gpus > 64:
+            raise SnapshotError(f"nodes[{i}].gpus", f"must be in 0..64, got {n.gpus}")
+        if len(n.path) != depth:
+            levels = list(snapshot.topology.levels)
+            raise SnapshotError(
+                f"nodes[{i}].path",
+                f"needs one entry per topology level {levels}, got {list(n.path)}",
+            )
+        if n.island_size < 0 or (n.island_size and n.gpus % n.island_size):
+            raise SnapshotError(f"nodes[{i}].island_size", "must divide gpus (0: one island)")
+        if n.cpus < 0 or n.memory_gb < 0:
+            raise SnapshotError(f"nodes[{i}].cpus", "cpus and memory_gb must be >= 0")
+        for d in n.unavailable:
+            if not 0 <= d < n.gpus:
+                raise SnapshotError(f"nodes[{i}].unavailable", f"device {d} out of range")
+        nodes[n.name] = n
+    return nodes
+
+
+def validate(snapshot: Snapshot) -> None:
+    """Raise `SnapshotError` if the snapshot cannot be scheduled as given."""
+    nodes = _check_nodes(snapshot)
+    queues = _check_queues(snapshot.effective_queues())
+    seen_jobs: set[str] = set()
+    used: set[tuple[str, int]] = set()
+    for i, r in enumerate(snapshot.running):
+        where = f"running[{i}]"
+        _check_job(r.job, f"{where}.job", queues)
+        if r.job.id in seen_jobs:
+            raise SnapshotError(f"{where}.job.id", f"duplicate job {r.job.id!r}")
+        seen_jobs.add(r.job.id)
+        count = 0
+        for j, nd in enumerate(r.placement):
+            node = nodes.get(nd.node)
+            if node is None:
+                raise SnapshotError(f"{where}.placement[{j}].node", f"unknown node {nd.node!r}")
+            for d in nd.devices:
+                if not 0 <= d < node.gpus:
+                    raise SnapshotError(
+                        f"{where}.placement[{j}].devices", f"device {d} not on {nd.node!r}"
+                    )
+                if (nd.node, d) in used:
+                    raise SnapshotError(
+                        f"{where}.placement[{j}].devices",
+                        f"device {nd.node}:{d} is already held by another running job",
+                    )
+                used.add((nd.node, d))
+                count += 1
+        if count != r.job.gpus:
+            raise SnapshotError(
+                f"{where}.placement", f"holds {count} devices but the job asks for {r.job.gpus}"
+            )
+        if r.job.gpus == 0 and len(r.placement) != 1:
+            raise SnapshotError(f"{where}.placement", "a CPU-only job runs on exactly one node")
+    levels = ("island", "node", *snapshot.topology.levels, "cluster")
+    for i, job in enumerate(snapshot.pending):
+        _check_job(job, f"pending[{i}]", queues)
+        if job.topology is not None and job.topology not in levels:
+            raise SnapshotError(
+                f"pending[{i}].topology",
+                f"unknown level {job.topology!r}; use one of {list(levels)}",
+            )
+        if job.id in seen_jobs:
+            raise SnapshotError(f"pending[{i}].id", f"duplicate job {job.id!r}")
+        seen_jobs.add(job.id)

@@ -1,0 +1,206 @@
+"""Plain, immutable values that flow into and out of the scheduling core.
+
+This module owns the vocabulary of the core: the cluster (`Node`, `Topology`), the tenants
+(`Queue`), the work (`Job`, `RunningJob`) and the result of a cycle (`Placement`, `Eviction`,
+`Reservation`, `PendingReason`, `Decision`). Everything here is a frozen dataclass; nobody
+mutates these values. The mutable index the cycle works on lives in `state.py`.
+
+Nomenclature:
+- *device class*: GPUs of one type with one memory size (`H100` 80 GB). A gang never mixes
+  device classes.
+- *domain*: a node of the topology tree above the node level (leaf switch, spine, ...).
+  Inside a node the GPUs form NVLink *islands* of `Node.island_size` devices.
+- *gang*: all GPUs of a job; placed whole or not at all.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+PendingCode = Literal[
+    "capacity",  # not enough free GPUs of an acceptable class right now
+    "fragmented",  # enough free GPUs in total, but not inside the required domain
+    "resources",  # GPUs free, but not the CPU / memory that goes with them
+    "quota",  # the job's queue (or an ancestor) is at its limit / guaranteed share
+    "reservation",  # held back so it does not delay a reserved head-of-line job
+    "order",  # a strict-order policy (fifo) waits for the head of the line
+    "unresolvable",  # can never run on this cluster as configured
+]
+
+ActionName = Literal["allocate", "backfill", "reclaim", "preempt"]
+
+
+@dataclass(frozen=True, slots=True)
+class Topology:
+    """Names of the topology levels above the node, outermost first.
+
+    `levels=("spine", "leaf")` means every node carries a path `(spine_name, leaf_name)`.
+    `bandwidth_gbps` maps a level name (and the implicit `"island"`, `"node"` and `"cluster"`)
+    to the bandwidth a gang sees when it spans that level; the planner and scorers read it.
+    """
+
+    levels: tuple[str, ...] = ()
+    bandwidth_gbps: tuple[tuple[str, float], ...] = ()
+
+    def bandwidth(self, level: str) -> float | None:
+        for name, value in self.bandwidth_gbps:
+            if name == level:
+                return value
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """A machine with `gpus` identical devices (homogeneous nodes are the norm in GPU clusters).
+
+    `path` names this node's domain at every topology level, outermost first; it has one entry
+    per `Topology.levels`. Devices `[k*island_size, (k+1)*island_size)` form NVLink island k.
+    `unavailable` lists device indices that must not be used (failed or drained GPUs).
+    """
+
+    name: str
+    gpus: int
+    gpu_type: str = "gpu"
+    gpu_memory_gb: float = 80.0
+    cpus: float = 64.0
+    memory_gb: float = 512.0
+    path: tuple[str, ...] = ()
+    island_size: int = 0  # 0: the whole node is one island
+    schedulable: bool = True
+    unavailable: tuple[int, ...] = ()
+    virtual: bool = False  # devices are declared, not discovered (no real GPU behind them)
+
+
+@dataclass(frozen=True, slots=True)
+class Queue:
+    """A tenant or team. Queues form a tree through `parent`.
+
+    - `guaranteed`: GPUs this queue may always get back (reclaim takes lent GPUs back).
+    - `limit`: GPUs this queue may never exceed (None: no limit).
+    - `weight`: its share of idle capacity relative to its siblings (fair share).
+    - `usage`: its decayed historical use, as a share of the cluster (0..1), kept by the shell;
+      fair share orders queues by current plus historical use.
+    """
+
+    name: str
+    parent: str | None = None
+    guaranteed: int = 0
+    limit: int | None = None
+    weight: float = 1.0
+    usage: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """A gang of `gpus` devices (0: a CPU-only job on one node).
+
+    - `gpu_types`: acceptable device types in order of preference (empty: any type).
+    - `gpu_memory_gb`: minimum memory per device.
+    - `cpus`, `memory_gb`: for the whole job; split across nodes in proportion to GPUs.
+    - `topology`: a level the gang must stay inside (`"island"`, `"node"`, or a topology level
+      name); None means "as tight as possible, but spanning is allowed".
+    - `min_runtime`: seconds a started job runs before it may be preempted.
+    - `expected_duration`: seconds, when known (for reservations, backfill, shortest-first).
+    - `attained_service`: GPU-seconds received so far (least-attained-service ordering).
+    - `min_gpus`/`max_gpus`: elastic bounds, read by the resize action (a later issue).
+    """
+
+    id: str
+    queue: str = "default"
+    gpus: int = 1
+    priority: int = 0
+    submit_time: float = 0.0
+    gpu_types: tuple[str, ...] = ()
+    gpu_memory_gb: float = 0.0
+    cpus: float = 0.0
+    memory_gb: float = 0.0
+    preemptible: bool = True
+    min_runtime: float = 0.0
+    expected_duration: float | None = None
+    attained_service: float = 0.0
+    topology: str | None = None
+    min_gpus: int | None = None
+    max_gpus: int | None = None
+    name: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeDevices:
+    """The devices of one node that a job holds."""
+
+    node: str
+    devices: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class RunningJob:
+    """A job that holds devices, with the time it (re)started."""
+
+    job: Job
+    placement: tuple[NodeDevices, ...]
+    started_at: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Start `job_id` on these devices. When `after_evictions` is not empty the devices are
+    being freed by those evictions: start the job only once they have stopped."""
+
+    job_id: str
+    queue: str
+    nodes: tuple[NodeDevices, ...]
+    action: ActionName
+    gpu_type: str = ""
+    after_evictions: tuple[str, ...] = ()
+
+    @property
+    def gpus(self) -> int:
+        return sum(len(nd.devices) for nd in self.nodes)
+
+
+@dataclass(frozen=True, slots=True)
+class Eviction:
+    """Stop a running job (whole gang) so that `for_job` can start; it goes back to pending."""
+
+    job_id: str
+    queue: str
+    gpus: int
+    action: ActionName
+    for_job: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """Devices held for a blocked head-of-line job from `start_time` on (best estimate)."""
+
+    job_id: str
+    start_time: float
+    nodes: tuple[NodeDevices, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class PendingReason:
+    """Why a job is still pending after the cycle, for a person to read."""
+
+    code: PendingCode
+    message: str
+    estimated_start: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """Everything one cycle decided. Applying it is the shell's job."""
+
+    now: float
+    profile: str
+    placements: tuple[Placement, ...] = ()
+    evictions: tuple[Eviction, ...] = ()
+    reservations: tuple[Reservation, ...] = ()
+    pending: dict[str, PendingReason] = field(default_factory=dict)
+
+    @property
+    def is_empty(self) -> bool:
+        """True when the cycle changes nothing in the cluster."""
+        return not self.placements and not self.evictions
