@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from trainyard.core.explain import build_decision
-from trainyard.core.framework import ACTIONS, Profile, get_profile
+from trainyard.core.framework import ACTIONS, SCORERS, Profile, get_profile
 from trainyard.core.order import PendingOrder
 from trainyard.core.placement import (
     Candidate,
@@ -77,6 +77,18 @@ class Cycle:
         self._classes: dict[tuple[tuple[str, ...], float], tuple[int, ...]] = {}
         self._fail: dict[tuple[object, ...], tuple[int, int]] = {}
         self.held_memo: dict[tuple[object, ...], bool] = {}
+        self.extra_jobs: dict[str, Job] = {}  # arrivals decided incrementally
+        self.victims_by_queue: dict[int, list[Alloc]] | None = None  # see actions/victims.py
+        self.scorers = [(SCORERS.get(n), w) for n, w in profile.scorers if w]
+
+    def job(self, job_id: str) -> Job:
+        """A pending job of this cycle by id."""
+        found = self.extra_jobs.get(job_id)
+        if found is not None:
+            return found
+        if not hasattr(self, "_by_id"):
+            self._by_id = {j.id: j for j in self.snapshot.pending}
+        return self._by_id[job_id]
 
     # -- helpers used by actions ---------------------------------------------------------
 
@@ -96,10 +108,11 @@ class Cycle:
 
     def quota_blocker(self, job: Job) -> int:
         """-1 if the job's queue may take it now, else the blocking queue's index."""
-        q = self.queues.index[job.queue]
-        blocker = self.queues.within_limit(q, job.gpus)
+        queues = self.queues
+        q = queues.index[job.queue]
+        blocker = queues.within_limit(q, job.gpus) if queues.has_limits else -1
         if blocker < 0 and not job.preemptible:
-            blocker = self.queues.within_guaranteed(q, job.gpus)
+            blocker = queues.within_guaranteed(q, job.gpus)
         return blocker
 
     def find(self, job: Job) -> Candidate | None:
@@ -110,7 +123,7 @@ class Cycle:
             cands = candidates(
                 self.state, job, self.classes_of(job), self.profile, self.max_level(job)
             )
-        return choose(self.state, job, cands, self.profile) if cands else None
+        return choose(self.state, job, cands, self.scorers) if cands else None
 
     def commit(
         self,
@@ -120,8 +133,10 @@ class Cycle:
         after_evictions: tuple[str, ...] = (),
     ) -> Alloc:
         """Allocate `cand` for `job` in the statement (devices chosen here)."""
-        alloc = self.materialize(job, cand, self.queues.index[job.queue])
+        q = self.queues.index[job.queue]
+        alloc = self.materialize(job, cand, q)
         self.stmt.allocate(alloc, action, after_evictions)
+        self.order.touched.add(q)
         self.status.pop(job.id, None)
         return alloc
 
@@ -133,25 +148,29 @@ class Cycle:
             share = k if job.gpus else 1
             parts.append((n, mask, cpu * share, mem * share))
         end = self.now + job.expected_duration if job.expected_duration is not None else None
-        return Alloc(job, queue, cand.cls, parts, self.now, True, end)
+        return Alloc(job, queue, cand.cls, parts, self.now, True, end, job.gpus)
 
     def try_place(
         self, job: Job, action: ActionName, after_evictions: tuple[str, ...] = ()
     ) -> bool:
-        """Place `job` if quota and capacity allow; otherwise record why not."""
+        """Place `job` if quota and capacity allow; otherwise record why not.
+
+        Failures are cached per job shape: while capacity has not grown (`state.epoch`), a
+        job of the same shape and at least the same size cannot fit either."""
         blocker = self.quota_blocker(job)
         if blocker >= 0:
             self.status[job.id] = Status("quota", blocker=blocker)
             return False
-        key = (job.gpu_types, job.gpu_memory_gb, job.topology, job.cpus > 0, job.memory_gb > 0)
-        state = self.state
+        g = job.gpus or 1
+        key = (job.gpu_types, job.gpu_memory_gb, job.topology, job.cpus / g, job.memory_gb / g)
+        epoch = self.state.epoch
         cached = self._fail.get(key)
-        if cached is not None and cached[0] == state.epoch and job.gpus >= cached[1]:
+        if cached is not None and cached[0] == epoch and job.gpus >= cached[1]:
             self.status[job.id] = Status("capacity")
             return False
         cand = self.find(job)
         if cand is None:
-            self._fail[key] = (state.epoch, job.gpus)
+            self._fail[key] = (epoch, job.gpus)
             self.status[job.id] = Status("capacity")
             return False
         self.commit(job, cand, action, after_evictions)
@@ -197,14 +216,19 @@ def run_cycle(
     prof.validate()
     validate(snapshot)
     cycle = Cycle(snapshot, prof, layout)
-    for name in prof.actions:
+    run_actions(cycle)
+    return build_decision(cycle)
+
+
+def run_actions(cycle: Cycle) -> None:
+    """Run the profile's actions on a fresh `Cycle`, then settle and mark unreached jobs."""
+    for name in cycle.profile.actions:
         ACTIONS.get(name)(cycle)
     if cycle.stmt.evicted:
         _settle(cycle)
     head = cycle.head.id if cycle.head else ""
     for job in cycle.order.rest():  # jobs a strict order never reached
         cycle.status.setdefault(job.id, Status("order", other_job=head))
-    return build_decision(cycle)
 
 
 def _settle(cycle: Cycle) -> None:

@@ -127,8 +127,8 @@ def _reason(cycle: Cycle, job: Job, st: Status) -> PendingReason:
     return PendingReason(code, msg, st.estimated_start)
 
 
-def build_decision(cycle: Cycle) -> Decision:
-    """The immutable result of `cycle`."""
+def build_decision(cycle: Cycle, only: tuple[str, ...] | None = None) -> Decision:
+    """The immutable result of `cycle`; `only` limits the pending reasons to those jobs."""
     stmt = cycle.stmt
     placements = tuple(
         Placement(
@@ -152,7 +152,8 @@ def build_decision(cycle: Cycle) -> Decision:
     )
     cache: dict[tuple[object, ...], PendingReason] = {}
     pending: dict[str, PendingReason] = {}
-    for job in cycle.snapshot.pending:
+    jobs = cycle.snapshot.pending if only is None else [cycle.job(j) for j in only]
+    for job in jobs:
         st = cycle.status.get(job.id)
         if st is None:
             continue

@@ -3,8 +3,9 @@
 `PendingOrder` is one iterator shared by the allocate and backfill actions (backfill continues
 where allocate stopped). With queue order `global` it walks all pending jobs sorted by the job
 order. With `drf` it repeatedly serves the queue whose path of fair-share keys (root first) is
-smallest, taking that queue's next job in job order; keys are recomputed only after a
-placement, since a job that does not fit changes nobody's share.
+smallest, taking that queue's next job in job order; keys are recomputed only for queues
+under the same root as a queue whose allocation changed (the cycle reports those in
+`touched`), since a job that does not fit changes nobody's share.
 """
 
 from __future__ import annotations
@@ -39,17 +40,27 @@ class PendingOrder:
                 lists.setdefault(qi[job.queue], []).append(job)
             self._lists = {q: sorted(js, key=lambda j: key(j, profile)) for q, js in lists.items()}
             self._pos_q = dict.fromkeys(self._lists, 0)
+            queues = cycle.queues
+            self._group: dict[int, list[int]] = {}  # root queue -> queues with jobs below it
+            for q in self._lists:
+                self._group.setdefault(queues.path[q][-1], []).append(q)
             self._keys: dict[int, tuple[tuple[int, float], ...]] = {}
-            self._refresh()
-        self._placed_before = 0
+            for q in self._lists:
+                self._keys[q] = self._key(q)
+        self.touched: set[int] = set()  # queues whose allocation changed (set by the cycle)
+
+    def _key(self, q: int) -> tuple[tuple[int, float], ...]:
+        queues = self.cycle.queues
+        return tuple(queues.share_key(a) for a in reversed(queues.path[q]))
 
     def _refresh(self) -> None:
-        queues = self.cycle.queues
-        self._keys = {
-            q: tuple(queues.share_key(a) for a in reversed(queues.path[q]))
-            for q in self._lists
-            if self._pos_q[q] < len(self._lists[q])
-        }
+        """Recompute the keys of queues that share a root with a touched queue."""
+        path = self.cycle.queues.path
+        for root in {path[q][-1] for q in self.touched}:
+            for q in self._group.get(root, ()):
+                if q in self._keys:
+                    self._keys[q] = self._key(q)
+        self.touched.clear()
 
     def __iter__(self) -> Iterator[Job]:
         return self
@@ -61,13 +72,19 @@ class PendingOrder:
             job = self._all[self._pos]
             self._pos += 1
         else:
-            placed = len(self.cycle.stmt.placed)
-            if placed != self._placed_before:
-                self._placed_before = placed
+            if self.touched:
                 self._refresh()
             if not self._keys:
                 raise StopIteration
-            q = min(self._keys, key=lambda k: (self._keys[k], k))
+            keys = self._keys
+            if len(keys) == 1:
+                q = next(iter(keys))
+            else:
+                q = -1
+                best: tuple[tuple[int, float], ...] = ()
+                for cand, ckey in keys.items():
+                    if q < 0 or ckey < best or (ckey == best and cand < q):
+                        q, best = cand, ckey
             pos = self._pos_q[q]
             job = self._lists[q][pos]
             self._pos_q[q] = pos + 1

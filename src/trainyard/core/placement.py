@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from trainyard.core.framework import SCORERS, Profile
+from trainyard.core.framework import Profile, Scorer
 from trainyard.core.resources import bits, lowest_n
 from trainyard.core.state import ClusterState
 from trainyard.core.types import Job
@@ -50,14 +50,33 @@ def job_demand(job: Job) -> tuple[float, float]:
 def single_node_candidates(
     state: ClusterState, job: Job, c: int, need_island: bool
 ) -> list[Candidate]:
-    """One candidate per free-count bucket >= job.gpus: its lowest-index usable node."""
+    """Up to three candidates: the lowest-index usable node of the two tightest non-empty
+    free-count buckets >= job.gpus (best fit and next) and of the emptiest bucket (what a
+    spreading scorer wants). More buckets would only cost time: the scorers are monotone in
+    the free count except through the enclosing domain, which these three already contrast.
+    A bucket whose first nodes lack CPU/memory (or an island) is scanned further."""
     g = job.gpus
-    cpu, mem = job_demand(job)
-    depth = state.layout.depth
-    islands = state.layout.islands
-    out: list[Candidate] = []
     buckets = state.bucket[c]
-    for k in range(g, len(buckets)):
+    ks = [k for k in range(g, len(buckets)) if buckets[k]]
+    if not ks:
+        return []
+    depth = state.layout.depth
+    cpu, mem = job_demand(job)
+    if cpu <= 0 and mem <= 0 and not need_island:
+        picks = ks if len(ks) <= 3 else [ks[0], ks[1], ks[-1]]
+        out = []
+        for k in picks:
+            m = buckets[k]
+            n = (m & -m).bit_length() - 1
+            out.append(Candidate(c, [(n, g)], depth, n))
+        return out
+    islands = state.layout.islands
+    free_cpu = state.free_cpu
+    free_mem = state.free_mem
+    out = []
+    for i, k in enumerate(ks):
+        if len(out) >= 2 and i < len(ks) - 1:
+            continue
         mask = buckets[k]
         scanned = 0
         while mask and scanned < _SCAN_LIMIT:
@@ -65,7 +84,7 @@ def single_node_candidates(
             mask ^= low
             n = low.bit_length() - 1
             scanned += 1
-            if state.node_room(n, cpu, mem) < g:
+            if free_cpu[n] + 1e-9 < cpu * g or free_mem[n] + 1e-9 < mem * g:
                 continue
             if need_island:
                 free = state.free_mask[n]
@@ -190,7 +209,9 @@ def cpu_only_candidates(state: ClusterState, job: Job) -> list[Candidate]:
     return [best] if best is not None else []
 
 
-def choose(state: ClusterState, job: Job, cands: list[Candidate], profile: Profile) -> Candidate:
+def choose(
+    state: ClusterState, job: Job, cands: list[Candidate], scorers: list[tuple[Scorer, float]]
+) -> Candidate:
     """The candidate with the highest weighted score (first on ties)."""
     if len(cands) == 1:
         return cands[0]
@@ -198,9 +219,8 @@ def choose(state: ClusterState, job: Job, cands: list[Candidate], profile: Profi
     best_score = -1.0
     for cand in cands:
         score = 0.0
-        for name, weight in profile.scorers:
-            if weight:
-                score += weight * SCORERS.get(name)(state, job, cand)
+        for fn, weight in scorers:
+            score += weight * fn(state, job, cand)
         if score > best_score + 1e-12:
             best, best_score = cand, score
     return best
@@ -228,5 +248,14 @@ def pick_devices(state: ClusterState, n: int, k: int) -> int:
     return out
 
 
+_DEVICES: dict[int, tuple[int, ...]] = {}
+
+
 def devices_of(mask: int) -> tuple[int, ...]:
-    return tuple(bits(mask))
+    """Device indices of a mask (memoised: nodes have few distinct masks)."""
+    found = _DEVICES.get(mask)
+    if found is None:
+        found = tuple(bits(mask))
+        if mask < 1 << 16:
+            _DEVICES[mask] = found
+    return found

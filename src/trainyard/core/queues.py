@@ -44,6 +44,7 @@ class QueueIndex:
             self.path.append(tuple(chain))
         self.guaranteed = [q.guaranteed for q in queues]
         self.limit = [q.limit for q in queues]
+        self.has_limits = any(lim is not None for lim in self.limit)
         self.weight = [q.weight for q in queues]
         self.usage = [q.usage for q in queues]
         self.gpus = [0] * n

@@ -41,23 +41,31 @@ class Snapshot:
         return (Queue(name="default", guaranteed=total),)
 
 
-def _check_job(job: Job, where: str, queues: set[str]) -> None:
+def _job_problem(job: Job, queues: set[str]) -> tuple[str, str] | None:
+    """(field, fix) for the first problem of `job`, or None. Hot path: no allocation if ok."""
     if not job.id:
-        raise SnapshotError(f"{where}.id", "must be a non-empty string")
+        return "id", "must be a non-empty string"
     if job.gpus < 0:
-        raise SnapshotError(f"{where}.gpus", f"must be >= 0, got {job.gpus}")
+        return "gpus", f"must be >= 0, got {job.gpus}"
     if job.queue not in queues:
-        known = ", ".join(sorted(queues))
-        raise SnapshotError(f"{where}.queue", f"unknown queue {job.queue!r}; known: {known}")
-    for name in ("cpus", "memory_gb", "gpu_memory_gb", "min_runtime", "attained_service"):
-        if getattr(job, name) < 0:
-            raise SnapshotError(f"{where}.{name}", "must be >= 0")
+        return "queue", f"unknown queue {job.queue!r}; known: {', '.join(sorted(queues))}"
+    if job.cpus < 0 or job.memory_gb < 0 or job.gpu_memory_gb < 0:
+        return "cpus", "cpus, memory_gb and gpu_memory_gb must be >= 0"
+    if job.min_runtime < 0 or job.attained_service < 0:
+        return "min_runtime", "min_runtime and attained_service must be >= 0"
     if job.expected_duration is not None and job.expected_duration < 0:
-        raise SnapshotError(f"{where}.expected_duration", "must be >= 0 or omitted")
+        return "expected_duration", "must be >= 0 or omitted"
     if job.min_gpus is not None and job.min_gpus > job.gpus:
-        raise SnapshotError(f"{where}.min_gpus", "must not exceed gpus")
+        return "min_gpus", "must not exceed gpus"
     if job.max_gpus is not None and job.max_gpus < job.gpus:
-        raise SnapshotError(f"{where}.max_gpus", "must be >= gpus")
+        return "max_gpus", "must be >= gpus"
+    return None
+
+
+def _check_job(job: Job, where: str, queues: set[str]) -> None:
+    problem = _job_problem(job, queues)
+    if problem is not None:
+        raise SnapshotError(f"{where}.{problem[0]}", problem[1])
 
 
 def _check_queues(queues: tuple[Queue, ...]) -> set[str]:
@@ -122,39 +130,48 @@ def validate(snapshot: Snapshot) -> None:
     nodes = _check_nodes(snapshot)
     queues = _check_queues(snapshot.effective_queues())
     seen_jobs: set[str] = set()
-    used: set[tuple[str, int]] = set()
+    used: dict[str, int] = {}
     for i, r in enumerate(snapshot.running):
-        where = f"running[{i}]"
-        _check_job(r.job, f"{where}.job", queues)
-        if r.job.id in seen_jobs:
-            raise SnapshotError(f"{where}.job.id", f"duplicate job {r.job.id!r}")
-        seen_jobs.add(r.job.id)
+        job = r.job
+        if _job_problem(job, queues) is not None:
+            _check_job(job, f"running[{i}].job", queues)
+        if job.id in seen_jobs:
+            raise SnapshotError(f"running[{i}].job.id", f"duplicate job {job.id!r}")
+        seen_jobs.add(job.id)
         count = 0
         for j, nd in enumerate(r.placement):
             node = nodes.get(nd.node)
             if node is None:
-                raise SnapshotError(f"{where}.placement[{j}].node", f"unknown node {nd.node!r}")
+                raise SnapshotError(
+                    f"running[{i}].placement[{j}].node", f"unknown node {nd.node!r}"
+                )
+            held = used.get(nd.node, 0)
             for d in nd.devices:
+                bit = 1 << d
                 if not 0 <= d < node.gpus:
                     raise SnapshotError(
-                        f"{where}.placement[{j}].devices", f"device {d} not on {nd.node!r}"
+                        f"running[{i}].placement[{j}].devices", f"device {d} not on {nd.node!r}"
                     )
-                if (nd.node, d) in used:
+                if held & bit:
                     raise SnapshotError(
-                        f"{where}.placement[{j}].devices",
+                        f"running[{i}].placement[{j}].devices",
                         f"device {nd.node}:{d} is already held by another running job",
                     )
-                used.add((nd.node, d))
+                held |= bit
                 count += 1
-        if count != r.job.gpus:
+            used[nd.node] = held
+        if count != job.gpus:
             raise SnapshotError(
-                f"{where}.placement", f"holds {count} devices but the job asks for {r.job.gpus}"
+                f"running[{i}].placement", f"holds {count} devices but the job asks for {job.gpus}"
             )
-        if r.job.gpus == 0 and len(r.placement) != 1:
-            raise SnapshotError(f"{where}.placement", "a CPU-only job runs on exactly one node")
+        if job.gpus == 0 and len(r.placement) != 1:
+            raise SnapshotError(
+                f"running[{i}].placement", "a CPU-only job runs on exactly one node"
+            )
     levels = ("island", "node", *snapshot.topology.levels, "cluster")
     for i, job in enumerate(snapshot.pending):
-        _check_job(job, f"pending[{i}]", queues)
+        if _job_problem(job, queues) is not None:
+            _check_job(job, f"pending[{i}]", queues)
         if job.topology is not None and job.topology not in levels:
             raise SnapshotError(
                 f"pending[{i}].topology",

@@ -14,7 +14,7 @@ all times and in O(levels) per change:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from trainyard.core.queues import QueueIndex
 from trainyard.core.snapshot import Snapshot
@@ -36,10 +36,11 @@ class Alloc:
     started_at: float
     placed_now: bool = False
     expected_end: float | None = None
-    gpus: int = field(init=False)
+    gpus: int = -1  # computed from parts when not given
 
     def __post_init__(self) -> None:
-        self.gpus = sum(mask.bit_count() for _n, mask, _c, _m in self.parts)
+        if self.gpus < 0:
+            self.gpus = sum(mask.bit_count() for _n, mask, _c, _m in self.parts)
 
 
 class ClusterState:
@@ -56,34 +57,59 @@ class ClusterState:
         self.free_mem: list[float] = [n.memory_gb for n in nodes]
         ncls = len(layout.classes)
         self.bucket: list[list[int]] = [[0] * (layout.class_node_max[c] + 1) for c in range(ncls)]
-        self.class_free: list[int] = list(layout.class_capacity)
+        self.class_free: list[int] = []
         self.dom_free: list[list[list[int]]] = [
             [list(row) for row in per_class] for per_class in layout.domain_capacity
         ]
-        for i, c in enumerate(layout.class_of_node):
-            if c >= 0:
-                self.bucket[c][self.free_cnt[i]] |= 1 << i
         self.allocs: dict[str, Alloc] = {}
         # Bumped whenever capacity grows (evictions, rollbacks): failure caches key on it.
         self.epoch = 0
+        self._load_running(snapshot)
+
+    def _load_running(self, snapshot: Snapshot) -> None:
+        """Record the running jobs and build every aggregate in one pass (no per-job undo)."""
+        layout = self.layout
+        index = layout.node_index
+        queues = self.queues
+        qindex = queues.index
+        free_mask = self.free_mask
         for r in snapshot.running:
-            q = queues.index[r.job.queue]
+            job = r.job
             parts = []
             cls = -1
             for nd in r.placement:
-                n = layout.node_index[nd.node]
+                n = index[nd.node]
                 mask = 0
                 for d in nd.devices:
                     mask |= 1 << d
-                share = mask.bit_count() / r.job.gpus if r.job.gpus else 1.0
-                parts.append((n, mask, r.job.cpus * share, r.job.memory_gb * share))
-                cls = layout.class_of_node[n] if mask else cls
+                k = len(nd.devices)
+                share = k / job.gpus if job.gpus else 1.0
+                cpus, mem = job.cpus * share, job.memory_gb * share
+                parts.append((n, mask, cpus, mem))
+                free_mask[n] &= ~mask
+                self.free_cpu[n] -= cpus
+                self.free_mem[n] -= mem
+                if k:
+                    cls = layout.class_of_node[n]
             end = (
-                r.started_at + r.job.expected_duration
-                if r.job.expected_duration is not None
-                else None
+                r.started_at + job.expected_duration if job.expected_duration is not None else None
             )
-            self.take(Alloc(r.job, q, cls, parts, r.started_at, False, end))
+            q = qindex[job.queue]
+            self.allocs[job.id] = Alloc(job, q, cls, parts, r.started_at, False, end, job.gpus)
+            queues.add(q, job.gpus, job.cpus, job.memory_gb)
+        self.free_cnt = [m.bit_count() for m in free_mask]
+        self.class_free = [0] * len(layout.classes)
+        depth = layout.depth
+        for i, c in enumerate(layout.class_of_node):
+            if c < 0:
+                continue
+            k = self.free_cnt[i]
+            self.bucket[c][k] |= 1 << i
+            used = layout.usable_mask[i].bit_count() - k
+            self.class_free[c] += k
+            if used:
+                for level in range(depth):
+                    self.dom_free[level][c][layout.domain_of[level][i]] -= used
 
     # -- the only two mutators -------------------------------------------------------------
 
@@ -91,7 +117,9 @@ class ClusterState:
         """Mark `alloc`'s devices used and record it (devices must be free)."""
         layout = self.layout
         depth = layout.depth
+        usable = layout.usable_mask
         for n, mask, cpus, mem in alloc.parts:
+            mask &= usable[n]  # a device that failed under a running job is never free
             k = mask.bit_count()
             self.free_cpu[n] -= cpus
             self.free_mem[n] -= mem
@@ -118,7 +146,9 @@ class ClusterState:
         alloc = self.allocs.pop(job_id)
         layout = self.layout
         depth = layout.depth
+        usable = layout.usable_mask
         for n, mask, cpus, mem in alloc.parts:
+            mask &= usable[n]
             k = mask.bit_count()
             self.free_cpu[n] += cpus
             self.free_mem[n] += mem

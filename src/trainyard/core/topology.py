@@ -39,6 +39,7 @@ class Layout:
     children: list[list[list[int]]]  # [level][domain] -> child domains (or nodes at last level)
     top: list[int]  # children of the root: level-0 domains, or all nodes when depth == 0
     domain_capacity: list[list[list[int]]]  # [level][class][domain] -> usable GPUs
+    leaf_of: list[int]  # per node: its innermost domain (-1 when there are no levels)
 
     @property
     def depth(self) -> int:
@@ -160,4 +161,5 @@ def build_layout(nodes: tuple[Node, ...], topology: Topology) -> Layout:
         children=children,
         top=top,
         domain_capacity=dcap,
+        leaf_of=list(domain_of[depth - 1]) if depth else [-1] * len(nodes),
     )

@@ -73,23 +73,29 @@ def _place_on_held(cycle: Cycle, job: Job) -> bool:
     return placed
 
 
+def place_backfill(cycle: Cycle, job: Job) -> bool:
+    """Backfill one job: place it if it delays no reservation; otherwise reserve for it (while
+    reservations are left) or record that a reservation holds it back."""
+    if cycle.try_place(job, "backfill"):
+        return True
+    st = cycle.status[job.id]
+    if st.code not in CAPACITY_CODES:
+        return False
+    if cycle.holds and _place_on_held(cycle, job):
+        return True
+    held = [h for h in cycle.holds if h.job.id != job.id]
+    if len(cycle.holds) < cycle.profile.max_reservations and reserve(cycle, job) is not None:
+        return False
+    if held and _blocked_by_holds(cycle, job):
+        cycle.status[job.id] = Status("reservation", other_job=held[0].job.id)
+    return False
+
+
 def backfill(cycle: Cycle) -> None:
-    limit = cycle.profile.max_reservations
     if cycle.head is not None and cycle.head.id in cycle.status:
         reserve(cycle, cycle.head)
     for job in cycle.order:
-        if cycle.try_place(job, "backfill"):
-            continue
-        st = cycle.status[job.id]
-        if st.code not in CAPACITY_CODES:
-            continue
-        if cycle.holds and _place_on_held(cycle, job):
-            continue
-        held = [h for h in cycle.holds if h.job.id != job.id]
-        if len(cycle.holds) < limit and reserve(cycle, job) is not None:
-            continue
-        if held and _blocked_by_holds(cycle, job):
-            cycle.status[job.id] = Status("reservation", other_job=held[0].job.id)
+        place_backfill(cycle, job)
 
 
 def _blocked_by_holds(cycle: Cycle, job: Job) -> bool:

@@ -25,7 +25,7 @@ def preempt_for(cycle: Cycle, job: Job) -> bool:
         return (float(a.job.priority), -a.started_at)
 
     reason = f"priority {job.priority} job {job.id} needs the GPUs"
-    return evict_for(cycle, job, "preempt", allowed, cost, reason)
+    return evict_for(cycle, job, "preempt", [q], allowed, cost, reason)
 
 
 def preempt(cycle: Cycle) -> None:

@@ -10,7 +10,7 @@ work lost). See `victims.py` for how the set is chosen and why it is minimal.
 
 from __future__ import annotations
 
-from trainyard.core.actions.victims import evict_for
+from trainyard.core.actions.victims import by_queue, evict_for
 from trainyard.core.cycle import Cycle
 from trainyard.core.framework import ACTIONS
 from trainyard.core.state import Alloc
@@ -43,8 +43,16 @@ def reclaim_for(cycle: Cycle, job: Job) -> bool:
         over = queues.over_guaranteed(a.queue)
         return (float(a.job.priority), -float(over), -a.started_at)
 
+    lenders = [
+        vq
+        for vq in by_queue(cycle)
+        if vq != q
+        and vq not in my_path
+        and q not in queues.path[vq]
+        and queues.over_guaranteed(vq) > 0
+    ]
     reason = f"queue {job.queue} reclaims its guaranteed quota"
-    return evict_for(cycle, job, "reclaim", allowed, cost, reason)
+    return evict_for(cycle, job, "reclaim", lenders, allowed, cost, reason)
 
 
 def reclaim(cycle: Cycle) -> None:

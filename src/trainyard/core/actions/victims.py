@@ -98,23 +98,43 @@ def _try(
     return cycle.try_place(job, action, tuple(a.job.id for a in plan))
 
 
+def by_queue(cycle: Cycle) -> dict[int, list[Alloc]]:
+    """Running jobs that may be evicted at all in this cycle, per queue (computed once; jobs
+    evicted since are filtered out by the caller through `cycle.state.allocs`)."""
+    cached = cycle.victims_by_queue
+    if cached is None:
+        cached = {}
+        for a in cycle.state.allocs.values():
+            if eligible(cycle, a):
+                cached.setdefault(a.queue, []).append(a)
+        cycle.victims_by_queue = cached
+    return cached
+
+
 def evict_for(
     cycle: Cycle,
     job: Job,
     action: ActionName,
+    queues: list[int],
     allowed: Callable[[Alloc], bool],
     cost: CostKey,
     reason: str,
 ) -> bool:
-    """Evict the cheapest victims that let `job` fit and place it; False changes nothing."""
+    """Evict the cheapest victims from `queues` that let `job` fit and place it; False
+    changes nothing. `allowed` is checked again before each eviction of a plan."""
     state = cycle.state
     layout = cycle.layout
     classes = cycle.classes_of(job)
     g = job.gpus
     if g == 0 or not classes:
         return False
+    allocs = state.allocs
+    per_queue = by_queue(cycle)
     pool = [
-        a for a in state.allocs.values() if a.cls in classes and eligible(cycle, a) and allowed(a)
+        a
+        for vq in queues
+        for a in per_queue.get(vq, ())
+        if a.cls in classes and a.job.id in allocs and allowed(a)
     ]
     if not pool:
         return False

@@ -18,38 +18,44 @@ from trainyard.core.types import Job
 
 def topology(state: ClusterState, job: Job, cand: Candidate) -> float:
     layout = state.layout
-    if len(cand.parts) == 1:
-        n, k = cand.parts[0]
+    parts = cand.parts
+    if len(parts) == 1:
+        n, k = parts[0]
+        isl = layout.islands[n]
+        if len(isl) == 1:
+            return 1.0
         free = state.free_mask[n]
-        if any((free & isl).bit_count() >= k for isl in layout.islands[n]):
+        if any((free & m).bit_count() >= k for m in isl):
             return 1.0
         return 0.8
     node_max = max(layout.class_node_max[cand.cls], 1)
     fewest = -(-job.gpus // node_max)
-    span = (cand.level + 1) / (layout.depth + 1)  # 0 for the whole cluster
-    return 0.6 * fewest / len(cand.parts) + 0.3 * span
+    span = (cand.level + 1) / (len(layout.levels) + 1)  # 0 for the whole cluster
+    return 0.6 * fewest / len(parts) + 0.3 * span
 
 
 def fragmentation(state: ClusterState, job: Job, cand: Candidate) -> float:
     layout = state.layout
-    if cand.level >= layout.depth:
+    level = cand.level
+    if level >= len(layout.levels):
         n, k = cand.parts[0]
         return 1.0 - (state.free_cnt[n] - k) / max(layout.class_node_max[cand.cls], 1)
-    if cand.level < 0:
+    if level < 0:
         return 0.0
-    cap = layout.domain_capacity[cand.level][cand.cls][cand.domain]
-    left = state.dom_free[cand.level][cand.cls][cand.domain] - job.gpus
+    cap = layout.domain_capacity[level][cand.cls][cand.domain]
+    left = state.dom_free[level][cand.cls][cand.domain] - job.gpus
     return 1.0 - left / max(cap, 1)
 
 
 def _leaf_fullness(state: ClusterState, cand: Candidate) -> float:
     layout = state.layout
     n = cand.parts[0][0]
-    if layout.depth == 0:
+    leaf = layout.leaf_of[n]
+    if leaf < 0:
         return 1.0 - state.free_cnt[n] / max(layout.class_node_max[cand.cls], 1)
-    leaf = layout.domain_of[layout.depth - 1][n]
-    cap = layout.domain_capacity[layout.depth - 1][cand.cls][leaf]
-    return 1.0 - state.dom_free[layout.depth - 1][cand.cls][leaf] / max(cap, 1)
+    inner = len(layout.levels) - 1
+    cap = layout.domain_capacity[inner][cand.cls][leaf]
+    return 1.0 - state.dom_free[inner][cand.cls][leaf] / max(cap, 1)
 
 
 def binpack(state: ClusterState, job: Job, cand: Candidate) -> float:

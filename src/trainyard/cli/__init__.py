@@ -1,0 +1,1 @@
+"""The `trainyard` command line (typer + rich)."""

@@ -1,0 +1,50 @@
+"""`trainyard bench scheduler`: the scheduler benchmark from the command line (JSON or table)."""
+
+from __future__ import annotations
+
+import json
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from trainyard.core import PROFILES, UnknownNameError
+
+bench_app = typer.Typer(help="Benchmarks that print JSON (recorded in docs/benchmarks.md).")
+
+
+@bench_app.command("scheduler")
+def scheduler(
+    gpus: int = typer.Option(10_240, help="GPUs in the synthetic cluster (8 per node)."),
+    pending: int = typer.Option(5_000, help="Pending jobs (Philly size distribution)."),
+    profile: str = typer.Option("default", help="Scheduling profile."),
+    repeats: int = typer.Option(0, help="Full cycles to time (0: 20, or 5 above 20k GPUs)."),
+    arrivals: int = typer.Option(50, help="Single arrivals to time in the steady cluster."),
+    seed: int = typer.Option(0, help="Random seed of the synthetic workload."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    """Time scheduling cycles on a half-occupied synthetic cluster (virtual devices)."""
+    from trainyard.benchmarks.scheduler import run
+
+    if gpus < 8 or pending < 0 or arrivals < 1 or repeats < 0:
+        typer.echo("error: --gpus must be >= 8, --pending >= 0, --arrivals >= 1", err=True)
+        raise typer.Exit(2)
+    try:
+        PROFILES.get(profile)
+    except UnknownNameError as exc:
+        typer.echo(f"error: --profile: {exc}", err=True)
+        raise typer.Exit(2) from None
+    result = run(gpus, pending, repeats=repeats, arrivals=arrivals, profile=profile, seed=seed)
+    if as_json:
+        typer.echo(json.dumps(result))
+        return
+    table = Table(title=f"scheduler benchmark ({result['devices']})")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for key, value in result.items():
+        table.add_row(key, str(value))
+    Console().print(table)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(bench_app, name="bench")
