@@ -197,6 +197,7 @@ def run(
         "arrival_decision_ms_p50": round(statistics.median(arrival), 3),
         "arrival_decision_ms_p99": round(_pct(arrival, 0.99), 3),
         "arrival_full_cycle_ms_p50": round(statistics.median(full_cycle), 2),
+        "arrivals_needing_full_cycle": sched.full_cycles,
         "repeats": repeats,
         "arrivals": arrivals,
     }

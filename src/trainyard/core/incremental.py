@@ -24,7 +24,7 @@ from typing import Any
 from trainyard.core.actions.backfill import place_backfill
 from trainyard.core.actions.preempt import preempt_for
 from trainyard.core.actions.reclaim import reclaim_for
-from trainyard.core.cycle import CAPACITY_CODES, Cycle, run_actions
+from trainyard.core.cycle import CAPACITY_CODES, Cycle, Status, run_actions
 from trainyard.core.explain import build_decision
 from trainyard.core.framework import JOB_ORDERS, Profile, get_profile
 from trainyard.core.snapshot import Snapshot, validate
@@ -50,6 +50,7 @@ class Scheduler:
         self._base = self.cycle.stmt.checkpoint()
         self._holds = len(self.cycle.holds)
         self._key = JOB_ORDERS.get(self.profile.job_order)
+        self.full_cycles = 0  # arrivals that needed a full cycle (for benchmarks)
 
     def _rank(self, job: Job) -> tuple[Any, ...]:
         profile = self.profile
@@ -63,6 +64,7 @@ class Scheduler:
     def _full(self, job: Job) -> Decision:
         from trainyard.core.cycle import run_cycle
 
+        self.full_cycles += 1
         snap = replace(self.snapshot, pending=(*self.snapshot.pending, job))
         return run_cycle(snap, self.profile, self.layout)
 
@@ -76,6 +78,9 @@ class Scheduler:
         head = cycle.head
         if head is not None and head.id in cycle.status and self._rank(job) < self._rank(head):
             return self._full(job)
+        if head is not None and self.profile.strict_order:
+            cycle.status[job.id] = Status("order", other_job=head.id)
+            return self._delta(job)
         if head is None and any(st.code in CAPACITY_CODES for st in cycle.status.values()):
             return self._full(job)  # greedy profile: other blocked jobs may be behind J
         queues = cycle.queues

@@ -57,26 +57,36 @@ def single_node_candidates(
     A bucket whose first nodes lack CPU/memory (or an island) is scanned further."""
     g = job.gpus
     buckets = state.bucket[c]
-    ks = [k for k in range(g, len(buckets)) if buckets[k]]
+    top = len(buckets) - 1
+    ks: list[int] = []
+    k = g
+    while k <= top and len(ks) < 2:
+        if buckets[k]:
+            ks.append(k)
+        k += 1
     if not ks:
         return []
+    while top >= k and not buckets[top]:
+        top -= 1
+    if top >= k:
+        ks.append(top)
     depth = state.layout.depth
     cpu, mem = job_demand(job)
+    out: list[Candidate] = []
     if cpu <= 0 and mem <= 0 and not need_island:
-        picks = ks if len(ks) <= 3 else [ks[0], ks[1], ks[-1]]
-        out = []
-        for k in picks:
+        for k in ks:
             m = buckets[k]
             n = (m & -m).bit_length() - 1
             out.append(Candidate(c, [(n, g)], depth, n))
         return out
+    need_cpu = cpu * g - 1e-9
+    need_mem = mem * g - 1e-9
     islands = state.layout.islands
     free_cpu = state.free_cpu
     free_mem = state.free_mem
-    out = []
-    for i, k in enumerate(ks):
-        if len(out) >= 2 and i < len(ks) - 1:
-            continue
+    for k in [*ks, *(x for x in range(g, len(buckets)) if x not in ks)]:
+        if len(out) >= 3:
+            break
         mask = buckets[k]
         scanned = 0
         while mask and scanned < _SCAN_LIMIT:
@@ -84,7 +94,7 @@ def single_node_candidates(
             mask ^= low
             n = low.bit_length() - 1
             scanned += 1
-            if free_cpu[n] + 1e-9 < cpu * g or free_mem[n] + 1e-9 < mem * g:
+            if free_cpu[n] < need_cpu or free_mem[n] < need_mem:
                 continue
             if need_island:
                 free = state.free_mask[n]
@@ -167,26 +177,29 @@ def gang_candidates(state: ClusterState, job: Job, c: int, max_level: int) -> li
 def candidates(
     state: ClusterState, job: Job, classes: tuple[int, ...], profile: Profile, max_level: int
 ) -> list[Candidate]:
-    """All candidate placements for `job` over its acceptable classes (tightest first)."""
+    """All candidate placements for `job` over its acceptable classes (tightest span only)."""
     layout = state.layout
     depth = layout.depth
     g = job.gpus
     out: list[Candidate] = []
+    spans = False
+    class_free = state.class_free
     for c in classes:
-        if state.class_free[c] < g:
+        if class_free[c] < g:
             continue
-        node_max = layout.class_node_max[c]
-        if g <= node_max:
-            island = job.topology == "island"
-            found = single_node_candidates(state, job, c, island)
+        if g <= layout.class_node_max[c]:
+            found = single_node_candidates(state, job, c, job.topology == "island")
             if found:
                 out.extend(found)
                 continue
             if max_level >= depth or not profile.split_small_jobs:
                 continue
         if max_level < depth:
-            out.extend(gang_candidates(state, job, c, max_level))
-    if len({cand.level for cand in out}) > 1:  # keep only the tightest span
+            found = gang_candidates(state, job, c, max_level)
+            if found:
+                out.extend(found)
+                spans = True
+    if spans and len({cand.level for cand in out}) > 1:
         best = max(cand.level for cand in out)
         out = [cand for cand in out if cand.level == best]
     return out
@@ -213,7 +226,7 @@ def choose(
     state: ClusterState, job: Job, cands: list[Candidate], scorers: list[tuple[Scorer, float]]
 ) -> Candidate:
     """The candidate with the highest weighted score (first on ties)."""
-    if len(cands) == 1:
+    if len(cands) == 1 or not scorers:
         return cands[0]
     best = cands[0]
     best_score = -1.0
@@ -232,6 +245,8 @@ def pick_devices(state: ClusterState, n: int, k: int) -> int:
     free = state.free_mask[n]
     islands = state.layout.islands[n]
     if len(islands) == 1:
+        if k == 1:
+            return free & -free
         return lowest_n(free, k)
     room = sorted(((free & isl).bit_count(), i) for i, isl in enumerate(islands))
     for cnt, i in room:
