@@ -168,11 +168,14 @@ def run(
     rng = random.Random(seed + 1)
     arrival = []
     full_cycle = []
+    stale = 0
+    queues = [q.name for q in steady.queues]
     for k in range(arrivals):
-        job = replace(_job(rng, 10_000_000 + k, "research", NOW), submit_time=NOW)
+        job = replace(_job(rng, 10_000_000 + k, rng.choice(queues), NOW), submit_time=NOW)
         t0 = time.perf_counter()
         sched.decide_arrival(job)
         arrival.append((time.perf_counter() - t0) * 1e3)
+        stale += sched.stale
         sched.forget(job.id)
     for k in range(min(arrivals, 5)):
         job = replace(_job(rng, 20_000_000 + k, "research", NOW), submit_time=NOW)
@@ -198,6 +201,7 @@ def run(
         "arrival_decision_ms_p99": round(_pct(arrival, 0.99), 3),
         "arrival_full_cycle_ms_p50": round(statistics.median(full_cycle), 2),
         "arrivals_needing_full_cycle": sched.full_cycles,
+        "arrivals_moving_the_reservation": stale,
         "repeats": repeats,
         "arrivals": arrivals,
     }

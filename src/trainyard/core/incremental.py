@@ -8,12 +8,16 @@ J is decided by trying J alone, in the mode a full cycle would try it, on the ke
   exactly as before (same state, nothing placed), then try J in backfill mode under the same
   reservation holds; and whatever J takes, every job after J still fails (capacity only
   shrank). So trying J in backfill mode on the kept state gives the full cycle's decision.
-- J ranks before the head, or J's placement lets a reclaim become possible elsewhere, or J
-  itself needs evictions: the outcome may move other jobs, so the full cycle runs instead.
+- J ranks before the head (J is tried as allocate would, then the head's reservation is
+  recomputed), J's placement lets a reclaim become possible elsewhere, or J itself needs
+  evictions: J's own outcome is still exactly the full cycle's (everything considered before
+  J is unchanged), but other jobs may now be decided differently, so `stale` is set and the
+  shell runs a full cycle soon. Invalid input and non-steady states run the full cycle.
 
-`decide_arrival(J)` returns a `Decision` about J (placement, or J's pending reason and
-reservation); other pending jobs keep the reasons of the last full cycle. A property test
-checks that the placements and evictions always equal those of `run_cycle` on snapshot + J.
+`decide_arrival(J)` returns a `Decision` about J (placement and any evictions it needs, or
+J's pending reason and reservation); other pending jobs keep the reasons of the last full
+cycle. A test checks against `run_cycle` on snapshot + J: J's outcome always equal, and the
+whole decision equal whenever `stale` is not set.
 """
 
 from __future__ import annotations
@@ -21,10 +25,10 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from trainyard.core.actions.backfill import place_backfill
+from trainyard.core.actions.backfill import place_backfill, reserve
 from trainyard.core.actions.preempt import preempt_for
 from trainyard.core.actions.reclaim import reclaim_for
-from trainyard.core.cycle import CAPACITY_CODES, Cycle, Status, run_actions
+from trainyard.core.cycle import Cycle, Status, run_actions
 from trainyard.core.explain import build_decision
 from trainyard.core.framework import JOB_ORDERS, Profile, get_profile
 from trainyard.core.snapshot import Snapshot, validate
@@ -48,7 +52,8 @@ class Scheduler:
         self.decision = build_decision(self.cycle)
         self.steady = self.decision.is_empty
         self._base = self.cycle.stmt.checkpoint()
-        self._holds = len(self.cycle.holds)
+        self._holds = list(self.cycle.holds)
+        self.stale = False  # see decide_arrival
         self._key = JOB_ORDERS.get(self.profile.job_order)
         self.full_cycles = 0  # arrivals that needed a full cycle (for benchmarks)
 
@@ -69,39 +74,63 @@ class Scheduler:
         return run_cycle(snap, self.profile, self.layout)
 
     def decide_arrival(self, job: Job) -> Decision:
-        """What a full cycle on the kept snapshot plus `job` would decide about `job`."""
+        """What a full cycle on the kept snapshot plus `job` decides about `job`.
+
+        The result is exact for `job`. It is exact for every other job too unless `stale` is
+        set afterwards: then `job` took the head of the line or moved its reservation, and a
+        full cycle may also start jobs that the old reservation held back (it never undoes
+        what was decided here). The shell then runs a full cycle soon."""
         cycle = self.cycle
         if job.queue not in cycle.queues.index or job.id in cycle.state.allocs:
             return self._full(job)  # let validation speak
         if not self.steady:
             return self._full(job)
-        head = cycle.head
-        if head is not None and head.id in cycle.status and self._rank(job) < self._rank(head):
-            return self._full(job)
-        if head is not None and self.profile.strict_order:
+        profile = self.profile
+        head = cycle.head if cycle.head is not None and cycle.head.id in cycle.status else None
+        ahead = head is not None and self._rank(job) < self._rank(head)
+        if head is not None and profile.strict_order:
+            if ahead:
+                return self._full(job)
             cycle.status[job.id] = Status("order", other_job=head.id)
             return self._delta(job)
-        if head is None and any(st.code in CAPACITY_CODES for st in cycle.status.values()):
-            return self._full(job)  # greedy profile: other blocked jobs may be behind J
         queues = cycle.queues
         q = queues.index[job.queue]
         before = queues.over_guaranteed(q)
-        backfill = head is not None and "backfill" in self.profile.actions
-        placed = place_backfill(cycle, job) if backfill else cycle.try_place(job, "allocate")
+        if ahead and head is not None:
+            placed = self._ahead_of_head(job, head)
+        elif head is not None and "backfill" in profile.actions:
+            placed = place_backfill(cycle, job)
+        else:
+            placed = cycle.try_place(job, "allocate")
         if placed:
-            if "reclaim" in self.profile.actions and queues.over_guaranteed(q) > max(before, 0):
-                self.forget(job.id)
-                return self._full(job)
+            if "reclaim" in profile.actions and queues.over_guaranteed(q) > max(before, 0):
+                self.stale = True  # others may now reclaim from `job`'s queue
             return self._delta(job)
         for name, attempt in (("reclaim", reclaim_for), ("preempt", preempt_for)):
-            if (
-                name in self.profile.actions
-                and cycle.quota_blocker(job) < 0
-                and attempt(cycle, job)
-            ):
-                self.forget(job.id)
-                return self._full(job)
+            if name in profile.actions and cycle.quota_blocker(job) < 0 and attempt(cycle, job):
+                self.stale = True  # the evictions may let others start (or settle) too
+                break
         return self._delta(job)
+
+    def _ahead_of_head(self, job: Job, head: Job) -> bool:
+        """`job` is considered before the blocked head: try it as allocate would (no holds),
+        then redo the head's reservation as backfill would; flag `stale` if it moved."""
+        cycle = self.cycle
+        old = [(h.start, h.target) for h in cycle.holds]
+        for h in list(cycle.holds):
+            cycle.unhold(h)
+        cycle.holds.clear()
+        placed = cycle.try_place(job, "allocate")
+        if not placed:
+            self.stale = True  # `job` is the new head: reserve for it, as backfill would
+            if "backfill" in self.profile.actions:
+                reserve(cycle, job)
+            return False
+        new = reserve(cycle, head) if "backfill" in self.profile.actions else None
+        moved = [(new.start, new.target)] if new is not None else []
+        if moved != old:
+            self.stale = True
+        return True
 
     def _delta(self, job: Job) -> Decision:
         self.cycle.extra_jobs[job.id] = job
@@ -111,6 +140,7 @@ class Scheduler:
         """Undo everything done for arrivals since the last full cycle."""
         cycle = self.cycle
         cycle.stmt.rollback(self._base)
-        del cycle.holds[self._holds :]
+        cycle.holds[:] = self._holds
+        self.stale = False
         cycle.status.pop(job_id, None)
         cycle.extra_jobs.pop(job_id, None)

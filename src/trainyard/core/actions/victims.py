@@ -123,7 +123,6 @@ def evict_for(
     """Evict the cheapest victims from `queues` that let `job` fit and place it; False
     changes nothing. `allowed` is checked again before each eviction of a plan."""
     state = cycle.state
-    layout = cycle.layout
     classes = cycle.classes_of(job)
     g = job.gpus
     if g == 0 or not classes:
@@ -138,11 +137,27 @@ def evict_for(
     ]
     if not pool:
         return False
-    for c in classes:
-        if state.class_free[c] + sum(a.gpus for a in pool if a.cls == c) >= g:
-            break
-    else:
-        return False
+    own = next((h for h in cycle.holds if h.job.id == job.id), None)
+    epoch = state.epoch
+    if own is not None:  # the preemptor's own reservation is not in its way
+        cycle.unhold(own)
+    placed = any(
+        state.class_free[c] + sum(a.gpus for a in pool if a.cls == c) >= g for c in classes
+    ) and _evict_at_levels(cycle, job, action, pool, _levels(cycle, job), allowed, cost, reason)
+    if own is not None:
+        if placed:
+            cycle.holds.remove(own)
+        else:
+            cycle.hold(own)
+            cycle.restore_epoch(epoch)
+    return placed
+
+
+def _levels(cycle: Cycle, job: Job) -> list[int]:
+    """Levels at which to look for room, tightest first (depth = one node, -1 = cluster)."""
+    layout = cycle.layout
+    g = job.gpus
+    classes = cycle.classes_of(job)
     max_level = cycle.max_level(job)
     fits_node = any(g <= layout.class_node_max[c] for c in classes)
     levels = [layout.depth] if fits_node else []
@@ -150,6 +165,22 @@ def evict_for(
         levels += list(range(layout.depth - 1, max_level - 1, -1))
         if max_level < 0:
             levels.append(-1)
+    return levels
+
+
+def _evict_at_levels(
+    cycle: Cycle,
+    job: Job,
+    action: ActionName,
+    pool: list[Alloc],
+    levels: list[int],
+    allowed: Callable[[Alloc], bool],
+    cost: CostKey,
+    reason: str,
+) -> bool:
+    state = cycle.state
+    g = job.gpus
+    classes = cycle.classes_of(job)
     for level in levels:
         best: tuple[tuple[int, float], list[Alloc]] | None = None
         for c in classes:
