@@ -77,6 +77,7 @@ class Cycle:
         self._classes: dict[tuple[tuple[str, ...], float], tuple[int, ...]] = {}
         self._fail: dict[tuple[object, ...], tuple[int, int]] = {}
         self.held_memo: dict[tuple[object, ...], bool] = {}
+        self.held_failures: dict[tuple[object, ...], tuple[int, int]] = {}
         self.extra_jobs: dict[str, Job] = {}  # arrivals decided incrementally
         self.victims_by_queue: dict[int, list[Alloc]] | None = None  # see actions/victims.py
         self.scorers = [(SCORERS.get(n), w) for n, w in profile.scorers if w]

@@ -31,8 +31,11 @@ if TYPE_CHECKING:
 def _nodes(
     cycle: Cycle, parts: Sequence[tuple[int, int] | tuple[int, int, float, float]]
 ) -> tuple[NodeDevices, ...]:
-    names = cycle.layout.nodes
-    return tuple(NodeDevices(names[p[0]].name, devices_of(p[1])) for p in parts)
+    names = cycle.layout.names
+    if len(parts) == 1:
+        p = parts[0]
+        return (NodeDevices(names[p[0]], devices_of(p[1])),)
+    return tuple([NodeDevices(names[p[0]], devices_of(p[1])) for p in parts])
 
 
 def _in(seconds: float) -> str:

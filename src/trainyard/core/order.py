@@ -56,10 +56,11 @@ class PendingOrder:
     def _refresh(self) -> None:
         """Recompute the keys of queues that share a root with a touched queue."""
         path = self.cycle.queues.path
-        for root in {path[q][-1] for q in self.touched}:
-            for q in self._group.get(root, ()):
-                if q in self._keys:
-                    self._keys[q] = self._key(q)
+        keys = self._keys
+        for touched in self.touched:
+            for q in self._group.get(path[touched][-1], ()):
+                if q in keys:
+                    keys[q] = self._key(q)
         self.touched.clear()
 
     def __iter__(self) -> Iterator[Job]:

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from trainyard.core.framework import Profile, Scorer
-from trainyard.core.resources import bits, lowest_n
+from trainyard.core.resources import bits, lowest, lowest_n
 from trainyard.core.state import ClusterState
 from trainyard.core.types import Job
 
@@ -47,59 +47,62 @@ def job_demand(job: Job) -> tuple[float, float]:
     return job.cpus / g, job.memory_gb / g
 
 
+def _first_usable(
+    state: ClusterState, mask: int, g: int, cpu: float, mem: float, island: bool
+) -> int:
+    """Lowest node of `mask` with CPU/memory for `g` GPUs (and an island of g), or -1."""
+    free_cpu = state.free_cpu
+    free_mem = state.free_mem
+    need_cpu = cpu * g - 1e-9
+    need_mem = mem * g - 1e-9
+    for _ in range(_SCAN_LIMIT):
+        if not mask:
+            break
+        low = mask & -mask
+        mask ^= low
+        n = low.bit_length() - 1
+        if free_cpu[n] < need_cpu or free_mem[n] < need_mem:
+            continue
+        if island:
+            free = state.free_mask[n]
+            if not any((free & isl).bit_count() >= g for isl in state.layout.islands[n]):
+                continue
+        return n
+    return -1
+
+
 def single_node_candidates(
     state: ClusterState, job: Job, c: int, need_island: bool
 ) -> list[Candidate]:
-    """Up to three candidates: the lowest-index usable node of the two tightest non-empty
-    free-count buckets >= job.gpus (best fit and next) and of the emptiest bucket (what a
-    spreading scorer wants). More buckets would only cost time: the scorers are monotone in
-    the free count except through the enclosing domain, which these three already contrast.
-    A bucket whose first nodes lack CPU/memory (or an island) is scanned further."""
+    """Up to three candidates: the first usable node of the two tightest free-count buckets
+    >= job.gpus (best fit and next) and of the emptiest bucket (what a spreading scorer
+    wants). More buckets would only cost time: the scorers are monotone in the free count
+    except through the enclosing domain, which these three already contrast. Nodes are
+    scanned in index order; one lacking CPU/memory (or an island) is skipped."""
     g = job.gpus
     buckets = state.bucket[c]
-    top = len(buckets) - 1
-    ks: list[int] = []
-    k = g
-    while k <= top and len(ks) < 2:
-        if buckets[k]:
-            ks.append(k)
-        k += 1
-    if not ks:
-        return []
-    while top >= k and not buckets[top]:
-        top -= 1
-    if top >= k:
-        ks.append(top)
-    depth = state.layout.depth
+    nb = len(buckets)
     cpu, mem = job_demand(job)
+    check = cpu > 0 or mem > 0 or need_island
+    depth = state.layout.depth
     out: list[Candidate] = []
-    if cpu <= 0 and mem <= 0 and not need_island:
-        for k in ks:
-            m = buckets[k]
-            n = (m & -m).bit_length() - 1
+    last = nb
+    for k in range(g, nb):
+        m = buckets[k]
+        if not m:
+            continue
+        n = _first_usable(state, m, g, cpu, mem, need_island) if check else lowest(m)
+        if n >= 0:
             out.append(Candidate(c, [(n, g)], depth, n))
-        return out
-    need_cpu = cpu * g - 1e-9
-    need_mem = mem * g - 1e-9
-    islands = state.layout.islands
-    free_cpu = state.free_cpu
-    free_mem = state.free_mem
-    for k in [*ks, *(x for x in range(g, len(buckets)) if x not in ks)]:
-        if len(out) >= 3:
-            break
-        mask = buckets[k]
-        scanned = 0
-        while mask and scanned < _SCAN_LIMIT:
-            low = mask & -mask
-            mask ^= low
-            n = low.bit_length() - 1
-            scanned += 1
-            if free_cpu[n] < need_cpu or free_mem[n] < need_mem:
-                continue
-            if need_island:
-                free = state.free_mask[n]
-                if not any((free & isl).bit_count() >= g for isl in islands[n]):
-                    continue
+            if len(out) == 2:
+                last = k
+                break
+    for k in range(nb - 1, last, -1):
+        m = buckets[k]
+        if not m:
+            continue
+        n = _first_usable(state, m, g, cpu, mem, need_island) if check else lowest(m)
+        if n >= 0:
             out.append(Candidate(c, [(n, g)], depth, n))
             break
     return out

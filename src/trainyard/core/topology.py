@@ -40,6 +40,7 @@ class Layout:
     top: list[int]  # children of the root: level-0 domains, or all nodes when depth == 0
     domain_capacity: list[list[list[int]]]  # [level][class][domain] -> usable GPUs
     leaf_of: list[int]  # per node: its innermost domain (-1 when there are no levels)
+    names: list[str]  # per node: its name
 
     @property
     def depth(self) -> int:
@@ -162,4 +163,5 @@ def build_layout(nodes: tuple[Node, ...], topology: Topology) -> Layout:
         top=top,
         domain_capacity=dcap,
         leaf_of=list(domain_of[depth - 1]) if depth else [-1] * len(nodes),
+        names=[n.name for n in nodes],
     )

@@ -64,12 +64,27 @@ def _place_on_held(cycle: Cycle, job: Job) -> bool:
     if not lifted:
         return False
     epoch = cycle.state.epoch
+    g = job.gpus or 1
+    key = (
+        tuple(h.hold_id for h in lifted),
+        job.gpu_types,
+        job.gpu_memory_gb,
+        job.topology,
+        job.cpus / g,
+        job.memory_gb / g,
+    )
+    failed = cycle.held_failures.get(key)
+    if failed is not None and failed[0] == epoch and job.gpus >= failed[1]:
+        return False  # same holds lifted, capacity not grown: it did not fit then either
     for h in lifted:
         cycle.unhold(h)
     placed = cycle.try_place(job, "backfill")
     for h in lifted:
         cycle.hold(h)
     cycle.restore_epoch(epoch)  # capacity only shrank: cached failures stay true
+    if not placed:
+        cycle.held_failures[key] = (epoch, job.gpus)
+        cycle.status[job.id] = Status("capacity")
     return placed
 
 
