@@ -39,7 +39,8 @@ class Status:
     code: PendingCode
     blocker: int = -1  # queue index that blocks (quota)
     other_job: str = ""  # reserved job that would be delayed / head of line
-    estimated_start: float | None = None
+    # quota: (rule, allocated, bound) when the job was refused: "limit" or "guaranteed"
+    quota: tuple[str, int, int] = ("", 0, 0)
 
 
 @dataclass(slots=True)
@@ -78,6 +79,7 @@ class Cycle:
         self._fail: dict[tuple[object, ...], tuple[int, int]] = {}
         self.held_memo: dict[tuple[object, ...], bool] = {}
         self.held_failures: dict[tuple[object, ...], tuple[int, int]] = {}
+        self.settled_epoch = self.state.epoch  # capacity epoch that allocate/backfill saw
         self.extra_jobs: dict[str, Job] = {}  # arrivals decided incrementally
         self.victims_by_queue: dict[int, list[Alloc]] | None = None  # see actions/victims.py
         self.scorers = [(SCORERS.get(n), w) for n, w in profile.scorers if w]
@@ -115,6 +117,17 @@ class Cycle:
         if blocker < 0 and not job.preemptible:
             blocker = queues.within_guaranteed(q, job.gpus)
         return blocker
+
+    def quota_status(self, job: Job, blocker: int) -> Status:
+        """The status of a job refused by queue `blocker`, with the numbers of that moment."""
+        queues = self.queues
+        lim = queues.limit[blocker]
+        used = queues.gpus[blocker]
+        if lim is not None and used + job.gpus > lim:
+            return Status("quota", blocker=blocker, quota=("limit", used, lim))
+        return Status(
+            "quota", blocker=blocker, quota=("guaranteed", used, queues.guaranteed[blocker])
+        )
 
     def find(self, job: Job) -> Candidate | None:
         """Best candidate for `job` on the current state, or None (no status recorded)."""
@@ -160,7 +173,7 @@ class Cycle:
         job of the same shape and at least the same size cannot fit either."""
         blocker = self.quota_blocker(job)
         if blocker >= 0:
-            self.status[job.id] = Status("quota", blocker=blocker)
+            self.status[job.id] = self.quota_status(job, blocker)
             return False
         g = job.gpus or 1
         key = (job.gpu_types, job.gpu_memory_gb, job.topology, job.cpus / g, job.memory_gb / g)
@@ -198,6 +211,14 @@ class Cycle:
     def unhold(self, res: Hold) -> None:
         if res.hold_id in self.state.allocs:
             self.stmt.release(res.hold_id)
+
+    def refresh_holds(self, skip: str = "") -> None:
+        """Hold again every free device of each reservation's target (after evictions freed
+        some of them); `skip` names a job whose own reservation stays lifted."""
+        for res in self.holds:
+            if res.job.id != skip:
+                self.unhold(res)
+                self.hold(res)
 
     def pending_jobs(self) -> list[Job]:
         """Jobs considered so far that are still pending, in scheduling order."""

@@ -54,7 +54,8 @@ def _types(job: Job) -> str:
 
 
 def _capacity(cycle: Cycle, job: Job) -> tuple[PendingCode, str]:
-    """Code and sentence for a job that found no room."""
+    """Code and sentence for a job that found no room. A gang uses one device class, so
+    every figure is for the best single class, never a sum over classes."""
     state = cycle.state
     layout = cycle.layout
     classes = cycle.classes_of(job)
@@ -62,10 +63,12 @@ def _capacity(cycle: Cycle, job: Job) -> tuple[PendingCode, str]:
         return "resources", f"no node has {job.cpus:g} CPUs and {job.memory_gb:g} GB memory free"
     if not classes:
         return "unresolvable", f"no node offers {_types(job)}"
-    capacity = sum(layout.class_capacity[c] for c in classes)
+    capacity = max(layout.class_capacity[c] for c in classes)
     if capacity < job.gpus:
-        return "unresolvable", f"needs {_types(job)} but the cluster has only {capacity} such GPUs"
-    free = state.free_of(classes)
+        return "unresolvable", (
+            f"needs {_types(job)} of one type but the cluster has at most {capacity} such GPUs"
+        )
+    free = max(state.class_free[c] for c in classes)
     level = cycle.max_level(job)
     if job.topology is not None and level >= 0:
         where = job.topology
@@ -101,22 +104,21 @@ def _capacity(cycle: Cycle, job: Job) -> tuple[PendingCode, str]:
     return "capacity", f"waiting for {_types(job)}; {free} free"
 
 
-def _quota(cycle: Cycle, job: Job, blocker: int) -> str:
-    qs = cycle.queues
-    name = qs.name(blocker)
-    lim = qs.limit[blocker]
-    if lim is not None and qs.gpus[blocker] + job.gpus > lim:
-        return f"queue {name} is at its limit ({qs.gpus[blocker]}/{lim} GPUs; job needs {job.gpus})"
+def _quota(cycle: Cycle, job: Job, st: Status) -> str:
+    name = cycle.queues.name(st.blocker)
+    rule, used, bound = st.quota
+    if rule == "limit":
+        return f"queue {name} is at its limit ({used}/{bound} GPUs; job needs {job.gpus})"
     return (
         f"non-preemptible jobs must fit in the guaranteed quota of queue {name} "
-        f"({qs.gpus[blocker]}/{qs.guaranteed[blocker]} GPUs; job needs {job.gpus})"
+        f"({used}/{bound} GPUs; job needs {job.gpus})"
     )
 
 
-def _reason(cycle: Cycle, job: Job, st: Status) -> PendingReason:
+def _reason(cycle: Cycle, job: Job, st: Status, start: float | None) -> PendingReason:
     code: PendingCode = st.code
     if st.code == "quota":
-        msg = _quota(cycle, job, st.blocker)
+        msg = _quota(cycle, job, st)
     elif st.code == "order":
         head = f" behind job {st.other_job}" if st.other_job else ""
         msg = f"strict order: waiting{head}, the head of the line"
@@ -125,9 +127,9 @@ def _reason(cycle: Cycle, job: Job, st: Status) -> PendingReason:
         if st.code == "reservation":
             code = "reservation"
             msg = f"would delay job {st.other_job}, which holds a reservation; {msg}"
-    if st.estimated_start is not None:
-        msg += f"; reserved to start in ~{_in(st.estimated_start - cycle.now)}"
-    return PendingReason(code, msg, st.estimated_start)
+    if start is not None:
+        msg += f"; reserved to start in ~{_in(start - cycle.now)}"
+    return PendingReason(code, msg, start)
 
 
 def build_decision(cycle: Cycle, only: tuple[str, ...] | None = None) -> Decision:
@@ -153,6 +155,7 @@ def build_decision(cycle: Cycle, only: tuple[str, ...] | None = None) -> Decisio
         for h in cycle.holds
         if h.job.id in cycle.status
     )
+    starts = {h.job.id: h.start for h in cycle.holds}
     cache: dict[tuple[object, ...], PendingReason] = {}
     pending: dict[str, PendingReason] = {}
     jobs = cycle.snapshot.pending if only is None else [cycle.job(j) for j in only]
@@ -160,6 +163,7 @@ def build_decision(cycle: Cycle, only: tuple[str, ...] | None = None) -> Decisio
         st = cycle.status.get(job.id)
         if st is None:
             continue
+        start = starts.get(job.id)
         key = (
             job.gpus,
             job.gpu_types,
@@ -171,11 +175,12 @@ def build_decision(cycle: Cycle, only: tuple[str, ...] | None = None) -> Decisio
             st.code,
             st.blocker,
             st.other_job,
-            st.estimated_start,
+            st.quota,
+            start,
         )
         reason = cache.get(key)
         if reason is None:
-            reason = _reason(cycle, job, st)
+            reason = _reason(cycle, job, st, start)
             cache[key] = reason
         pending[job.id] = reason
     for jid, e in stmt.evicted.items():

@@ -48,13 +48,16 @@ def job_demand(job: Job) -> tuple[float, float]:
 
 
 def _first_usable(
-    state: ClusterState, mask: int, g: int, cpu: float, mem: float, island: bool
+    state: ClusterState, mask: int, g: int, cpu: float, mem: float, island: int
 ) -> int:
-    """Lowest node of `mask` with CPU/memory for `g` GPUs (and an island of g), or -1."""
+    """Lowest node of `mask` with CPU/memory for `g` GPUs, or -1. `island`: 0 ignore NVLink
+    islands, 1 prefer a node where the job fits one island (else the first usable node),
+    2 require it."""
     free_cpu = state.free_cpu
     free_mem = state.free_mem
     need_cpu = cpu * g - 1e-9
     need_mem = mem * g - 1e-9
+    first = -1
     for _ in range(_SCAN_LIMIT):
         if not mask:
             break
@@ -63,12 +66,14 @@ def _first_usable(
         n = low.bit_length() - 1
         if free_cpu[n] < need_cpu or free_mem[n] < need_mem:
             continue
-        if island:
-            free = state.free_mask[n]
-            if not any((free & isl).bit_count() >= g for isl in state.layout.islands[n]):
-                continue
-        return n
-    return -1
+        if not island:
+            return n
+        free = state.free_mask[n]
+        if any((free & isl).bit_count() >= g for isl in state.layout.islands[n]):
+            return n
+        if first < 0:
+            first = n
+    return first if island == 1 else -1
 
 
 def single_node_candidates(
@@ -78,12 +83,14 @@ def single_node_candidates(
     >= job.gpus (best fit and next) and of the emptiest bucket (what a spreading scorer
     wants). More buckets would only cost time: the scorers are monotone in the free count
     except through the enclosing domain, which these three already contrast. Nodes are
-    scanned in index order; one lacking CPU/memory (or an island) is skipped."""
+    scanned in index order; one lacking CPU/memory is skipped, and where nodes have several
+    NVLink islands one with a whole island free for the job is preferred (or required)."""
     g = job.gpus
     buckets = state.bucket[c]
     nb = len(buckets)
     cpu, mem = job_demand(job)
-    check = cpu > 0 or mem > 0 or need_island
+    island = 2 if need_island else 1 if state.layout.multi_island[c] else 0
+    check = cpu > 0 or mem > 0 or island
     depth = state.layout.depth
     out: list[Candidate] = []
     last = nb
@@ -91,7 +98,7 @@ def single_node_candidates(
         m = buckets[k]
         if not m:
             continue
-        n = _first_usable(state, m, g, cpu, mem, need_island) if check else lowest(m)
+        n = _first_usable(state, m, g, cpu, mem, island) if check else lowest(m)
         if n >= 0:
             out.append(Candidate(c, [(n, g)], depth, n))
             if len(out) == 2:
@@ -101,58 +108,57 @@ def single_node_candidates(
         m = buckets[k]
         if not m:
             continue
-        n = _first_usable(state, m, g, cpu, mem, need_island) if check else lowest(m)
+        n = _first_usable(state, m, g, cpu, mem, island) if check else lowest(m)
         if n >= 0:
             out.append(Candidate(c, [(n, g)], depth, n))
             break
     return out
 
 
+def _greedy(room: list[tuple[int, int]], need: int) -> list[tuple[int, int]]:
+    """Fewest (free, id) entries covering `need`: largest first, the best fit for the rest.
+    Returns (id, GPUs taken) pairs."""
+    room = sorted(room, key=lambda rx: (-rx[0], rx[1]))
+    out: list[tuple[int, int]] = []
+    left = need
+    for i, (r, x) in enumerate(room):
+        rest = [(rr, xx) for rr, xx in room[i:] if rr >= left]
+        if rest:
+            _r, best = min(rest)
+            out.append((best, left))
+            return out
+        out.append((x, r))
+        left -= r
+    return out
+
+
 def _fill(
     state: ClusterState, c: int, need: int, level: int, kids: list[int], cpu: float, mem: float
 ) -> list[tuple[int, int]] | None:
-    """Take `need` GPUs of class `c` from `kids` (domains of `level`, or nodes when
-    level == depth) using the fewest children; None if CPU/memory make it impossible."""
+    """Take `need` GPUs of class `c` from `kids` (domains of `level`, or nodes when level ==
+    depth) using as few domains as possible at every level: one child if one fits (best
+    fit), else the fewest children, and then, across all of those together, the fewest of
+    their children, down to nodes. None if CPU/memory make it impossible."""
     layout = state.layout
     if level >= layout.depth:
         room = [(state.node_room(n, cpu, mem), n) for n in kids if layout.class_of_node[n] == c]
-    else:
-        free = state.dom_free[level][c]
-        room = [(free[d], d) for d in kids]
-    room = [(r, x) for r, x in room if r > 0]
-    if sum(r for r, _x in room) < need:
+        room = [(r, n) for r, n in room if r > 0]
+        if sum(r for r, _n in room) < need:
+            return None
+        return _greedy(room, need)
+    free = state.dom_free[level][c]
+    room = [(free[d], d) for d in kids if free[d] > 0]
+    if sum(r for r, _d in room) < need:
         return None
-    fits = [(r, x) for r, x in room if r >= need]
+    fits = [(r, d) for r, d in room if r >= need]
     if fits:
-        _r, x = min(fits)
-        if level >= layout.depth:
-            return [(x, need)]
-        sub = _fill(state, c, need, level + 1, layout.children[level][x], cpu, mem)
+        _r, d = min(fits)
+        sub = _fill(state, c, need, level + 1, layout.children[level][d], cpu, mem)
         if sub is not None:
             return sub
-    room.sort(key=lambda rx: (-rx[0], rx[1]))
-    parts: list[tuple[int, int]] = []
-    left = need
-    for i, (r, x) in enumerate(room):
-        if left == 0:
-            break
-        rest = [(rr, xx) for rr, xx in room[i:] if rr >= left]
-        if rest:  # best fit for the remainder
-            r, x = min(rest)
-            take = left
-        else:
-            take = min(r, left)
-        if level >= layout.depth:
-            parts.append((x, take))
-        else:
-            sub = _fill(state, c, take, level + 1, layout.children[level][x], cpu, mem)
-            if sub is None:
-                return None
-            parts.extend(sub)
-        left -= take
-        if rest:
-            break
-    return parts if left == 0 else None
+    chosen = _greedy(room, need)
+    grandkids = [k for d, _take in chosen for k in layout.children[level][d]]
+    return _fill(state, c, need, level + 1, grandkids, cpu, mem)
 
 
 def gang_candidates(state: ClusterState, job: Job, c: int, max_level: int) -> list[Candidate]:
@@ -160,7 +166,7 @@ def gang_candidates(state: ClusterState, job: Job, c: int, max_level: int) -> li
     layout = state.layout
     g = job.gpus
     cpu, mem = job_demand(job)
-    for level in range(layout.depth - 1, max_level - 1, -1):
+    for level in range(layout.depth - 1, max(max_level, 0) - 1, -1):
         free = state.dom_free[level][c]
         doms = sorted((f, d) for d, f in enumerate(free) if f >= g)
         out: list[Candidate] = []

@@ -41,6 +41,7 @@ class Layout:
     domain_capacity: list[list[list[int]]]  # [level][class][domain] -> usable GPUs
     leaf_of: list[int]  # per node: its innermost domain (-1 when there are no levels)
     names: list[str]  # per node: its name
+    multi_island: list[bool]  # per class: some node of it has more than one NVLink island
 
     @property
     def depth(self) -> int:
@@ -164,4 +165,8 @@ def build_layout(nodes: tuple[Node, ...], topology: Topology) -> Layout:
         domain_capacity=dcap,
         leaf_of=list(domain_of[depth - 1]) if depth else [-1] * len(nodes),
         names=[n.name for n in nodes],
+        multi_island=[
+            any(len(islands[i]) > 1 for i in range(len(nodes)) if class_of_node[i] == c)
+            for c in range(ncls)
+        ],
     )

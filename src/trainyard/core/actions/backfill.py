@@ -47,9 +47,6 @@ def reserve(cycle: Cycle, job: Job) -> Hold | None:
     res = Hold(job, found[0], found[1], f"reservation:{job.id}")
     cycle.holds.append(res)
     cycle.hold(res)
-    st = cycle.status.get(job.id)
-    if st is not None:
-        st.estimated_start = res.start
     return res
 
 

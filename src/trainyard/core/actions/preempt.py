@@ -22,7 +22,7 @@ def preempt_for(cycle: Cycle, job: Job) -> bool:
         return a.queue == q and a.job.priority < job.priority
 
     def cost(a: Alloc) -> tuple[float, ...]:
-        return (float(a.job.priority), -a.started_at)
+        return (float(not a.placed_now), float(a.job.priority), -a.started_at)
 
     reason = f"priority {job.priority} job {job.id} needs the GPUs"
     return evict_for(cycle, job, "preempt", [q], allowed, cost, reason)
@@ -43,6 +43,8 @@ def preempt(cycle: Cycle) -> None:
         )
         if job.gpus >= failed.get(key, 1 << 30):
             continue
+        if cycle.state.epoch != cycle.settled_epoch and cycle.try_place(job, "preempt"):
+            continue  # earlier evictions freed more than their preemptor needed
         if not preempt_for(cycle, job):
             failed[key] = min(failed.get(key, 1 << 30), job.gpus)
 

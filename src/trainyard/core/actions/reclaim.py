@@ -18,6 +18,7 @@ from trainyard.core.types import Job
 
 
 def _below(path: tuple[int, ...], other: tuple[int, ...]) -> tuple[int, ...]:
+    """The queues of `path` that are not also on `other` (those below the common ancestor)."""
     shared = set(other)
     return tuple(a for a in path if a not in shared)
 
@@ -29,28 +30,32 @@ def reclaim_for(cycle: Cycle, job: Job) -> bool:
         return False
     my_path = queues.path[q]
 
+    def related(vq: int) -> bool:
+        return vq == q or vq in my_path or q in queues.path[vq]
+
+    def excess(vq: int) -> int:
+        """GPUs `vq` holds above guaranteed on its path below the common ancestor."""
+        theirs = _below(queues.path[vq], my_path)
+        return min(queues.gpus[x] - queues.guaranteed[x] for x in theirs)
+
     def allowed(a: Alloc) -> bool:
         vq = a.queue
-        if vq == q or vq in my_path or q in queues.path[vq]:
+        if related(vq):
             return False
         mine = _below(my_path, queues.path[vq])
         if any(queues.gpus[x] + job.gpus > queues.guaranteed[x] for x in mine):
             return False
-        theirs = _below(queues.path[vq], my_path)
-        return all(queues.gpus[x] - a.gpus >= queues.guaranteed[x] for x in theirs)
+        return excess(vq) >= a.gpus
 
     def cost(a: Alloc) -> tuple[float, ...]:
-        over = queues.over_guaranteed(a.queue)
-        return (float(a.job.priority), -float(over), -a.started_at)
+        return (
+            float(not a.placed_now),
+            float(a.job.priority),
+            -float(excess(a.queue)),
+            -a.started_at,
+        )
 
-    lenders = [
-        vq
-        for vq in by_queue(cycle)
-        if vq != q
-        and vq not in my_path
-        and q not in queues.path[vq]
-        and queues.over_guaranteed(vq) > 0
-    ]
+    lenders = [vq for vq in by_queue(cycle) if not related(vq) and excess(vq) > 0]
     reason = f"queue {job.queue} reclaims its guaranteed quota"
     return evict_for(cycle, job, "reclaim", lenders, allowed, cost, reason)
 
@@ -65,6 +70,8 @@ def reclaim(cycle: Cycle) -> None:
             continue
         if cycle.quota_blocker(job) >= 0:
             continue
+        if cycle.state.epoch != cycle.settled_epoch and cycle.try_place(job, "reclaim"):
+            continue  # earlier evictions freed more than their preemptor needed
         if not reclaim_for(cycle, job):
             failed[key] = min(failed.get(key, 1 << 30), job.gpus)
 

@@ -13,17 +13,21 @@ jobs whose eviction lets it fit, *in the place it will then use*:
    it fits; otherwise roll back. Among plans that fit at the tightest level the one evicting
    the fewest GPUs (then lowest priorities) wins, and only it is committed.
 
-Victims are whole gangs, never jobs placed in this cycle, and never jobs inside their
-`min_runtime`; the caller's predicate adds the action's own rules (queue over quota, lower
-priority). A plan is committed only if the preemptor then fits, so nothing is evicted for a
-job that could not start.
+Victims are whole gangs, never inside their `min_runtime`; the caller's predicate adds the
+action's own rules (queue over quota, lower priority). A job placed earlier in this cycle by
+allocate or backfill has not started yet: it may be *retracted* (back to pending, nothing to
+stop), which costs nothing and is preferred; a preemptor placed by reclaim or preempt never is
+(the pool of candidates is fixed before the first eviction of the cycle). Devices freed inside
+a backfill reservation's target are held again before the preemptor is placed, so evictions
+never hand a reservation's devices to someone else. A plan is committed only if the
+preemptor then fits, so nothing is evicted for a job that could not start.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from trainyard.core.cycle import Cycle
+from trainyard.core.cycle import Cycle, Status
 from trainyard.core.state import Alloc
 from trainyard.core.types import ActionName, Job
 
@@ -33,14 +37,12 @@ CostKey = Callable[[Alloc], tuple[float, ...]]
 
 
 def eligible(cycle: Cycle, alloc: Alloc) -> bool:
-    """Rules common to every eviction."""
+    """Rules common to every eviction. A job placed earlier in this cycle has not started:
+    taking it back costs nothing (it is retracted, not evicted), so it is eligible too."""
     job = alloc.job
-    return (
-        alloc.queue >= 0
-        and job.preemptible
-        and not alloc.placed_now
-        and cycle.now - alloc.started_at >= job.min_runtime
-    )
+    if alloc.queue < 0 or not job.preemptible:
+        return False
+    return alloc.placed_now or cycle.now - alloc.started_at >= job.min_runtime
 
 
 def _domain(cycle: Cycle, n: int, level: int) -> int:
@@ -61,11 +63,21 @@ def _free_in(cycle: Cycle, c: int, level: int, d: int) -> int:
     return state.dom_free[level][c][d]
 
 
+def _price(plan: list[Alloc], cost: CostKey) -> tuple[int, int, float]:
+    """What a plan costs: GPUs evicted (started work stopped), GPUs retracted (placements of
+    this cycle undone), then the victims' cost keys."""
+    evicted = sum(a.gpus for a in plan if not a.placed_now)
+    retracted = sum(a.gpus for a in plan if a.placed_now)
+    return (evicted, retracted, sum(cost(a)[1] for a in plan))
+
+
 def _plan(need: int, victims: list[tuple[int, Alloc]], cost: CostKey) -> list[Alloc]:
     """Victims covering `need` GPUs (credit = their GPUs inside the domain), minimal."""
-    single = [(a.gpus, cost(a), a.job.id, a) for credit, a in victims if credit >= need]
+    single = [
+        (not a.placed_now, a.gpus, cost(a), a.job.id, a) for credit, a in victims if credit >= need
+    ]
     if single:
-        return [min(single, key=lambda t: (t[0], t[1], t[2]))[3]]
+        return [min(single, key=lambda t: t[:4])[4]]
     chosen: list[tuple[int, Alloc]] = []
     got = 0
     for credit, a in sorted(victims, key=lambda ca: (cost(ca[1]), ca[1].job.id)):
@@ -90,12 +102,21 @@ def _try(
     reason: str,
     allowed: Callable[[Alloc], bool],
 ) -> bool:
-    """Evict `plan` (in order, re-checking `allowed`) and place `job`; True if it fits."""
+    """Evict `plan` (in order, re-checking `allowed`) and place `job`; True if it fits.
+    Victims placed earlier in this cycle are retracted (no eviction is recorded)."""
+    evicted = []
     for a in plan:
         if not allowed(a):
             return False
-        cycle.stmt.evict(a.job.id, action, job.id, reason)
-    return cycle.try_place(job, action, tuple(a.job.id for a in plan))
+        jid = a.job.id
+        if a.placed_now:
+            cycle.stmt.release(jid)
+            cycle.status[jid] = Status("capacity")
+        else:
+            cycle.stmt.evict(jid, action, job.id, reason)
+            evicted.append(jid)
+    cycle.refresh_holds(skip=job.id)
+    return cycle.try_place(job, action, tuple(evicted))
 
 
 def by_queue(cycle: Cycle) -> dict[int, list[Alloc]]:
@@ -182,7 +203,7 @@ def _evict_at_levels(
     g = job.gpus
     classes = cycle.classes_of(job)
     for level in levels:
-        best: tuple[tuple[int, float], list[Alloc]] | None = None
+        best: tuple[tuple[int, int, float], list[Alloc]] | None = None
         for c in classes:
             credit: dict[int, dict[str, int]] = {}
             for a in pool:
@@ -199,9 +220,7 @@ def _evict_at_levels(
                 victims = [(k, state.allocs[jid]) for jid, k in per.items()]
                 plan = _plan(g - free, victims, cost)
                 if plan:
-                    options.append(
-                        ((sum(a.gpus for a in plan), sum(cost(a)[0] for a in plan)), d, plan)
-                    )
+                    options.append((_price(plan, cost), d, plan))
             options.sort(key=lambda o: (o[0], o[1]))
             for estimate, _d, plan in options[:_DOMAINS_TRIED]:
                 if best is not None and estimate >= best[0]:
@@ -211,6 +230,9 @@ def _evict_at_levels(
                 ok = _try(cycle, job, plan, action, reason, allowed)
                 cycle.stmt.rollback(cp)
                 cycle.restore_epoch(epoch)
+                for a in plan:  # retracted placements are back: so is their "placed" state
+                    if a.job.id in cycle.stmt.placed:
+                        cycle.status.pop(a.job.id, None)
                 if ok:
                     best = (estimate, plan)
         if best is not None:

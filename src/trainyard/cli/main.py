@@ -1,0 +1,30 @@
+"""Entry point of the `trainyard` command: one typer app, one module per command group.
+
+Each command module exposes `register(app)`; errors that come from user input are printed as
+one clear line (exit code 2), never as a traceback.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from trainyard.cli import bench, demo, schedule
+
+app = typer.Typer(
+    name="trainyard",
+    help="Schedule and run deep-learning training jobs on GPU clusters.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+for _module in (bench, demo, schedule):
+    _module.register(app)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

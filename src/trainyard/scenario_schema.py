@@ -1,0 +1,203 @@
+"""The field kinds and checks of the scenario format (see `trainyard.scenario`).
+
+Owns `ScenarioError` and the small, typed converters that turn raw YAML/JSON values into
+dataclass fields: each names the path of the value it checks (`pending[3].gpus`) so that
+every error says where and how to fix it. Also owns the `{i}` templates of `count` entries.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import re
+import string
+from collections.abc import Mapping
+from typing import Any
+
+
+class ScenarioError(ValueError):
+    """A scenario cannot be loaded. `field` is where (`pending[3].gpus`), `message` the fix."""
+
+    def __init__(self, field: str, message: str, source: str = "") -> None:
+        text = f"{field}: {message}" if field else message
+        super().__init__(f"{source}: {text}" if source else text)
+        self.field = field
+        self.message = message
+        self.source = source
+
+
+# -- field kinds ---------------------------------------------------------------------------
+# kind: "str", "int", "float", "bool", or a list "strs" / "ints" / "floats"; a trailing "?" also
+# allows null. `low`: smallest allowed value for numbers (None: any).
+
+Spec = tuple[str, float | None]
+
+JOB: dict[str, Spec] = {
+    "id": ("str", None),
+    "queue": ("str", None),
+    "gpus": ("int", 0),
+    "priority": ("int", None),
+    "submit_time": ("float", None),
+    "gpu_types": ("strs", None),
+    "gpu_memory_gb": ("float", 0),
+    "cpus": ("float", 0),
+    "memory_gb": ("float", 0),
+    "preemptible": ("bool", None),
+    "min_runtime": ("float", 0),
+    "expected_duration": ("float?", 0),
+    "attained_service": ("float", 0),
+    "topology": ("str?", None),
+    "min_gpus": ("int?", 0),
+    "max_gpus": ("int?", 0),
+    "name": ("str", None),
+}
+NODE: dict[str, Spec] = {
+    "name": ("str", None),
+    "gpus": ("int", 0),
+    "gpu_type": ("str", None),
+    "gpu_memory_gb": ("float", 0),
+    "cpus": ("float", 0),
+    "memory_gb": ("float", 0),
+    "island_size": ("int", 0),
+    "schedulable": ("bool", None),
+    "unavailable": ("ints", 0),
+    "virtual": ("bool", None),
+}
+QUEUE: dict[str, Spec] = {
+    "name": ("str", None),
+    "parent": ("str?", None),
+    "guaranteed": ("int", 0),
+    "limit": ("int?", 0),
+    "weight": ("float", 0),
+    "usage": ("float", 0),
+}
+PROFILE: dict[str, Spec] = {
+    "base": ("str", None),
+    "name": ("str", None),
+    "actions": ("strs", None),
+    "job_order": ("str", None),
+    "queue_order": ("str", None),
+    "strict_order": ("bool", None),
+    "las_thresholds": ("floats", 0),
+    "usage_weight": ("float", 0),
+    "max_reservations": ("int", 0),
+    "split_small_jobs": ("bool", None),
+}
+_TYPE_WORDS = {"str": "a string", "int": "an integer", "float": "a number", "bool": "true/false"}
+_FORMATTER = string.Formatter()
+
+
+def unknown_key(key: str, where: str, allowed: list[str]) -> ScenarioError:
+    """Error for a key not in `allowed`, with the closest allowed key as a hint."""
+    close = difflib.get_close_matches(key, allowed, n=1)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    path = f"{where}.{key}" if where else key
+    return ScenarioError(path, f"unknown key; {hint}allowed: {', '.join(allowed)}")
+
+
+def as_mapping(raw: object, where: str, allowed: list[str]) -> dict[str, Any]:
+    """`raw` as a dict whose keys are all in `allowed` (`where` is "" at the top level)."""
+    if not isinstance(raw, Mapping):
+        what = "must" if where else "the scenario must"
+        raise ScenarioError(where, f"{what} be a mapping (key: value), got {describe(raw)}")
+    for key in raw:
+        if not isinstance(key, str):
+            hint = " (YAML reads on/off/yes/no as booleans: quote them)"
+            raise ScenarioError(where, f"keys must be strings, got {key!r}{hint}")
+        if key not in allowed:
+            raise unknown_key(key, where, allowed)
+    return dict(raw)
+
+
+def describe(raw: object) -> str:
+    if raw is None:
+        return "null"
+    if isinstance(raw, bool):
+        return "a boolean"
+    words = {str: "a string", int: "an integer", float: "a number", list: "a list"}
+    return "a mapping" if isinstance(raw, Mapping) else words.get(type(raw), type(raw).__name__)
+
+
+def as_list(raw: object, where: str) -> list[Any]:
+    if not isinstance(raw, list):
+        raise ScenarioError(where, f"must be a list, got {describe(raw)}")
+    return raw
+
+
+def scalar(kind: str, raw: object, where: str, low: float | None) -> Any:
+    if kind == "bool":
+        if not isinstance(raw, bool):
+            raise ScenarioError(where, f"must be true or false, got {raw!r}")
+        return raw
+    if kind == "str":
+        if not isinstance(raw, str):
+            raise ScenarioError(where, f"must be a string, got {describe(raw)} {raw!r}")
+        return raw
+    ok = isinstance(raw, int) if kind == "int" else isinstance(raw, int | float)
+    if isinstance(raw, bool) or not ok:
+        raise ScenarioError(where, f"must be {_TYPE_WORDS[kind]}, got {describe(raw)} {raw!r}")
+    assert isinstance(raw, int | float)
+    if not math.isfinite(raw):
+        raise ScenarioError(where, f"must be a finite number, got {raw!r}")
+    if low is not None and raw < low:
+        raise ScenarioError(where, f"must be >= {low:g}, got {raw!r}")
+    return raw if kind == "int" else float(raw)
+
+
+def convert(spec: Spec, raw: object, where: str) -> Any:
+    kind, low = spec
+    if kind.endswith("?"):
+        return None if raw is None else scalar(kind[:-1], raw, where, low)
+    if kind in ("strs", "ints", "floats"):
+        if kind == "strs" and isinstance(raw, str):
+            return (raw,)
+        if kind == "ints" and isinstance(raw, str):
+            return device_ranges(raw, where)
+        item = {"strs": "str", "ints": "int", "floats": "float"}[kind]
+        return tuple(
+            scalar(item, x, f"{where}[{k}]", low) for k, x in enumerate(as_list(raw, where))
+        )
+    return scalar(kind, raw, where, low)
+
+
+def device_ranges(text: str, where: str) -> tuple[int, ...]:
+    """`"0-3,6"` -> (0, 1, 2, 3, 6)."""
+    out: list[int] = []
+    for part in text.replace(" ", "").split(","):
+        m = re.fullmatch(r"(\d+)(?:-(\d+))?", part)
+        if m is None or (m.group(2) is not None and int(m.group(2)) < int(m.group(1))):
+            raise ScenarioError(where, f"bad device range {text!r}; write e.g. [0, 1] or '0-3,6'")
+        out.extend(range(int(m.group(1)), int(m.group(2) or m.group(1)) + 1))
+    return tuple(out)
+
+
+def convert_fields(raw: dict[str, Any], specs: dict[str, Spec], where: str) -> dict[str, Any]:
+    return {k: convert(specs[k], v, f"{where}.{k}") for k, v in raw.items() if k in specs}
+
+
+def fill_template(template: str, where: str, names: Mapping[str, int]) -> str:
+    """Format `template` with only the given integer variables (e.g. `n{i:03d}`)."""
+    try:
+        used = [name for _t, name, _s, _c in _FORMATTER.parse(template) if name is not None]
+    except ValueError as exc:
+        raise ScenarioError(where, f"bad template {template!r}: {exc}") from None
+    for name in used:
+        if name not in names:
+            known = ", ".join("{" + n + "}" for n in names)
+            raise ScenarioError(where, f"unknown template field {{{name}}}; use {known}")
+    try:
+        return template.format_map(dict(names))
+    except (ValueError, IndexError) as exc:
+        raise ScenarioError(where, f"bad template {template!r}: {exc}") from None
+
+
+def copies(raw: dict[str, Any], where: str) -> list[int]:
+    """Values of `{i}` for an entry with optional `count` / `start`."""
+    count = scalar("int", raw.get("count", 1), f"{where}.count", 1)
+    start = scalar("int", raw.get("start", 0), f"{where}.start", 0)
+    return list(range(start, start + count))
+
+
+def require(raw: dict[str, Any], key: str, where: str, hint: str) -> None:
+    if key not in raw:
+        raise ScenarioError(f"{where}.{key}", f"is required; {hint}")

@@ -1,0 +1,1 @@
+"""Declarative scenario tests: cases as data (cases/*.yaml), one runner, shared invariants."""

@@ -1,0 +1,119 @@
+"""`trainyard schedule`: JSON and table output, one-line errors with exit code 2, examples."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from trainyard.cli import schedule
+from trainyard.scenario import load_scenario
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = sorted((ROOT / "examples" / "scenarios").glob("*.*"))
+KEYS = ["profile", "now", "placements", "evictions", "reservations", "pending"]
+
+
+def _app() -> typer.Typer:
+    app = typer.Typer(pretty_exceptions_enable=False)
+
+    @app.callback()
+    def _root() -> None:
+        """Test app with only the schedule command."""
+
+    schedule.register(app)
+    return app
+
+
+def invoke(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(_app(), ["schedule", *args], env={"COLUMNS": "200"})
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_there_are_examples() -> None:
+    assert 4 <= len(EXAMPLES) <= 6
+    assert {p.suffix for p in EXAMPLES} == {".yaml", ".json"}
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=[p.name for p in EXAMPLES])
+def test_examples_load_and_print_valid_json(path: Path) -> None:
+    scenario = load_scenario(path)
+    assert scenario.description, "every example says what it shows"
+    code, out, err = invoke("--scenario", str(path), "--json")
+    assert code == 0, err
+    decision = json.loads(out)
+    assert list(decision) == KEYS
+    pending_ids = {j.id for j in scenario.snapshot.pending}
+    placed = {p["job"] for p in decision["placements"]}
+    assert placed <= pending_ids
+    assert set(decision["pending"]) | placed >= pending_ids
+    for reason in decision["pending"].values():
+        assert list(reason) == ["code", "message", "estimated_start"] and reason["message"]
+    code2, out2, _ = invoke("--scenario", str(path), "--json")
+    assert (code2, out2) == (code, out), "output is deterministic"
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=[p.name for p in EXAMPLES])
+def test_examples_print_tables(path: Path) -> None:
+    code, out, err = invoke("--scenario", str(path))
+    assert code == 0, err
+    decision = json.loads(invoke("--scenario", str(path), "--json")[1])
+    assert out.startswith(f"profile {decision['profile']} at t=")
+    for section, title in (("placements", "Placements"), ("pending", "Pending")):
+        assert (title in out) == bool(decision[section])
+    for p in decision["placements"]:
+        assert p["job"] in out
+    for job, reason in decision["pending"].items():
+        assert job in out and reason["code"] in out
+
+
+def test_profile_option_overrides_the_scenario() -> None:
+    path = ROOT / "examples" / "scenarios" / "workstation.yaml"
+    out = json.loads(invoke("--scenario", str(path), "--json", "--profile", "fifo")[1])
+    assert out["profile"] == "fifo"
+
+
+@pytest.mark.parametrize(
+    ("text", "args", "fragment"),
+    [
+        (None, (), "cannot read the file"),
+        ("nodes: [\n", (), "not valid YAML"),
+        ("nodes: [{name: a, gpus: 8}]\npending: [{id: j, gpus: -1}]\n", (), "pending[0].gpus"),
+        ("nodes: [{name: a, gpus: 8}]\npending: [{id: j, gpu: 1}]\n", (), "did you mean 'gpus'"),
+        ("nodes: [{name: a, gpus: 8}]\n", ("--profile", "fifoo"), "unknown profile 'fifoo'"),
+        ("nodes: [{name: a, gpus: 8}]\nprofile: nope\n", (), "profile: unknown profile"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_code_2(
+    tmp_path: Path, text: str | None, args: tuple[str, ...], fragment: str
+) -> None:
+    path = tmp_path / "s.yaml"
+    if text is not None:
+        path.write_text(text)
+    code, out, err = invoke("--scenario", str(path), *args)
+    assert code == 2
+    assert out == ""
+    assert err.startswith("error: ") and err.count("\n") == 1, err
+    assert fragment in err and "Traceback" not in err
+
+
+def test_scenario_option_is_required() -> None:
+    code, _out, _err = invoke()
+    assert code == 2
+
+
+def test_installed_command() -> None:
+    path = ROOT / "examples" / "scenarios" / "priority-preemption.yaml"
+    cmd = [sys.executable, "-m", "trainyard.cli.main", "schedule", "-s", str(path), "--json"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["evictions"][0]["job"] == "batch-low"
+    bad = subprocess.run(
+        [*cmd[:-2], str(path) + ".missing"], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert bad.returncode == 2 and bad.stderr.startswith("error: ") and not bad.stdout
