@@ -30,7 +30,7 @@ SCENARIO = {
 
 def _place(d: Decision, job: str, node: str, devices: tuple[int, ...]) -> Decision:
     p = next(p for p in d.placements if p.job_id == job)
-    moved = replace(p, nodes=(NodeDevices(node, devices),))
+    moved = p._replace(nodes=(NodeDevices(node, devices),))
     return replace(d, placements=tuple(moved if q is p else q for q in d.placements))
 
 

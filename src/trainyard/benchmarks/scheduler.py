@@ -96,15 +96,18 @@ def _scatter(rng: random.Random, nodes: tuple[Node, ...], jobs: list[Job]) -> li
                     break
         else:
             whole = [n for n in names if len(free[n]) == GPUS_PER_NODE]
-            k = need // GPUS_PER_NODE
+            k = -(-need // GPUS_PER_NODE)
             if len(whole) < k:
                 continue
             start = rng.randrange(0, len(whole) - k + 1)
-            chosen = whole[start : start + k]
-            for n in chosen:
-                free[n] = []
-            placement = tuple(NodeDevices(n, tuple(range(GPUS_PER_NODE))) for n in chosen)
-            out.append(_running(rng, job, placement))
+            parts = []
+            left = need
+            for n in whole[start : start + k]:
+                take = min(left, GPUS_PER_NODE)
+                parts.append(NodeDevices(n, tuple(free[n][:take])))
+                del free[n][:take]
+                left -= take
+            out.append(_running(rng, job, tuple(parts)))
     return out
 
 

@@ -236,7 +236,7 @@ def run_cycle(
     """
     prof = get_profile(profile) if isinstance(profile, str) else profile
     prof.validate()
-    validate(snapshot)
+    validate(snapshot, placements=False)  # placements are checked while indexing them
     cycle = Cycle(snapshot, prof, layout)
     run_actions(cycle)
     return build_decision(cycle)

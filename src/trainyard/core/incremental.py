@@ -44,7 +44,7 @@ class Scheduler:
     ) -> None:
         self.profile = get_profile(profile) if isinstance(profile, str) else profile
         self.profile.validate()
-        validate(snapshot)
+        validate(snapshot, placements=False)
         self.snapshot = snapshot
         self.layout = layout or build_layout(snapshot.nodes, snapshot.topology)
         self.cycle = Cycle(snapshot, self.profile, self.layout)

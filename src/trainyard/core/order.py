@@ -51,7 +51,10 @@ class PendingOrder:
 
     def _key(self, q: int) -> tuple[tuple[int, float], ...]:
         queues = self.cycle.queues
-        return tuple(queues.share_key(a) for a in reversed(queues.path[q]))
+        path = queues.path[q]
+        if len(path) == 1:
+            return (queues.share_key(q),)
+        return tuple(map(queues.share_key, reversed(path)))
 
     def _refresh(self) -> None:
         """Recompute the keys of queues that share a root with a touched queue."""

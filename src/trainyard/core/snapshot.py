@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from trainyard.core.types import Job, Node, Queue, RunningJob, Topology
+from trainyard.core.types import Job, Node, NodeDevices, Queue, RunningJob, Topology
 
 
 class SnapshotError(ValueError):
@@ -125,8 +125,50 @@ def _check_nodes(snapshot: Snapshot) -> dict[str, Node]:
     return nodes
 
 
-def validate(snapshot: Snapshot) -> None:
-    """Raise `SnapshotError` if the snapshot cannot be scheduled as given."""
+def placement_error(
+    snapshot: Snapshot, i: int, r: RunningJob, nodes: dict[str, Node] | None = None
+) -> SnapshotError | None:
+    """The first problem of running job `i`'s placement (unknown node, device out of range,
+    device listed twice, device count), or None. Double booking across jobs is checked by
+    the caller, which knows what other jobs hold."""
+    by_name = nodes if nodes is not None else {n.name: n for n in snapshot.nodes}
+    count = 0
+    for j, nd in enumerate(r.placement):
+        node = by_name.get(nd.node)
+        if node is None:
+            return SnapshotError(f"running[{i}].placement[{j}].node", f"unknown node {nd.node!r}")
+        for d in nd.devices:
+            if not 0 <= d < node.gpus:
+                return SnapshotError(
+                    f"running[{i}].placement[{j}].devices", f"device {d} not on {nd.node!r}"
+                )
+        if len(set(nd.devices)) != len(nd.devices):
+            return SnapshotError(f"running[{i}].placement[{j}].devices", "a device is listed twice")
+        count += len(nd.devices)
+    if count != r.job.gpus:
+        return SnapshotError(
+            f"running[{i}].placement", f"holds {count} devices but the job asks for {r.job.gpus}"
+        )
+    if r.job.gpus == 0 and len(r.placement) != 1:
+        return SnapshotError(f"running[{i}].placement", "a CPU-only job runs on exactly one node")
+    return None
+
+
+def double_booking(snapshot: Snapshot, i: int, nd: NodeDevices, mask: int) -> SnapshotError:
+    """The error for running job `i` claiming devices (bits of `mask`) that are already held."""
+    j = snapshot.running[i].placement.index(nd)
+    device = (mask & -mask).bit_length() - 1
+    return SnapshotError(
+        f"running[{i}].placement[{j}].devices",
+        f"device {nd.node}:{device} is already held by another running job",
+    )
+
+
+def validate(snapshot: Snapshot, placements: bool = True) -> None:
+    """Raise `SnapshotError` if the snapshot cannot be scheduled as given.
+
+    `placements=False` skips the per-device checks of running jobs: `run_cycle` leaves them
+    to `ClusterState`, which reads every placement anyway and raises the same errors."""
     nodes = _check_nodes(snapshot)
     queues = _check_queues(snapshot.effective_queues())
     seen_jobs: set[str] = set()
@@ -138,36 +180,19 @@ def validate(snapshot: Snapshot) -> None:
         if job.id in seen_jobs:
             raise SnapshotError(f"running[{i}].job.id", f"duplicate job {job.id!r}")
         seen_jobs.add(job.id)
-        count = 0
-        for j, nd in enumerate(r.placement):
-            node = nodes.get(nd.node)
-            if node is None:
-                raise SnapshotError(
-                    f"running[{i}].placement[{j}].node", f"unknown node {nd.node!r}"
-                )
-            held = used.get(nd.node, 0)
+        if not placements:
+            continue
+        error = placement_error(snapshot, i, r, nodes)
+        if error is not None:
+            raise error
+        for nd in r.placement:
+            mask = 0
             for d in nd.devices:
-                bit = 1 << d
-                if not 0 <= d < node.gpus:
-                    raise SnapshotError(
-                        f"running[{i}].placement[{j}].devices", f"device {d} not on {nd.node!r}"
-                    )
-                if held & bit:
-                    raise SnapshotError(
-                        f"running[{i}].placement[{j}].devices",
-                        f"device {nd.node}:{d} is already held by another running job",
-                    )
-                held |= bit
-                count += 1
-            used[nd.node] = held
-        if count != job.gpus:
-            raise SnapshotError(
-                f"running[{i}].placement", f"holds {count} devices but the job asks for {job.gpus}"
-            )
-        if job.gpus == 0 and len(r.placement) != 1:
-            raise SnapshotError(
-                f"running[{i}].placement", "a CPU-only job runs on exactly one node"
-            )
+                mask |= 1 << d
+            held = used.get(nd.node, 0)
+            if held & mask:
+                raise double_booking(snapshot, i, nd, held & mask)
+            used[nd.node] = held | mask
     levels = ("island", "node", *snapshot.topology.levels, "cluster")
     for i, job in enumerate(snapshot.pending):
         if _job_problem(job, queues) is not None:

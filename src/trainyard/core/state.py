@@ -14,10 +14,9 @@ all times and in O(levels) per change:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from trainyard.core.queues import QueueIndex
-from trainyard.core.snapshot import Snapshot
+from trainyard.core.resources import mask_of
+from trainyard.core.snapshot import Snapshot, SnapshotError, double_booking, placement_error
 from trainyard.core.topology import Layout
 from trainyard.core.types import Job
 
@@ -25,22 +24,32 @@ PHANTOM_QUEUE = -1
 """Queue index of reservation holds: they take devices but count against no quota."""
 
 
-@dataclass(slots=True)
 class Alloc:
-    """Devices held by one job: `parts` is a list of (node index, device mask, cpus, mem)."""
+    """Devices held by one job: `parts` is a list of (node index, device mask, cpus, mem).
 
-    job: Job
-    queue: int
-    cls: int
-    parts: list[tuple[int, int, float, float]]
-    started_at: float
-    placed_now: bool = False
-    expected_end: float | None = None
-    gpus: int = -1  # computed from parts when not given
+    A plain slotted class (not a dataclass): tens of thousands are made per cycle."""
 
-    def __post_init__(self) -> None:
-        if self.gpus < 0:
-            self.gpus = sum(mask.bit_count() for _n, mask, _c, _m in self.parts)
+    __slots__ = ("cls", "expected_end", "gpus", "job", "parts", "placed_now", "queue", "started_at")
+
+    def __init__(
+        self,
+        job: Job,
+        queue: int,
+        cls: int,
+        parts: list[tuple[int, int, float, float]],
+        started_at: float,
+        placed_now: bool = False,
+        expected_end: float | None = None,
+        gpus: int = -1,
+    ) -> None:
+        self.job = job
+        self.queue = queue
+        self.cls = cls
+        self.parts = parts
+        self.started_at = started_at
+        self.placed_now = placed_now
+        self.expected_end = expected_end
+        self.gpus = gpus if gpus >= 0 else sum(m.bit_count() for _n, m, _c, _x in parts)
 
 
 class ClusterState:
@@ -73,30 +82,55 @@ class ClusterState:
         queues = self.queues
         qindex = queues.index
         free_mask = self.free_mask
-        for r in snapshot.running:
+        free_cpu = self.free_cpu
+        free_mem = self.free_mem
+        class_of_node = layout.class_of_node
+        allocs = self.allocs
+        per_queue: dict[int, list[float]] = {}
+        held = [0] * len(layout.nodes)
+        node_gpus = [node.gpus for node in layout.nodes]
+        for i, r in enumerate(snapshot.running):
             job = r.job
             parts = []
             cls = -1
+            g = job.gpus
+            total = 0
             for nd in r.placement:
-                n = index[nd.node]
-                mask = 0
-                for d in nd.devices:
-                    mask |= 1 << d
+                n = index.get(nd.node, -1)
                 k = len(nd.devices)
-                share = k / job.gpus if job.gpus else 1.0
+                total += k
+                try:
+                    mask = mask_of(nd.devices)  # a negative device index raises ValueError
+                except ValueError:
+                    mask = -1
+                if n < 0 or mask < 0 or mask >> node_gpus[n] or mask.bit_count() != k:
+                    raise placement_error(snapshot, i, r) or SnapshotError("running", "invalid")
+                if held[n] & mask:
+                    raise double_booking(snapshot, i, nd, held[n] & mask)
+                held[n] |= mask
+                share = k / g if g else 1.0
                 cpus, mem = job.cpus * share, job.memory_gb * share
                 parts.append((n, mask, cpus, mem))
                 free_mask[n] &= ~mask
-                self.free_cpu[n] -= cpus
-                self.free_mem[n] -= mem
+                free_cpu[n] -= cpus
+                free_mem[n] -= mem
                 if k:
-                    cls = layout.class_of_node[n]
-            end = (
-                r.started_at + job.expected_duration if job.expected_duration is not None else None
-            )
+                    cls = class_of_node[n]
+            if total != g or (g == 0 and len(parts) != 1):
+                raise placement_error(snapshot, i, r) or SnapshotError("running", "invalid")
+            d = job.expected_duration
+            end = r.started_at + d if d is not None else None
             q = qindex[job.queue]
-            self.allocs[job.id] = Alloc(job, q, cls, parts, r.started_at, False, end, job.gpus)
-            queues.add(q, job.gpus, job.cpus, job.memory_gb)
+            allocs[job.id] = Alloc(job, q, cls, parts, r.started_at, False, end, g)
+            acc = per_queue.get(q)
+            if acc is None:
+                per_queue[q] = [g, job.cpus, job.memory_gb]
+            else:
+                acc[0] += g
+                acc[1] += job.cpus
+                acc[2] += job.memory_gb
+        for q, (g_sum, c_sum, m_sum) in per_queue.items():
+            queues.add(q, int(g_sum), c_sum, m_sum)
         self.free_cnt = [m.bit_count() for m in free_mask]
         self.class_free = [0] * len(layout.classes)
         depth = layout.depth
