@@ -137,7 +137,9 @@ class Cycle:
             cands = candidates(
                 self.state, job, self.classes_of(job), self.profile, self.max_level(job)
             )
-        return choose(self.state, job, cands, self.scorers) if cands else None
+        if not cands:
+            return None
+        return cands[0] if len(cands) == 1 else choose(self.state, job, cands, self.scorers)
 
     def commit(
         self,
@@ -151,18 +153,28 @@ class Cycle:
         alloc = self.materialize(job, cand, q)
         self.stmt.allocate(alloc, action, after_evictions)
         self.order.touched.add(q)
-        self.status.pop(job.id, None)
+        if job.id in self.status:
+            del self.status[job.id]
         return alloc
 
     def materialize(self, job: Job, cand: Candidate, queue: int) -> Alloc:
+        """The allocation `cand` would make for `job` (devices chosen, nothing taken)."""
+        g = job.gpus
+        d = job.expected_duration
+        end = self.now + d if d is not None else None
+        if g and len(cand.parts) == 1:  # the common case, without the general loop
+            n, k = cand.parts[0]
+            mask = pick_devices(self.state, n, k)
+            return Alloc(
+                job, queue, cand.cls, [(n, mask, job.cpus, job.memory_gb)], self.now, True, end, g
+            )
         cpu, mem = job_demand(job)
         parts = []
         for n, k in cand.parts:
             mask = pick_devices(self.state, n, k) if k else 0
-            share = k if job.gpus else 1
+            share = k if g else 1
             parts.append((n, mask, cpu * share, mem * share))
-        end = self.now + job.expected_duration if job.expected_duration is not None else None
-        return Alloc(job, queue, cand.cls, parts, self.now, True, end, job.gpus)
+        return Alloc(job, queue, cand.cls, parts, self.now, True, end, g)
 
     def try_place(
         self, job: Job, action: ActionName, after_evictions: tuple[str, ...] = ()
@@ -171,10 +183,12 @@ class Cycle:
 
         Failures are cached per job shape: while capacity has not grown (`state.epoch`), a
         job of the same shape and at least the same size cannot fit either."""
-        blocker = self.quota_blocker(job)
-        if blocker >= 0:
-            self.status[job.id] = self.quota_status(job, blocker)
-            return False
+        queues = self.queues
+        if queues.has_limits or not job.preemptible:
+            blocker = self.quota_blocker(job)
+            if blocker >= 0:
+                self.status[job.id] = self.quota_status(job, blocker)
+                return False
         g = job.gpus or 1
         key = (job.gpu_types, job.gpu_memory_gb, job.topology, job.cpus / g, job.memory_gb / g)
         epoch = self.state.epoch

@@ -25,7 +25,8 @@ def preempt_for(cycle: Cycle, job: Job) -> bool:
         return (float(not a.placed_now), float(a.job.priority), -a.started_at)
 
     reason = f"priority {job.priority} job {job.id} needs the GPUs"
-    return evict_for(cycle, job, "preempt", [q], allowed, cost, reason)
+    budgets = {q: 1 << 30}  # any size: the queue's total does not change
+    return evict_for(cycle, job, "preempt", budgets, allowed, cost, reason, prefilter=allowed)
 
 
 def preempt(cycle: Cycle) -> None:

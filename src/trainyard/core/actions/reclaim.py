@@ -38,14 +38,14 @@ def reclaim_for(cycle: Cycle, job: Job) -> bool:
         theirs = _below(queues.path[vq], my_path)
         return min(queues.gpus[x] - queues.guaranteed[x] for x in theirs)
 
+    def room(vq: int) -> bool:
+        """Would `job` stay within guaranteed on its own path below the common ancestor?"""
+        mine = _below(my_path, queues.path[vq])
+        return all(queues.gpus[x] + job.gpus <= queues.guaranteed[x] for x in mine)
+
     def allowed(a: Alloc) -> bool:
         vq = a.queue
-        if related(vq):
-            return False
-        mine = _below(my_path, queues.path[vq])
-        if any(queues.gpus[x] + job.gpus > queues.guaranteed[x] for x in mine):
-            return False
-        return excess(vq) >= a.gpus
+        return not related(vq) and room(vq) and excess(vq) >= a.gpus
 
     def cost(a: Alloc) -> tuple[float, ...]:
         return (
@@ -55,9 +55,16 @@ def reclaim_for(cycle: Cycle, job: Job) -> bool:
             -a.started_at,
         )
 
-    lenders = [vq for vq in by_queue(cycle) if not related(vq) and excess(vq) > 0]
+    budgets = {}
+    for vq in by_queue(cycle):
+        if not related(vq) and room(vq):
+            spare = excess(vq)
+            if spare > 0:
+                budgets[vq] = spare
+    if not budgets:
+        return False
     reason = f"queue {job.queue} reclaims its guaranteed quota"
-    return evict_for(cycle, job, "reclaim", lenders, allowed, cost, reason)
+    return evict_for(cycle, job, "reclaim", budgets, allowed, cost, reason)
 
 
 def reclaim(cycle: Cycle) -> None:

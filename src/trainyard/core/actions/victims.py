@@ -6,9 +6,11 @@ jobs whose eviction lets it fit, *in the place it will then use*:
 1. Domains are tried from the tightest level the job could use (one node, then a leaf
    switch, ..., then the whole cluster). At a level, a domain qualifies when its free GPUs plus
    the GPUs eligible victims hold inside it reach the request.
-2. In each qualifying domain a victim set is chosen greedily: a single victim that covers the
-   shortfall if one exists (the smallest, then the cheapest), otherwise the cheapest victims in
-   order until the shortfall is covered; then victims that turn out unnecessary are dropped.
+2. In the qualifying domains with the smallest shortfall (at most 32 per level, so that a
+   cluster of thousands of nodes costs no more than a small one) a victim set is chosen
+   greedily: a single victim that covers the shortfall if one exists (a retractable one
+   first, then the smallest, then the cheapest), otherwise the cheapest victims in order
+   until the shortfall is covered; then victims that turn out unnecessary are dropped.
 3. Each plan is tried on the statement: evict, place the preemptor, and keep the plan only if
    it fits; otherwise roll back. Among plans that fit at the tightest level the one evicting
    the fewest GPUs (then lowest priorities) wins, and only it is committed.
@@ -31,7 +33,8 @@ from trainyard.core.cycle import Cycle, Status
 from trainyard.core.state import Alloc
 from trainyard.core.types import ActionName, Job
 
-_DOMAINS_TRIED = 6  # qualifying domains tried per level, cheapest estimate first
+_DOMAINS_PLANNED = 32  # qualifying domains planned per level, smallest shortfall first
+_DOMAINS_TRIED = 6  # planned domains tried on the statement per level, cheapest plan first
 
 CostKey = Callable[[Alloc], tuple[float, ...]]
 
@@ -136,13 +139,18 @@ def evict_for(
     cycle: Cycle,
     job: Job,
     action: ActionName,
-    queues: list[int],
+    budgets: dict[int, int],
     allowed: Callable[[Alloc], bool],
     cost: CostKey,
     reason: str,
+    prefilter: Callable[[Alloc], bool] | None = None,
 ) -> bool:
-    """Evict the cheapest victims from `queues` that let `job` fit and place it; False
-    changes nothing. `allowed` is checked again before each eviction of a plan."""
+    """Evict the cheapest victims that let `job` fit and place it; False changes nothing.
+
+    `budgets` maps each queue victims may come from to the most GPUs one victim of it may
+    hold (a cheap filter computed once per call); `prefilter`, if given, further restricts
+    the candidates; `allowed` is the exact rule, checked on the live state before each
+    eviction of a plan (earlier victims of the plan may have used up a queue's budget)."""
     state = cycle.state
     classes = cycle.classes_of(job)
     g = job.gpus
@@ -152,9 +160,12 @@ def evict_for(
     per_queue = by_queue(cycle)
     pool = [
         a
-        for vq in queues
+        for vq, budget in budgets.items()
         for a in per_queue.get(vq, ())
-        if a.cls in classes and a.job.id in allocs and allowed(a)
+        if a.gpus <= budget
+        and a.cls in classes
+        and a.job.id in allocs
+        and (prefilter is None or prefilter(a))
     ]
     if not pool:
         return False
@@ -212,13 +223,16 @@ def _evict_at_levels(
                 for n, mask, _cpu, _mem in a.parts:
                     per = credit.setdefault(_domain(cycle, n, level), {})
                     per[a.job.id] = per.get(a.job.id, 0) + mask.bit_count()
-            options = []
+            shortfall = []
             for d, per in credit.items():
                 free = _free_in(cycle, c, level, d)
-                if free + sum(per.values()) < g:
-                    continue
-                victims = [(k, state.allocs[jid]) for jid, k in per.items()]
-                plan = _plan(g - free, victims, cost)
+                if free + sum(per.values()) >= g:
+                    shortfall.append((g - free, d))
+            shortfall.sort()
+            options = []
+            for need, d in shortfall[:_DOMAINS_PLANNED]:  # the least to free first
+                victims = [(k, state.allocs[jid]) for jid, k in credit[d].items()]
+                plan = _plan(need, victims, cost)
                 if plan:
                     options.append((_price(plan, cost), d, plan))
             options.sort(key=lambda o: (o[0], o[1]))
