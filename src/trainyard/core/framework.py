@@ -5,8 +5,8 @@ Plugins answer narrow questions; each protocol says how several of them combine:
 - `JobOrder` (one per profile): a sort key for pending jobs inside a queue; lower runs first.
 - `QueueOrder` (one per profile): `drf` serves the queue with the lowest fair-share key next
   (hierarchically); `global` ignores queues and walks one list in job order.
-- `Scorer` (any number, weighted sum): rates a candidate placement in [0, 1]; the highest total
-  wins, ties go to the lowest node index (so decisions are deterministic).
+- `Scorer` (any number, weighted sum): rates every candidate placement in [0, 1] in one call;
+  the highest total wins, ties go to the first candidate (so decisions are deterministic).
 - `Action` (ordered list): a step of the cycle, run in the profile's order of disruption.
 
 A `Profile` names one choice for each, plus a few numeric knobs. Everything is found by name in
@@ -76,8 +76,8 @@ class JobOrder(Protocol):
     def __call__(self, job: Job, profile: Profile) -> tuple[Any, ...]: ...
 
 
-Scorer = Callable[["ClusterState", Job, "Candidate"], float]
-"""Rates a candidate placement in [0, 1]; higher is better."""
+Scorer = Callable[["ClusterState", Job, "list[Candidate]"], "list[float]"]
+"""Rates each candidate placement in [0, 1]; higher is better (one call per decision)."""
 
 
 Action = Callable[["Cycle"], None]

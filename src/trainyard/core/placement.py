@@ -234,18 +234,18 @@ def cpu_only_candidates(state: ClusterState, job: Job) -> list[Candidate]:
 def choose(
     state: ClusterState, job: Job, cands: list[Candidate], scorers: list[tuple[Scorer, float]]
 ) -> Candidate:
-    """The candidate with the highest weighted score (first on ties)."""
+    """The candidate with the highest weighted score (the first on ties)."""
     if len(cands) == 1 or not scorers:
         return cands[0]
-    best = cands[0]
-    best_score = -1.0
-    for cand in cands:
-        score = 0.0
-        for fn, weight in scorers:
-            score += weight * fn(state, job, cand)
-        if score > best_score + 1e-12:
-            best, best_score = cand, score
-    return best
+    totals = [0.0] * len(cands)
+    for fn, weight in scorers:
+        for i, value in enumerate(fn(state, job, cands)):
+            totals[i] += weight * value
+    best = 0
+    for i in range(1, len(cands)):
+        if totals[i] > totals[best] + 1e-12:
+            best = i
+    return cands[best]
 
 
 def pick_devices(state: ClusterState, n: int, k: int) -> int:

@@ -1,4 +1,6 @@
-"""Placement scorers, registered by name; each rates a candidate in [0, 1] (higher wins).
+"""Placement scorers, registered by name. Each rates a list of candidates at once (one call
+per scorer and placement decision, like a Kubernetes Score plugin over its node list) and
+returns one value in [0, 1] per candidate; higher wins. The profile sums them with weights.
 
 - `topology`: fewest nodes and the innermost domain (1.0 = one node, and one NVLink island
   when the job fits one); the cycle already restricts candidates to the tightest level.
@@ -16,7 +18,7 @@ from trainyard.core.state import ClusterState
 from trainyard.core.types import Job
 
 
-def topology(state: ClusterState, job: Job, cand: Candidate) -> float:
+def _topology(state: ClusterState, job: Job, cand: Candidate) -> float:
     layout = state.layout
     parts = cand.parts
     if len(parts) == 1:
@@ -34,36 +36,50 @@ def topology(state: ClusterState, job: Job, cand: Candidate) -> float:
     return 0.6 * fewest / len(parts) + 0.3 * span
 
 
-def fragmentation(state: ClusterState, job: Job, cand: Candidate) -> float:
-    layout = state.layout
-    level = cand.level
-    if level >= len(layout.levels):
-        n, k = cand.parts[0]
-        return 1.0 - (state.free_cnt[n] - k) / max(layout.class_node_max[cand.cls], 1)
-    if level < 0:
-        return 0.0
-    cap = layout.domain_capacity[level][cand.cls][cand.domain]
-    left = state.dom_free[level][cand.cls][cand.domain] - job.gpus
-    return 1.0 - left / max(cap, 1)
+def topology(state: ClusterState, job: Job, cands: list[Candidate]) -> list[float]:
+    return [_topology(state, job, cand) for cand in cands]
 
 
-def _leaf_fullness(state: ClusterState, cand: Candidate) -> float:
+def fragmentation(state: ClusterState, job: Job, cands: list[Candidate]) -> list[float]:
     layout = state.layout
-    n = cand.parts[0][0]
-    leaf = layout.leaf_of[n]
-    if leaf < 0:
-        return 1.0 - state.free_cnt[n] / max(layout.class_node_max[cand.cls], 1)
+    depth = len(layout.levels)
+    free_cnt = state.free_cnt
+    out = []
+    for cand in cands:
+        level = cand.level
+        if level >= depth:
+            n, k = cand.parts[0]
+            out.append(1.0 - (free_cnt[n] - k) / max(layout.class_node_max[cand.cls], 1))
+        elif level < 0:
+            out.append(0.0)
+        else:
+            cap = layout.domain_capacity[level][cand.cls][cand.domain]
+            left = state.dom_free[level][cand.cls][cand.domain] - job.gpus
+            out.append(1.0 - left / max(cap, 1))
+    return out
+
+
+def _leaf_fullness(state: ClusterState, cands: list[Candidate]) -> list[float]:
+    layout = state.layout
     inner = len(layout.levels) - 1
-    cap = layout.domain_capacity[inner][cand.cls][leaf]
-    return 1.0 - state.dom_free[inner][cand.cls][leaf] / max(cap, 1)
+    out = []
+    for cand in cands:
+        n = cand.parts[0][0]
+        leaf = layout.leaf_of[n]
+        if leaf < 0:
+            out.append(1.0 - state.free_cnt[n] / max(layout.class_node_max[cand.cls], 1))
+        else:
+            cap = layout.domain_capacity[inner][cand.cls][leaf]
+            out.append(1.0 - state.dom_free[inner][cand.cls][leaf] / max(cap, 1))
+    return out
 
 
-def binpack(state: ClusterState, job: Job, cand: Candidate) -> float:
-    return _leaf_fullness(state, cand)
+def binpack(state: ClusterState, job: Job, cands: list[Candidate]) -> list[float]:
+    return _leaf_fullness(state, cands)
 
 
-def spread(state: ClusterState, job: Job, cand: Candidate) -> float:
-    return 1.0 - _leaf_fullness(state, cand)
+def spread(state: ClusterState, job: Job, cands: list[Candidate]) -> list[float]:
+    return [1.0 - v for v in _leaf_fullness(state, cands)]
 
 
 for _name, _fn in (
