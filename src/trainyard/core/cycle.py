@@ -79,6 +79,7 @@ class Cycle:
         self._fail: dict[tuple[object, ...], tuple[int, int]] = {}
         self.held_memo: dict[tuple[object, ...], bool] = {}
         self.held_failures: dict[tuple[object, ...], tuple[int, int]] = {}
+        self._running_ends: list[tuple[float, str]] | None = None
         self.settled_epoch = self.state.epoch  # capacity epoch that allocate/backfill saw
         self.extra_jobs: dict[str, Job] = {}  # arrivals decided incrementally
         self.victims_by_queue: dict[int, list[Alloc]] | None = None  # see actions/victims.py
@@ -203,6 +204,17 @@ class Cycle:
             return False
         self.commit(job, cand, action, after_evictions)
         return True
+
+    def running_ends(self) -> list[tuple[float, str]]:
+        """(expected end, job id) of the snapshot's running jobs, soonest first (cached; the
+        caller skips jobs no longer running)."""
+        if self._running_ends is None:
+            self._running_ends = sorted(
+                (r.started_at + r.job.expected_duration, r.job.id)
+                for r in self.snapshot.running
+                if r.job.expected_duration is not None
+            )
+        return self._running_ends
 
     def restore_epoch(self, epoch: int) -> None:
         """After a change that left capacity the same or smaller (a rolled-back trial, holds

@@ -13,6 +13,8 @@ backfill then proceeds greedily.
 
 from __future__ import annotations
 
+import heapq
+
 from trainyard.core.cycle import CAPACITY_CODES, Cycle, Hold, Status
 from trainyard.core.framework import ACTIONS
 from trainyard.core.types import Job
@@ -23,15 +25,19 @@ def reserve(cycle: Cycle, job: Job) -> Hold | None:
     state = cycle.state
     stmt = cycle.stmt
     classes = cycle.classes_of(job)
-    ends = sorted(
-        (a.expected_end, jid)
-        for jid, a in state.allocs.items()
-        if a.queue >= 0 and a.expected_end is not None and (a.cls in classes or job.gpus == 0)
+    allocs = state.allocs
+    placed = sorted(
+        (p.alloc.expected_end, jid)
+        for jid, p in stmt.placed.items()
+        if p.alloc.expected_end is not None
     )
     cp = stmt.checkpoint()
     epoch = state.epoch
     found: tuple[float, list[tuple[int, int]]] | None = None
-    for end, jid in ends:
+    for end, jid in heapq.merge(cycle.running_ends(), placed):  # soonest end first
+        a = allocs.get(jid)
+        if a is None or a.queue < 0 or not (a.cls in classes or job.gpus == 0):
+            continue
         stmt.release(jid)
         if state.free_of(classes) < job.gpus:
             continue

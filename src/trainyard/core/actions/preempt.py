@@ -26,7 +26,9 @@ def preempt_for(cycle: Cycle, job: Job) -> bool:
 
     reason = f"priority {job.priority} job {job.id} needs the GPUs"
     budgets = {q: 1 << 30}  # any size: the queue's total does not change
-    return evict_for(cycle, job, "preempt", budgets, allowed, cost, reason, prefilter=allowed)
+    return evict_for(
+        cycle, job, "preempt", budgets, allowed, cost, reason, below_priority=job.priority
+    )
 
 
 def preempt(cycle: Cycle) -> None:

@@ -27,7 +27,7 @@ preemptor then fits, so nothing is evicted for a job that could not start.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from trainyard.core.cycle import Cycle, Status
 from trainyard.core.state import Alloc
@@ -48,13 +48,26 @@ def eligible(cycle: Cycle, alloc: Alloc) -> bool:
     return alloc.placed_now or cycle.now - alloc.started_at >= job.min_runtime
 
 
-def _domain(cycle: Cycle, n: int, level: int) -> int:
+def _domain_map(cycle: Cycle, level: int) -> Sequence[int] | None:
+    """Node -> domain id at `level` (identity for nodes; None for the whole cluster)."""
     layout = cycle.layout
     if level >= layout.depth:
-        return n
+        return range(len(layout.nodes))
     if level < 0:
-        return 0
-    return layout.domain_of[level][n]
+        return None
+    return layout.domain_of[level]
+
+
+def _merge(entries: list[tuple[int, Alloc]]) -> list[tuple[int, Alloc]]:
+    """One (GPUs inside the domain, victim) per victim (a gang may have several parts)."""
+    if len(entries) < 2:
+        return entries
+    seen: dict[str, tuple[int, Alloc]] = {}
+    for k, a in entries:
+        jid = a.job.id
+        prev = seen.get(jid)
+        seen[jid] = (k + prev[0], a) if prev is not None else (k, a)
+    return list(seen.values())
 
 
 def _free_in(cycle: Cycle, c: int, level: int, d: int) -> int:
@@ -131,6 +144,8 @@ def by_queue(cycle: Cycle) -> dict[int, list[Alloc]]:
         for a in cycle.state.allocs.values():
             if eligible(cycle, a):
                 cached.setdefault(a.queue, []).append(a)
+        for allocs in cached.values():  # lowest priority first: preempt takes a prefix
+            allocs.sort(key=lambda a: a.job.priority)
         cycle.victims_by_queue = cached
     return cached
 
@@ -143,13 +158,13 @@ def evict_for(
     allowed: Callable[[Alloc], bool],
     cost: CostKey,
     reason: str,
-    prefilter: Callable[[Alloc], bool] | None = None,
+    below_priority: int | None = None,
 ) -> bool:
     """Evict the cheapest victims that let `job` fit and place it; False changes nothing.
 
     `budgets` maps each queue victims may come from to the most GPUs one victim of it may
-    hold (a cheap filter computed once per call); `prefilter`, if given, further restricts
-    the candidates; `allowed` is the exact rule, checked on the live state before each
+    hold (a cheap filter computed once per call); `below_priority`, if given, keeps only
+    victims of a lower priority; `allowed` is the exact rule, checked on the live state before each
     eviction of a plan (earlier victims of the plan may have used up a queue's budget)."""
     state = cycle.state
     classes = cycle.classes_of(job)
@@ -158,15 +173,13 @@ def evict_for(
         return False
     allocs = state.allocs
     per_queue = by_queue(cycle)
-    pool = [
-        a
-        for vq, budget in budgets.items()
-        for a in per_queue.get(vq, ())
-        if a.gpus <= budget
-        and a.cls in classes
-        and a.job.id in allocs
-        and (prefilter is None or prefilter(a))
-    ]
+    pool = []
+    for vq, budget in budgets.items():
+        for a in per_queue.get(vq, ()):
+            if below_priority is not None and a.job.priority >= below_priority:
+                break  # sorted by priority: the rest is no lower
+            if a.gpus <= budget and a.cls in classes and a.job.id in allocs:
+                pool.append(a)
     if not pool:
         return False
     own = next((h for h in cycle.holds if h.job.id == job.id), None)
@@ -216,22 +229,30 @@ def _evict_at_levels(
     for level in levels:
         best: tuple[tuple[int, int, float], list[Alloc]] | None = None
         for c in classes:
-            credit: dict[int, dict[str, int]] = {}
+            credit: dict[int, list[tuple[int, Alloc]]] = {}
+            total: dict[int, int] = {}
+            domain_of = _domain_map(cycle, level)
             for a in pool:
                 if a.cls != c:
                     continue
                 for n, mask, _cpu, _mem in a.parts:
-                    per = credit.setdefault(_domain(cycle, n, level), {})
-                    per[a.job.id] = per.get(a.job.id, 0) + mask.bit_count()
+                    d = domain_of[n] if domain_of is not None else 0
+                    k = mask.bit_count()
+                    if d in credit:
+                        credit[d].append((k, a))
+                        total[d] += k
+                    else:
+                        credit[d] = [(k, a)]
+                        total[d] = k
             shortfall = []
-            for d, per in credit.items():
+            for d, held in total.items():
                 free = _free_in(cycle, c, level, d)
-                if free + sum(per.values()) >= g:
+                if free + held >= g:
                     shortfall.append((g - free, d))
             shortfall.sort()
             options = []
             for need, d in shortfall[:_DOMAINS_PLANNED]:  # the least to free first
-                victims = [(k, state.allocs[jid]) for jid, k in credit[d].items()]
+                victims = _merge(credit[d])
                 plan = _plan(need, victims, cost)
                 if plan:
                     options.append((_price(plan, cost), d, plan))
