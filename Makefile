@@ -3,13 +3,16 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+# The package is installed (not editable) so that the mypyc-compiled core is what runs;
+# any change under src/ reinstalls it. TRAINYARD_PURE=1 skips compilation (see setup.py).
+SRC    := $(shell find src -name '*.py' -o -name '*.typed') setup.py pyproject.toml
 
 .PHONY: up test lint typecheck bench clean venv
 
-$(STAMP): pyproject.toml
+$(STAMP): $(SRC)
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet '.[dev]'
 	@touch $(STAMP)
 
 venv: $(STAMP)
@@ -23,8 +26,8 @@ test: $(STAMP) lint typecheck
 	$(BIN)/python -m pytest
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests bench
-	$(BIN)/ruff format --check src tests bench
+	$(BIN)/ruff check src tests bench setup.py
+	$(BIN)/ruff format --check src tests bench setup.py
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
@@ -35,3 +38,4 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache .mypy_cache .ruff_cache
+	find src -name '*.so' -delete
