@@ -33,6 +33,7 @@ from trainyard.core import (
     build_layout,
     run_cycle,
 )
+from trainyard.core import state as state_module
 from trainyard.core.incremental import Scheduler
 from trainyard.workload.philly import sample_duration, sample_gpus
 
@@ -193,6 +194,7 @@ def run(
         "running": len(snap.running),
         "profile": profile,
         "devices": "virtual (synthetic cluster)",
+        "core": "compiled (mypyc)" if state_module.__file__.endswith(".so") else "pure Python",
         "layout_build_ms": round(layout_ms, 2),
         "cycle_ms_p50": round(p50, 2),
         "cycle_ms_p99": round(_pct(times, 0.99), 2),

@@ -112,6 +112,8 @@ class Cycle:
 
     def quota_blocker(self, job: Job) -> int:
         """-1 if the job's queue may take it now, else the blocking queue's index."""
+        if job.gpus == 0:
+            return -1  # quotas are in GPUs: a CPU-only job takes none
         queues = self.queues
         q = queues.index[job.queue]
         blocker = queues.within_limit(q, job.gpus) if queues.has_limits else -1
@@ -175,7 +177,7 @@ class Cycle:
             mask = pick_devices(self.state, n, k) if k else 0
             share = k if g else 1
             parts.append((n, mask, cpu * share, mem * share))
-        return Alloc(job, queue, cand.cls, parts, self.now, True, end, g)
+        return Alloc(job, queue, cand.cls if g else -1, parts, self.now, True, end, g)
 
     def try_place(
         self, job: Job, action: ActionName, after_evictions: tuple[str, ...] = ()
@@ -185,7 +187,7 @@ class Cycle:
         Failures are cached per job shape: while capacity has not grown (`state.epoch`), a
         job of the same shape and at least the same size cannot fit either."""
         queues = self.queues
-        if queues.has_limits or not job.preemptible:
+        if job.gpus and (queues.has_limits or not job.preemptible):
             blocker = self.quota_blocker(job)
             if blocker >= 0:
                 self.status[job.id] = self.quota_status(job, blocker)
@@ -225,13 +227,22 @@ class Cycle:
     # -- reservation holds ---------------------------------------------------------------
 
     def hold(self, res: Hold) -> None:
-        """Take the currently free devices of a reservation's target so others avoid them."""
+        """Take what is free now of a reservation's target (devices, and the CPU and memory
+        that go with them) so that no one else uses it."""
         state = self.state
-        parts = [(n, mask & state.free_mask[n], 0.0, 0.0) for n, mask in res.target]
-        parts = [p for p in parts if p[1]]
+        cpu, mem = job_demand(res.job)
+        parts = []
+        for n, mask in res.target:
+            free = mask & state.free_mask[n]
+            k = free.bit_count() if res.job.gpus else 1
+            cpus = max(0.0, min(state.free_cpu[n], cpu * k))
+            memory = max(0.0, min(state.free_mem[n], mem * k))
+            if free or cpus or memory:
+                parts.append((n, free, cpus, memory))
         if parts:
-            cls = self.layout.class_of_node[parts[0][0]]
-            placeholder = Job(id=res.hold_id, queue="", gpus=sum(p[1].bit_count() for p in parts))
+            held = sum(p[1].bit_count() for p in parts)
+            cls = self.layout.class_of_node[parts[0][0]] if held else -1
+            placeholder = Job(id=res.hold_id, queue="", gpus=held)
             self.stmt.allocate(Alloc(placeholder, PHANTOM_QUEUE, cls, parts, self.now), None)
 
     def unhold(self, res: Hold) -> None:
@@ -282,6 +293,5 @@ def run_actions(cycle: Cycle) -> None:
 def _settle(cycle: Cycle) -> None:
     """After evictions, let waiting jobs (not the victims) use what the plans left free, so
     that the next cycle on the applied decision has nothing left to do (stability)."""
-    for job in cycle.pending_jobs():
-        if cycle.status[job.id].code != "quota":
-            cycle.try_place(job, "backfill")
+    for job in cycle.pending_jobs():  # quota-blocked ones too: evictions lowered usage
+        cycle.try_place(job, "backfill")

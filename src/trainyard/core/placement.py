@@ -158,7 +158,11 @@ def _fill(
             return sub
     chosen = _greedy(room, need)
     grandkids = [k for d, _take in chosen for k in layout.children[level][d]]
-    return _fill(state, c, need, level + 1, grandkids, cpu, mem)
+    found = _fill(state, c, need, level + 1, grandkids, cpu, mem)
+    if found is None and len(chosen) < len(room):  # CPU/memory: widen to every domain
+        everything = [k for _r, d in room for k in layout.children[level][d]]
+        found = _fill(state, c, need, level + 1, everything, cpu, mem)
+    return found
 
 
 def gang_candidates(state: ClusterState, job: Job, c: int, max_level: int) -> list[Candidate]:

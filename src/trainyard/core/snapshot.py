@@ -10,16 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from trainyard.core.errors import SnapshotError
 from trainyard.core.types import Job, Node, NodeDevices, Queue, RunningJob, Topology
 
-
-class SnapshotError(ValueError):
-    """The snapshot is inconsistent. `field` says where, the message says what to change."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(f"{field}: {message}")
-        self.field = field
-        self.message = message
+__all__ = ["Snapshot", "SnapshotError", "validate"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -94,6 +94,10 @@ def _place_on_held(cycle: Cycle, job: Job) -> bool:
 def place_backfill(cycle: Cycle, job: Job) -> bool:
     """Backfill one job: place it if it delays no reservation; otherwise reserve for it (while
     reservations are left) or record that a reservation holds it back."""
+    blocker = _quota_for_holds(cycle, job)
+    if blocker is not None:
+        cycle.status[job.id] = Status("reservation", other_job=blocker)
+        return False
     if cycle.try_place(job, "backfill"):
         return True
     st = cycle.status[job.id]
@@ -107,6 +111,30 @@ def place_backfill(cycle: Cycle, job: Job) -> bool:
     if held and _blocked_by_holds(cycle, job):
         cycle.status[job.id] = Status("reservation", other_job=held[0].job.id)
     return False
+
+
+def _quota_for_holds(cycle: Cycle, job: Job) -> str | None:
+    """The reserved job whose quota `job` would eat into, if any: a backfilled job must leave
+    its queues room for the reserved jobs that share them (limit, and guaranteed quota for a
+    non-preemptible reserved job), or the reservation would be lost to quota next cycle."""
+    if not cycle.holds or not job.gpus:
+        return None
+    queues = cycle.queues
+    mine = set(queues.path[queues.index[job.queue]])
+    for h in cycle.holds:
+        head = h.job
+        if head.id == job.id or head.id not in cycle.status:
+            continue
+        for a in queues.path[queues.index[head.queue]]:
+            if a not in mine:
+                continue
+            need = queues.gpus[a] + head.gpus + job.gpus
+            lim = queues.limit[a]
+            if (lim is not None and need > lim) or (
+                not head.preemptible and need > queues.guaranteed[a]
+            ):
+                return head.id
+    return None
 
 
 def backfill(cycle: Cycle) -> None:

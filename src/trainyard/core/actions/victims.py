@@ -178,7 +178,7 @@ def evict_for(
         for a in per_queue.get(vq, ()):
             if below_priority is not None and a.job.priority >= below_priority:
                 break  # sorted by priority: the rest is no lower
-            if a.gpus <= budget and a.cls in classes and a.job.id in allocs:
+            if 0 < a.gpus <= budget and a.cls in classes and a.job.id in allocs:
                 pool.append(a)
     if not pool:
         return False
