@@ -90,29 +90,37 @@ def single_node_candidates(
     nb = len(buckets)
     cpu, mem = job_demand(job)
     island = 2 if need_island else 1 if state.layout.multi_island[c] else 0
-    check = cpu > 0 or mem > 0 or island
-    depth = state.layout.depth
     out: list[Candidate] = []
     last = nb
-    for k in range(g, nb):
-        m = buckets[k]
-        if not m:
-            continue
-        n = _first_usable(state, m, g, cpu, mem, island) if check else lowest(m)
-        if n >= 0:
-            out.append(Candidate(c, [(n, g)], depth, n))
-            if len(out) == 2:
-                last = k
-                break
-    for k in range(nb - 1, last, -1):
-        m = buckets[k]
-        if not m:
-            continue
-        n = _first_usable(state, m, g, cpu, mem, island) if check else lowest(m)
-        if n >= 0:
-            out.append(Candidate(c, [(n, g)], depth, n))
+    for k in range(g, nb):  # the two tightest buckets
+        if _add_first(state, out, c, k, g, cpu, mem, island) and len(out) == 2:
+            last = k
+            break
+    for k in range(nb - 1, last, -1):  # and the emptiest one above them
+        if _add_first(state, out, c, k, g, cpu, mem, island):
             break
     return out
+
+
+def _add_first(
+    state: ClusterState,
+    out: list[Candidate],
+    c: int,
+    k: int,
+    g: int,
+    cpu: float,
+    mem: float,
+    island: int,
+) -> bool:
+    """Append the first usable node of class `c`'s free-count bucket `k`; False if none."""
+    m = state.bucket[c][k]
+    if not m:
+        return False
+    n = _first_usable(state, m, g, cpu, mem, island) if cpu > 0 or mem > 0 or island else lowest(m)
+    if n < 0:
+        return False
+    out.append(Candidate(c, [(n, g)], state.layout.depth, n))
+    return True
 
 
 def _greedy(room: list[tuple[int, int]], need: int) -> list[tuple[int, int]]:

@@ -19,19 +19,11 @@ PROFILES = ("default", "fifo", "las")
 
 _PURE = """
 import json, sys
-from trainyard.benchmarks.scheduler import snapshot
-from trainyard.core import apply_decision, run_cycle
 sys.path.insert(0, {tests!r})
-from test_compiled import CASES, PROFILES, digest
-assert not __import__("trainyard.core.state").core.state.__file__.endswith(".so")
-out = []
-for gpus, pending, seed in CASES:
-    for profile in PROFILES:
-        snap = snapshot(gpus, pending, seed)
-        first = run_cycle(snap, profile)
-        second = run_cycle(apply_decision(snap, first), profile)
-        out.append([digest(first), digest(second)])
-print(json.dumps(out))
+import trainyard.core.state
+from test_compiled import decisions
+assert not trainyard.core.state.__file__.endswith(".so")
+print(json.dumps(decisions()))
 """
 
 
@@ -48,14 +40,20 @@ def test_installed_core_is_compiled_unless_pure() -> None:
     assert compiled == (os.environ.get("TRAINYARD_PURE") != "1")
 
 
-def test_compiled_and_pure_python_decide_alike() -> None:
-    mine = []
+def decisions() -> list[object]:
+    """Digests of two consecutive cycles for every case and profile."""
+    out: list[object] = []
     for gpus, pending, seed in CASES:
         for profile in PROFILES:
             snap = snapshot(gpus, pending, seed)
             first = run_cycle(snap, profile)
             second = run_cycle(apply_decision(snap, first), profile)
-            mine.append([digest(first), digest(second)])
+            out.append([digest(first), digest(second)])
+    return out
+
+
+def test_compiled_and_pure_python_decide_alike() -> None:
+    mine = decisions()
     code = _PURE.format(tests=str(Path(__file__).parent))
     env = {**os.environ, "PYTHONPATH": str(SRC)}
     result = subprocess.run(
