@@ -234,7 +234,9 @@ class Cycle:
         parts = []
         for n, mask in res.target:
             free = mask & state.free_mask[n]
-            k = free.bit_count() if res.job.gpus else 1
+            # CPU and memory for every target device, not only the free ones: the jobs on the
+            # busy ones may hold less than the reserved job will need beside them
+            k = mask.bit_count() if res.job.gpus else 1
             cpus = max(0.0, min(state.free_cpu[n], cpu * k))
             memory = max(0.0, min(state.free_mem[n], mem * k))
             if free or cpus or memory:
