@@ -15,11 +15,12 @@ from setuptools import setup
 
 # Modules on the hot path of a cycle. framework.py and errors.py stay interpreted (they
 # define exceptions deriving from built-in types, which mypyc does not compile), and so do
-# the frozen value types of types.py.
+# nothing else needs to be.
 COMPILED = [
     "src/trainyard/core/resources.py",
     "src/trainyard/core/topology.py",
     "src/trainyard/core/snapshot.py",
+    "src/trainyard/core/types.py",
     "src/trainyard/core/queues.py",
     "src/trainyard/core/state.py",
     "src/trainyard/core/statement.py",
