@@ -13,9 +13,8 @@ import sys
 
 from setuptools import setup
 
-# Modules on the hot path of a cycle. framework.py and errors.py stay interpreted (they
-# define exceptions deriving from built-in types, which mypyc does not compile), and so do
-# nothing else needs to be.
+# Modules on the hot path of a cycle. framework.py and errors.py stay interpreted: they
+# define exceptions deriving from built-in types, which mypyc does not compile.
 COMPILED = [
     "src/trainyard/core/resources.py",
     "src/trainyard/core/topology.py",

@@ -29,7 +29,10 @@ print(json.dumps(decisions()))
 
 def digest(decision: Decision) -> list[object]:
     return [
-        [[p.job_id, [list(nd) for nd in p.nodes], p.action] for p in decision.placements],
+        [
+            [p.job_id, [[nd.node, list(nd.devices)] for nd in p.nodes], p.action]
+            for p in decision.placements
+        ],
         [[e.job_id, e.for_job] for e in decision.evictions],
         sorted([k, v.code, v.message] for k, v in decision.pending.items()),
     ]
