@@ -79,6 +79,7 @@ class Cycle:
         self._fail: dict[tuple[object, ...], tuple[int, int]] = {}
         self.held_memo: dict[tuple[object, ...], bool] = {}
         self.held_failures: dict[tuple[object, ...], tuple[int, int]] = {}
+        self.backfill_failures: dict[tuple[object, ...], tuple[int, int, Status]] = {}
         self._running_ends: list[tuple[float, str]] | None = None
         self.settled_epoch = self.state.epoch  # capacity epoch that allocate/backfill saw
         self.extra_jobs: dict[str, Job] = {}  # arrivals decided incrementally

@@ -135,14 +135,15 @@ def _reason(cycle: Cycle, job: Job, st: Status, start: float | None) -> PendingR
 def build_decision(cycle: Cycle, only: tuple[str, ...] | None = None) -> Decision:
     """The immutable result of `cycle`; `only` limits the pending reasons to those jobs."""
     stmt = cycle.stmt
+    classes = cycle.layout.classes
     placements = tuple(
         Placement(
-            job_id=jid,
-            queue=p.alloc.job.queue,
-            nodes=_nodes(cycle, p.alloc.parts),
-            action=p.action,
-            gpu_type=cycle.layout.classes[p.alloc.cls][0] if p.alloc.cls >= 0 else "",
-            after_evictions=p.after_evictions,
+            jid,
+            p.alloc.job.queue,
+            _nodes(cycle, p.alloc.parts),
+            p.action,
+            classes[p.alloc.cls][0] if p.alloc.cls >= 0 else "",
+            p.after_evictions,
         )
         for jid, p in stmt.placed.items()
     )

@@ -94,6 +94,37 @@ def _place_on_held(cycle: Cycle, job: Job) -> bool:
 def place_backfill(cycle: Cycle, job: Job) -> bool:
     """Backfill one job: place it if it delays no reservation; otherwise reserve for it (while
     reservations are left) or record that a reservation holds it back."""
+    full = len(cycle.holds) >= cycle.profile.max_reservations
+    key: tuple[object, ...] | None = None
+    if full:  # no reservation left to give: the outcome is a function of the job's shape
+        g = job.gpus or 1
+        lifted = tuple(h.hold_id for h in cycle.holds if _fits_before(cycle, job, h.start))
+        key = (
+            job.queue,
+            job.preemptible,
+            job.gpu_types,
+            job.gpu_memory_gb,
+            job.topology,
+            job.cpus / g,
+            job.memory_gb / g,
+            lifted,
+        )
+        seen = cycle.backfill_failures.get(key)
+        if (
+            seen is not None
+            and seen[0] == cycle.state.epoch
+            and (job.gpus == seen[1] or (job.gpus > seen[1] and seen[2].code != "reservation"))
+        ):
+            cycle.status[job.id] = seen[2]  # a job of this shape, no bigger, failed already
+            return False
+    if _backfill_one(cycle, job):
+        return True
+    if key is not None:
+        cycle.backfill_failures[key] = (cycle.state.epoch, job.gpus, cycle.status[job.id])
+    return False
+
+
+def _backfill_one(cycle: Cycle, job: Job) -> bool:
     blocker = _quota_for_holds(cycle, job)
     if blocker is not None:
         cycle.status[job.id] = Status("reservation", other_job=blocker)
