@@ -83,6 +83,7 @@ class Cycle:
         self._running_ends: list[tuple[float, str]] | None = None
         self.settled_epoch = self.state.epoch  # capacity epoch that allocate/backfill saw
         self.extra_jobs: dict[str, Job] = {}  # arrivals decided incrementally
+        self._by_id: dict[str, Job] | None = None
         self.victims_by_queue: dict[int, list[Alloc]] | None = None  # see actions/victims.py
         self.scorers = [(SCORERS.get(n), w) for n, w in profile.scorers if w]
 
@@ -91,7 +92,7 @@ class Cycle:
         found = self.extra_jobs.get(job_id)
         if found is not None:
             return found
-        if not hasattr(self, "_by_id"):
+        if self._by_id is None:
             self._by_id = {j.id: j for j in self.snapshot.pending}
         return self._by_id[job_id]
 

@@ -1,0 +1,79 @@
+"""Known counterexamples: the minimal snapshots that broke a property of the scheduling
+core. They are pinned with `@example` on the property tests and checked directly by the
+regression tests (test_properties_regressions.py).
+"""
+
+from __future__ import annotations
+
+from strategies import NOW
+
+from trainyard.core import Job, Node, NodeDevices, Queue, RunningJob, Snapshot, Topology
+
+LEAVES = Topology(levels=("leaf",))
+
+# A gang that fits only across two leaves, because the leaf with enough free GPUs lacks the
+# memory: n1 alone has 2 free GPUs but memory for 1; n0 + n1 fit (100 GB per GPU).
+GANG_NEEDS_TWO_LEAVES = Snapshot(
+    NOW,
+    (
+        Node("n0", 1, memory_gb=128.0, path=("leaf0",)),
+        Node("n1", 2, memory_gb=128.0, path=("leaf1",)),
+    ),
+    LEAVES,
+    pending=(Job("gang", gpus=2, memory_gb=200.0),),
+)
+
+# `big` needs a's last GPU (b has CPUs for only 3 of its GPUs) and may preempt `low` for it;
+# `cpu` is a CPU-only job that allocate places on `a` first.
+CPU_JOB_BLOCKS_PREEMPTION = Snapshot(
+    NOW,
+    (Node("a", 2, cpus=64.0), Node("b", 4, cpus=128.0)),
+    running=(
+        RunningJob(Job("keep", preemptible=False), (NodeDevices("a", (0,)),)),
+        RunningJob(Job("low"), (NodeDevices("a", (1,)),)),
+    ),
+    pending=(Job("big", gpus=4, cpus=160.0, priority=1), Job("cpu", gpus=0)),
+)
+
+# q0 is at its limit, so `p2` waits for quota; `p0` then preempts `r1` (4 GPUs) in q1,
+# which brings q0 down to 1 of 4: `p2` fits in the same cycle.
+EVICTION_FREES_QUOTA = Snapshot(
+    NOW,
+    (Node("a", 4),),
+    queues=(Queue("q0", limit=4), Queue("q1", parent="q0")),
+    running=(RunningJob(Job("r1", queue="q1", gpus=4), (NodeDevices("a", (0, 1, 2, 3)),)),),
+    pending=(Job("p0", queue="q1", priority=1), Job("p2", queue="q0", priority=2)),
+)
+
+# `head` is reserved all of node a (when `r` ends, at t=1000); the CPU-only job `cpu` takes
+# 100 of a's 128 GB, which `head` needs at its start.
+RESERVED_MEMORY = Snapshot(
+    100.0,
+    (Node("a", 4, memory_gb=128.0),),
+    running=(RunningJob(Job("r", gpus=2, expected_duration=1000.0), (NodeDevices("a", (0, 1)),)),),
+    pending=(
+        Job("head", gpus=4, memory_gb=100.0),
+        Job("small", submit_time=1.0, expected_duration=5000.0),
+        Job("cpu", gpus=0, memory_gb=100.0, submit_time=2.0),
+    ),
+)
+
+# `head` (non-preemptible, so it must fit in q's guaranteed 6) is reserved node a; `small`
+# of the same queue is backfilled on b, after which q holds 3 and, until `r` ends, `head`
+# no longer passes its quota check (3 + 4 > 6).
+RESERVED_QUOTA = Snapshot(
+    100.0,
+    (Node("a", 4), Node("b", 1)),
+    queues=(Queue("q", guaranteed=6),),
+    running=(
+        RunningJob(
+            Job("r", queue="q", gpus=2, priority=5, expected_duration=1000.0),
+            (NodeDevices("a", (0, 1)),),
+        ),
+    ),
+    pending=(
+        Job("head", queue="q", gpus=4, priority=1, preemptible=False),
+        Job("small", queue="q", submit_time=1.0),
+        Job("small2", queue="q", submit_time=2.0),
+    ),
+)

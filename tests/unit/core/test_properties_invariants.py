@@ -1,0 +1,53 @@
+"""Property tests (hypothesis) of one scheduling cycle: every built-in profile keeps the
+invariants the core promises (see `checks.check_decision`), also with jobs on drained nodes
+or failed devices; decisions are deterministic; work conservation (no waiting job fits into
+what is left, except under strict FIFO); reservations honoured.
+"""
+
+from __future__ import annotations
+
+from checks import check_decision, check_reservations_honoured, check_work_conserving
+from counterexamples import GANG_NEEDS_TWO_LEAVES, RESERVED_MEMORY
+from hypothesis import example, given
+from strategies import PROFILE_NAMES, SETTINGS, snapshots
+
+from trainyard.core import Snapshot, run_cycle
+
+
+@SETTINGS
+@given(snapshots())
+def test_every_profile_keeps_the_invariants(snapshot: Snapshot) -> None:
+    for name in PROFILE_NAMES:
+        decision = run_cycle(snapshot, name)
+        check_decision(snapshot, decision, name)
+
+
+@SETTINGS
+@given(snapshots(drained=True))
+def test_jobs_on_drained_devices_do_not_corrupt_the_cycle(snapshot: Snapshot) -> None:
+    for name in PROFILE_NAMES:
+        decision = run_cycle(snapshot, name)
+        check_decision(snapshot, decision, name)
+
+
+@SETTINGS
+@given(snapshots())
+def test_decisions_are_deterministic(snapshot: Snapshot) -> None:
+    for name in PROFILE_NAMES:
+        assert run_cycle(snapshot, name) == run_cycle(snapshot, name)
+
+
+@SETTINGS
+@given(snapshots())
+@example(GANG_NEEDS_TWO_LEAVES)
+def test_no_job_that_fits_is_left_waiting(snapshot: Snapshot) -> None:
+    for name in PROFILE_NAMES:
+        check_work_conserving(snapshot, run_cycle(snapshot, name), name)
+
+
+@SETTINGS
+@given(snapshots())
+@example(RESERVED_MEMORY)
+def test_reservations_are_honoured(snapshot: Snapshot) -> None:
+    for name in PROFILE_NAMES:
+        check_reservations_honoured(snapshot, run_cycle(snapshot, name))

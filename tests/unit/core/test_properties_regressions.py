@@ -1,0 +1,194 @@
+"""The smallest inputs that broke the scheduling core's properties, pinned as plain tests:
+regressions that pass now, then open core bugs, each test stating the correct behaviour.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from checks import check_decision, check_reservations_honoured, cycles_until_quiet
+from counterexamples import (
+    CPU_JOB_BLOCKS_PREEMPTION,
+    EVICTION_FREES_QUOTA,
+    GANG_NEEDS_TWO_LEAVES,
+    RESERVED_MEMORY,
+    RESERVED_QUOTA,
+)
+from strategies import NOW, PROFILE_NAMES
+
+from trainyard.core import (
+    Decision,
+    Job,
+    Node,
+    NodeDevices,
+    Queue,
+    RunningJob,
+    Snapshot,
+    apply_decision,
+    run_cycle,
+)
+
+# -- regressions --------------------------------------------------------------------------
+
+
+def placed(decision: Decision) -> dict[str, tuple[NodeDevices, ...]]:
+    return {p.job_id: p.nodes for p in decision.placements}
+
+
+@pytest.mark.parametrize("profile", PROFILE_NAMES)
+def test_a_gang_spans_nodes_of_a_cluster_without_topology(profile: str) -> None:
+    snap = Snapshot(NOW, (Node("n0", 4), Node("n1", 4)), pending=(Job("a", gpus=8),))
+    decision = run_cycle(snap, profile)
+    check_decision(snap, decision, profile)
+    assert placed(decision) == {
+        "a": (NodeDevices("n0", (0, 1, 2, 3)), NodeDevices("n1", (0, 1, 2, 3)))
+    }
+
+
+@pytest.mark.parametrize("profile", PROFILE_NAMES)
+def test_a_job_on_a_failed_device_is_neither_double_counted_nor_freed(profile: str) -> None:
+    """A GPU fails (unavailable) under a running job: the three others are free, and evicting
+    that job must not make the failed device usable."""
+    snap = Snapshot(
+        NOW,
+        (Node("n0", 4, unavailable=(0,)),),
+        running=(RunningJob(Job("r"), (NodeDevices("n0", (0,)),)),),
+        pending=(Job("p", gpus=3, priority=9), Job("q", priority=8)),
+    )
+    decision = run_cycle(snap, profile)
+    check_decision(snap, decision, profile)
+    assert placed(decision)["p"] == (NodeDevices("n0", (1, 2, 3)),)
+    assert not decision.evictions
+    assert decision.pending["q"].code in ("capacity", "order")
+
+
+@pytest.mark.parametrize("profile", PROFILE_NAMES)
+def test_jobs_on_a_drained_node_do_not_shrink_the_rest_of_the_cluster(profile: str) -> None:
+    snap = Snapshot(
+        NOW,
+        (Node("n0", 4, schedulable=False), Node("n1", 4)),
+        running=(RunningJob(Job("r"), (NodeDevices("n0", (0,)),)),),
+        pending=(Job("p", gpus=4, priority=9),),
+    )
+    decision = run_cycle(snap, profile)
+    check_decision(snap, decision, profile)
+    assert placed(decision) == {"p": (NodeDevices("n1", (0, 1, 2, 3)),)}
+    assert not decision.evictions
+
+
+@pytest.mark.parametrize("profile", [p for p in PROFILE_NAMES if p != "fifo"])
+def test_a_job_too_hungry_for_cpus_does_not_hide_a_modest_one(profile: str) -> None:
+    """Failed fits are cached per job shape; the CPU demand is part of the shape."""
+    snap = Snapshot(
+        NOW,
+        (Node("n0", 8, cpus=64.0),),
+        pending=(Job("hungry", gpus=4, cpus=100.0, priority=5), Job("modest", gpus=4, cpus=1.0)),
+    )
+    decision = run_cycle(snap, profile)
+    check_decision(snap, decision, profile)
+    assert set(placed(decision)) == {"modest"}
+    assert decision.pending["hungry"].code == "resources"
+
+
+def test_a_reservation_does_not_keep_its_own_job_from_preempting() -> None:
+    snap = Snapshot(
+        1000.0,
+        (Node("n0", 4),),
+        running=(
+            RunningJob(Job("low", gpus=2, expected_duration=3600.0), (NodeDevices("n0", (0, 1)),)),
+            RunningJob(
+                Job("other", priority=5, expected_duration=7200.0), (NodeDevices("n0", (2,)),)
+            ),
+        ),
+        pending=(Job("high", gpus=3, priority=1),),
+    )
+    decision = run_cycle(snap, "default")
+    check_decision(snap, decision, "default")
+    assert placed(decision) == {"high": (NodeDevices("n0", (0, 1, 3)),)}
+    assert [e.job_id for e in decision.evictions] == ["low"]
+
+
+def test_strict_stability_fails_legitimately_when_a_victim_fits_elsewhere() -> None:
+    """Why stability is stated modulo victims: `big` needs a GPU of node a (node b has CPUs
+    for only three of its GPUs) and evicts `low` for it; `low` itself needs no CPUs and fits
+    in b's last GPU, so the next cycle starts it there; the one after changes nothing."""
+    snap = replace(CPU_JOB_BLOCKS_PREEMPTION, pending=CPU_JOB_BLOCKS_PREEMPTION.pending[:1])
+    decisions = cycles_until_quiet(snap, "priority", 5)
+    assert [sorted(placed(d)) for d in decisions] == [["big"], ["low"], []]
+    assert [[e.job_id for e in d.evictions] for d in decisions] == [["low"], [], []]
+    assert placed(decisions[1])["low"] == (NodeDevices("b", (3,)),)
+
+
+# -- open core bugs (each test states the correct behaviour) -------------------------------
+
+
+@pytest.mark.parametrize("profile", PROFILE_NAMES)
+def test_a_gang_spans_leaves_when_the_fullest_leaf_lacks_memory(profile: str) -> None:
+    """placement._fill picks domains by free GPUs alone; when the chosen leaf lacks memory it
+    gives up instead of combining leaves, so a job that fits stays pending ("resources")."""
+    decision = run_cycle(GANG_NEEDS_TWO_LEAVES, profile)
+    check_decision(GANG_NEEDS_TWO_LEAVES, decision, profile)
+    assert placed(decision) == {
+        "gang": (NodeDevices("n1", (0,)), NodeDevices("n0", (0,)))
+    } or placed(decision) == {"gang": (NodeDevices("n0", (0,)), NodeDevices("n1", (0,)))}
+
+
+def test_a_cpu_only_job_placed_this_cycle_does_not_block_preemption() -> None:
+    """Without `cpu`, `big` preempts `low` at once. With it, the victim search at cluster
+    level (shortfall 0 GPUs) picks `cpu`, a 0-GPU job placed this cycle, as the cheapest
+    victim, the plan fails, and `big` waits a cycle (then `cpu` is running, has class -1 and
+    is no longer a candidate)."""
+    decision = run_cycle(CPU_JOB_BLOCKS_PREEMPTION, "default")
+    check_decision(CPU_JOB_BLOCKS_PREEMPTION, decision, "default")
+    assert set(placed(decision)) == {"big", "cpu"}
+    assert [e.job_id for e in decision.evictions] == ["low"]
+
+
+def test_evictions_that_free_quota_let_waiting_jobs_start_in_the_same_cycle() -> None:
+    """cycle._settle skips jobs whose status is "quota", although the evictions of the cycle
+    lowered their queue's usage: `p2` only starts one cycle later."""
+    decision = run_cycle(EVICTION_FREES_QUOTA, "priority")
+    check_decision(EVICTION_FREES_QUOTA, decision, "priority")
+    assert [e.job_id for e in decision.evictions] == ["r1"]
+    assert set(placed(decision)) == {"p0", "p2"}
+
+
+def test_backfill_does_not_give_away_the_memory_a_reservation_needs() -> None:
+    decision = run_cycle(RESERVED_MEMORY, "default")
+    check_decision(RESERVED_MEMORY, decision, "default")
+    assert [r.job_id for r in decision.reservations] == ["head"]
+    check_reservations_honoured(RESERVED_MEMORY, decision)
+
+
+def test_backfill_in_the_reserved_jobs_queue_does_not_cancel_its_reservation() -> None:
+    """`small` (same queue as `head`) is backfilled outside the reservation: fine at t=1000,
+    when `r` has ended. But it raises q to 3 GPUs now, so the next cycle finds `head`
+    quota-blocked (3 + 4 > 6), gives it no reservation, and starts `small2` on a reserved
+    device: backfill ended up delaying the reserved job."""
+    first = run_cycle(RESERVED_QUOTA, "default")
+    check_decision(RESERVED_QUOTA, first, "default")
+    assert [r.job_id for r in first.reservations] == ["head"]
+    check_reservations_honoured(RESERVED_QUOTA, first)
+    applied = apply_decision(RESERVED_QUOTA, first)
+    second = run_cycle(applied, "default")
+    check_decision(applied, second, "default")
+    assert [r.job_id for r in second.reservations] == ["head"]
+    assert not second.placements, f"placed {sorted(placed(second))} on the reservation"
+
+
+@pytest.mark.parametrize("profile", PROFILE_NAMES)
+def test_a_cpu_only_non_preemptible_job_is_not_held_by_the_gpu_guarantee(profile: str) -> None:
+    """A non-preemptible job must fit in its queue's guaranteed GPUs because it could never
+    be reclaimed; a job with 0 GPUs takes none, yet it waits while the queue borrows GPUs
+    ("2/0 GPUs; job needs 0")."""
+    snap = Snapshot(
+        NOW,
+        (Node("a", 4),),
+        queues=(Queue("q"),),
+        running=(RunningJob(Job("r", queue="q", gpus=2), (NodeDevices("a", (0, 1)),)),),
+        pending=(Job("cpu", queue="q", gpus=0, preemptible=False),),
+    )
+    decision = run_cycle(snap, profile)
+    check_decision(snap, decision, profile)
+    assert placed(decision) == {"cpu": (NodeDevices("a", ()),)}
