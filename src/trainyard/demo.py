@@ -30,6 +30,7 @@ from trainyard.core import (
     build_layout,
     run_cycle,
 )
+from trainyard.runtime import gc_paused
 from trainyard.workload.philly import sample_duration, sample_gpus
 
 DAY = 24 * 3600.0
@@ -166,7 +167,8 @@ def run_day(
             echo(f"{_clock(next_hour)}  hour  {used}/{total} GPUs busy, {len(pending)} waiting")
             next_hour += 3600.0
         snap = Snapshot(now, nodes, topo, queues, tuple(running.values()), tuple(pending.values()))
-        decision = run_cycle(snap, profile, layout)
+        with gc_paused():
+            decision = run_cycle(snap, profile, layout)
         stats.cycles += 1
         for e in decision.evictions:
             r = running.pop(e.job_id)

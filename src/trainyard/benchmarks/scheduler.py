@@ -11,6 +11,9 @@ priorities) wait. Measured:
 - `arrival_decision_ms_p99`: the cluster after the first decision was applied (steady: full,
   with a queue), then one new job arrives and is decided;
 - `placements_per_s`: placements of the first cycle / its time.
+
+Timed calls run with the cyclic garbage collector paused, as the shells run cycles
+(`trainyard.runtime.gc_paused`).
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from trainyard.core import (
 )
 from trainyard.core import state as state_module
 from trainyard.core.incremental import Scheduler
+from trainyard.runtime import gc_paused
 from trainyard.workload.philly import sample_duration, sample_gpus
 
 GPUS_PER_NODE = 8
@@ -164,7 +168,8 @@ def run(
     decision = None
     for _ in range(repeats):
         t0 = time.perf_counter()
-        decision = run_cycle(snap, profile, layout)
+        with gc_paused():
+            decision = run_cycle(snap, profile, layout)
         times.append((time.perf_counter() - t0) * 1e3)
     assert decision is not None
     steady = apply_decision(snap, decision)
@@ -177,14 +182,16 @@ def run(
     for k in range(arrivals):
         job = replace(_job(rng, 10_000_000 + k, rng.choice(queues), NOW), submit_time=NOW)
         t0 = time.perf_counter()
-        sched.decide_arrival(job)
+        with gc_paused():
+            sched.decide_arrival(job)
         arrival.append((time.perf_counter() - t0) * 1e3)
         stale += sched.stale
         sched.forget(job.id)
     for k in range(min(arrivals, 5)):
         job = replace(_job(rng, 20_000_000 + k, "research", NOW), submit_time=NOW)
         t0 = time.perf_counter()
-        run_cycle(replace(steady, pending=(*steady.pending, job)), profile, layout)
+        with gc_paused():
+            run_cycle(replace(steady, pending=(*steady.pending, job)), profile, layout)
         full_cycle.append((time.perf_counter() - t0) * 1e3)
     p50 = statistics.median(times)
     return {
@@ -195,6 +202,7 @@ def run(
         "profile": profile,
         "devices": "virtual (synthetic cluster)",
         "core": "compiled (mypyc)" if state_module.__file__.endswith(".so") else "pure Python",
+        "gc": "paused during each timed call (trainyard.runtime.gc_paused)",
         "layout_build_ms": round(layout_ms, 2),
         "cycle_ms_p50": round(p50, 2),
         "cycle_ms_p99": round(_pct(times, 0.99), 2),

@@ -24,7 +24,7 @@ class PendingOrder:
     """Yields pending jobs in scheduling order; remembers what it yielded in `visited`."""
 
     def __init__(self, cycle: Cycle) -> None:
-        self.cycle = cycle
+        self.queues = cycle.queues  # not the cycle itself: no reference cycle to collect
         profile = cycle.profile
         key = JOB_ORDERS.get(profile.job_order)
         self.visited: list[Job] = []
@@ -50,7 +50,7 @@ class PendingOrder:
         self.touched: set[int] = set()  # queues whose allocation changed (set by the cycle)
 
     def _key(self, q: int) -> tuple[tuple[int, float], ...]:
-        queues = self.cycle.queues
+        queues = self.queues
         path = queues.path[q]
         if len(path) == 1:
             return (queues.share_key(q),)
@@ -58,7 +58,7 @@ class PendingOrder:
 
     def _refresh(self) -> None:
         """Recompute the keys of queues that share a root with a touched queue."""
-        path = self.cycle.queues.path
+        path = self.queues.path
         keys = self._keys
         for touched in self.touched:
             for q in self._group.get(path[touched][-1], ()):

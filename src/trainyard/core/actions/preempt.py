@@ -15,19 +15,34 @@ from trainyard.core.state import Alloc
 from trainyard.core.types import Job
 
 
-def preempt_for(cycle: Cycle, job: Job) -> bool:
-    q = cycle.queues.index[job.queue]
+class _Rules:
+    """The preemption rules for one preemptor (a class, not closures: see reclaim.py)."""
 
-    def allowed(a: Alloc) -> bool:
-        return a.queue == q and a.job.priority < job.priority
+    def __init__(self, q: int, job: Job) -> None:
+        self.q = q
+        self.job = job
 
-    def cost(a: Alloc) -> tuple[float, ...]:
+    def allowed(self, a: Alloc) -> bool:
+        return a.queue == self.q and a.job.priority < self.job.priority
+
+    def cost(self, a: Alloc) -> tuple[float, ...]:
         return (float(not a.placed_now), float(a.job.priority), -a.started_at)
 
+
+def preempt_for(cycle: Cycle, job: Job) -> bool:
+    q = cycle.queues.index[job.queue]
+    rules = _Rules(q, job)
     reason = f"priority {job.priority} job {job.id} needs the GPUs"
     budgets = {q: 1 << 30}  # any size: the queue's total does not change
     return evict_for(
-        cycle, job, "preempt", budgets, allowed, cost, reason, below_priority=job.priority
+        cycle,
+        job,
+        "preempt",
+        budgets,
+        rules.allowed,
+        rules.cost,
+        reason,
+        below_priority=job.priority,
     )
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from trainyard.core.actions.victims import by_queue, evict_for
 from trainyard.core.cycle import Cycle
 from trainyard.core.framework import ACTIONS
+from trainyard.core.queues import QueueIndex
 from trainyard.core.state import Alloc
 from trainyard.core.types import Job
 
@@ -23,48 +24,60 @@ def _below(path: tuple[int, ...], other: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(a for a in path if a not in shared)
 
 
+class _Rules:
+    """The reclaim rules for one reclaiming job (a class, not closures: closures would form
+    reference cycles with their environment in compiled code)."""
+
+    def __init__(self, queues: QueueIndex, q: int, job: Job) -> None:
+        self.queues = queues
+        self.q = q
+        self.job = job
+        self.my_path = queues.path[q]
+
+    def related(self, vq: int) -> bool:
+        return vq == self.q or vq in self.my_path or self.q in self.queues.path[vq]
+
+    def excess(self, vq: int) -> int:
+        """GPUs `vq` holds above guaranteed on its path below the common ancestor."""
+        queues = self.queues
+        theirs = _below(queues.path[vq], self.my_path)
+        return min(queues.gpus[x] - queues.guaranteed[x] for x in theirs)
+
+    def room(self, vq: int) -> bool:
+        """Would the job stay within guaranteed on its own path below the common ancestor?"""
+        queues = self.queues
+        mine = _below(self.my_path, queues.path[vq])
+        return all(queues.gpus[x] + self.job.gpus <= queues.guaranteed[x] for x in mine)
+
+    def allowed(self, a: Alloc) -> bool:
+        vq = a.queue
+        return not self.related(vq) and self.room(vq) and self.excess(vq) >= a.gpus
+
+    def cost(self, a: Alloc) -> tuple[float, ...]:
+        return (
+            float(not a.placed_now),
+            float(a.job.priority),
+            -float(self.excess(a.queue)),
+            -a.started_at,
+        )
+
+
 def reclaim_for(cycle: Cycle, job: Job) -> bool:
     queues = cycle.queues
     q = queues.index[job.queue]
     if queues.gpus[q] + job.gpus > queues.guaranteed[q]:
         return False
-    my_path = queues.path[q]
-
-    def related(vq: int) -> bool:
-        return vq == q or vq in my_path or q in queues.path[vq]
-
-    def excess(vq: int) -> int:
-        """GPUs `vq` holds above guaranteed on its path below the common ancestor."""
-        theirs = _below(queues.path[vq], my_path)
-        return min(queues.gpus[x] - queues.guaranteed[x] for x in theirs)
-
-    def room(vq: int) -> bool:
-        """Would `job` stay within guaranteed on its own path below the common ancestor?"""
-        mine = _below(my_path, queues.path[vq])
-        return all(queues.gpus[x] + job.gpus <= queues.guaranteed[x] for x in mine)
-
-    def allowed(a: Alloc) -> bool:
-        vq = a.queue
-        return not related(vq) and room(vq) and excess(vq) >= a.gpus
-
-    def cost(a: Alloc) -> tuple[float, ...]:
-        return (
-            float(not a.placed_now),
-            float(a.job.priority),
-            -float(excess(a.queue)),
-            -a.started_at,
-        )
-
+    rules = _Rules(queues, q, job)
     budgets = {}
     for vq in by_queue(cycle):
-        if not related(vq) and room(vq):
-            spare = excess(vq)
+        if not rules.related(vq) and rules.room(vq):
+            spare = rules.excess(vq)
             if spare > 0:
                 budgets[vq] = spare
     if not budgets:
         return False
     reason = f"queue {job.queue} reclaims its guaranteed quota"
-    return evict_for(cycle, job, "reclaim", budgets, allowed, cost, reason)
+    return evict_for(cycle, job, "reclaim", budgets, rules.allowed, rules.cost, reason)
 
 
 def reclaim(cycle: Cycle) -> None:
