@@ -125,7 +125,7 @@ def _clock(t: float) -> str:
 
 def run_day(
     seed: int = 7,
-    jobs: int = 240,
+    jobs: int = 400,
     profile: str = "default",
     show: int = 60,
     echo: Callable[[str], None] = print,
