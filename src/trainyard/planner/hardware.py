@@ -1,0 +1,179 @@
+"""GPU hardware descriptions: the `GPU` record, a catalogue of well-known GPUs, and YAML overrides.
+
+This module owns the numbers the planner assumes about hardware. The catalogue is a constant;
+`load_catalogue` returns a new dict (built-ins plus overrides) and never mutates it.
+
+Numbers are public datasheet values (NVIDIA A100, H100, H200, B200/HGX B200, V100, L40S
+datasheets). TFLOP/s are *dense* tensor-core peaks (no 2:4 sparsity); fp32 is the non-tensor-core
+peak. NVLink bandwidth is per GPU and unidirectional (half the datasheet's bidirectional total);
+for a GPU without an NVLink switch it is the intra-node path the planner should assume (PCIe or a
+2-GPU bridge, see each entry). Network bandwidth is per GPU (one NIC per GPU, e.g. 200 Gb/s HDR =
+25 GB/s, 400 Gb/s NDR = 50 GB/s).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from trainyard.planner.errors import PlannerError, unknown_name
+
+__all__ = ["ALIASES", "CATALOGUE", "GPU", "gpu", "load_catalogue"]
+
+_PRECISIONS = ("bf16", "fp16", "fp8", "fp32")
+
+
+@dataclass(frozen=True)
+class GPU:
+    """One GPU model and the node/network it usually sits in.
+
+    Fields: `bf16_tflops` dense bf16/fp16 tensor peak; `fp8_tflops` dense fp8 peak (0 when the
+    GPU has no fp8); `fp32_tflops`; `memory_gb` (GB = 1e9 bytes); `memory_bw_tbs` (TB/s);
+    `nvlink_gb_s` per-GPU unidirectional intra-node bandwidth (GB/s); `gpus_per_node`;
+    `network_gb_s` per-GPU inter-node bandwidth (GB/s); `network_latency_us`.
+    """
+
+    name: str
+    bf16_tflops: float
+    fp8_tflops: float
+    fp32_tflops: float
+    memory_gb: float
+    memory_bw_tbs: float
+    nvlink_gb_s: float
+    gpus_per_node: int
+    network_gb_s: float
+    network_latency_us: float
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            raise PlannerError("name", "a GPU needs a non-empty name")
+        for f in dataclasses.fields(self):
+            if f.name == "name":
+                continue
+            value = getattr(self, f.name)
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise PlannerError(f.name, f"must be a number, got {value!r}")
+            if not math.isfinite(value) or value < 0:
+                raise PlannerError(f.name, f"must be a finite number >= 0, got {value!r}")
+        for positive in ("bf16_tflops", "memory_gb", "memory_bw_tbs", "nvlink_gb_s"):
+            if getattr(self, positive) <= 0:
+                raise PlannerError(positive, f"must be > 0 for GPU {self.name!r}")
+        if not isinstance(self.gpus_per_node, int) or self.gpus_per_node < 1:
+            raise PlannerError("gpus_per_node", "must be an integer >= 1")
+
+    def peak_tflops(self, precision: str) -> float:
+        """Dense peak TFLOP/s for "bf16", "fp16", "fp8" or "fp32"; fp8 falls back to bf16 if 0."""
+        if precision in ("bf16", "fp16"):
+            return self.bf16_tflops
+        if precision == "fp8":
+            return self.fp8_tflops if self.fp8_tflops > 0 else self.bf16_tflops
+        if precision == "fp32":
+            return self.fp32_tflops
+        raise PlannerError("precision", f"must be one of {', '.join(_PRECISIONS)}")
+
+
+def _g(name: str, *values: float) -> GPU:
+    bf16, fp8, fp32, mem, bw, nvl, per_node, net, lat = values
+    return GPU(name, bf16, fp8, fp32, mem, bw, nvl, int(per_node), net, lat)
+
+
+# name, bf16, fp8, fp32, memory GB, TB/s, NVLink GB/s (1 dir), GPUs/node, net GB/s, latency us
+CATALOGUE: dict[str, GPU] = {
+    g.name: g
+    for g in (
+        # V100 SXM2: fp16 tensor 125 (no bf16), NVLink2 300 GB/s total; DGX-1, 100 Gb/s EDR.
+        _g("V100-32GB", 125, 0, 15.7, 32, 0.9, 150, 8, 12.5, 5.0),
+        # A100 SXM4: 312 bf16 dense, NVLink3 600 GB/s total; DGX A100, 200 Gb/s HDR per GPU.
+        _g("A100-40GB", 312, 0, 19.5, 40, 1.555, 300, 8, 25, 5.0),
+        _g("A100-80GB", 312, 0, 19.5, 80, 2.039, 300, 8, 25, 5.0),
+        # H100 SXM5: 989 bf16 / 1979 fp8 dense, NVLink4 900 GB/s total; 400 Gb/s NDR per GPU.
+        _g("H100-SXM", 989, 1979, 67, 80, 3.35, 450, 8, 50, 5.0),
+        # H100 PCIe: 756 / 1513 dense; NVLink bridge 600 GB/s total (GPU pairs only).
+        _g("H100-PCIe", 756, 1513, 51, 80, 2.0, 300, 8, 25, 5.0),
+        # H200 SXM: H100 compute, 141 GB HBM3e at 4.8 TB/s.
+        _g("H200", 989, 1979, 67, 141, 4.8, 450, 8, 50, 5.0),
+        # B200 (HGX B200): 2.25 PF bf16 / 4.5 PF fp8 dense, 180 GB at 7.7 TB/s, NVLink5 1.8 TB/s.
+        _g("B200", 2250, 4500, 75, 180, 7.7, 900, 8, 50, 5.0),
+        # L40S: 362 bf16 / 733 fp8 dense, 48 GB GDDR6, no NVLink: PCIe Gen4 x16 (32 GB/s).
+        _g("L40S", 362, 733, 91.6, 48, 0.864, 32, 8, 25, 5.0),
+    )
+}
+
+ALIASES: dict[str, str] = {
+    "h100": "H100-SXM",
+    "h100-80gb": "H100-SXM",
+    "h100-sxm5": "H100-SXM",
+    "a100": "A100-80GB",
+    "a100-sxm": "A100-80GB",
+    "a100-sxm4-80gb": "A100-80GB",
+    "a100-sxm4-40gb": "A100-40GB",
+    "v100": "V100-32GB",
+    "h200-sxm": "H200",
+    "b200-sxm": "B200",
+}
+
+
+def gpu(name: str, catalogue: dict[str, GPU] | None = None) -> GPU:
+    """Look up a GPU by name (case-insensitive; aliases such as "H100" and "A100" allowed)."""
+    cat = CATALOGUE if catalogue is None else catalogue
+    by_lower = {k.lower(): v for k, v in cat.items()}
+    key = name.strip().lower()
+    if key in by_lower:
+        return by_lower[key]
+    if key in ALIASES and ALIASES[key].lower() in by_lower:
+        return by_lower[ALIASES[key].lower()]
+    raise unknown_name("gpu", "GPU", name, list(cat) + [a.upper() for a in ALIASES])
+
+
+def load_catalogue(path: str | Path, base: dict[str, GPU] | None = None) -> dict[str, GPU]:
+    """Return `base` (default: the built-in catalogue) with GPUs from a YAML file added/overridden.
+
+    The file maps GPU names to field mappings. An entry whose name is already known may give only
+    the fields it changes; a new entry must give every field. Example::
+
+        H100-SXM: {network_gb_s: 25}
+        MI300X: {bf16_tflops: 1307, fp8_tflops: 2615, fp32_tflops: 163.4, memory_gb: 192,
+                 memory_bw_tbs: 5.3, nvlink_gb_s: 448, gpus_per_node: 8, network_gb_s: 50,
+                 network_latency_us: 5}
+    """
+    result = dict(CATALOGUE if base is None else base)
+    try:
+        data: Any = yaml.safe_load(Path(path).read_text())
+    except yaml.YAMLError as exc:
+        raise PlannerError("catalogue", f"{path} is not valid YAML: {exc}") from exc
+    if data is None:
+        return result
+    if not isinstance(data, dict):
+        raise PlannerError("catalogue", f"{path} must map GPU names to field mappings")
+    names = [f.name for f in dataclasses.fields(GPU) if f.name != "name"]
+    for raw_name, entry in data.items():
+        name = str(raw_name)
+        if not isinstance(entry, dict):
+            raise PlannerError(name, "must be a mapping of GPU fields")
+        unknown = sorted(set(map(str, entry)) - set(names))
+        if unknown:
+            raise PlannerError(
+                f"{name}.{unknown[0]}", f"unknown GPU field; known fields: {', '.join(names)}"
+            )
+        existing = next((v for k, v in result.items() if k.lower() == name.lower()), None)
+        if existing is None:
+            missing = [n for n in names if n not in entry]
+            if missing:
+                raise PlannerError(
+                    f"{name}.{missing[0]}",
+                    f"new GPU {name!r} must set every field; missing: {', '.join(missing)}",
+                )
+            fields = {n: entry[n] for n in names}
+        else:
+            fields = {n: entry.get(n, getattr(existing, n)) for n in names}
+            result.pop(existing.name)
+        try:
+            result[name] = GPU(name=name, **fields)
+        except PlannerError as exc:
+            raise PlannerError(f"{name}.{exc.field}", exc.message) from exc
+    return result

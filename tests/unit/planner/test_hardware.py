@@ -1,0 +1,100 @@
+"""GPU catalogue: datasheet numbers, lookup with aliases and suggestions, YAML overrides."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from trainyard.planner.errors import PlannerError
+from trainyard.planner.hardware import CATALOGUE, GPU, gpu, load_catalogue
+
+EXPECTED = {"A100-40GB", "A100-80GB", "H100-SXM", "H100-PCIe", "H200", "B200", "V100-32GB", "L40S"}
+
+
+def test_catalogue_has_the_well_known_gpus() -> None:
+    assert set(CATALOGUE) >= EXPECTED
+
+
+@pytest.mark.parametrize(
+    ("name", "bf16", "fp8", "memory"),
+    [("A100-80GB", 312, 0, 80), ("H100-SXM", 989, 1979, 80), ("H200", 989, 1979, 141)],
+)
+def test_datasheet_peaks(name: str, bf16: float, fp8: float, memory: float) -> None:
+    g = gpu(name)
+    assert (g.bf16_tflops, g.fp8_tflops, g.memory_gb) == (bf16, fp8, memory)
+
+
+def test_peak_by_precision_and_fp8_fallback() -> None:
+    assert gpu("H100").peak_tflops("fp8") == 1979
+    assert gpu("A100").peak_tflops("fp8") == 312  # no fp8: bf16 peak
+    assert gpu("A100").peak_tflops("fp32") == 19.5
+    with pytest.raises(PlannerError) as err:
+        gpu("A100").peak_tflops("int4")
+    assert err.value.field == "precision"
+
+
+@pytest.mark.parametrize(
+    ("alias", "name"),
+    [("H100", "H100-SXM"), ("a100", "A100-80GB"), ("h200", "H200"), ("l40s", "L40S")],
+)
+def test_case_insensitive_lookup_and_aliases(alias: str, name: str) -> None:
+    assert gpu(alias).name == name
+
+
+def test_unknown_gpu_suggests_close_names() -> None:
+    with pytest.raises(PlannerError) as err:
+        gpu("H100-SMX")
+    assert err.value.field == "gpu"
+    assert "Did you mean" in str(err.value) and "H100-SXM" in str(err.value)
+
+
+def test_invalid_gpu_names_the_field() -> None:
+    with pytest.raises(PlannerError) as err:
+        GPU("X", 100, 0, 10, 0, 1, 100, 8, 25, 5)
+    assert err.value.field == "memory_gb"
+    with pytest.raises(PlannerError) as err:
+        GPU("X", 100, -1, 10, 80, 1, 100, 8, 25, 5)
+    assert err.value.field == "fp8_tflops"
+
+
+def test_yaml_overrides_and_adds(tmp_path: Path) -> None:
+    path = tmp_path / "gpus.yaml"
+    path.write_text(
+        "h100-sxm: {network_gb_s: 25}\n"
+        "MI300X: {bf16_tflops: 1307, fp8_tflops: 2615, fp32_tflops: 163.4, memory_gb: 192,\n"
+        "         memory_bw_tbs: 5.3, nvlink_gb_s: 448, gpus_per_node: 8, network_gb_s: 50,\n"
+        "         network_latency_us: 5}\n"
+    )
+    cat = load_catalogue(path)
+    assert gpu("H100", cat).network_gb_s == 25
+    assert gpu("H100", cat).bf16_tflops == 989  # untouched fields kept
+    assert gpu("mi300x", cat).memory_gb == 192
+    assert CATALOGUE["H100-SXM"].network_gb_s == 50  # built-ins not mutated
+
+
+@pytest.mark.parametrize(
+    ("text", "field"),
+    [
+        ("H200: {memory_gb: -1}\n", "H200.memory_gb"),
+        ("H200: {memroy_gb: 100}\n", "H200.memroy_gb"),
+        ("NEW: {bf16_tflops: 10}\n", "NEW.fp8_tflops"),
+        ("H200: {gpus_per_node: 0}\n", "H200.gpus_per_node"),
+        ("H200: {bf16_tflops: fast}\n", "H200.bf16_tflops"),
+        ("- a\n- b\n", "catalogue"),
+        ("H200: [1, 2]\n", "H200"),
+        ("H200: {a: [\n", "catalogue"),
+    ],
+)
+def test_yaml_errors_name_the_field(tmp_path: Path, text: str, field: str) -> None:
+    path = tmp_path / "gpus.yaml"
+    path.write_text(text)
+    with pytest.raises(PlannerError) as err:
+        load_catalogue(path)
+    assert err.value.field == field
+
+
+def test_empty_yaml_is_the_builtin_catalogue(tmp_path: Path) -> None:
+    path = tmp_path / "empty.yaml"
+    path.write_text("")
+    assert load_catalogue(path) == CATALOGUE
