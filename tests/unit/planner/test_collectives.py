@@ -15,16 +15,14 @@ from trainyard.planner.collectives import (
     COLLECTIVES,
     H100_NVLINK,
     PROTOCOLS,
-    Comparison,
     Link,
     Topology,
     best,
     busbw_factor,
-    compare_to_published,
     ib_link,
     predict,
-    summarize,
 )
+from trainyard.planner.collectives_eval import Comparison, compare_to_published, summarize
 from trainyard.planner.errors import PlannerError
 
 GIB = 1 << 30

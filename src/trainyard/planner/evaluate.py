@@ -1,0 +1,182 @@
+"""Evaluation of the time model (`trainyard.planner.compute`) against published throughput.
+
+This module owns reading ``<shared>/planner/published_configs.csv`` (sources in SOURCES.md next
+to it), turning each row into a `Model`, `Layout` and `GPU`, predicting the achieved TFLOP/s per
+GPU and comparing it with the published value. It only reads the file.
+
+Row conventions (all documented here, none guessed per row):
+
+* GPU: the catalogue's A100-80GB, H100-SXM or V100-32GB picked from `gpu_type`, with the dense
+  peak from `gpu_peak_tflops` (default A100 312, H100 989, V100 125 when the cell is empty).
+* Layout: tp, pp from the row; dp from `data_parallel`, else num_gpus/(tp·pp); a missing
+  micro-batch is taken as 1 (SC21_T1 and the 2020/2021 README tables do not give it; 1 is the
+  smallest, and SC'21 §5.1 uses small micro-batches for its large runs). Rows noting ZeRO-3 use
+  `zero=3`.
+* Recompute: the `activation_recompute` cell when given (full / selective); otherwise "full"
+  for the SC'21-era tables (SC'21 counts the recomputed forward, Eq. 3 with 96) and "none" for
+  README_2024_H100 (Megatron-Core default; its TFLOP/s / peak equals the stated MFU).
+* Published TFLOP/s are compared with `StepTime.hardware_tflops_per_gpu` (executed FLOPs, the
+  SC'21 convention), which equals the model-FLOP rate when nothing is recomputed.
+* Rows whose notes mention --tp-comm-overlap are predicted with tp_overlap = TP_COMM_OVERLAP.
+* ZeRO-3 rows (SC21_T2's DeepSpeed baseline) are skipped: their iteration (~66 s for 175B at
+  768 and 1536 GPUs alike) is bound by DeepSpeed's parameter gathering far below NCCL's
+  bandwidth, which this model does not describe; predicting them from NCCL rates is 2-3x off.
+* Rows without a published TFLOP/s (MFU-only tables), without heads, or without the TP/PP split
+  are skipped, with the reason.
+
+error = (predicted - published) / published.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import os
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from trainyard.planner.compute import TP_COMM_OVERLAP, step_time
+from trainyard.planner.errors import PlannerError
+from trainyard.planner.hardware import GPU, gpu
+from trainyard.planner.layout import Layout, Recompute
+from trainyard.planner.model import Model
+
+__all__ = ["DEFAULT_PEAKS", "Evaluation", "Row", "default_csv_path", "evaluate", "row_inputs"]
+
+DEFAULT_PEAKS: Final[dict[str, float]] = {"A100": 312.0, "H100": 989.0, "V100": 125.0}
+_CATALOGUE_NAME: Final[dict[str, str]] = {
+    "A100": "A100-80GB",
+    "H100": "H100-SXM",
+    "V100": "V100-32GB",
+}
+_NO_RECOMPUTE_TABLES: Final = ("README_2024_H100",)
+
+
+@dataclass(frozen=True)
+class Row:
+    """One evaluated row: predicted and published TFLOP/s per GPU and the relative error."""
+
+    table_id: str
+    model: str
+    gpus: int
+    predicted: float
+    published: float
+    error: float
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """All evaluated rows, the skipped ones ((table_id, model, reason)), and error statistics."""
+
+    rows: tuple[Row, ...]
+    skipped: tuple[tuple[str, str, str], ...]
+    median_abs_error: float
+    max_abs_error: float
+
+    def table(self) -> str:
+        """The rows as aligned text, one per line, with the summary last."""
+        lines = [f"{'table_id':<22}{'model':<16}{'gpus':>6}{'pred':>9}{'pub':>9}{'err':>8}"]
+        for r in self.rows:
+            lines.append(
+                f"{r.table_id:<22}{r.model[:15]:<16}{r.gpus:>6}{r.predicted:>9.1f}"
+                f"{r.published:>9.1f}{r.error:>+8.1%}"
+            )
+        lines.append(
+            f"median |error| {self.median_abs_error:.1%}, max |error| {self.max_abs_error:.1%}, "
+            f"{len(self.rows)} rows, {len(self.skipped)} skipped"
+        )
+        return "\n".join(lines)
+
+
+def default_csv_path() -> Path:
+    """``$TRAINYARD_SHARED`` (else ``../shared`` from the working directory)
+    ``/planner/published_configs.csv``."""
+    env = os.environ.get("TRAINYARD_SHARED")
+    root = Path(env) if env else Path.cwd().parent / "shared"
+    return root / "planner" / "published_configs.csv"
+
+
+def _int(row: dict[str, str], field: str) -> int | None:
+    text = row.get(field, "").strip()
+    if not text:
+        return None
+    try:
+        value = float(text)
+    except ValueError as exc:
+        raise PlannerError(field, f"must be a number, got {text!r}") from exc
+    if value != int(value):
+        raise PlannerError(field, f"must be a whole number, got {text!r}")
+    return int(value)
+
+
+def _gpu(row: dict[str, str]) -> GPU:
+    kind = next((k for k in DEFAULT_PEAKS if k in row.get("gpu_type", "")), None)
+    if kind is None:
+        raise PlannerError("gpu_type", f"unknown GPU {row.get('gpu_type', '')!r}")
+    peak_text = row.get("gpu_peak_tflops", "").strip()
+    peak = float(peak_text) if peak_text else DEFAULT_PEAKS[kind]
+    return dataclasses.replace(gpu(_CATALOGUE_NAME[kind]), bf16_tflops=peak)
+
+
+def _recompute(row: dict[str, str]) -> Recompute:
+    cell = row.get("activation_recompute", "").strip().lower()
+    if cell.startswith("selective"):
+        return "selective"
+    if cell.startswith("full"):
+        return "full"
+    return "none" if row.get("table_id") in _NO_RECOMPUTE_TABLES else "full"
+
+
+def row_inputs(row: dict[str, str]) -> tuple[Model, Layout, GPU] | str:
+    """The `Model`, `Layout` and `GPU` a CSV row describes, or why it cannot be evaluated."""
+    needed = ("num_layers", "hidden_size", "num_attention_heads", "seq_len", "vocab_size")
+    for field in (*needed, "global_batch_size", "tensor_parallel", "pipeline_parallel"):
+        if _int(row, field) is None:
+            return f"no {field}"
+    layers, hidden, heads, seq, vocab = (_int(row, f) or 0 for f in needed)
+    batch = _int(row, "global_batch_size") or 0
+    tp = _int(row, "tensor_parallel") or 0
+    pp = _int(row, "pipeline_parallel") or 0
+    gpus = _int(row, "num_gpus") or tp * pp
+    dp = _int(row, "data_parallel") or gpus // (tp * pp)
+    micro = _int(row, "micro_batch_size") or 1
+    zero = 3 if "zero-3" in row.get("notes", "").lower() else 0
+    model = Model(row.get("model", "") or "row", layers, hidden, heads, seq, vocab, batch)
+    layout = Layout(tp=tp, pp=pp, dp=dp, micro_batch=micro, zero=zero, recompute=_recompute(row))
+    return model, layout, _gpu(row)
+
+
+def evaluate(path: str | Path | None = None) -> Evaluation:
+    """Predict every usable row of published_configs.csv and compare with the published value."""
+    csv_path = Path(path) if path is not None else default_csv_path()
+    if not csv_path.is_file():
+        raise PlannerError("path", f"{csv_path} not found (set TRAINYARD_SHARED)")
+    rows: list[Row] = []
+    skipped: list[tuple[str, str, str]] = []
+    with csv_path.open(newline="") as f:
+        for raw in csv.DictReader(f):
+            table, name = raw.get("table_id", ""), raw.get("model", "")
+            published_text = raw.get("achieved_tflops_per_gpu", "").strip()
+            if not published_text:
+                skipped.append((table, name, "no achieved_tflops_per_gpu"))
+                continue
+            if "zero-3" in raw.get("notes", "").lower():
+                skipped.append((table, name, "ZeRO-3 baseline (not modelled)"))
+                continue
+            inputs = row_inputs(raw)
+            if isinstance(inputs, str):
+                skipped.append((table, name, inputs))
+                continue
+            model, layout, g = inputs
+            published = float(published_text)
+            tp_overlap = TP_COMM_OVERLAP if "--tp-comm-overlap" in raw.get("notes", "") else 0.0
+            result = step_time(model, layout, g, tp_overlap=tp_overlap)
+            predicted = result.hardware_tflops_per_gpu
+            err = (predicted - published) / published
+            rows.append(Row(table, name, layout.gpus, predicted, published, err))
+    if not rows:
+        raise PlannerError("path", f"{csv_path} has no row with a published TFLOP/s to evaluate")
+    errors = [abs(r.error) for r in rows]
+    return Evaluation(tuple(rows), tuple(skipped), statistics.median(errors), max(errors))

@@ -1,0 +1,167 @@
+"""The time model (trainyard.planner.compute): hand-computed cases, properties, bad input."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from typing import Any
+
+import pytest
+
+from trainyard.planner.compute import (
+    ETA_MAX,
+    W_HALF,
+    achievable_fraction,
+    flops_executed,
+    step_time,
+)
+from trainyard.planner.errors import PlannerError
+from trainyard.planner.hardware import gpu
+from trainyard.planner.layout import Layout
+from trainyard.planner.model import Model
+
+A100 = gpu("A100")
+SMALL = Model("small", layers=8, hidden=1024, heads=16, seq_len=1024, vocab=32000, global_batch=64)
+
+
+def test_single_gpu_is_flops_over_peak_times_fraction() -> None:
+    r = step_time(SMALL, Layout(), A100)
+    b, s, n, h, v = 64, 1024, 8, 1024, 32000
+    flops = 72 * b * s * n * h * h * (1 + s / (6 * h) + v / (16 * n * h))
+    eta = ETA_MAX * h / (h + W_HALF)
+    assert r.efficiency == pytest.approx(eta)
+    assert r.compute_s == pytest.approx(flops / (312e12 * eta))
+    assert r.iteration_s == pytest.approx(r.compute_s)
+    assert (r.tp_comm_s, r.bubble_s, r.dp_comm_s, r.dp_exposed_s) == (0.0, 0.0, 0.0, 0.0)
+    assert r.tflops_per_gpu == pytest.approx(312 * eta)
+    assert r.mfu == pytest.approx(eta)
+
+
+def test_efficiency_override_and_full_recompute_hand_computed() -> None:
+    r = step_time(SMALL, Layout(recompute="full"), A100, efficiency=0.5)
+    f96 = SMALL.flops_per_iteration(recompute=True)
+    assert r.compute_s == pytest.approx(f96 / (312e12 * 0.5))
+    # Executed FLOPs run at 50 % of peak; model FLOPs are 72/96 of them.
+    assert r.hardware_tflops_per_gpu == pytest.approx(156.0)
+    assert r.tflops_per_gpu == pytest.approx(156.0 * 72 / 96)
+    assert r.mfu == pytest.approx(0.5 * 72 / 96)
+
+
+def test_selective_recompute_flops_lie_between_none_and_full() -> None:
+    f72 = SMALL.flops_per_iteration(recompute=False)
+    f96 = SMALL.flops_per_iteration(recompute=True)
+    sel = flops_executed(SMALL, "selective")
+    assert f72 < sel < f96
+    s, h, v, n = 1024, 1024, 32000, 8
+    attn = s / (6 * h)
+    assert sel == pytest.approx(f72 + (f96 - f72) * attn / (1 + attn + v / (16 * n * h)))
+
+
+def test_achievable_fraction_saturates() -> None:
+    assert achievable_fraction(W_HALF) == pytest.approx(ETA_MAX / 2)
+    values = [achievable_fraction(h) for h in (512, 1024, 4096, 16384, 1e9)]
+    assert values == sorted(values)
+    assert values[-1] == pytest.approx(ETA_MAX, rel=1e-5)
+
+
+def test_tensor_parallel_adds_all_reduces_and_full_recompute_adds_half_more() -> None:
+    base = step_time(SMALL, Layout(tp=4), A100)
+    full = step_time(SMALL, Layout(tp=4, recompute="full"), A100)
+    assert base.tp_comm_s > 0
+    assert full.tp_comm_s == pytest.approx(1.5 * base.tp_comm_s)
+    hidden = step_time(SMALL, Layout(tp=4), A100, tp_overlap=0.5)
+    assert hidden.tp_comm_s == pytest.approx(0.5 * base.tp_comm_s)
+
+
+def test_data_parallel_exposed_share_and_zero3_volume() -> None:
+    plain = step_time(SMALL, Layout(dp=16), A100)
+    assert plain.dp_comm_s > 0
+    assert plain.dp_exposed_s == pytest.approx(0.5 * plain.dp_comm_s)
+    none_hidden = step_time(SMALL, Layout(dp=16), A100, dp_overlap=0.0)
+    assert none_hidden.dp_exposed_s == pytest.approx(plain.dp_comm_s)
+    zero3 = step_time(SMALL, Layout(dp=16, zero=3), A100)
+    assert zero3.dp_comm_s > plain.dp_comm_s
+
+
+def test_bubble_is_p_minus_1_over_m_v() -> None:
+    layout = Layout(pp=4, micro_batch=1)
+    r = step_time(SMALL, layout, A100)
+    m = layout.microbatches(SMALL)
+    assert r.bubble_s == pytest.approx(3 / m * (r.compute_s + r.tp_comm_s))
+    inter = step_time(SMALL, Layout(pp=4, micro_batch=1, virtual_stages=2), A100)
+    assert inter.bubble_s == pytest.approx(r.bubble_s / 2)
+
+
+LAYOUTS = [
+    Layout(),
+    Layout(tp=2),
+    Layout(tp=8, pp=2, dp=4),
+    Layout(tp=4, pp=4, dp=2, micro_batch=2, recompute="full", virtual_stages=2),
+    Layout(dp=32, zero=3, recompute="selective"),
+    Layout(tp=16, pp=1, dp=2, sequence_parallel=True),
+]
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("device", ["A100", "H100", "V100"])
+def test_times_are_finite_and_never_negative(layout: Layout, device: str) -> None:
+    r = step_time(SMALL, layout, gpu(device))
+    parts = (r.compute_s, r.tp_comm_s, r.bubble_s, r.dp_comm_s, r.dp_exposed_s)
+    assert all(math.isfinite(x) and x >= 0 for x in parts)
+    assert r.iteration_s == pytest.approx(r.compute_s + r.tp_comm_s + r.bubble_s + r.dp_exposed_s)
+    assert r.iteration_s > 0
+    assert 0 < r.mfu < 1
+
+
+def test_more_gpus_never_increase_compute_time() -> None:
+    for make in (
+        lambda k: Layout(dp=k),
+        lambda k: Layout(tp=k),
+        lambda k: Layout(pp=k, micro_batch=1),
+        lambda k: Layout(tp=2, pp=2, dp=k),
+    ):
+        times = [step_time(SMALL, make(k), A100).compute_s for k in (1, 2, 4, 8)]
+        assert all(b <= a for a, b in itertools.pairwise(times))
+
+
+def test_bubble_shrinks_with_more_micro_batches() -> None:
+    fractions = []
+    for batch in (8, 16, 32, 64, 128):
+        model = Model("m", 8, 1024, 16, 1024, 32000, global_batch=batch)
+        r = step_time(model, Layout(pp=4, micro_batch=1), A100)
+        fractions.append(r.bubble_s / (r.compute_s + r.tp_comm_s))
+    assert all(b < a for a, b in itertools.pairwise(fractions))
+    # Same global batch, smaller micro-batches: more of them, smaller bubble.
+    bubbles = [step_time(SMALL, Layout(pp=4, micro_batch=b), A100).bubble_s for b in (8, 4, 2, 1)]
+    assert all(b < a for a, b in itertools.pairwise(bubbles))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"nodes_of": 0}, "nodes_of"),
+        ({"dp_overlap": 1.5}, "dp_overlap"),
+        ({"tp_overlap": -0.1}, "tp_overlap"),
+        ({"efficiency": 0.0}, "efficiency"),
+        ({"efficiency": float("nan")}, "efficiency"),
+    ],
+)
+def test_bad_arguments_name_the_field(kwargs: dict[str, Any], field: str) -> None:
+    with pytest.raises(PlannerError) as exc:
+        step_time(SMALL, Layout(), A100, **kwargs)
+    assert exc.value.field == field
+
+
+def test_bad_layout_and_inputs_name_the_field() -> None:
+    with pytest.raises(PlannerError) as exc:
+        step_time(SMALL, Layout(tp=3), A100)
+    assert exc.value.field == "tp"
+    with pytest.raises(PlannerError) as exc:
+        step_time(SMALL, Layout(dp=3), A100)
+    assert exc.value.field == "micro_batch"
+    with pytest.raises(PlannerError) as exc:
+        flops_executed(SMALL, "some")
+    assert exc.value.field == "recompute"
+    with pytest.raises(PlannerError) as exc:
+        achievable_fraction(0)
+    assert exc.value.field == "hidden"
