@@ -1,0 +1,228 @@
+"""Layout search: every valid parallel layout of a model on N GPUs, filtered by memory and ranked
+by predicted throughput (`search`, `best`).
+
+This module owns the enumeration; memory comes from `trainyard.planner.memory`, time from
+`trainyard.planner.compute`. It is pure and deterministic.
+
+Search space (each layout is then checked with `Layout.check`):
+
+* tp: divisors of min(nodes_of, heads) that divide heads, kv_heads, hidden and ffn_hidden (a
+  tensor-parallel group stays inside one node);
+* pp: divisors of the layer count; dp = num_gpus / (tp·pp), an integer, with global_batch a
+  multiple of dp·micro_batch;
+* micro_batch in 1, 2, 4, 8; ZeRO stage 0-3; recompute none / selective / full;
+* virtual_stages 1, or 2 when pp > 1 and layers divide into pp·2 chunks;
+* sequence parallelism is on whenever tp > 1: the time model costs it like plain tensor
+  parallelism and it only lowers activation memory, so it is never worse.
+
+Memory filter: a layout fits when its most loaded GPU needs at most HEADROOM (95 %) of the GPU's
+memory; the 5 % covers what `memory` does not model (CUDA context, NCCL buffers, temporary
+buffers, fragmentation).
+
+Pruning: memory is evaluated before time, and time only for layouts that fit. ZeRO stages 0, 1
+and 2 cost the same time in the model, so for each other choice only the lowest stage that fits
+is kept (more sharding buys nothing there); ZeRO-3 (slower: 1.5x the gradient traffic) is only
+tried when none of 0-2 fits. With dp = 1 ZeRO changes nothing and only stage 0 is tried. Step
+times are cached on what they depend on (ZeRO matters only as "3 or not").
+
+Ranking: iteration time ascending (throughput descending, the model and GPU count being fixed),
+ties broken by lower memory, then by the layout's fields.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Final
+
+from trainyard.planner.compute import StepTime, step_time
+from trainyard.planner.errors import PlannerError
+from trainyard.planner.hardware import GPU
+from trainyard.planner.layout import RECOMPUTE_MODES, Layout, Recompute
+from trainyard.planner.memory import MemoryBreakdown, memory_per_gpu
+from trainyard.planner.model import Model
+
+__all__ = ["HEADROOM", "MICRO_BATCHES", "Plan", "best", "search"]
+
+HEADROOM: Final = 0.95  # share of GPU memory a plan may use (see the module docstring)
+MICRO_BATCHES: Final = (1, 2, 4, 8)
+# What a step time depends on: tp, pp, dp, micro_batch, virtual_stages, recompute, ZeRO-3 or not.
+_Key = tuple[int, int, int, int, int, str, bool]
+_RECOMPUTES: Final[tuple[Recompute, ...]] = ("none", "selective", "full")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One fitting layout with its predicted memory (GB, most loaded GPU) and step time.
+
+    `tokens_per_s` is global_batch·seq_len / iteration; `tflops_per_gpu` and `mfu` count model
+    FLOPs (72-factor, no recompute), as `StepTime` does.
+    """
+
+    layout: Layout
+    memory: MemoryBreakdown
+    time: StepTime
+    tokens_per_s: float
+    tflops_per_gpu: float
+    mfu: float
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def _check_inputs(model: Model, num_gpus: int, gpu: GPU, nodes_of: int, top: int) -> None:
+    for name, value in (("num_gpus", num_gpus), ("nodes_of", nodes_of), ("top", top)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise PlannerError(name, f"must be a positive integer, got {value!r}")
+    if not isinstance(model, Model):
+        raise PlannerError("model", f"must be a Model, got {type(model).__name__}")
+    if not isinstance(gpu, GPU):
+        raise PlannerError("gpu", f"must be a GPU, got {type(gpu).__name__}")
+
+
+def _tp_options(model: Model, nodes_of: int) -> list[int]:
+    sizes = (model.heads, model.kv_heads, model.hidden, model.ffn_hidden)
+    return [t for t in _divisors(min(nodes_of, model.heads)) if all(s % t == 0 for s in sizes)]
+
+
+def _shapes(model: Model, num_gpus: int, nodes_of: int) -> list[tuple[int, int, int]]:
+    """(tp, pp, dp) triples with tp·pp·dp = num_gpus and some micro-batch dividing the batch."""
+    out = []
+    for tp in _tp_options(model, nodes_of):
+        for pp in _divisors(model.layers):
+            if num_gpus % (tp * pp):
+                continue
+            dp = num_gpus // (tp * pp)
+            if model.global_batch % dp == 0:
+                out.append((tp, pp, dp))
+    return out
+
+
+def _fits(model: Model, layout: Layout, budget: float) -> MemoryBreakdown | None:
+    mem = memory_per_gpu(model, layout)
+    return mem if mem.total <= budget else None
+
+
+def _smallest_fitting_count(model: Model, num_gpus: int, gpu: GPU, nodes_of: int) -> int | None:
+    """The smallest GPU count above num_gpus with a layout that fits (leanest options)."""
+    budget = HEADROOM * gpu.memory_gb
+    counts = set()
+    for tp in _tp_options(model, nodes_of):
+        for pp in _divisors(model.layers):
+            for dp in _divisors(model.global_batch):
+                if tp * pp * dp > num_gpus:
+                    counts.add((tp * pp * dp, tp, pp, dp))
+    for n, tp, pp, dp in sorted(counts):
+        zero = 3 if dp > 1 else 0
+        lean = Layout(tp=tp, pp=pp, dp=dp, zero=zero, recompute="full", sequence_parallel=tp > 1)
+        if _fits(model, lean, budget) is not None:
+            return n
+    return None
+
+
+def search(model: Model, num_gpus: int, gpu: GPU, nodes_of: int = 8, top: int = 10) -> list[Plan]:
+    """The `top` fastest layouts of `model` on `num_gpus` `gpu`s that fit in memory, best first.
+
+    `nodes_of` is GPUs per node (tensor parallelism stays inside a node). Raises `PlannerError`
+    naming the field for bad input, or when no layout is valid or fits (saying what limits and,
+    when one exists, the smallest GPU count that would fit).
+    """
+    _check_inputs(model, num_gpus, gpu, nodes_of, top)
+    shapes = _shapes(model, num_gpus, nodes_of)
+    if not shapes:
+        tps = _tp_options(model, nodes_of)
+        raise PlannerError(
+            "num_gpus",
+            f"{num_gpus} GPUs cannot be split as tp x pp x dp for {model.name!r}: tp must be one "
+            f"of {tps}, pp a divisor of layers ({model.layers}), and dp a divisor of "
+            f"global_batch ({model.global_batch}); pick a GPU count of that form",
+        )
+    budget = HEADROOM * gpu.memory_gb
+    times: dict[_Key, StepTime] = {}
+    plans: list[Plan] = []
+    for tp, pp, dp in shapes:
+        vs = (1, 2) if pp > 1 and model.layers % (2 * pp) == 0 else (1,)
+        for mb in MICRO_BATCHES:
+            if model.global_batch % (dp * mb):
+                continue
+            for v in vs:
+                for recompute in _RECOMPUTES:
+                    base = Layout(
+                        tp=tp,
+                        pp=pp,
+                        dp=dp,
+                        micro_batch=mb,
+                        recompute=recompute,
+                        virtual_stages=v,
+                        sequence_parallel=tp > 1,
+                    )
+                    plan = _best_zero(model, gpu, nodes_of, budget, times, base)
+                    if plan is not None:
+                        plans.append(plan)
+    if not plans:
+        smallest = _smallest_fitting_count(model, num_gpus, gpu, nodes_of)
+        hint = (
+            f"the smallest GPU count that fits is {smallest}"
+            if smallest is not None
+            else "no GPU count fits: use a GPU with more memory or a smaller model/batch"
+        )
+        raise PlannerError(
+            "num_gpus",
+            f"no layout of {model.name!r} on {num_gpus} x {gpu.name} fits in "
+            f"{HEADROOM:.0%} of {gpu.memory_gb:g} GB per GPU (even with ZeRO-3 and full "
+            f"recompute); {hint}",
+        )
+    plans.sort(key=_rank)
+    return plans[:top]
+
+
+def _rank(plan: Plan) -> tuple[float, float, int, int, int, int, int, int]:
+    lay = plan.layout
+    return (
+        plan.time.iteration_s,
+        plan.memory.total,
+        lay.tp,
+        lay.pp,
+        lay.micro_batch,
+        lay.zero,
+        RECOMPUTE_MODES.index(lay.recompute),
+        lay.virtual_stages,
+    )
+
+
+def _best_zero(
+    model: Model,
+    gpu: GPU,
+    nodes_of: int,
+    budget: float,
+    times: dict[_Key, StepTime],
+    base: Layout,
+) -> Plan | None:
+    """`base` with the lowest ZeRO stage that fits (see the module docstring), or None."""
+    stages = (0, 1, 2, 3) if base.dp > 1 else (0,)
+    for zero in stages:
+        layout = dataclasses.replace(base, zero=zero)
+        mem = _fits(model, layout, budget)
+        if mem is None:
+            continue
+        key: _Key = (
+            base.tp,
+            base.pp,
+            base.dp,
+            base.micro_batch,
+            base.virtual_stages,
+            base.recompute,
+            zero == 3,
+        )
+        if key not in times:
+            times[key] = step_time(model, layout, gpu, nodes_of)
+        t = times[key]
+        tokens = model.tokens_per_iteration / t.iteration_s
+        return Plan(layout, mem, t, tokens, t.tflops_per_gpu, t.mfu)
+    return None
+
+
+def best(model: Model, num_gpus: int, gpu: GPU, nodes_of: int = 8) -> Plan:
+    """The fastest fitting layout (`search(...)[0]`); raises `PlannerError` like `search`."""
+    return search(model, num_gpus, gpu, nodes_of, top=1)[0]

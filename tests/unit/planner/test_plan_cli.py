@@ -1,0 +1,86 @@
+"""`trainyard plan` (trainyard.cli.plan) through typer's CliRunner on an app with only `plan`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+from typer.testing import CliRunner
+
+from trainyard.cli import plan
+from trainyard.planner.search import HEADROOM
+
+app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+plan.register(app)
+# A second command keeps `plan` a named subcommand, as in the real app.
+app.command("noop")(lambda: None)
+runner = CliRunner()
+
+
+def test_json_output_parses_and_is_ranked() -> None:
+    result = runner.invoke(
+        app, ["plan", "--model", "gpt3-1.3b", "--gpus", "8", "--gpu-type", "H100", "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    plans = json.loads(result.stdout)
+    assert len(plans) == 5
+    times = [p["step_time_s"]["iteration_s"] for p in plans]
+    assert times == sorted(times)
+    for p in plans:
+        lay = p["layout"]
+        assert lay["tp"] * lay["pp"] * lay["dp"] == 8
+        assert p["memory_gb"]["total"] <= HEADROOM * 80
+        assert p["tokens_per_s"] > 0 and 0 < p["mfu"] < 1
+
+
+def test_top_and_nodes_of() -> None:
+    args = ["plan", "-m", "gpt3-1.3b", "-n", "16", "-g", "A100", "--top", "2", "--json"]
+    result = runner.invoke(app, [*args, "--nodes-of", "2"])
+    assert result.exit_code == 0, result.output
+    plans = json.loads(result.stdout)
+    assert len(plans) == 2
+    assert all(p["layout"]["tp"] <= 2 for p in plans)
+
+
+def test_table_output() -> None:
+    result = runner.invoke(app, ["plan", "--model", "sc21-1.7b", "--gpus", "32", "-g", "A100"])
+    assert result.exit_code == 0, result.output
+    assert "sc21-1.7b on 32 x A100" in result.stdout
+    for header in ("tp", "pp", "dp", "zero", "recompute", "mem GB", "step s", "MFU"):
+        assert header in result.stdout
+
+
+def test_model_from_yaml_file(tmp_path: Path) -> None:
+    path = tmp_path / "m.yaml"
+    path.write_text("{preset: gpt3-125m, global_batch: 64}\n")
+    result = runner.invoke(app, ["plan", "-m", str(path), "-n", "4", "-g", "H100", "--json"])
+    assert result.exit_code == 0, result.output
+    assert all(
+        p["layout"]["tp"] * p["layout"]["pp"] * p["layout"]["dp"] == 4
+        for p in json.loads(result.stdout)
+    )
+
+
+def test_bad_preset_is_one_helpful_line_and_exit_2() -> None:
+    result = runner.invoke(app, ["plan", "--model", "gpt3-13bb", "--gpus", "8", "-g", "H100"])
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1
+    assert lines[0].startswith("error: model: unknown model preset 'gpt3-13bb'")
+    assert "Did you mean 'gpt3-13b'" in lines[0]
+
+
+def test_other_bad_inputs_exit_2(tmp_path: Path) -> None:
+    cases = [
+        (["-m", "gpt3-1.3b", "-n", "0", "-g", "H100"], "error: num_gpus:"),
+        (["-m", "gpt3-1.3b", "-n", "8", "-g", "H900"], "error: gpu: unknown GPU"),
+        (["-m", "gpt3-175b", "-n", "8", "-g", "H100"], "smallest GPU count that fits"),
+        (["-m", str(tmp_path / "missing.yaml"), "-n", "8", "-g", "H100"], "not found"),
+    ]
+    for args, expected in cases:
+        result = runner.invoke(app, ["plan", *args])
+        assert result.exit_code == 2, (args, result.output)
+        assert expected in result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1
