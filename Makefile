@@ -5,14 +5,14 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 # The package is installed (not editable) so that the mypyc-compiled core is what runs;
 # any change under src/ reinstalls it. TRAINYARD_PURE=1 skips compilation (see setup.py).
-SRC    := $(shell find src -name '*.py' -o -name '*.typed') setup.py pyproject.toml
+SRC    := $(shell find src -name '*.py' -o -name '*.typed') setup.py pyproject.toml constraints.txt
 
 .PHONY: up test lint typecheck bench clean venv
 
 $(STAMP): $(SRC)
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet '.[dev]'
+	$(BIN)/python -m pip install --quiet -c constraints.txt '.[dev]'
 	@touch $(STAMP)
 
 venv: $(STAMP)
