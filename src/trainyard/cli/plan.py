@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.table import Table
 
 from trainyard.planner.errors import PlannerError
+from trainyard.planner.evaluate import evaluate
 from trainyard.planner.hardware import gpu as gpu_named
 from trainyard.planner.model import Model, load_model, preset
 from trainyard.planner.search import Plan, search
@@ -26,6 +27,29 @@ from trainyard.planner.search import Plan, search
 def register(app: typer.Typer) -> None:
     """Add the `plan` command to `app`."""
     app.command("plan")(plan_command)
+
+
+def _evaluate(path: Path, as_json: bool) -> None:
+    """Print predicted vs published TFLOP/s per GPU for every row of `path`."""
+    if not path.is_file():
+        typer.echo(f"error: --evaluate: file {path} not found", err=True)
+        raise typer.Exit(2)
+    try:
+        result = evaluate(path)
+    except (PlannerError, OSError, ValueError, KeyError) as exc:
+        typer.echo(f"error: --evaluate: {path}: {exc}", err=True)
+        raise typer.Exit(2) from None
+    if as_json:
+        rows = [dataclasses.asdict(r) for r in result.rows]
+        out = {
+            "rows": rows,
+            "skipped": [list(s) for s in result.skipped],
+            "median_abs_error": result.median_abs_error,
+            "max_abs_error": result.max_abs_error,
+        }
+        typer.echo(json.dumps(out, indent=2))
+    else:
+        typer.echo(result.table())
 
 
 def _model(spec: str) -> Model:
@@ -38,15 +62,39 @@ def _model(spec: str) -> Model:
 
 def plan_command(
     model: Annotated[
-        str, typer.Option("--model", "-m", metavar="PRESET|FILE", help="Preset or YAML file.")
-    ],
-    gpus: Annotated[int, typer.Option("--gpus", "-n", help="Number of GPUs.")],
-    gpu_type: Annotated[str, typer.Option("--gpu-type", "-g", help="GPU type, e.g. H100.")],
+        str | None,
+        typer.Option("--model", "-m", metavar="PRESET|FILE", help="Preset or YAML file."),
+    ] = None,
+    gpus: Annotated[int | None, typer.Option("--gpus", "-n", help="Number of GPUs.")] = None,
+    gpu_type: Annotated[
+        str | None, typer.Option("--gpu-type", "-g", help="GPU type, e.g. H100.")
+    ] = None,
     nodes_of: Annotated[int, typer.Option("--nodes-of", help="GPUs per node.")] = 8,
     top: Annotated[int, typer.Option("--top", help="Plans to show.")] = 5,
+    evaluate_csv: Annotated[
+        Path | None,
+        typer.Option(
+            "--evaluate",
+            metavar="FILE.csv",
+            help="Compare predictions with published configurations (published_configs.csv).",
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the plans as JSON.")] = False,
 ) -> None:
-    """Print the fastest layouts of MODEL on GPUS GPUs that fit in memory."""
+    """Print the fastest layouts of MODEL on GPUS GPUs that fit in memory, or with
+    --evaluate, predicted vs published throughput for each row of a CSV."""
+    if evaluate_csv is not None:
+        _evaluate(evaluate_csv, as_json)
+        return
+    missing = [
+        name
+        for name, v in (("--model", model), ("--gpus", gpus), ("--gpu-type", gpu_type))
+        if v is None
+    ]
+    if missing:
+        typer.echo(f"error: {', '.join(missing)} required (or use --evaluate FILE.csv)", err=True)
+        raise typer.Exit(2)
+    assert model is not None and gpus is not None and gpu_type is not None
     try:
         m = _model(model)
         plans = search(m, gpus, gpu_named(gpu_type), nodes_of=nodes_of, top=top)

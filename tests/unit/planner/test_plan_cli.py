@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
+import pytest
 import typer
 from typer.testing import CliRunner
 
@@ -84,3 +86,34 @@ def test_other_bad_inputs_exit_2(tmp_path: Path) -> None:
         assert result.exit_code == 2, (args, result.output)
         assert expected in result.stderr
         assert len(result.stderr.strip().splitlines()) == 1
+
+
+def _published_csv() -> Path | None:
+    root = os.environ.get("TRAINYARD_SHARED", Path(__file__).resolve().parents[4] / "shared")
+    path = Path(root) / "planner" / "published_configs.csv"
+    if path.exists():
+        return path
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{path} is missing: CI must provide ../shared (TRAINYARD_SHARED)")
+    return None
+
+
+def test_evaluate_prints_predicted_vs_published() -> None:
+    path = _published_csv()
+    if path is None:
+        pytest.skip("no ../shared on this machine")
+    result = runner.invoke(app, ["plan", "--evaluate", str(path), "--json"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert len(out["rows"]) >= 30
+    assert out["median_abs_error"] <= 0.07  # the target for the median
+    table = runner.invoke(app, ["plan", "--evaluate", str(path)])
+    assert "median |error|" in table.stdout
+
+
+def test_plan_needs_a_model_or_evaluate() -> None:
+    result = runner.invoke(app, ["plan", "--gpus", "8"])
+    assert result.exit_code == 2
+    assert "--model" in result.output and "--evaluate" in result.output
+    missing = runner.invoke(app, ["plan", "--evaluate", "/no/such.csv"])
+    assert missing.exit_code == 2 and "not found" in missing.output
