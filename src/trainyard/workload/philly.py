@@ -73,11 +73,6 @@ def sample_duration(rng: random.Random) -> float:
     return qs[-1][1]
 
 
-def mean_gpus() -> float:
-    total = sum(GPU_COUNTS.values())
-    return sum(s * c for s, c in GPU_COUNTS.items()) / total
-
-
 def fit(path: Path) -> dict[str, object]:
     """Recount the numbers above from a Philly CSV (columns num_gpus, duration)."""
     sizes: Counter[int] = Counter()
