@@ -21,8 +21,11 @@ Row conventions (all documented here, none guessed per row):
 * ZeRO-3 rows (SC21_T2's DeepSpeed baseline) are skipped: their iteration (~66 s for 175B at
   768 and 1536 GPUs alike) is bound by DeepSpeed's parameter gathering far below NCCL's
   bandwidth, which this model does not describe; predicting them from NCCL rates is 2-3x off.
-* Rows without a published TFLOP/s (MFU-only tables), without heads, or without the TP/PP split
-  are skipped, with the reason.
+* Rows without a published TFLOP/s but with `hfu_pct` (README_MFU_HFU, the Korthikanti et al.
+  Table 3 configurations) are compared as hfu_pct · peak, the executed-FLOP rate, with the
+  interleaving factor `v=N` their notes give.
+* Rows without a published TFLOP/s or HFU (MFU-only strong-scaling points), without heads, or
+  without the TP/PP split are skipped, with the reason.
 
 error = (predicted - published) / published.
 """
@@ -32,6 +35,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import os
+import re
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
@@ -142,9 +146,21 @@ def row_inputs(row: dict[str, str]) -> tuple[Model, Layout, GPU] | str:
     gpus = _int(row, "num_gpus") or tp * pp
     dp = _int(row, "data_parallel") or gpus // (tp * pp)
     micro = _int(row, "micro_batch_size") or 1
-    zero = 3 if "zero-3" in row.get("notes", "").lower() else 0
+    notes = row.get("notes", "")
+    zero = 3 if "zero-3" in notes.lower() else 0
+    found = re.search(r"\bv=(\d+)", notes)
+    v = int(found.group(1)) if found and pp > 1 else 1
     model = Model(row.get("model", "") or "row", layers, hidden, heads, seq, vocab, batch)
-    layout = Layout(tp=tp, pp=pp, dp=dp, micro_batch=micro, zero=zero, recompute=_recompute(row))
+    layout = Layout(
+        tp=tp,
+        pp=pp,
+        dp=dp,
+        micro_batch=micro,
+        zero=zero,
+        recompute=_recompute(row),
+        virtual_stages=v,
+        sequence_parallel=tp > 1 and "sequence parallel" in row.get("activation_recompute", ""),
+    )
     return model, layout, _gpu(row)
 
 
@@ -159,8 +175,9 @@ def evaluate(path: str | Path | None = None) -> Evaluation:
         for raw in csv.DictReader(f):
             table, name = raw.get("table_id", ""), raw.get("model", "")
             published_text = raw.get("achieved_tflops_per_gpu", "").strip()
-            if not published_text:
-                skipped.append((table, name, "no achieved_tflops_per_gpu"))
+            hfu_text = raw.get("hfu_pct", "").strip()
+            if not published_text and not hfu_text:
+                skipped.append((table, name, "no achieved_tflops_per_gpu or hfu_pct"))
                 continue
             if "zero-3" in raw.get("notes", "").lower():
                 skipped.append((table, name, "ZeRO-3 baseline (not modelled)"))
@@ -170,7 +187,10 @@ def evaluate(path: str | Path | None = None) -> Evaluation:
                 skipped.append((table, name, inputs))
                 continue
             model, layout, g = inputs
-            published = float(published_text)
+            if published_text:
+                published = float(published_text)
+            else:
+                published = float(hfu_text) / 100 * g.peak_tflops(model.precision)
             tp_overlap = TP_COMM_OVERLAP if "--tp-comm-overlap" in raw.get("notes", "") else 0.0
             result = step_time(model, layout, g, tp_overlap=tp_overlap)
             predicted = result.hardware_tflops_per_gpu

@@ -31,13 +31,14 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Any, Literal, cast
 
 import yaml
 
 from trainyard.planner.errors import PlannerError, unknown_name
 
-__all__ = ["PRESETS", "Model", "Precision", "load_model", "preset"]
+__all__ = ["PRESETS", "Model", "Precision", "load_model", "model_from_mapping", "preset"]
 
 Precision = Literal["bf16", "fp16", "fp8"]
 _PRECISIONS: tuple[str, ...] = ("bf16", "fp16", "fp8")
@@ -226,6 +227,12 @@ def load_model(path: str | Path) -> Model:
         raise PlannerError("model", f"{path} is not valid YAML: {exc}") from exc
     if not isinstance(data, dict):
         raise PlannerError("model", f"{path} must be a mapping of model fields")
+    return model_from_mapping(data)
+
+
+def model_from_mapping(data: Mapping[str, Any]) -> Model:
+    """A `Model` from a mapping of its fields, optionally with `preset: NAME` to start from
+    (the form `load_model` reads and a job spec's `model:` section carries)."""
     fields = {f.name for f in dataclasses.fields(Model)}
     unknown = sorted(set(map(str, data)) - fields - {"preset"})
     if unknown:
@@ -238,9 +245,15 @@ def load_model(path: str | Path) -> Model:
         keep_ffn = "ffn_hidden" in overrides or base.ffn_hidden != 4 * base.hidden
         if "hidden" in overrides and not keep_ffn:
             overrides["ffn_hidden"] = 0
-        return dataclasses.replace(base, **overrides)
+        try:
+            return dataclasses.replace(base, **overrides)
+        except TypeError as exc:
+            raise PlannerError("model", str(exc)) from exc
     required = ("name", "layers", "hidden", "heads", "seq_len", "vocab", "global_batch")
     missing = [r for r in required if r not in data]
     if missing:
         raise PlannerError(missing[0], f"required (or give `preset:`); missing: {missing}")
-    return Model(**cast(dict[str, Any], overrides))
+    try:
+        return Model(**cast(dict[str, Any], overrides))
+    except TypeError as exc:
+        raise PlannerError("model", str(exc)) from exc
