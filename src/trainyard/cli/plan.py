@@ -1,7 +1,9 @@
 """`trainyard plan`: rank the parallel layouts of a model on N GPUs (table or JSON).
 
-Thin shell over `trainyard.planner.search`: resolve the model (a preset name or a YAML file),
-the GPU type and the GPU count, print the fastest layouts that fit in memory. Input errors print
+Thin shell over `trainyard.planner`: resolve the model (a preset name or a YAML file), the GPU
+type and the GPU count (or an actual allocation, or a goal to size for), print the fastest
+layouts that fit in memory and the launcher settings of the best; or plan a job spec
+(`--job`), or evaluate the time model against published figures (`--evaluate`). Input errors print
 one `error: ...` line on stderr and exit with code 2, never a traceback.
 """
 
@@ -9,19 +11,25 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+import yaml
 from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from trainyard.planner.allocation import search_allocation
 from trainyard.planner.errors import PlannerError
 from trainyard.planner.evaluate import evaluate
 from trainyard.planner.hardware import gpu as gpu_named
+from trainyard.planner.jobplan import plan_job_spec
+from trainyard.planner.launch import launch_settings
 from trainyard.planner.model import Model, load_model, preset
 from trainyard.planner.search import Plan, search
+from trainyard.planner.sizing import SizingOption, size_for_tokens
 
 
 def register(app: typer.Typer) -> None:
@@ -60,6 +68,50 @@ def _model(spec: str) -> Model:
     return preset(spec)
 
 
+def _fail(exc: Exception) -> typer.Exit:
+    message = f"{exc.field}: {exc.message}" if isinstance(exc, PlannerError) else str(exc)
+    typer.echo(f"error: {' '.join(message.split())}", err=True)
+    return typer.Exit(2)
+
+
+def _allocation(text: str) -> list[int]:
+    try:
+        counts = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise PlannerError(
+            "--allocation", f"write GPUs per node separated by commas, e.g. 8,4,4; got {text!r}"
+        ) from None
+    return counts
+
+
+def _job(path: Path, as_json: bool) -> None:
+    if not path.is_file():
+        typer.echo(f"error: --job: file {path} not found", err=True)
+        raise typer.Exit(2)
+    try:
+        spec = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        typer.echo(
+            f"error: --job: {path} is not valid YAML: {' '.join(str(exc).split())}", err=True
+        )
+        raise typer.Exit(2) from None
+    if not isinstance(spec, dict):
+        typer.echo(f"error: --job: {path} must be a mapping (a job spec)", err=True)
+        raise typer.Exit(2)
+    try:
+        result = plan_job_spec(spec, base_dir=path.parent)
+    except (PlannerError, OSError) as exc:
+        raise _fail(exc) from None
+    if as_json:
+        typer.echo(result.to_json())
+        return
+    console = Console(highlight=False)
+    render(result.model, result.gpus, result.gpu.name, [result.plan], console)
+    if result.options:
+        render_options(result.options, console)
+    typer.echo(result.launch.shell())
+
+
 def plan_command(
     model: Annotated[
         str | None,
@@ -71,6 +123,37 @@ def plan_command(
     ] = None,
     nodes_of: Annotated[int, typer.Option("--nodes-of", help="GPUs per node.")] = 8,
     top: Annotated[int, typer.Option("--top", help="Plans to show.")] = 5,
+    allocation: Annotated[
+        str | None,
+        typer.Option(
+            "--allocation",
+            metavar="G,G,...",
+            help="Re-plan for an actual placement: GPUs on each node, e.g. 8,4,4.",
+        ),
+    ] = None,
+    max_gpus: Annotated[
+        int | None,
+        typer.Option("--max-gpus", help="Choose the GPU count (up to this) for --objective."),
+    ] = None,
+    tokens: Annotated[
+        float | None, typer.Option("--tokens", help="Training goal in tokens, e.g. 3e11.")
+    ] = None,
+    objective: Annotated[
+        str, typer.Option("--objective", help="With --max-gpus: time or cost.")
+    ] = "time",
+    price: Annotated[
+        float | None, typer.Option("--price", help="Price per GPU-hour (for cost).")
+    ] = None,
+    deadline: Annotated[
+        float | None, typer.Option("--deadline", help="With --max-gpus: hours at most.")
+    ] = None,
+    launch: Annotated[
+        bool, typer.Option("--launch", help="Print launcher settings for the best plan.")
+    ] = False,
+    job: Annotated[
+        Path | None,
+        typer.Option("--job", metavar="FILE.yaml", help="Plan a job spec that carries model:."),
+    ] = None,
     evaluate_csv: Annotated[
         Path | None,
         typer.Option(
@@ -81,31 +164,106 @@ def plan_command(
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the plans as JSON.")] = False,
 ) -> None:
-    """Print the fastest layouts of MODEL on GPUS GPUs that fit in memory, or with
-    --evaluate, predicted vs published throughput for each row of a CSV."""
+    """Plan a model's training: the fastest layouts on GPUS GPUs that fit in memory (or on an
+    --allocation, or the GPU count for a goal with --max-gpus), with launcher settings; --job
+    plans a job spec; --evaluate compares predictions with published throughput."""
     if evaluate_csv is not None:
         _evaluate(evaluate_csv, as_json)
         return
-    missing = [
-        name
-        for name, v in (("--model", model), ("--gpus", gpus), ("--gpu-type", gpu_type))
-        if v is None
-    ]
-    if missing:
-        typer.echo(f"error: {', '.join(missing)} required (or use --evaluate FILE.csv)", err=True)
+    if job is not None:
+        _job(job, as_json)
+        return
+    sizes = [v is not None for v in (gpus, allocation, max_gpus)]
+    if sum(sizes) > 1:
+        typer.echo("error: give only one of --gpus, --allocation and --max-gpus", err=True)
         raise typer.Exit(2)
-    assert model is not None and gpus is not None and gpu_type is not None
+    missing = [name for name, v in (("--model", model), ("--gpu-type", gpu_type)) if v is None]
+    if not any(sizes):
+        missing.append("--gpus (or --allocation, --max-gpus)")
+    if missing:
+        typer.echo(
+            f"error: {', '.join(missing)} required (or use --job FILE or --evaluate FILE.csv)",
+            err=True,
+        )
+        raise typer.Exit(2)
+    assert model is not None and gpu_type is not None
+    console = Console(highlight=False)
     try:
         m = _model(model)
-        plans = search(m, gpus, gpu_named(gpu_type), nodes_of=nodes_of, top=top)
+        device = gpu_named(gpu_type)
+        if max_gpus is not None:
+            options = size_for_tokens(
+                m,
+                device,
+                tokens if tokens is not None else float(m.tokens_per_iteration),
+                objective=objective,  # type: ignore[arg-type]  # checked by size_for_tokens
+                max_gpus=max_gpus,
+                price_per_gpu_hour=price,
+                nodes_of=nodes_of,
+                deadline_hours=deadline,
+            )
+            plans = [options[0].plan]
+            count = options[0].gpus
+        elif allocation is not None:
+            counts = _allocation(allocation)
+            plans = search_allocation(m, device, counts, top=top)
+            options, count = [], sum(counts)
+        else:
+            assert gpus is not None
+            plans = search(m, gpus, device, nodes_of=nodes_of, top=top)
+            options, count = [], gpus
+        settings = None
+        if allocation is None and (launch or as_json):
+            settings = launch_settings(m, plans[0], device, nodes_of)
     except (PlannerError, OSError) as exc:
-        message = f"{exc.field}: {exc.message}" if isinstance(exc, PlannerError) else str(exc)
-        typer.echo(f"error: {' '.join(message.split())}", err=True)
-        raise typer.Exit(2) from None
+        raise _fail(exc) from None
     if as_json:
-        typer.echo(json.dumps([plan_to_dict(p) for p in plans], indent=2))
-    else:
-        render(m, gpus, gpu_type, plans, Console(highlight=False))
+        out: dict[str, Any] = {
+            "model": m.name,
+            "gpu_type": device.name,
+            "gpus": count,
+            "plans": [plan_to_dict(p) for p in plans],
+        }
+        if allocation is not None:
+            out["allocation"] = _allocation(allocation)
+        if options:
+            out["options"] = [option_to_dict(o) for o in options]
+        if settings is not None:
+            out["launch"] = settings.to_dict()
+        typer.echo(json.dumps(out, indent=2))
+        return
+    where = f"{allocation} GPUs per node" if allocation is not None else None
+    render(m, count, device.name, plans, console, where=where)
+    if options:
+        render_options(options, console)
+    if settings is not None:
+        typer.echo(settings.shell())
+
+
+def option_to_dict(option: SizingOption) -> dict[str, Any]:
+    """A sizing option as JSON-able data (the plan's layout and predictions included)."""
+    return {
+        "gpus": option.gpus,
+        "hours": option.hours,
+        "gpu_hours": option.gpu_hours,
+        "cost": option.cost,
+        "plan": plan_to_dict(option.plan),
+    }
+
+
+def render_options(options: Sequence[SizingOption], console: Console) -> None:
+    """GPU-count options for a training goal, best first."""
+    table = Table(title="GPU counts, best first", box=box.SIMPLE, pad_edge=False)
+    for name in ("GPUs", "tp", "pp", "dp", "hours", "GPU-hours", "cost", "MFU"):
+        table.add_column(name, justify="right", no_wrap=True)
+    for o in options:
+        lay = o.plan.layout
+        cost = f"{o.cost:,.0f}" if o.cost is not None else "-"
+        table.add_row(
+            str(o.gpus), str(lay.tp), str(lay.pp), str(lay.dp), f"{o.hours:,.1f}",
+            f"{o.gpu_hours:,.0f}", cost, f"{o.plan.mfu:.1%}",
+        )  # fmt: skip
+    console.print(table)
 
 
 def plan_to_dict(plan: Plan) -> dict[str, Any]:
@@ -120,10 +278,17 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
     }
 
 
-def render(model: Model, gpus: int, gpu_type: str, plans: list[Plan], console: Console) -> None:
+def render(
+    model: Model,
+    gpus: int,
+    gpu_type: str,
+    plans: list[Plan],
+    console: Console,
+    where: str | None = None,
+) -> None:
     """The plans as a table, fastest first."""
     table = Table(
-        title=f"{model.name} on {gpus} x {gpu_type}",
+        title=f"{model.name} on {gpus} x {gpu_type}" + (f" ({where})" if where else ""),
         box=box.SIMPLE,
         pad_edge=False,
         collapse_padding=True,

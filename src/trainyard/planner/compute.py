@@ -164,6 +164,8 @@ def step_time(
     dp_overlap: float = DP_OVERLAP,
     tp_overlap: float = 0.0,
     efficiency: float | None = None,
+    tp_topology: Topology | None = None,
+    dp_topology: Topology | None = None,
 ) -> StepTime:
     """Predicted time of one training iteration of `model` on `layout` with `gpu`s.
 
@@ -171,6 +173,14 @@ def step_time(
     `efficiency` overrides the achievable fraction η; `dp_overlap` is the share of the gradient
     reduction hidden behind backward and `tp_overlap` that of the tensor-parallel all-reduces
     (0 unless the job overlaps them, e.g. TP_COMM_OVERLAP with --tp-comm-overlap).
+
+    `tp_topology` and `dp_topology`, when given, replace the uniform placement that `nodes_of`
+    implies for a tensor-parallel and a data-parallel group (see
+    `trainyard.planner.allocation`). For a group spread unevenly over nodes pass the number of
+    nodes it spans and the rank count of its most loaded node: a ring is bounded by its slowest
+    hop. (Inter-node bandwidth here grows with ranks per node, one NIC each, so
+    `allocation.placement_step_time` also tries the least loaded node's count and keeps the
+    slower time.)
     Raises `PlannerError` naming the field for bad input.
     """
     if isinstance(nodes_of, bool) or not isinstance(nodes_of, int) or nodes_of < 1:
@@ -193,8 +203,9 @@ def step_time(
     m = layout.microbatches(model)
     tp_comm = 0.0
     if t > 1:
-        per_node = math.gcd(t, nodes_of)
-        topo = _topology(t, per_node, gpu)
+        topo = tp_topology
+        if topo is None:
+            topo = _topology(t, math.gcd(t, nodes_of), gpu)
         per_layer = 6 if layout.recompute == "full" else 4
         msg = b * model.seq_len * model.hidden * 2
         per_iteration = (model.layers / p) * m * per_layer * _all_reduce_s(msg, topo)
@@ -207,7 +218,8 @@ def step_time(
         per_node = math.gcd(d, max(1, nodes_of // (t * p)))
         grad_bytes = 4 if layout.fp32_grads else 2
         volume = model.params / (t * p) * grad_bytes * (1.5 if layout.zero == 3 else 1.0)
-        dp_comm = _all_reduce_s(volume, _topology(d, per_node, gpu))
+        topo = dp_topology if dp_topology is not None else _topology(d, per_node, gpu)
+        dp_comm = _all_reduce_s(volume, topo)
     dp_exposed = (1 - dp_overlap) * dp_comm
 
     total = compute + tp_comm + bubble + dp_exposed

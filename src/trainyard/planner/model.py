@@ -29,10 +29,10 @@ Eq. 3 assumes the GPT shape; for GQA or gated-MLP models it is an approximation.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from collections.abc import Mapping
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 import yaml
 
@@ -254,6 +254,6 @@ def model_from_mapping(data: Mapping[str, Any]) -> Model:
     if missing:
         raise PlannerError(missing[0], f"required (or give `preset:`); missing: {missing}")
     try:
-        return Model(**cast(dict[str, Any], overrides))
+        return Model(**overrides)
     except TypeError as exc:
         raise PlannerError("model", str(exc)) from exc

@@ -11,7 +11,10 @@ Search space (each layout is then checked with `Layout.check`):
 * pp: divisors of the layer count; dp = num_gpus / (tp·pp), an integer, with global_batch a
   multiple of dp·micro_batch;
 * micro_batch in 1, 2, 4, 8; ZeRO stage 0-3; recompute none / selective / full;
-* virtual_stages 1, or 2 when pp > 1 and layers divide into pp·2 chunks;
+* virtual_stages (interleaving) 1 to 4 when pp > 1, the layers divide into pp·v chunks and the
+  micro-batches per pipeline are a multiple of pp (Megatron's interleaved schedule requires
+  it). The point-to-point traffic that grows with v is not modelled, so v stops at 4, the
+  largest factor the Megatron papers report using (SC'21 §5; Korthikanti et al. Table 3 uses 3);
 * sequence parallelism is on whenever tp > 1: the time model costs it like plain tensor
   parallelism and it only lowers activation memory, so it is never worse.
 
@@ -32,6 +35,7 @@ ties broken by lower memory, then by the layout's fields.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -42,13 +46,16 @@ from trainyard.planner.layout import RECOMPUTE_MODES, Layout, Recompute
 from trainyard.planner.memory import MemoryBreakdown, memory_per_gpu
 from trainyard.planner.model import Model
 
-__all__ = ["HEADROOM", "MICRO_BATCHES", "Plan", "best", "search"]
+__all__ = ["HEADROOM", "MICRO_BATCHES", "VIRTUAL_STAGES", "Plan", "best", "search"]
 
 HEADROOM: Final = 0.95  # share of GPU memory a plan may use (see the module docstring)
 MICRO_BATCHES: Final = (1, 2, 4, 8)
+VIRTUAL_STAGES: Final = (1, 2, 3, 4)
 # What a step time depends on: tp, pp, dp, micro_batch, virtual_stages, recompute, ZeRO-3 or not.
 _Key = tuple[int, int, int, int, int, str, bool]
 _RECOMPUTES: Final[tuple[Recompute, ...]] = ("none", "selective", "full")
+# Times one layout (`compute.step_time` with the topology of the placement at hand).
+Timer = Callable[[Layout], StepTime]
 
 
 @dataclass(frozen=True)
@@ -138,28 +145,7 @@ def search(model: Model, num_gpus: int, gpu: GPU, nodes_of: int = 8, top: int = 
             f"of {tps}, pp a divisor of layers ({model.layers}), and dp a divisor of "
             f"global_batch ({model.global_batch}); pick a GPU count of that form",
         )
-    budget = HEADROOM * gpu.memory_gb
-    times: dict[_Key, StepTime] = {}
-    plans: list[Plan] = []
-    for tp, pp, dp in shapes:
-        vs = (1, 2) if pp > 1 and model.layers % (2 * pp) == 0 else (1,)
-        for mb in MICRO_BATCHES:
-            if model.global_batch % (dp * mb):
-                continue
-            for v in vs:
-                for recompute in _RECOMPUTES:
-                    base = Layout(
-                        tp=tp,
-                        pp=pp,
-                        dp=dp,
-                        micro_batch=mb,
-                        recompute=recompute,
-                        virtual_stages=v,
-                        sequence_parallel=tp > 1,
-                    )
-                    plan = _best_zero(model, gpu, nodes_of, budget, times, base)
-                    if plan is not None:
-                        plans.append(plan)
+    plans = _enumerate(model, gpu, shapes, lambda layout: step_time(model, layout, gpu, nodes_of))
     if not plans:
         smallest = _smallest_fitting_count(model, num_gpus, gpu, nodes_of)
         hint = (
@@ -191,10 +177,45 @@ def _rank(plan: Plan) -> tuple[float, float, int, int, int, int, int, int]:
     )
 
 
+def _enumerate(
+    model: Model, gpu: GPU, shapes: Sequence[tuple[int, int, int]], timer: Timer
+) -> list[Plan]:
+    """Every fitting plan over `shapes` (tp, pp, dp), unsorted; `timer` times a layout.
+
+    Shared by `search` (uniform nodes) and `trainyard.planner.allocation` (actual placement).
+    `timer` must depend on a layout only through tp, pp, dp, micro_batch, virtual_stages,
+    recompute and "ZeRO-3 or not" (results are cached on those).
+    """
+    budget = HEADROOM * gpu.memory_gb
+    times: dict[_Key, StepTime] = {}
+    plans: list[Plan] = []
+    for tp, pp, dp in shapes:
+        for mb in MICRO_BATCHES:
+            if model.global_batch % (dp * mb):
+                continue
+            m = model.global_batch // (dp * mb)
+            for v in VIRTUAL_STAGES:
+                if v > 1 and (pp == 1 or model.layers % (v * pp) or m % pp):
+                    continue
+                for recompute in _RECOMPUTES:
+                    base = Layout(
+                        tp=tp,
+                        pp=pp,
+                        dp=dp,
+                        micro_batch=mb,
+                        recompute=recompute,
+                        virtual_stages=v,
+                        sequence_parallel=tp > 1,
+                    )
+                    plan = _best_zero(model, timer, budget, times, base)
+                    if plan is not None:
+                        plans.append(plan)
+    return plans
+
+
 def _best_zero(
     model: Model,
-    gpu: GPU,
-    nodes_of: int,
+    timer: Timer,
     budget: float,
     times: dict[_Key, StepTime],
     base: Layout,
@@ -216,7 +237,7 @@ def _best_zero(
             zero == 3,
         )
         if key not in times:
-            times[key] = step_time(model, layout, gpu, nodes_of)
+            times[key] = timer(layout)
         t = times[key]
         tokens = model.tokens_per_iteration / t.iteration_s
         return Plan(layout, mem, t, tokens, t.tflops_per_gpu, t.mfu)

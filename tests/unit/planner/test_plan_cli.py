@@ -25,7 +25,7 @@ def test_json_output_parses_and_is_ranked() -> None:
         app, ["plan", "--model", "gpt3-1.3b", "--gpus", "8", "--gpu-type", "H100", "--json"]
     )
     assert result.exit_code == 0, result.output
-    plans = json.loads(result.stdout)
+    plans = json.loads(result.stdout)["plans"]
     assert len(plans) == 5
     times = [p["step_time_s"]["iteration_s"] for p in plans]
     assert times == sorted(times)
@@ -40,7 +40,7 @@ def test_top_and_nodes_of() -> None:
     args = ["plan", "-m", "gpt3-1.3b", "-n", "16", "-g", "A100", "--top", "2", "--json"]
     result = runner.invoke(app, [*args, "--nodes-of", "2"])
     assert result.exit_code == 0, result.output
-    plans = json.loads(result.stdout)
+    plans = json.loads(result.stdout)["plans"]
     assert len(plans) == 2
     assert all(p["layout"]["tp"] <= 2 for p in plans)
 
@@ -48,7 +48,7 @@ def test_top_and_nodes_of() -> None:
 def test_table_output() -> None:
     result = runner.invoke(app, ["plan", "--model", "sc21-1.7b", "--gpus", "32", "-g", "A100"])
     assert result.exit_code == 0, result.output
-    assert "sc21-1.7b on 32 x A100" in result.stdout
+    assert "sc21-1.7b on 32 x A100-80GB" in result.stdout
     for header in ("tp", "pp", "dp", "zero", "recompute", "mem GB", "step s", "MFU"):
         assert header in result.stdout
 
@@ -60,7 +60,7 @@ def test_model_from_yaml_file(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert all(
         p["layout"]["tp"] * p["layout"]["pp"] * p["layout"]["dp"] == 4
-        for p in json.loads(result.stdout)
+        for p in json.loads(result.stdout)["plans"]
     )
 
 
@@ -117,3 +117,112 @@ def test_plan_needs_a_model_or_evaluate() -> None:
     assert "--model" in result.output and "--evaluate" in result.output
     missing = runner.invoke(app, ["plan", "--evaluate", "/no/such.csv"])
     assert missing.exit_code == 2 and "not found" in missing.output
+
+
+def test_json_carries_launch_settings_of_the_best_plan() -> None:
+    args = ["plan", "-m", "gpt3-13b", "-n", "64", "-g", "H100", "--json"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    best = out["plans"][0]["layout"]
+    launch = out["launch"]
+    assert launch["nodes"] * launch["gpus_per_node"] == 64
+    megatron = " ".join(launch["megatron"])
+    assert f"--tensor-model-parallel-size {best['tp']}" in megatron
+    assert launch["env"]["TRAINYARD_PLAN_TP"] == str(best["tp"])
+
+
+def test_launch_flag_prints_torchrun_and_deepspeed() -> None:
+    args = ["plan", "-m", "gpt3-13b", "-n", "16", "-g", "A100", "--launch", "--top", "1"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "torchrun --nnodes=2 --nproc-per-node=8" in result.stdout
+    assert '"train_batch_size"' in result.stdout
+    assert "export TRAINYARD_PLAN_TP=" in result.stdout
+
+
+def test_allocation_replans_for_uneven_nodes() -> None:
+    args = ["plan", "-m", "gpt3-1.3b", "--allocation", "8,4,4", "-g", "A100", "--json"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert out["allocation"] == [8, 4, 4] and out["gpus"] == 16
+    for p in out["plans"]:
+        lay = p["layout"]
+        assert lay["tp"] * lay["pp"] * lay["dp"] == 16
+        assert 4 % lay["tp"] == 0  # a tensor-parallel group fits on every node
+    table = runner.invoke(app, ["plan", "-m", "gpt3-1.3b", "--allocation", "8,4,4", "-g", "A100"])
+    assert "(8,4,4 GPUs per node)" in table.stdout
+
+
+def test_max_gpus_sizes_for_a_goal() -> None:
+    args = ["plan", "-m", "gpt3-1.3b", "-g", "H100", "--max-gpus", "64", "--tokens", "1e10"]
+    result = runner.invoke(app, [*args, "--objective", "cost", "--price", "2.5", "--json"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    costs = [o["cost"] for o in out["options"]]
+    assert costs == sorted(costs) and out["gpus"] == out["options"][0]["gpus"] <= 64
+    table = runner.invoke(app, args)
+    assert table.exit_code == 0, table.output
+    assert "GPU counts, best first" in table.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--gpus", "8", "--max-gpus", "8"], "only one of"),
+        (["--allocation", "8,x"], "--allocation"),
+        (["--allocation", "8,0"], "gpus_per_node"),
+        (["--max-gpus", "64", "--objective", "fastest"], "objective"),
+        (["--max-gpus", "64", "--tokens", "-5"], "tokens"),
+        (["--max-gpus", "64", "--price", "-1", "--objective", "cost"], "price"),
+    ],
+)
+def test_sizing_and_allocation_errors_name_the_option(args: list[str], needle: str) -> None:
+    result = runner.invoke(app, ["plan", "-m", "gpt3-1.3b", "-g", "H100", *args])
+    assert result.exit_code == 2
+    assert needle in result.stderr and "Traceback" not in result.output
+
+
+def test_job_spec_with_model_gets_gpus_layout_and_environment(tmp_path: Path) -> None:
+    spec = tmp_path / "job.yaml"
+    spec.write_text(
+        "name: pretrain\n"
+        "model: {preset: gpt3-1.3b, global_batch: 256}\n"
+        "gpu_type: H100\n"
+        "planner: {max_gpus: 32, tokens: 2e10, objective: time}\n"
+        "command: [python, train.py]\n"
+    )
+    result = runner.invoke(app, ["plan", "--job", str(spec), "--json"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert 1 <= out["gpus"] <= 32
+    assert out["env"]["TRAINYARD_PLAN_GPUS"] == str(out["gpus"])
+    lay = out["layout"]
+    assert lay["tp"] * lay["pp"] * lay["dp"] == out["gpus"]
+    text = runner.invoke(app, ["plan", "--job", str(spec)])
+    assert text.exit_code == 0 and "torchrun" in text.stdout
+
+
+def test_bad_job_specs_exit_2(tmp_path: Path) -> None:
+    cases = {
+        "missing.yaml": None,
+        "bad.yaml": "model: [unclosed\n",
+        "list.yaml": "- 1\n",
+        "nomax.yaml": "model: gpt3-1.3b\ngpu_type: H100\n",
+        "unknown.yaml": "model: gpt3-1.3b\ngpu_type: H100\nplanner: {max_gpu: 8}\n",
+    }
+    needles = {
+        "missing.yaml": "not found",
+        "bad.yaml": "not valid YAML",
+        "list.yaml": "mapping",
+        "nomax.yaml": "planner.max_gpus",
+        "unknown.yaml": "planner.max_gpu",
+    }
+    for name, text in cases.items():
+        path = tmp_path / name
+        if text is not None:
+            path.write_text(text)
+        result = runner.invoke(app, ["plan", "--job", str(path)])
+        assert result.exit_code == 2, (name, result.output)
+        assert needles[name] in result.stderr, (name, result.stderr)

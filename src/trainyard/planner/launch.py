@@ -1,0 +1,405 @@
+"""Launcher settings for a plan: the torchrun command, Megatron-LM flags, a DeepSpeed config, the
+NCCL algorithm and protocol, and the environment a job's processes receive.
+
+This module owns the translation of a `search.Plan` into what starts the job (`launch_settings`,
+`LaunchSettings`) and the per-collective algorithm choice behind its NCCL variables
+(`CollectiveChoice`). It is pure: it builds strings and dicts and starts nothing.
+
+Collectives are the ones `compute.step_time` prices, on the same topologies:
+
+* tensor-parallel all-reduce (tp > 1): b·s·h·2 bytes over the t ranks of a group, gcd(t, nodes_of)
+  per node; 4 per layer and micro-batch (6 with full recompute), l/p layers, m micro-batches.
+  With sequence parallelism Megatron issues it as reduce-scatter + all-gather of the same volume.
+* data-parallel gradient reduction (dp > 1): params/(t·p) gradients of 2 bytes (4 with
+  `fp32_grads`), 1.5x for ZeRO-3, once per iteration over d ranks, gcd(d, nodes_of // (t·p)) per
+  node. With ZeRO >= 1 (Megatron's distributed optimizer) it runs as reduce-scatter + all-gather.
+
+Each is timed with `collectives.best` (the winner) and `collectives.predict` (the runner-up: the
+fastest other algorithm, any protocol). `reason` says by how much the winner beats it: the
+runner-up's time over the winner's, minus one.
+
+NCCL variables. NCCL_ALGO accepts Ring, Tree, CollnetDirect, CollnetChain, NVLS, NVLSTree and PAT;
+NCCL >= 2.24 also takes a per-function form for it and NCCL_PROTO, ``"allreduce:tree;allgather:
+ring"`` (the version from release write-ups; NVIDIA/nccl#1892 shows ``allreduce:tree``). Tree
+exists for all-reduce only, and a global ``NCCL_ALGO=Tree`` leaves broadcast and all-gather with
+no algorithm at all (NVIDIA/nccl#317), so values are always per function, only for the functions
+the plan's collectives run as (above), and other functions stay on NCCL's tuner. For each such
+function the value follows the collective using it with the larger predicted time per iteration
+(one value cannot tell two collectives of one function apart); `LaunchSettings.notes` says when
+the other would have preferred something else. Reduce-scatter and all-gather get a value only
+when the choice is ring (the model prices tree, hierarchical and NVLS for all-reduce only).
+Mapping: ring -> Ring, tree -> Tree, nvls -> NVLS, hierarchical -> Tree (NCCL's tree reduces in
+the node, all-reduces across nodes and broadcasts back, i.e. the hierarchical scheme;
+NVIDIA/nccl#530); simple -> Simple, ll -> LL. Plans without collectives get no NCCL variables.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import re
+import shlex
+from dataclasses import dataclass
+from typing import Any, Final
+
+from trainyard.planner import collectives as coll
+from trainyard.planner.compute import NVLINK_EFFICIENCY
+from trainyard.planner.errors import PlannerError
+from trainyard.planner.hardware import GPU
+from trainyard.planner.model import Model
+from trainyard.planner.search import Plan
+
+__all__ = [
+    "NCCL_ALGO_NAMES",
+    "NCCL_PROTO_NAMES",
+    "CollectiveChoice",
+    "LaunchSettings",
+    "launch_settings",
+]
+
+NCCL_ALGO_NAMES: Final = {"ring": "Ring", "tree": "Tree", "hierarchical": "Tree", "nvls": "NVLS"}
+NCCL_PROTO_NAMES: Final = {"simple": "Simple", "ll": "LL"}
+TRAINING_SCRIPT: Final = "pretrain_gpt.py"  # Megatron-LM's GPT entry point
+# NCCL functions a modelled all-reduce runs as: itself, or reduce-scatter + all-gather.
+_ALL_REDUCE: Final = ("allreduce",)
+_SHARDED: Final = ("reducescatter", "allgather")
+_SAFE: Final = re.compile(r"[\w@%+=:,./$-]+")
+
+
+@dataclass(frozen=True)
+class CollectiveChoice:
+    """One collective the plan issues, the algorithm and protocol chosen for it, and why.
+
+    `nbytes` is the message size of one call, `calls_per_iteration` how often it runs per
+    iteration; `time_us` and `busbw_gbps` are one call's predicted time and nccl-tests bus
+    bandwidth. `runner_up` is the fastest other algorithm ("tree/simple"), None when no other
+    applies. `nccl_functions` are the NCCL functions the job really calls for it: ("allreduce",),
+    or ("reducescatter", "allgather") under sequence parallelism or a sharded optimizer.
+    """
+
+    name: str
+    collective: str
+    nccl_functions: tuple[str, ...]
+    nbytes: int
+    ranks: int
+    ranks_per_node: int
+    nodes: int
+    algorithm: str
+    protocol: str
+    time_us: float
+    busbw_gbps: float
+    runner_up: str | None
+    runner_up_us: float | None
+    calls_per_iteration: int
+    reason: str
+
+    @property
+    def iteration_us(self) -> float:
+        """Predicted time of all its calls in one iteration (before any overlap)."""
+        return self.time_us * self.calls_per_iteration
+
+
+@dataclass(frozen=True)
+class LaunchSettings:
+    """How to start a plan: nodes, torchrun and Megatron-LM arguments, a DeepSpeed config, NCCL
+    variables, the processes' environment (TRAINYARD_PLAN_* plus NCCL) and the collective
+    choices behind them. `notes` explain choices a reader should know about."""
+
+    nodes: int
+    gpus_per_node: int
+    torchrun: tuple[str, ...]
+    megatron: tuple[str, ...]
+    deepspeed: dict[str, Any]
+    nccl_env: dict[str, str]
+    env: dict[str, str]
+    collectives: tuple[CollectiveChoice, ...]
+    notes: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able form: every field, collectives as dicts, top-level tuples as lists."""
+        data = dataclasses.asdict(self)
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in data.items()}
+
+    def shell(self) -> str:
+        """Printable text: notes and reasons as comments, export lines, the torchrun command
+        with the Megatron flags, and the DeepSpeed JSON."""
+        lines = [f"# {self.nodes} node(s) x {self.gpus_per_node} GPUs"]
+        lines += [f"# {c.name}: {c.reason}" for c in self.collectives]
+        lines += [f"# note: {n}" for n in self.notes]
+        lines += [f"export {k}={_quote(v)}" for k, v in self.env.items()]
+        lines.append(" ".join(["torchrun", *map(_quote, self.torchrun), TRAINING_SCRIPT]) + " \\")
+        flags = _pairs(self.megatron)
+        tails = [" \\"] * (len(flags) - 1) + [""]
+        lines += [f"    {flag}{tail}" for flag, tail in zip(flags, tails, strict=True)]
+        lines.append("# DeepSpeed config (ds_config.json):")
+        lines.append(json.dumps(self.deepspeed, indent=2))
+        return "\n".join(lines) + "\n"
+
+
+def _quote(arg: str) -> str:
+    """Leave plain arguments (and $VARIABLES, to expand) alone; quote the rest."""
+    return arg if _SAFE.fullmatch(arg) else shlex.quote(arg)
+
+
+def _pairs(args: tuple[str, ...]) -> list[str]:
+    """Megatron arguments one flag (with its value, if any) per line."""
+    out: list[str] = []
+    for arg in args:
+        if out and not arg.startswith("--"):
+            out[-1] += f" {_quote(arg)}"
+        else:
+            out.append(arg)
+    return out
+
+
+def _topology(ranks: int, ranks_per_node: int, gpu: GPU) -> coll.Topology:
+    """The topology `compute.step_time` times a collective on (same links and latencies)."""
+    nodes = ranks // ranks_per_node
+    inter = None
+    if nodes > 1:
+        if gpu.network_gb_s <= 0:
+            raise PlannerError("network_gb_s", f"GPU {gpu.name!r} needs a network for multi-node")
+        inter = coll.ib_link(gpu.network_gb_s * 8)
+    intra = coll.nvlink(1, NVLINK_EFFICIENCY * gpu.nvlink_gb_s)
+    return coll.Topology(ranks_per_node, nodes=nodes, intra=intra, inter=inter)
+
+
+def _runner_up(nbytes: int, topo: coll.Topology, winner: str) -> coll.Prediction | None:
+    """The fastest prediction of an algorithm other than `winner` (any protocol)."""
+    found: list[coll.Prediction] = []
+    for algo in coll.ALGORITHMS:
+        if algo == winner:
+            continue
+        for proto in coll.PROTOCOLS:
+            try:
+                found.append(coll.predict("all_reduce", nbytes, topo, algo, proto))
+            except PlannerError:
+                continue  # not applicable on this topology
+    return min(found, key=lambda p: p.time_us, default=None)
+
+
+def _size(nbytes: int) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if nbytes >= scale:
+            value = nbytes / scale
+            return f"{value:.0f} {unit}" if value >= 100 else f"{value:.3g} {unit}"
+    return f"{nbytes} B"
+
+
+def _choose(
+    name: str, functions: tuple[str, ...], nbytes: int, topo: coll.Topology, calls: int
+) -> CollectiveChoice:
+    top = coll.best("all_reduce", nbytes, topo).prediction
+    other = _runner_up(nbytes, topo, top.algorithm)
+    bound = "latency-bound" if top.latency_us >= top.bandwidth_us else "bandwidth-bound"
+    nodes, per_node = topo.nodes, topo.ranks_per_node
+    if nodes == 1:
+        where = f"{per_node} GPUs in one node"
+    else:
+        where = f"{nodes} nodes x {per_node} GPU{'s' if per_node > 1 else ''}"
+    label = f"{top.algorithm}/{top.protocol}"
+    if other is None:
+        reason = f"{label} is the only modelled algorithm for {_size(nbytes)} over {where}"
+        runner, runner_us = None, None
+    else:
+        runner, runner_us = f"{other.algorithm}/{other.protocol}", other.time_us
+        gain = (other.time_us / top.time_us - 1) * 100 if top.time_us > 0 else 0.0
+        reason = (
+            f"{label} beats {runner} by {gain:.0f}% ({top.time_us:.0f} vs {other.time_us:.0f} us) "
+            f"for {_size(nbytes)} over {where}: {bound}"
+        )
+    return CollectiveChoice(
+        name=name,
+        collective="all_reduce",
+        nccl_functions=functions,
+        nbytes=nbytes,
+        ranks=topo.ranks,
+        ranks_per_node=per_node,
+        nodes=nodes,
+        algorithm=top.algorithm,
+        protocol=top.protocol,
+        time_us=top.time_us,
+        busbw_gbps=top.busbw_gbps,
+        runner_up=runner,
+        runner_up_us=runner_us,
+        calls_per_iteration=calls,
+        reason=reason,
+    )
+
+
+def _collectives(model: Model, plan: Plan, gpu: GPU, nodes_of: int) -> list[CollectiveChoice]:
+    lay = plan.layout
+    t, p, d = lay.tp, lay.pp, lay.dp
+    out: list[CollectiveChoice] = []
+    if t > 1:
+        per_layer = 6 if lay.recompute == "full" else 4
+        calls = model.layers // p * lay.microbatches(model) * per_layer
+        msg = lay.micro_batch * model.seq_len * model.hidden * 2
+        functions = _SHARDED if lay.sequence_parallel else _ALL_REDUCE
+        topo = _topology(t, math.gcd(t, nodes_of), gpu)
+        out.append(_choose("tensor-parallel all-reduce", functions, msg, topo, calls))
+    if d > 1:
+        grad_bytes = 4 if lay.fp32_grads else 2
+        volume = model.params / (t * p) * grad_bytes * (1.5 if lay.zero == 3 else 1.0)
+        topo = _topology(d, math.gcd(d, max(1, nodes_of // (t * p))), gpu)
+        functions = _SHARDED if lay.zero >= 1 else _ALL_REDUCE
+        name = "data-parallel gradient all-reduce"
+        out.append(_choose(name, functions, int(volume), topo, 1))
+    return out
+
+
+def _nccl(choices: list[CollectiveChoice]) -> tuple[dict[str, str], list[str]]:
+    """Per-function NCCL_ALGO / NCCL_PROTO from each function's dominant collective, and notes."""
+    algos: list[str] = []
+    protos: list[str] = []
+    notes: list[str] = []
+    for function in ("allreduce", "reducescatter", "allgather"):
+        users = [c for c in choices if function in c.nccl_functions]
+        if not users:
+            continue
+        top = max(users, key=lambda c: c.iteration_us)
+        label = f"{top.algorithm}/{top.protocol}"
+        if function != "allreduce" and top.algorithm != "ring":
+            notes.append(f"{function} left to NCCL's tuner: {top.algorithm} is all-reduce only")
+            continue
+        algos.append(f"{function}:{NCCL_ALGO_NAMES[top.algorithm]}")
+        protos.append(f"{function}:{NCCL_PROTO_NAMES[top.protocol]}")
+        notes += [
+            f"{function}: the {c.name} prefers {c.algorithm}/{c.protocol} but shares NCCL_ALGO "
+            f"with the {top.name} ({top.iteration_us / 1e3:.3g} vs {c.iteration_us / 1e3:.3g} ms "
+            f"per iteration), so it runs with {label}"
+            for c in users
+            if c is not top and (c.algorithm, c.protocol) != (top.algorithm, top.protocol)
+        ]
+    if not algos:
+        return {}, notes
+    notes.append("NCCL_ALGO/NCCL_PROTO use the per-function form: NCCL >= 2.24")
+    return {"NCCL_ALGO": ";".join(algos), "NCCL_PROTO": ";".join(protos)}, notes
+
+
+def _torchrun(nodes: int, per_node: int) -> tuple[str, ...]:
+    if nodes == 1:
+        return ("--standalone", "--nnodes=1", f"--nproc-per-node={per_node}")
+    return (
+        f"--nnodes={nodes}", f"--nproc-per-node={per_node}",
+        "--rdzv-backend=c10d", "--rdzv-endpoint=$MASTER_ADDR:$MASTER_PORT",
+    )  # fmt: skip
+
+
+def _megatron(model: Model, plan: Plan) -> tuple[str, ...]:
+    lay = plan.layout
+    args = [
+        "--tensor-model-parallel-size", str(lay.tp),
+        "--pipeline-model-parallel-size", str(lay.pp),
+        "--micro-batch-size", str(lay.micro_batch),
+        "--global-batch-size", str(model.global_batch),
+        "--num-layers", str(model.layers),
+        "--hidden-size", str(model.hidden),
+        "--num-attention-heads", str(model.heads),
+        "--ffn-hidden-size", str(model.ffn_hidden),
+        "--seq-length", str(model.seq_len),
+        "--max-position-embeddings", str(model.seq_len),
+    ]  # fmt: skip
+    if lay.virtual_stages > 1:
+        per_chunk = model.layers // (lay.pp * lay.virtual_stages)
+        args += ["--num-layers-per-virtual-pipeline-stage", str(per_chunk)]
+    if lay.sequence_parallel:
+        args.append("--sequence-parallel")
+    if model.kv_heads < model.heads:
+        args += ["--group-query-attention", "--num-query-groups", str(model.kv_heads)]
+    if model.gated_mlp:
+        args.append("--swiglu")
+    if not model.bias:
+        args += ["--disable-bias-linear", "--normalization", "RMSNorm"]
+    if not model.tied_embeddings:
+        args.append("--untie-embeddings-and-output-weights")
+    if not model.learned_positions:
+        args += ["--position-embedding-type", "rope"]
+    if lay.recompute == "selective":
+        args += ["--recompute-granularity", "selective"]
+    elif lay.recompute == "full":
+        args += ["--recompute-granularity", "full", "--recompute-method", "uniform"]
+        args += ["--recompute-num-layers", "1"]
+    if lay.zero >= 1:
+        args.append("--use-distributed-optimizer")
+    if lay.fp32_grads:
+        args.append("--accumulate-allreduce-grads-in-fp32")
+    args.append("--fp16" if model.precision == "fp16" else "--bf16")
+    if model.precision == "fp8":
+        args += ["--fp8-format", "hybrid"]
+    if lay.dp > 1:
+        args.append("--overlap-grad-reduce")
+    return tuple(args)
+
+
+def _deepspeed(model: Model, plan: Plan) -> dict[str, Any]:
+    lay = plan.layout
+    return {
+        "train_batch_size": model.global_batch,
+        "train_micro_batch_size_per_gpu": lay.micro_batch,
+        "gradient_accumulation_steps": lay.microbatches(model),
+        "zero_optimization": {
+            "stage": lay.zero,
+            "overlap_comm": lay.dp > 1,
+            "contiguous_gradients": True,
+        },
+        "bf16": {"enabled": model.precision != "fp16"},
+        "fp16": {"enabled": model.precision == "fp16"},
+        "gradient_clipping": 1.0,
+    }
+
+
+def _plan_env(model: Model, plan: Plan) -> dict[str, str]:
+    """TRAINYARD_PLAN_{TP,PP,DP,MICRO_BATCH,VIRTUAL_STAGES,ZERO,RECOMPUTE,SEQUENCE_PARALLEL (0/1),
+    GLOBAL_BATCH}."""
+    lay = plan.layout
+    values = {
+        "TP": lay.tp, "PP": lay.pp, "DP": lay.dp, "MICRO_BATCH": lay.micro_batch,
+        "VIRTUAL_STAGES": lay.virtual_stages, "ZERO": lay.zero, "RECOMPUTE": lay.recompute,
+        "SEQUENCE_PARALLEL": int(lay.sequence_parallel), "GLOBAL_BATCH": model.global_batch,
+    }  # fmt: skip
+    return {f"TRAINYARD_PLAN_{key}": str(value) for key, value in values.items()}
+
+
+def launch_settings(model: Model, plan: Plan, gpu: GPU, nodes_of: int = 8) -> LaunchSettings:
+    """Launcher settings for `plan` (from `search`) of `model` on `gpu`s, `nodes_of` GPUs a node.
+
+    The plan's GPUs fill ceil(gpus / nodes_of) nodes of min(nodes_of, gpus) GPUs each; they must
+    fill whole nodes (torchrun starts as many processes on every node). Raises `PlannerError`
+    naming the field for bad input.
+    """
+    if isinstance(nodes_of, bool) or not isinstance(nodes_of, int) or nodes_of < 1:
+        raise PlannerError("nodes_of", f"must be an integer >= 1, got {nodes_of!r}")
+    for field, value, kind in (("model", model, Model), ("plan", plan, Plan), ("gpu", gpu, GPU)):
+        if not isinstance(value, kind):
+            raise PlannerError(field, f"must be a {kind.__name__}, got {type(value).__name__}")
+    plan.layout.check(model)
+    gpus = plan.layout.gpus
+    nodes, per_node = math.ceil(gpus / nodes_of), min(nodes_of, gpus)
+    if nodes * per_node != gpus:
+        raise PlannerError(
+            "nodes_of",
+            f"the plan's {gpus} GPUs do not fill whole nodes of {nodes_of}; torchrun starts the "
+            "same number of processes on every node: use a GPU count that is a multiple of it",
+        )
+    choices = _collectives(model, plan, gpu, nodes_of)
+    nccl_env, notes = _nccl(choices)
+    if plan.layout.zero == 3:
+        notes.append(
+            "ZeRO-3: Megatron-LM's distributed optimizer shards optimizer states only (ZeRO-1); "
+            "run this plan with the DeepSpeed config below, or Megatron's --use-torch-fsdp2"
+        )
+    layout_json = json.dumps(dataclasses.asdict(plan.layout), separators=(",", ":"))
+    env = {**_plan_env(model, plan), **nccl_env, "TRAINYARD_PLAN_JSON": layout_json}
+    return LaunchSettings(
+        nodes=nodes,
+        gpus_per_node=per_node,
+        torchrun=_torchrun(nodes, per_node),
+        megatron=_megatron(model, plan),
+        deepspeed=_deepspeed(model, plan),
+        nccl_env=nccl_env,
+        env=env,
+        collectives=tuple(choices),
+        notes=tuple(notes),
+    )
