@@ -32,6 +32,7 @@ COMPILED = [
     "src/trainyard/core/actions/victims.py",
     "src/trainyard/core/actions/reclaim.py",
     "src/trainyard/core/actions/preempt.py",
+    "src/trainyard/core/actions/las_preempt.py",
     "src/trainyard/core/plugins/scoring.py",
     "src/trainyard/core/plugins/order.py",
 ]

@@ -137,6 +137,12 @@ def _check_evictions(snap: Snapshot, dec: Decision, running, pending, placed) ->
             assert victim.priority < winner.priority, f"{e.job_id}: preempted by lower/equal"
         elif e.action == "reclaim":
             assert victim.queue != winner.queue, f"{e.job_id}: reclaimed by its own queue"
+        elif e.action == "las_preempt":
+            assert victim.queue == winner.queue, f"{e.job_id}: LAS-preempted across queues"
+            assert victim.priority <= winner.priority, f"{e.job_id}: LAS over priority"
+            assert victim.attained_service > winner.attained_service, (
+                f"{e.job_id}: LAS-preempted by a job with more service"
+            )
         else:
             raise AssertionError(f"{e.job_id}: eviction by action {e.action}")
 

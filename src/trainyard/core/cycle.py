@@ -140,7 +140,12 @@ class Cycle:
             cands = cpu_only_candidates(self.state, job)
         else:
             cands = candidates(
-                self.state, job, self.classes_of(job), self.profile, self.max_level(job)
+                self.state,
+                job,
+                self.classes_of(job),
+                self.profile,
+                self.max_level(job),
+                self.profile.may_split(job, self.now),
             )
         if not cands:
             return None
@@ -195,7 +200,14 @@ class Cycle:
                 self.status[job.id] = self.quota_status(job, blocker)
                 return False
         g = job.gpus or 1
-        key = (job.gpu_types, job.gpu_memory_gb, job.topology, job.cpus / g, job.memory_gb / g)
+        key = (
+            job.gpu_types,
+            job.gpu_memory_gb,
+            job.topology,
+            job.cpus / g,
+            job.memory_gb / g,
+            self.profile.may_split(job, self.now),
+        )
         epoch = self.state.epoch
         cached = self._fail.get(key)
         if cached is not None and cached[0] == epoch and job.gpus >= cached[1]:

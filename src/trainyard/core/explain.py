@@ -90,11 +90,18 @@ def _capacity(cycle: Cycle, job: Job) -> tuple[PendingCode, str]:
             )
     if free >= job.gpus:
         largest = max(state.largest_free(c, layout.depth) for c in classes)
-        if not cycle.profile.split_small_jobs and job.gpus <= max(
-            layout.class_node_max[c] for c in classes
+        profile = cycle.profile
+        if (
+            not profile.may_split(job, cycle.now)
+            and largest < job.gpus
+            and job.gpus <= max(layout.class_node_max[c] for c in classes)
         ):
+            wait = ""
+            if profile.split_small_jobs:
+                left = profile.locality_wait_s - (cycle.now - job.submit_time)
+                wait = f" (it waits {left:.0f} s more for one before spanning nodes)"
             return "fragmented", (
-                f"needs {_types(job)} on one node; {free} free in total, "
+                f"needs {_types(job)} on one node{wait}; {free} free in total, "
                 f"largest free block on one node is {largest}"
             )
         return "resources", (

@@ -111,6 +111,9 @@ class Profile:
     usage_weight: float = 0.5  # weight of decayed usage history in the fair-share key
     max_reservations: int = 1  # head-of-line jobs that get a backfill reservation
     split_small_jobs: bool = True  # may a job that could fit one node span nodes when none has room
+    # Delay scheduling (Zaharia et al., EuroSys'10): a job that fits one node waits up to this
+    # many seconds after submission for one before it may span nodes (0: span at once).
+    locality_wait_s: float = 0.0
     params: dict[str, float] = field(default_factory=dict)
 
     def validate(self) -> None:
@@ -123,10 +126,17 @@ class Profile:
             SCORERS.get(scorer)
             if weight < 0:
                 raise ValueError(f"profile {self.name}: scorer {scorer} weight must be >= 0")
+        if not self.locality_wait_s >= 0:
+            raise ValueError(f"profile {self.name}: locality_wait_s must be >= 0")
         if self.max_reservations < 0:
             raise ValueError(f"profile {self.name}: max_reservations must be >= 0")
         if list(self.las_thresholds) != sorted(self.las_thresholds):
             raise ValueError(f"profile {self.name}: las_thresholds must be increasing")
+
+    def may_split(self, job: Job, now: float) -> bool:
+        """May `job`, which fits one node, span several now (`split_small_jobs`, and its
+        locality wait is over)?"""
+        return self.split_small_jobs and now - job.submit_time >= self.locality_wait_s
 
     def with_overrides(self, **changes: Any) -> Profile:
         """A copy with some fields changed (validated)."""

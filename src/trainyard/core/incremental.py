@@ -26,6 +26,7 @@ from dataclasses import replace
 from typing import Any
 
 from trainyard.core.actions.backfill import place_backfill, reserve
+from trainyard.core.actions.las_preempt import las_preempt_for
 from trainyard.core.actions.preempt import preempt_for
 from trainyard.core.actions.reclaim import reclaim_for
 from trainyard.core.cycle import Cycle, Status, run_actions
@@ -106,7 +107,12 @@ class Scheduler:
             if "reclaim" in profile.actions and queues.over_guaranteed(q) > max(before, 0):
                 self.stale = True  # others may now reclaim from `job`'s queue
             return self._delta(job)
-        for name, attempt in (("reclaim", reclaim_for), ("preempt", preempt_for)):
+        attempts = (
+            ("reclaim", reclaim_for),
+            ("preempt", preempt_for),
+            ("las_preempt", las_preempt_for),
+        )
+        for name, attempt in attempts:
             if name in profile.actions and cycle.quota_blocker(job) < 0 and attempt(cycle, job):
                 self.stale = True  # the evictions may let others start (or settle) too
                 break

@@ -5,7 +5,8 @@ Rules, in order:
 2. Tightest domain first: a job that fits one NVLink island gets one if any node has such an
    island free; else one node; else the innermost topology level (leaf switch, then spine, ...)
    in which one domain has room; else the whole cluster. `Job.topology` caps how far it may
-   spread; `Profile.split_small_jobs=False` forbids spreading a job that fits one node.
+   spread; `Profile.split_small_jobs=False` forbids spreading a job that fits one node, and
+   `Profile.locality_wait_s` delays it (delay scheduling).
 3. Inside a multi-node domain, the gang takes the fewest children: whole-free children first
    (largest free first), then the best-fitting child for the remainder, recursively.
 4. Several candidates (one per free-count bucket for single-node jobs, a few best-fitting
@@ -196,9 +197,15 @@ def gang_candidates(state: ClusterState, job: Job, c: int, max_level: int) -> li
 
 
 def candidates(
-    state: ClusterState, job: Job, classes: tuple[int, ...], profile: Profile, max_level: int
+    state: ClusterState,
+    job: Job,
+    classes: tuple[int, ...],
+    profile: Profile,
+    max_level: int,
+    may_split: bool = True,
 ) -> list[Candidate]:
-    """All candidate placements for `job` over its acceptable classes (tightest span only)."""
+    """All candidate placements for `job` over its acceptable classes (tightest span only).
+    `may_split` is `profile.may_split(job, now)`: False keeps a job that fits one node on one."""
     layout = state.layout
     depth = layout.depth
     g = job.gpus
@@ -213,7 +220,7 @@ def candidates(
             if found:
                 out.extend(found)
                 continue
-            if max_level >= depth or not profile.split_small_jobs:
+            if max_level >= depth or not may_split:
                 continue
         if max_level < depth:
             found = gang_candidates(state, job, c, max_level)

@@ -4,10 +4,17 @@
   classic baseline; no backfill, no preemption).
 - `priority`: priority order per queue, greedy (skips jobs that do not fit), preemption.
 - `las`: Tiresias-style least-attained-service order, greedy, no preemption.
+- `tiresias`: Tiresias (Gu et al., NSDI'19) as the Pollux artifact runs it: two LAS levels split
+  at 16 GPU-hours, FIFO inside a level, greedy, and jobs of a more served level preempted for
+  those of a less served one (`las_preempt`); worst-fit placement (the emptiest node first,
+  on the fewest nodes), as that artifact places jobs.
 - `drf`: dominant-resource fair share across queues, FIFO inside a queue, backfill, reclaim.
 - `default`: our best: DRF across queues with guaranteed quotas and reclaim; inside a queue
   priority, then least attained service; backfill with a reservation for the head of the
-  line; priority preemption; topology- and fragmentation-aware placement.
+  line; priority preemption, then least-attained-service preemption (Tiresias' rule);
+  topology- and fragmentation-aware placement, with delay scheduling: a job that fits one
+  node waits up to 15 minutes for one before spanning nodes (cross-node gangs run slower;
+  `docs/benchmarks.md` shows the effect on the Pollux workloads).
 """
 
 from __future__ import annotations
@@ -38,6 +45,15 @@ _BUILTIN = (
         queue_order="global",
     ),
     Profile(
+        name="tiresias",
+        description="Tiresias 2-level LAS (16 GPU-hour threshold), greedy, LAS preemption",
+        actions=("allocate", "las_preempt"),
+        job_order="las",
+        queue_order="global",
+        scorers=(("topology", 4.0), ("spread", 1.0)),
+        las_thresholds=(57_600.0,),
+    ),
+    Profile(
         name="drf",
         description="dominant-resource fair share across queues, FIFO within, backfill, reclaim",
         actions=("allocate", "backfill", "reclaim"),
@@ -47,9 +63,10 @@ _BUILTIN = (
     Profile(
         name="default",
         description="DRF + quotas + reclaim, priority then LAS, backfill, preemption",
-        actions=("allocate", "backfill", "reclaim", "preempt"),
+        actions=("allocate", "backfill", "reclaim", "preempt", "las_preempt"),
         job_order="default",
         queue_order="drf",
+        locality_wait_s=900.0,
     ),
 )
 

@@ -28,7 +28,7 @@ PendingCode = Literal[
     "unresolvable",  # can never run on this cluster as configured
 ]
 
-ActionName = Literal["allocate", "backfill", "reclaim", "preempt"]
+ActionName = Literal["allocate", "backfill", "reclaim", "preempt", "las_preempt"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,6 +23,7 @@ from trainyard.core import (
     get_profile,
     run_cycle,
 )
+from trainyard.core.plugins.order import las_level
 
 EPS = 1e-6
 
@@ -118,6 +119,13 @@ def check_decision(snapshot: Snapshot, decision: Decision, profile: str) -> None
         if e.action == "preempt":
             assert r.job.queue == preemptor.queue, "preempt crossed queues"
             assert r.job.priority < preemptor.priority, "preempted an equal/higher priority"
+        elif e.action == "las_preempt":
+            prof = get_profile(profile)
+            assert r.job.queue == preemptor.queue, "LAS preemption crossed queues"
+            assert r.job.priority <= preemptor.priority, "LAS-preempted a higher priority"
+            assert las_level(r.job, prof) > las_level(preemptor, prof), (
+                "LAS-preempted a job that has not received more service"
+            )
         elif e.action == "reclaim":
             assert r.job.queue not in paths[preemptor.queue]
             assert preemptor.queue not in paths[r.job.queue]
@@ -289,7 +297,7 @@ def check_work_conserving(snapshot: Snapshot, decision: Decision, profile: str) 
             continue
         if not quota_allows(after, job):
             continue
-        where = fits_now(after, job, blocked, prof.split_small_jobs)
+        where = fits_now(after, job, blocked, prof.may_split(job, snapshot.now))
         assert where is None, (
             f"{profile}: {job.id} ({reason.code}: {reason.message}) fits on {where} "
             "but was left pending"

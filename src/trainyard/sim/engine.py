@@ -1,0 +1,484 @@
+"""The discrete-event simulation loop: drives the unchanged `core.run_cycle` with a simulated
+clock.
+
+This module owns simulated time, job progress and the application of decisions. The policy
+is entirely the core's: every scheduling round builds a `Snapshot` exactly as the server does
+(nodes, queues, running jobs with their placements and attained service, pending jobs) and
+applies the returned `Decision` (evictions, then placements). There is no `if simulating:`
+anywhere in the core.
+
+Time and rounds. Scheduling rounds happen at multiples of `interval_s` (60 s, as in the
+Pollux artifact; 0 means "at every event"). Jobs arrive and finish at their exact times in
+between; a job that arrives waits for the next round, and GPUs freed by a finished job are
+handed out at the next round. A round is skipped, with the same result, when nothing that the
+core reads has changed since the last one: no arrival, no completion, no job crossing a
+least-attained-service threshold, and nothing pending. So a quiet cluster costs nothing and a
+busy one a cycle per interval at most.
+
+Progress. A job needs `speed.work(job)` units; on its placement it makes `rate` units per
+second, except during the start penalty (`first_start_s` after its first start, `restart_s`
+after each restart). Models whose rate changes with progress (Pollux: statistical efficiency
+per epoch) expose `rate_at(job, per_node, gpu_type, progress)` and `next_change(job,
+progress)`; progress is then integrated piece by piece, exactly. Preempted jobs keep their
+progress (checkpointed) and pay the restart penalty when they start again.
+
+Time-driven changes also wake a round while jobs wait: a job's delay-scheduling wait
+(`Profile.locality_wait_s`) running out, and `min_runtime_s` expiring for a running job.
+
+Attained service (GPU-seconds held) is what the LAS orders read; it is passed to the core in
+each job, refreshed whenever a running job crosses one of the profile's `las_thresholds`.
+
+Determinism: no wall clock, no unordered iteration; the same inputs give the same result.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from bisect import bisect_right
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from trainyard.core import (
+    Decision,
+    Job,
+    NodeDevices,
+    Profile,
+    Queue,
+    RunningJob,
+    Snapshot,
+    build_layout,
+    get_profile,
+    run_cycle,
+)
+from trainyard.runtime import gc_paused
+from trainyard.sim.cluster import Cluster
+from trainyard.sim.records import JobRecord, Sample, SimResult
+from trainyard.sim.speed import SpeedModel
+from trainyard.sim.workload import SimJob, Workload, WorkloadError
+
+__all__ = ["SimOptions", "default_queues", "simulate"]
+
+_INF = math.inf
+
+
+@dataclass(frozen=True)
+class SimOptions:
+    """Knobs of a run.
+
+    - `interval_s`: seconds between scheduling rounds (0: a round at every event).
+    - `estimates`: what the scheduler is told about run times: ``none`` (nothing, the
+      default: real users rarely know) or ``exact`` (the true isolated run time, an oracle
+      for what-if studies; used by backfill reservations and `sjf`).
+    - `min_runtime_s`: seconds a started job runs before it may be preempted.
+    - `max_time_s`: stop the simulation at this time (unfinished jobs are reported as such).
+    """
+
+    interval_s: float = 60.0
+    estimates: str = "none"
+    min_runtime_s: float = 0.0
+    max_time_s: float | None = None
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.interval_s) and self.interval_s >= 0):
+            raise WorkloadError("--interval", f"must be >= 0 seconds, got {self.interval_s}")
+        if self.estimates not in ("none", "exact"):
+            raise WorkloadError("--estimates", f"must be none or exact, got {self.estimates!r}")
+        if self.min_runtime_s < 0:
+            raise WorkloadError("--min-runtime", "must be >= 0 seconds")
+
+
+class _State:
+    """One job's simulated life (mutable, engine-private)."""
+
+    __slots__ = (
+        "attained",
+        "change_at",
+        "end",
+        "first_start",
+        "gpu_type",
+        "isolated",
+        "job",
+        "last_t",
+        "penalty_until",
+        "per_node",
+        "placement",
+        "preemptions",
+        "progress",
+        "rate",
+        "restarts",
+        "run_time",
+        "running",
+        "sim",
+        "started",
+        "version",
+        "work",
+    )  # fmt: skip
+
+    def __init__(self, sim: SimJob, job: Job, work: float, isolated: float) -> None:
+        self.sim = sim
+        self.job = job
+        self.work = work
+        self.progress = 0.0
+        self.attained = 0.0
+        self.started = 0.0
+        self.penalty_until = 0.0
+        self.last_t = 0.0
+        self.rate = 0.0
+        self.change_at = _INF
+        self.placement: tuple[NodeDevices, ...] = ()
+        self.per_node: tuple[int, ...] = ()
+        self.gpu_type = ""
+        self.first_start: float | None = None
+        self.end: float | None = None
+        self.run_time = 0.0
+        self.preemptions = 0
+        self.restarts = 0
+        self.version = 0
+        self.running: RunningJob | None = None
+        self.isolated = isolated
+
+
+def default_queues(workload: Workload, cluster: Cluster, speed: SpeedModel) -> tuple[Queue, ...]:
+    """Queues for a workload: the cluster file's, else one per workload queue with a guaranteed
+    share of the GPUs proportional to its demand (GPUs x isolated run time), rounded down."""
+    if cluster.queues:
+        return cluster.queues
+    names = workload.queues or ("default",)
+    if len(names) == 1:
+        return (Queue(name=names[0], guaranteed=cluster.gpus),)
+    demand = dict.fromkeys(names, 0.0)
+    for job in workload.jobs:
+        demand[job.queue] += job.gpus * speed.work(job) / speed.isolated_rate(job)
+    total = sum(demand.values()) or 1.0
+    return tuple(Queue(name=n, guaranteed=int(cluster.gpus * demand[n] / total)) for n in names)
+
+
+def _isolated_time(speed: SpeedModel, sim: SimJob) -> float:
+    exact = getattr(speed, "isolated_time", None)
+    if exact is not None:
+        return float(exact(sim))
+    return speed.first_start_s + speed.work(sim) / speed.isolated_rate(sim)
+
+
+class _Engine:
+    def __init__(
+        self,
+        workload: Workload,
+        cluster: Cluster,
+        speed: SpeedModel,
+        profile: Profile,
+        options: SimOptions,
+        queues: tuple[Queue, ...],
+    ) -> None:
+        self.workload = workload
+        self.cluster = cluster
+        self.speed = speed
+        self.profile = profile
+        self.opt = options
+        self.queues = queues
+        self.layout = build_layout(cluster.nodes, cluster.topology)
+        self.node_type = {n.name: n.gpu_type for n in cluster.nodes}
+        self.thresholds = tuple(profile.las_thresholds)
+        self.rate_at = getattr(speed, "rate_at", None)
+        self.next_change = getattr(speed, "next_change", None)
+        known = {q.name for q in queues}
+        self.states: list[_State] = []
+        for sim in workload.jobs:
+            if sim.queue not in known:
+                raise WorkloadError(sim.id, f"queue {sim.queue!r} is not one of {sorted(known)}")
+            if sim.gpus > cluster.gpus:
+                raise WorkloadError(
+                    sim.id, f"asks for {sim.gpus} GPUs; the cluster has {cluster.gpus}"
+                )
+            work = speed.work(sim)
+            isolated = _isolated_time(speed, sim)
+            estimate = isolated if options.estimates == "exact" else None
+            job = Job(
+                id=sim.id,
+                queue=sim.queue,
+                gpus=sim.gpus,
+                priority=sim.priority,
+                submit_time=sim.submit_time,
+                min_runtime=options.min_runtime_s,
+                expected_duration=estimate,
+                name=sim.application or "",
+            )
+            self.states.append(_State(sim, job, work, isolated))
+        self.by_id = {s.sim.id: s for s in self.states}
+        self.pending: dict[str, _State] = {}
+        self.running: dict[str, _State] = {}
+        self.done: heapq_t = []  # (end time, seq, id, version)
+        self.crossings: heapq_t = []  # (time, seq, id, version): LAS level changes
+        self.wakes: list[float] = []  # min_runtime expiries (victims become eligible)
+        self.seq = 0
+        self.i = 0  # next arrival
+        self.earliest = 0.0  # the next round may not happen before this
+        self.end_time = 0.0
+        self.allocated = 0
+        self.samples: list[Sample] = []
+        self.rounds = 0
+        self.now = 0.0
+
+    # -- progress -----------------------------------------------------------------------------
+
+    def _set_rate(self, s: _State) -> None:
+        if self.rate_at is not None and self.next_change is not None:
+            s.rate = float(self.rate_at(s.sim, s.per_node, s.gpu_type, s.progress))
+            s.change_at = float(self.next_change(s.sim, s.progress))
+        else:
+            s.rate = self.speed.rate(s.sim, s.per_node, s.gpu_type)
+            s.change_at = _INF
+        if not (s.rate > 0 and math.isfinite(s.rate)):
+            raise WorkloadError(
+                s.sim.id, f"speed model {self.speed.name} gives rate {s.rate} on {s.per_node}"
+            )
+
+    def _advance(self, s: _State, t: float) -> None:
+        """Integrate `s`'s progress up to time `t`."""
+        clock = max(s.last_t, s.penalty_until)
+        while clock < t and s.progress < s.work:
+            target = min(s.change_at, s.work)
+            need = (target - s.progress) / s.rate
+            if clock + need <= t:
+                clock += need
+                s.progress = target
+                if target >= s.change_at and s.progress < s.work:
+                    self._set_rate(s)
+            else:
+                s.progress += s.rate * (t - clock)
+                clock = t
+        s.last_t = max(s.last_t, t)
+
+    def _finish_time(self, s: _State) -> float:
+        """When `s` completes if it keeps running (piecewise, without changing `s`)."""
+        clock = max(s.last_t, s.penalty_until)
+        progress, rate, change = s.progress, s.rate, s.change_at
+        while progress < s.work:
+            target = min(change, s.work)
+            clock += (target - progress) / rate
+            progress = target
+            if progress >= change and progress < s.work:
+                assert self.rate_at is not None and self.next_change is not None
+                rate = float(self.rate_at(s.sim, s.per_node, s.gpu_type, progress))
+                change = float(self.next_change(s.sim, progress))
+        return clock
+
+    # -- attained service and LAS levels ------------------------------------------------------
+
+    def _push_crossing(self, s: _State, t: float) -> None:
+        """Queue the time `s` (running) next crosses an LAS threshold, after time `t`."""
+        held = s.attained + s.sim.gpus * (t - s.started)
+        level = bisect_right(self.thresholds, held)
+        if level < len(self.thresholds):
+            at = s.started + (self.thresholds[level] - s.attained) / s.sim.gpus
+            self.seq += 1
+            heapq.heappush(self.crossings, (at, self.seq, s.sim.id, s.version))
+
+    def _running_entry(self, s: _State, t: float) -> RunningJob:
+        attained = s.attained + s.sim.gpus * (t - s.started)
+        job = replace(s.job, attained_service=attained)
+        return RunningJob(job=job, placement=s.placement, started_at=s.started)
+
+    # -- transitions --------------------------------------------------------------------------
+
+    def _start(self, s: _State, nodes: tuple[NodeDevices, ...], t: float) -> None:
+        first = s.first_start is None
+        if first:
+            s.first_start = t
+        else:
+            s.restarts += 1
+        s.started = t
+        s.last_t = t
+        s.penalty_until = t + (self.speed.first_start_s if first else self.speed.restart_s)
+        s.placement = nodes
+        s.per_node = tuple(sorted((len(nd.devices) for nd in nodes), reverse=True))
+        s.gpu_type = self.node_type[nodes[0].node]
+        s.version += 1
+        self._set_rate(s)
+        s.running = self._running_entry(s, t)
+        del self.pending[s.sim.id]
+        self.running[s.sim.id] = s
+        self.allocated += s.sim.gpus
+        self.seq += 1
+        heapq.heappush(self.done, (self._finish_time(s), self.seq, s.sim.id, s.version))
+        self._push_crossing(s, t)
+        if self.opt.min_runtime_s > 0:
+            heapq.heappush(self.wakes, t + self.opt.min_runtime_s)
+
+    def _stop(self, s: _State, t: float) -> None:
+        self._advance(s, t)
+        s.attained += s.sim.gpus * (t - s.started)
+        s.run_time += t - s.started
+        s.version += 1
+        s.running = None
+        s.job = replace(s.job, attained_service=s.attained)
+        del self.running[s.sim.id]
+        self.allocated -= s.sim.gpus
+
+    def _sample(self, t: float, fragmented_free: int = 0) -> None:
+        pending_gpus = sum(s.sim.gpus for s in self.pending.values())
+        new = Sample(t, self.allocated, len(self.pending), pending_gpus, fragmented_free)
+        last = self.samples[-1] if self.samples else None
+        if last is not None and last.t == t:
+            self.samples[-1] = new
+        elif last is None or (
+            last.allocated,
+            last.pending_jobs,
+            last.pending_gpus,
+            last.fragmented_free,
+        ) != (new.allocated, new.pending_jobs, new.pending_gpus, new.fragmented_free):
+            self.samples.append(new)
+
+    # -- the loop -----------------------------------------------------------------------------
+
+    def _valid_top(self, heap: heapq_t) -> float:
+        while heap:
+            t, _, job_id, version = heap[0]
+            s = self.by_id[job_id]
+            if s.running is not None and s.version == version:
+                return t
+            heapq.heappop(heap)
+        return _INF
+
+    def _round_at(self, t: float) -> float:
+        step = self.opt.interval_s
+        if step <= 0:
+            return t
+        return math.ceil(t / step - 1e-9) * step
+
+    def _events_until(self, t: float) -> None:
+        """Completions and arrivals up to time `t`, in time order (completions first at ties)."""
+        jobs = self.states
+        while True:
+            done_at = self._valid_top(self.done)
+            arrive_at = jobs[self.i].sim.submit_time if self.i < len(jobs) else _INF
+            if min(done_at, arrive_at) > t:
+                return
+            if done_at <= arrive_at:
+                _, _, job_id, _ = heapq.heappop(self.done)
+                s = self.by_id[job_id]
+                self._stop(s, done_at)
+                s.progress = s.work
+                s.end = done_at
+                self._sample(done_at)
+            else:
+                s = jobs[self.i]
+                self.pending[s.sim.id] = s
+                self.i += 1
+                self._sample(arrive_at)
+                if self.profile.locality_wait_s > 0:  # it may span nodes from then on
+                    heapq.heappush(self.wakes, arrive_at + self.profile.locality_wait_s)
+
+    def _apply(self, decision: Decision, t: float) -> None:
+        for e in decision.evictions:
+            s = self.by_id[e.job_id]
+            self._stop(s, t)
+            s.preemptions += 1
+            self.pending[s.sim.id] = s
+        for p in decision.placements:
+            self._start(self.by_id[p.job_id], p.nodes, t)
+
+    def _cycle(self, t: float) -> None:
+        self.rounds += 1
+        running = []
+        for s in self.running.values():
+            entry = s.running
+            assert entry is not None
+            if self.thresholds and bisect_right(
+                self.thresholds, entry.job.attained_service
+            ) != bisect_right(self.thresholds, s.attained + s.sim.gpus * (t - s.started)):
+                entry = s.running = self._running_entry(s, t)
+                self._push_crossing(s, t)
+            running.append(entry)
+        snapshot = Snapshot(
+            now=t,
+            nodes=self.cluster.nodes,
+            topology=self.cluster.topology,
+            queues=self.queues,
+            running=tuple(running),
+            pending=tuple(s.job for s in self.pending.values()),
+        )
+        decision = run_cycle(snapshot, self.profile, self.layout)
+        self._apply(decision, t)
+        fragmented = any(r.code == "fragmented" for r in decision.pending.values())
+        free = self.cluster.gpus - self.allocated
+        self._sample(t, free if fragmented and self.pending else 0)
+
+    def run(self) -> None:
+        jobs = self.states
+        limit = self.opt.max_time_s if self.opt.max_time_s is not None else _INF
+        step = self.opt.interval_s
+        while self.i < len(jobs) or self.running or self.pending:
+            arrival = jobs[self.i].sim.submit_time if self.i < len(jobs) else _INF
+            when = min(arrival, self._valid_top(self.done))
+            if self.pending:
+                when = min(when, self._valid_top(self.crossings))
+                if self.wakes:
+                    when = min(when, self.wakes[0])
+            if when == _INF:
+                break  # jobs nothing can ever place (e.g. a GPU type the cluster lacks)
+            t = max(self.earliest, self._round_at(when))
+            if t > limit:
+                self.now = limit
+                break
+            self._events_until(t)
+            while self._valid_top(self.crossings) <= t:
+                heapq.heappop(self.crossings)
+            while self.wakes and self.wakes[0] <= t:
+                heapq.heappop(self.wakes)
+            self.now = t
+            if self.pending:
+                self._cycle(t)
+            self.earliest = t + step if step > 0 else t
+        ends = [s.end for s in jobs if s.end is not None]
+        self.end_time = max([self.now, *ends])
+
+
+heapq_t = list[tuple[float, int, str, int]]
+
+
+def simulate(
+    workload: Workload,
+    cluster: Cluster,
+    speed: SpeedModel,
+    profile: str | Profile = "default",
+    options: SimOptions | None = None,
+    *,
+    queues: Sequence[Queue] | None = None,
+    seed: int = 0,
+) -> SimResult:
+    """Run `workload` on `cluster` under `profile`; deterministic for the same inputs."""
+    prof = get_profile(profile) if isinstance(profile, str) else profile
+    opts = options or SimOptions()
+    qs = tuple(queues) if queues is not None else default_queues(workload, cluster, speed)
+    engine = _Engine(workload, cluster, speed, prof, opts, qs)
+    with gc_paused():
+        engine.run()
+    records = tuple(
+        JobRecord(
+            id=s.sim.id,
+            queue=s.sim.queue,
+            gpus=s.sim.gpus,
+            submit=s.sim.submit_time,
+            first_start=s.first_start,
+            end=s.end,
+            run_time=s.run_time,
+            preemptions=s.preemptions,
+            restarts=s.restarts,
+            isolated_time=s.isolated,
+        )
+        for s in engine.states
+    )
+    return SimResult(
+        workload=f"{workload.kind}:{workload.source}",
+        cluster=cluster.spec,
+        policy=prof.name,
+        seed=seed,
+        total_gpus=cluster.gpus,
+        records=records,
+        samples=tuple(engine.samples),
+        end_time=engine.end_time,
+        rounds=engine.rounds,
+        queues=tuple(q.name for q in qs),
+    )

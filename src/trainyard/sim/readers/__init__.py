@@ -1,0 +1,79 @@
+"""Workload readers: turn a workload SPEC into a `trainyard.sim.workload.Workload`.
+
+This package owns the SPEC grammar and dispatch; each kind lives in its own module:
+
+* ``philly:PATH``   the Philly trace CSV shipped with Pollux (`readers.philly`);
+* ``pollux:PATH``   a Pollux workload CSV (`readers.pollux`);
+* ``gavel:PATH``    jobs generated from Gavel's throughput JSON (`readers.gavel`);
+* ``synthetic`` / ``synthetic:N``  N (default 1000) Philly-like jobs, no file (`readers.synthetic`).
+
+`load` > 0 scales every inter-arrival time by ``1 / load`` (2.0 = jobs arrive twice as fast).
+A relative PATH that does not exist is also looked up under `shared` and ``shared/traces``
+(the ``../shared`` data folder). Errors are `WorkloadError`s naming the spec, option or
+``file:line:column`` and saying how to fix it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from pathlib import Path
+
+from trainyard.sim.readers.gavel import read_gavel
+from trainyard.sim.readers.philly import read_philly
+from trainyard.sim.readers.pollux import read_pollux
+from trainyard.sim.readers.synthetic import DEFAULT_JOBS, synthetic
+from trainyard.sim.workload import Workload, WorkloadError
+
+__all__ = ["KINDS", "read_workload"]
+
+KINDS = ("philly", "pollux", "gavel", "synthetic")
+_USAGE = "write KIND:PATH (philly, pollux, gavel) or synthetic[:N]"
+
+
+def _locate(spec: str, raw: str, shared: Path | None) -> Path:
+    path = Path(raw).expanduser()
+    candidates = [path]
+    if shared is not None and not path.is_absolute():
+        candidates += [shared / path, shared / "traces" / path]
+    for candidate in candidates:
+        if candidate.is_file():
+            return candidate
+    tried = ", ".join(str(c) for c in candidates)
+    raise WorkloadError(spec, f"no such file (tried {tried}); give an existing file's path")
+
+
+def read_workload(
+    spec: str,
+    *,
+    seed: int = 0,
+    load: float = 1.0,
+    options: Mapping[str, str] | None = None,
+    shared: Path | None = None,
+) -> Workload:
+    """The workload SPEC names (see the module docstring)."""
+    opts = dict(options or {})
+    if not (isinstance(load, int | float) and math.isfinite(load) and load > 0):
+        raise WorkloadError("load", f"must be a number > 0 (1.0 = as recorded), got {load!r}")
+    kind, sep, rest = spec.strip().partition(":")
+    kind = kind.strip().lower()
+    if kind == "synthetic":
+        n = DEFAULT_JOBS
+        if sep:
+            try:
+                n = int(rest)
+            except ValueError:
+                n = 0
+            if n < 1:
+                raise WorkloadError(spec, f"N in synthetic:N must be a whole number >= 1; {_USAGE}")
+        return synthetic(n, seed=seed, load=load, options=opts, source=spec)
+    if kind not in KINDS:
+        raise WorkloadError(spec, f"unknown workload kind {kind!r}; {_USAGE}")
+    if not rest.strip():
+        raise WorkloadError(spec, f"{kind} needs a file; write {kind}:PATH")
+    path = _locate(spec, rest.strip(), shared)
+    if kind == "philly":
+        return read_philly(path, load=load, options=opts, source=spec)
+    if kind == "pollux":
+        return read_pollux(path, load=load, options=opts, source=spec)
+    return read_gavel(path, seed=seed, load=load, options=opts, source=spec)

@@ -1,0 +1,63 @@
+"""The simulator's workload types: `SimJob`, `Workload` and `WorkloadError`.
+
+This module owns the contract between workload readers (`trainyard.sim.readers`) and the engine
+(`trainyard.sim.engine`): a workload is an ordered tuple of jobs with submission times in
+seconds from the workload's start. How fast a job progresses on a placement is not a property
+of the job but of a `trainyard.sim.speed.SpeedModel` chosen with the workload.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+__all__ = ["SimJob", "Workload", "WorkloadError"]
+
+
+class WorkloadError(ValueError):
+    """A workload file or option is malformed. `where` is ``file:line:column`` (or the option
+    name), `message` says what is wrong and how to fix it."""
+
+    def __init__(self, where: str, message: str) -> None:
+        super().__init__(f"{where}: {message}")
+        self.where = where
+        self.message = message
+
+
+@dataclass(frozen=True, slots=True)
+class SimJob:
+    """One job of a workload.
+
+    - `submit_time`: seconds from the workload's start.
+    - `gpus`: the GPU count the job asks for (a gang).
+    - `queue`: the queue (tenant, or Philly virtual cluster) it is submitted to.
+    - `duration`: run time in seconds on `gpus` GPUs, when the trace gives it (Philly,
+      synthetic). None when the speed model derives it (Pollux, Gavel).
+    - `application`: the model type (Pollux application, Gavel job type) for speed models.
+    - `batch_size`: global batch size (Pollux).
+    """
+
+    id: str
+    submit_time: float
+    gpus: int
+    queue: str = "default"
+    duration: float | None = None
+    application: str | None = None
+    batch_size: int | None = None
+    priority: int = 0
+
+
+@dataclass(frozen=True)
+class Workload:
+    """Jobs in submission order (ties by id), with where they came from."""
+
+    kind: str
+    source: str
+    jobs: tuple[SimJob, ...]
+    queues: tuple[str, ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        ordered = tuple(sorted(self.jobs, key=lambda j: (j.submit_time, j.id)))
+        object.__setattr__(self, "jobs", ordered)
+        if not self.queues:
+            names = sorted({j.queue for j in ordered})
+            object.__setattr__(self, "queues", tuple(names))
