@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import typer
 
-from trainyard.cli import bench, demo, plan, schedule
+from trainyard.cli import bench, demo, plan, schedule, simulate
 
 app = typer.Typer(
     name="trainyard",
@@ -18,7 +18,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-for _module in (bench, demo, plan, schedule):
+for _module in (bench, demo, plan, schedule, simulate):
     _module.register(app)
 
 

@@ -9,6 +9,7 @@ into an immutable `Decision`. Nothing here does I/O or reads a clock: `snapshot.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from trainyard.core.explain import build_decision
@@ -60,6 +61,14 @@ class Cycle:
         self.snapshot = snapshot
         self.profile = profile
         self.now = snapshot.now
+        # Jobs submitted at or before this time may span nodes (Profile.may_split, inlined).
+        # Whether any job has an expected duration: without one no reservation can be estimated.
+        self.estimates = any(r.job.expected_duration is not None for r in snapshot.running) or any(
+            j.expected_duration is not None for j in snapshot.pending
+        )
+        self.split_before = (
+            snapshot.now - profile.locality_wait_s if profile.split_small_jobs else -math.inf
+        )
         self.layout = layout or build_layout(snapshot.nodes, snapshot.topology)
         nodes = snapshot.nodes
         self.queues = QueueIndex(
@@ -145,7 +154,7 @@ class Cycle:
                 self.classes_of(job),
                 self.profile,
                 self.max_level(job),
-                self.profile.may_split(job, self.now),
+                job.submit_time <= self.split_before,
             )
         if not cands:
             return None
@@ -199,6 +208,17 @@ class Cycle:
             if blocker >= 0:
                 self.status[job.id] = self.quota_status(job, blocker)
                 return False
+        g = job.gpus
+        if g:  # no class with that many free GPUs: no candidate can exist
+            class_free = self.state.class_free
+            room = False
+            for c in self.classes_of(job):
+                if class_free[c] >= g:
+                    room = True
+                    break
+            if not room:
+                self.status[job.id] = Status("capacity")
+                return False
         g = job.gpus or 1
         key = (
             job.gpu_types,
@@ -206,7 +226,7 @@ class Cycle:
             job.topology,
             job.cpus / g,
             job.memory_gb / g,
-            self.profile.may_split(job, self.now),
+            job.submit_time <= self.split_before,
         )
         epoch = self.state.epoch
         cached = self._fail.get(key)
@@ -309,5 +329,8 @@ def run_actions(cycle: Cycle) -> None:
 def _settle(cycle: Cycle) -> None:
     """After evictions, let waiting jobs (not the victims) use what the plans left free, so
     that the next cycle on the applied decision has nothing left to do (stability)."""
+    state = cycle.state
     for job in cycle.pending_jobs():  # quota-blocked ones too: evictions lowered usage
+        if job.gpus and not any(state.class_free):
+            continue  # no GPU free anywhere: no GPU job can start (its status is set)
         cycle.try_place(job, "backfill")

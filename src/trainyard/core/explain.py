@@ -185,6 +185,8 @@ def build_decision(cycle: Cycle, only: tuple[str, ...] | None = None) -> Decisio
             st.other_job,
             st.quota,
             start,
+            # the locality wait left (explained per job) while it may not span nodes yet
+            job.submit_time if job.gpus > 1 and job.submit_time > cycle.split_before else None,
         )
         reason = cache.get(key)
         if reason is None:

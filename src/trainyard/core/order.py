@@ -5,11 +5,14 @@ where allocate stopped). With queue order `global` it walks all pending jobs sor
 order. With `drf` it repeatedly serves the queue whose path of fair-share keys (root first) is
 smallest, taking that queue's next job in job order; keys are recomputed only for queues
 under the same root as a queue whose allocation changed (the cycle reports those in
-`touched`), since a job that does not fit changes nobody's share.
+`touched`), since a job that does not fit changes nobody's share. The smallest key is kept
+in a heap of (key, queue) entries; an entry whose key is no longer the queue's is dropped when
+it reaches the top.
 """
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -47,6 +50,8 @@ class PendingOrder:
             self._keys: dict[int, tuple[tuple[int, float], ...]] = {}
             for q in self._lists:
                 self._keys[q] = self._key(q)
+            self._heap = [(k, q) for q, k in self._keys.items()]
+            heapq.heapify(self._heap)
         self.touched: set[int] = set()  # queues whose allocation changed (set by the cycle)
 
     def _key(self, q: int) -> tuple[tuple[int, float], ...]:
@@ -63,7 +68,10 @@ class PendingOrder:
         for touched in self.touched:
             for q in self._group.get(path[touched][-1], ()):
                 if q in keys:
-                    keys[q] = self._key(q)
+                    key = self._key(q)
+                    if key != keys[q]:
+                        keys[q] = key
+                        heapq.heappush(self._heap, (key, q))
         self.touched.clear()
 
     def __iter__(self) -> Iterator[Job]:
@@ -78,17 +86,13 @@ class PendingOrder:
         else:
             if self.touched:
                 self._refresh()
-            if not self._keys:
-                raise StopIteration
             keys = self._keys
-            if len(keys) == 1:
-                q = next(iter(keys))
-            else:
-                q = -1
-                best: tuple[tuple[int, float], ...] = ()
-                for cand, ckey in keys.items():
-                    if q < 0 or ckey < best or (ckey == best and cand < q):
-                        q, best = cand, ckey
+            heap = self._heap
+            while heap and keys.get(heap[0][1]) != heap[0][0]:
+                heapq.heappop(heap)  # stale: the queue's key changed, or it has no jobs left
+            if not heap:
+                raise StopIteration
+            q = heap[0][1]
             pos = self._pos_q[q]
             job = self._lists[q][pos]
             self._pos_q[q] = pos + 1

@@ -66,10 +66,10 @@ def parse_cluster(spec: str) -> Cluster:
     """A `Cluster` from SPEC (see the module docstring); `WorkloadError` naming --cluster."""
     text = "".join(spec.split())
     if text.lower().endswith((".yaml", ".yml", ".json")):
-        path = Path(spec)
-        if not path.is_file():
+        file = Path(spec)
+        if not file.is_file():
             raise WorkloadError("--cluster", f"file {spec} not found")
-        return _from_file(path)
+        return _from_file(file)
     if not text:
         raise WorkloadError("--cluster", "empty; write NODESxGPUS, e.g. 16x4")
     nodes: list[Node] = []

@@ -37,7 +37,7 @@ import heapq
 import math
 from bisect import bisect_right
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from trainyard.core import (
     Decision,
@@ -53,39 +53,14 @@ from trainyard.core import (
 )
 from trainyard.runtime import gc_paused
 from trainyard.sim.cluster import Cluster
+from trainyard.sim.config import QUOTA_SHARE, SimOptions, default_queues
 from trainyard.sim.records import JobRecord, Sample, SimResult
 from trainyard.sim.speed import SpeedModel
 from trainyard.sim.workload import SimJob, Workload, WorkloadError
 
-__all__ = ["SimOptions", "default_queues", "simulate"]
+__all__ = ["QUOTA_SHARE", "SimOptions", "default_queues", "simulate"]
 
 _INF = math.inf
-
-
-@dataclass(frozen=True)
-class SimOptions:
-    """Knobs of a run.
-
-    - `interval_s`: seconds between scheduling rounds (0: a round at every event).
-    - `estimates`: what the scheduler is told about run times: ``none`` (nothing, the
-      default: real users rarely know) or ``exact`` (the true isolated run time, an oracle
-      for what-if studies; used by backfill reservations and `sjf`).
-    - `min_runtime_s`: seconds a started job runs before it may be preempted.
-    - `max_time_s`: stop the simulation at this time (unfinished jobs are reported as such).
-    """
-
-    interval_s: float = 60.0
-    estimates: str = "none"
-    min_runtime_s: float = 0.0
-    max_time_s: float | None = None
-
-    def __post_init__(self) -> None:
-        if not (math.isfinite(self.interval_s) and self.interval_s >= 0):
-            raise WorkloadError("--interval", f"must be >= 0 seconds, got {self.interval_s}")
-        if self.estimates not in ("none", "exact"):
-            raise WorkloadError("--estimates", f"must be none or exact, got {self.estimates!r}")
-        if self.min_runtime_s < 0:
-            raise WorkloadError("--min-runtime", "must be >= 0 seconds")
 
 
 class _State:
@@ -139,21 +114,6 @@ class _State:
         self.isolated = isolated
 
 
-def default_queues(workload: Workload, cluster: Cluster, speed: SpeedModel) -> tuple[Queue, ...]:
-    """Queues for a workload: the cluster file's, else one per workload queue with a guaranteed
-    share of the GPUs proportional to its demand (GPUs x isolated run time), rounded down."""
-    if cluster.queues:
-        return cluster.queues
-    names = workload.queues or ("default",)
-    if len(names) == 1:
-        return (Queue(name=names[0], guaranteed=cluster.gpus),)
-    demand = dict.fromkeys(names, 0.0)
-    for job in workload.jobs:
-        demand[job.queue] += job.gpus * speed.work(job) / speed.isolated_rate(job)
-    total = sum(demand.values()) or 1.0
-    return tuple(Queue(name=n, guaranteed=int(cluster.gpus * demand[n] / total)) for n in names)
-
-
 def _isolated_time(speed: SpeedModel, sim: SimJob) -> float:
     exact = getattr(speed, "isolated_time", None)
     if exact is not None:
@@ -184,7 +144,11 @@ class _Engine:
         self.next_change = getattr(speed, "next_change", None)
         known = {q.name for q in queues}
         self.states: list[_State] = []
+        seen: set[str] = set()
         for sim in workload.jobs:
+            if sim.id in seen:
+                raise WorkloadError(sim.id, "duplicate job id; every job needs its own")
+            seen.add(sim.id)
             if sim.queue not in known:
                 raise WorkloadError(sim.id, f"queue {sim.queue!r} is not one of {sorted(known)}")
             if sim.gpus > cluster.gpus:
@@ -216,6 +180,8 @@ class _Engine:
         self.earliest = 0.0  # the next round may not happen before this
         self.end_time = 0.0
         self.allocated = 0
+        self.total = cluster.gpus
+        self.pending_gpus = 0
         self.samples: list[Sample] = []
         self.rounds = 0
         self.now = 0.0
@@ -298,6 +264,7 @@ class _Engine:
         self._set_rate(s)
         s.running = self._running_entry(s, t)
         del self.pending[s.sim.id]
+        self.pending_gpus -= s.sim.gpus
         self.running[s.sim.id] = s
         self.allocated += s.sim.gpus
         self.seq += 1
@@ -317,8 +284,7 @@ class _Engine:
         self.allocated -= s.sim.gpus
 
     def _sample(self, t: float, fragmented_free: int = 0) -> None:
-        pending_gpus = sum(s.sim.gpus for s in self.pending.values())
-        new = Sample(t, self.allocated, len(self.pending), pending_gpus, fragmented_free)
+        new = Sample(t, self.allocated, len(self.pending), self.pending_gpus, fragmented_free)
         last = self.samples[-1] if self.samples else None
         if last is not None and last.t == t:
             self.samples[-1] = new
@@ -365,6 +331,7 @@ class _Engine:
             else:
                 s = jobs[self.i]
                 self.pending[s.sim.id] = s
+                self.pending_gpus += s.sim.gpus
                 self.i += 1
                 self._sample(arrive_at)
                 if self.profile.locality_wait_s > 0:  # it may span nodes from then on
@@ -376,21 +343,13 @@ class _Engine:
             self._stop(s, t)
             s.preemptions += 1
             self.pending[s.sim.id] = s
+            self.pending_gpus += s.sim.gpus
         for p in decision.placements:
             self._start(self.by_id[p.job_id], p.nodes, t)
 
     def _cycle(self, t: float) -> None:
         self.rounds += 1
-        running = []
-        for s in self.running.values():
-            entry = s.running
-            assert entry is not None
-            if self.thresholds and bisect_right(
-                self.thresholds, entry.job.attained_service
-            ) != bisect_right(self.thresholds, s.attained + s.sim.gpus * (t - s.started)):
-                entry = s.running = self._running_entry(s, t)
-                self._push_crossing(s, t)
-            running.append(entry)
+        running = [s.running for s in self.running.values() if s.running is not None]
         snapshot = Snapshot(
             now=t,
             nodes=self.cluster.nodes,
@@ -402,7 +361,7 @@ class _Engine:
         decision = run_cycle(snapshot, self.profile, self.layout)
         self._apply(decision, t)
         fragmented = any(r.code == "fragmented" for r in decision.pending.values())
-        free = self.cluster.gpus - self.allocated
+        free = self.total - self.allocated
         self._sample(t, free if fragmented and self.pending else 0)
 
     def run(self) -> None:
@@ -420,11 +379,14 @@ class _Engine:
                 break  # jobs nothing can ever place (e.g. a GPU type the cluster lacks)
             t = max(self.earliest, self._round_at(when))
             if t > limit:
+                self._events_until(limit)  # jobs that end (or arrive) before the cut-off
                 self.now = limit
                 break
             self._events_until(t)
-            while self._valid_top(self.crossings) <= t:
-                heapq.heappop(self.crossings)
+            while (when := self._valid_top(self.crossings)) <= t:
+                s = self.by_id[heapq.heappop(self.crossings)[2]]
+                s.running = self._running_entry(s, t)  # its LAS level changed at `when`
+                self._push_crossing(s, max(t, when))
             while self.wakes and self.wakes[0] <= t:
                 heapq.heappop(self.wakes)
             self.now = t
@@ -432,7 +394,10 @@ class _Engine:
                 self._cycle(t)
             self.earliest = t + step if step > 0 else t
         ends = [s.end for s in jobs if s.end is not None]
-        self.end_time = max([self.now, *ends])
+        if jobs and len(ends) == len(jobs):
+            self.end_time = max(ends)  # every job finished: the run ends with the last one
+        else:
+            self.end_time = max([self.now, *ends])
 
 
 heapq_t = list[tuple[float, int, str, int]]
@@ -463,7 +428,7 @@ def simulate(
             submit=s.sim.submit_time,
             first_start=s.first_start,
             end=s.end,
-            run_time=s.run_time,
+            run_time=s.run_time + (engine.now - s.started if s.running is not None else 0.0),
             preemptions=s.preemptions,
             restarts=s.restarts,
             isolated_time=s.isolated,

@@ -22,6 +22,8 @@ from trainyard.core.types import Job
 
 def reserve(cycle: Cycle, job: Job) -> Hold | None:
     """Compute and hold the reservation of `job` (None if its start cannot be estimated)."""
+    if not cycle.estimates:
+        return None  # no job has an expected duration: no start can be estimated
     state = cycle.state
     stmt = cycle.stmt
     classes = cycle.classes_of(job)

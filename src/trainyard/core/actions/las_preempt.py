@@ -14,7 +14,7 @@ preemptor has itself been served into a higher level (which is what LAS intends)
 
 from __future__ import annotations
 
-from trainyard.core.actions.victims import evict_for
+from trainyard.core.actions.victims import eligible, evict_for
 from trainyard.core.cycle import Cycle
 from trainyard.core.framework import ACTIONS, Profile
 from trainyard.core.plugins.order import las_level
@@ -56,27 +56,55 @@ def las_preempt_for(cycle: Cycle, job: Job) -> bool:
         rules.cost,
         reason,
         below_priority=job.priority + 1,
+        prefilter=rules.allowed,
     )
+
+
+def _victim_gpus(cycle: Cycle, profile: Profile) -> dict[str, list[int]]:
+    """Queue -> GPUs its evictable running jobs hold at each LAS level (index = level)."""
+    out: dict[str, list[int]] = {}
+    levels = len(profile.las_thresholds) + 1
+    for a in cycle.state.allocs.values():
+        if a.queue >= 0 and eligible(cycle, a):
+            level = las_level(a.job, profile)
+            if level:
+                row = out.get(a.job.queue)
+                if row is None:
+                    row = out[a.job.queue] = [0] * levels
+                row[level] += a.gpus
+    return out
 
 
 def las_preempt(cycle: Cycle) -> None:
     failed: dict[tuple[object, ...], int] = {}
     profile = cycle.profile
+    victims = _victim_gpus(cycle, profile)
+    if not victims:
+        return  # nobody evictable has been served past the first threshold
+    state = cycle.state
     for job in cycle.pending_jobs():
         if job.gpus == 0 or job.id not in cycle.status:
+            continue
+        if state.epoch != cycle.settled_epoch and cycle.try_place(job, "las_preempt"):
+            continue  # earlier evictions freed more than their preemptor needed
+        row = victims.get(job.queue)
+        if row is None:
+            continue  # no running job of its queue has been served past a threshold
+        level = las_level(job, profile)
+        # Upper bound on the room an eviction plan could make: the free GPUs of the best
+        # class now plus every more-served victim of the queue (as of the action's start).
+        if max(state.class_free, default=0) + sum(row[level + 1 :]) < job.gpus:
             continue
         key = (
             job.queue,
             job.priority,
-            las_level(job, profile),
+            level,
             job.gpu_types,
             job.gpu_memory_gb,
             job.topology,
-            cycle.state.epoch,
+            state.epoch,
         )
         if job.gpus >= failed.get(key, 1 << 30):
-            continue
-        if cycle.state.epoch != cycle.settled_epoch and cycle.try_place(job, "las_preempt"):
             continue
         if not las_preempt_for(cycle, job):
             failed[key] = min(failed.get(key, 1 << 30), job.gpus)

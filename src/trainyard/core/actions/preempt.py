@@ -48,8 +48,17 @@ def preempt_for(cycle: Cycle, job: Job) -> bool:
 
 def preempt(cycle: Cycle) -> None:
     failed: dict[tuple[object, ...], int] = {}
+    lowest = min(
+        (a.job.priority for a in cycle.state.allocs.values() if a.queue >= 0), default=None
+    )
+    if lowest is None:
+        return  # nothing runs: nothing to preempt
     for job in cycle.pending_jobs():
         if job.gpus == 0 or job.id not in cycle.status:
+            continue
+        if job.priority <= lowest:  # no running job has a lower priority than this one
+            if cycle.state.epoch != cycle.settled_epoch:
+                cycle.try_place(job, "preempt")  # room that earlier evictions left over
             continue
         key = (
             job.queue,

@@ -1,0 +1,108 @@
+"""Simulator benchmarks (JSON lines on stdout): `python bench/simulator.py [CASE ...]`.
+
+Cases (all of them without arguments; the data comes from ``$TRAINYARD_SHARED`` or
+``../shared``):
+
+* ``pollux``: the 8 Pollux workloads at loads 0.5, 1.0, 1.5 and 2.0 on 16 nodes x 4 GPUs,
+  policies tiresias, default, las and fifo; the average JCT over the 8 workloads next to
+  Pollux's published Tiresias mean (`results-jobload/tiresias-<load>/summary.json`).
+* ``philly-window``: the busy Philly week 2017-10-16 to 2017-10-23 (14,185 jobs; GPU demand
+  above 600 GPUs on most days) on 64 nodes x 8 GPUs, every policy side by side.
+* ``philly-full``: the whole Philly trace (82,247 jobs) on 64 x 8 under the default policy:
+  wall seconds and simulated jobs per wall second.
+
+Timings are wall-clock on this machine with the compiled core (`make venv`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from trainyard.sim.cluster import parse_cluster
+from trainyard.sim.engine import simulate
+from trainyard.sim.metrics import summarize
+from trainyard.sim.pollux import PolluxSpeed
+from trainyard.sim.readers import read_workload
+from trainyard.sim.speed import FixedDuration
+
+SHARED = Path(os.environ.get("TRAINYARD_SHARED", Path.cwd().parent / "shared"))
+POLLUX = SHARED / "traces" / "pollux"
+LOADS = {"0.5": "workloads-0.5", "1.0": "workloads", "1.5": "workloads-1.5", "2.0": "workloads-2.0"}
+KEYS = (
+    "jct_avg", "jct_median", "jct_p99", "queueing_delay_avg", "queueing_delay_p99",
+    "utilisation", "utilisation_while_waiting", "fragmentation", "fairness_rho_mean",
+    "fairness_rho_max", "preemptions",
+)  # fmt: skip
+WINDOW = ("2017-10-16 00:00:00", "2017-10-23 00:00:00")
+
+
+def machine() -> dict[str, Any]:
+    return {"machine": platform.machine(), "cpus": os.cpu_count(), "python": sys.version[:6]}
+
+
+def pollux() -> None:
+    speed = PolluxSpeed(POLLUX / "profiles")
+    cluster = parse_cluster("16x4")
+    for load, folder in LOADS.items():
+        published = json.loads(
+            (POLLUX / "results-jobload" / f"tiresias-{load}" / "summary.json").read_text()
+        )["mean"]
+        for policy in ("tiresias", "default", "las", "fifo"):
+            start = time.perf_counter()
+            jcts = []
+            for w in range(1, 9):
+                wl = read_workload(f"pollux:{POLLUX / folder / f'workload-{w}.csv'}")
+                jcts.append(summarize(simulate(wl, cluster, speed, policy))["jct_avg"])
+            mean = statistics.mean(jcts)
+            out = {
+                "case": "pollux", "load": float(load), "policy": policy, "jct_avg": mean,
+                "published_tiresias": published, "vs_published": (mean - published) / published,
+                "per_workload": jcts, "wall_s": time.perf_counter() - start, **machine(),
+            }  # fmt: skip
+            print(json.dumps(out), flush=True)
+
+
+def philly_window() -> None:
+    wl = read_workload(
+        f"philly:{POLLUX / 'philly.csv'}", options={"start": WINDOW[0], "end": WINDOW[1]}
+    )
+    cluster = parse_cluster("64x8")
+    for policy in ("fifo", "priority", "las", "tiresias", "drf", "default"):
+        start = time.perf_counter()
+        summary = summarize(simulate(wl, cluster, FixedDuration(30.0), policy))
+        out = {"case": "philly-window", "window": list(WINDOW), "policy": policy,
+               "jobs": len(wl.jobs), **{k: summary[k] for k in KEYS},
+               "wall_s": time.perf_counter() - start, **machine()}  # fmt: skip
+        print(json.dumps(out), flush=True)
+
+
+def philly_full() -> None:
+    wl = read_workload(f"philly:{POLLUX / 'philly.csv'}")
+    start = time.perf_counter()
+    result = simulate(wl, parse_cluster("64x8"), FixedDuration(30.0), "default")
+    wall = time.perf_counter() - start
+    summary = summarize(result)
+    out = {"case": "philly-full", "policy": "default", "jobs": len(wl.jobs),
+           "rounds": result.rounds, "wall_s": wall, "jobs_per_s": len(wl.jobs) / wall,
+           **{k: summary[k] for k in KEYS}, **machine()}  # fmt: skip
+    print(json.dumps(out), flush=True)
+
+
+CASES = {"pollux": pollux, "philly-window": philly_window, "philly-full": philly_full}
+
+if __name__ == "__main__":
+    wanted = sys.argv[1:] or list(CASES)
+    unknown = [c for c in wanted if c not in CASES]
+    if unknown:
+        sys.exit(f"unknown case {unknown[0]!r}; known: {', '.join(CASES)}")
+    if not POLLUX.is_dir():
+        sys.exit(f"{POLLUX} not found: set TRAINYARD_SHARED to the shared data folder")
+    for case in wanted:
+        CASES[case]()

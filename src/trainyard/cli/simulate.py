@@ -1,0 +1,210 @@
+"""`trainyard simulate`: run a workload through the scheduling core with a simulated clock.
+
+Thin shell over `trainyard.sim`: read the workload (`--workload KIND:PATH` or `synthetic`),
+build the cluster (`--cluster 16x4`, a YAML file, ...), pick the speed model the workload
+needs (trace durations for Philly and synthetic jobs, measured profiles for Pollux and Gavel),
+simulate one policy or several (`--compare`), and print a table or JSON; `--report DIR` also
+writes a markdown/HTML report with plots. Input errors print one `error: ...` line on stderr
+and exit with code 2, never a traceback. The devices are simulated, and the output says so.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from trainyard.core import PROFILES, UnknownNameError, get_profile
+from trainyard.sim.cluster import Cluster, parse_cluster
+from trainyard.sim.engine import QUOTA_SHARE, SimOptions, default_queues, simulate
+from trainyard.sim.metrics import compare, summarize, table
+from trainyard.sim.records import SimResult
+from trainyard.sim.speed import FixedDuration, SpeedModel
+from trainyard.sim.workload import Workload, WorkloadError
+
+DEFAULT_RESTART_S = 30.0  # Pollux's re-scale delay, used for trace-duration jobs as well
+
+
+def register(app: typer.Typer) -> None:
+    """Add the `simulate` command to `app`."""
+    app.command("simulate")(simulate_command)
+
+
+def _shared() -> Path:
+    return Path(os.environ.get("TRAINYARD_SHARED", Path.cwd().parent / "shared"))
+
+
+def _workload_file(spec: str) -> Path | None:
+    """The file a KIND:PATH spec names, resolved as the readers do (None for synthetic)."""
+    kind, _, rest = spec.partition(":")
+    if kind.strip().lower() == "synthetic" or not rest.strip():
+        return None
+    path = Path(rest.strip()).expanduser()
+    shared = _shared()
+    for candidate in (path, shared / path, shared / "traces" / path):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _speed(spec: str, profiles: Path | None, restart_s: float) -> SpeedModel:
+    kind = spec.partition(":")[0].strip().lower()
+    if kind == "pollux":
+        from trainyard.sim.pollux import PolluxSpeed
+
+        if profiles is None:
+            found = _workload_file(spec)
+            profiles = found.parent.parent / "profiles" if found is not None else None
+        if profiles is None or not profiles.is_dir():
+            raise WorkloadError(
+                "--profiles",
+                "the Pollux workload needs the measured profiles: give --profiles DIR "
+                "(pollux/profiles beside the workloads folder)",
+            )
+        return PolluxSpeed(profiles)
+    if kind == "gavel":
+        from trainyard.sim.gavel import GavelSpeed
+
+        found = _workload_file(spec)
+        if found is None:
+            raise WorkloadError(spec, "no such file; give the path of simulation_throughputs.json")
+        return GavelSpeed(found)
+    return FixedDuration(restart_s=restart_s)
+
+
+def _options(values: list[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in values:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise WorkloadError("--option", f"write KEY=VALUE (e.g. clusters=11cb48), got {item!r}")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def _policies(policy: str, compare_list: str | None) -> list[str]:
+    names = [p.strip() for p in (compare_list or policy).split(",") if p.strip()]
+    if not names:
+        raise WorkloadError("--compare", "give one or more policy names, comma-separated")
+    for name in names:
+        try:
+            get_profile(name)
+        except UnknownNameError as exc:
+            raise WorkloadError(
+                "--policy", f"{exc} (known: {', '.join(PROFILES.names())})"
+            ) from None
+    return names
+
+
+def _run(
+    workload: Workload,
+    cluster: Cluster,
+    speed: SpeedModel,
+    policies: list[str],
+    options: SimOptions,
+    seed: int,
+    share: float,
+) -> list[SimResult]:
+    queues = default_queues(workload, cluster, speed, share)
+    return [
+        simulate(workload, cluster, speed, p, options, queues=queues, seed=seed) for p in policies
+    ]
+
+
+def simulate_command(
+    workload: Annotated[
+        str,
+        typer.Option(
+            "--workload",
+            "-w",
+            metavar="KIND:PATH",
+            help="philly:F, pollux:F, gavel:F, synthetic[:N].",
+        ),
+    ] = "synthetic",
+    cluster: Annotated[
+        str,
+        typer.Option("--cluster", "-c", help="NODESxGPUS[:TYPE][@PER_LEAF][+...] or a YAML file."),
+    ] = "16x4",
+    policy: Annotated[str, typer.Option("--policy", "-p", help="Scheduling profile.")] = "default",
+    compare_list: Annotated[
+        str | None,
+        typer.Option("--compare", metavar="P1,P2,...", help="Several policies side by side."),
+    ] = None,
+    load: Annotated[float, typer.Option("--load", help="Arrival-rate multiplier.")] = 1.0,
+    seed: Annotated[int, typer.Option("--seed", help="Seed for generated workloads.")] = 0,
+    option: Annotated[
+        list[str] | None,
+        typer.Option("--option", "-o", metavar="KEY=VALUE", help="Workload option (repeatable)."),
+    ] = None,
+    interval: Annotated[float, typer.Option("--interval", help="Seconds between rounds.")] = 60.0,
+    estimates: Annotated[
+        str, typer.Option("--estimates", help="Run times told to the scheduler: none or exact.")
+    ] = "none",
+    restart_penalty: Annotated[
+        float, typer.Option("--restart-penalty", help="Seconds lost per restart (trace jobs).")
+    ] = DEFAULT_RESTART_S,
+    quota_share: Annotated[
+        float,
+        typer.Option(
+            "--quota-share", help="Share of the cluster the queues' guarantees add up to."
+        ),
+    ] = QUOTA_SHARE,
+    profiles: Annotated[
+        Path | None,
+        typer.Option("--profiles", help="Pollux profiles folder (default: beside the workload)."),
+    ] = None,
+    report: Annotated[
+        Path | None,
+        typer.Option("--report", metavar="DIR", help="Write report.md/html and plots here."),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the metrics as JSON.")] = False,
+) -> None:
+    """Simulate WORKLOAD on CLUSTER under one policy (or --compare several) with the real
+    scheduling core and a simulated clock; print JCT, queueing, utilisation, fragmentation,
+    fairness and preemptions."""
+    from trainyard.sim.readers import read_workload
+
+    try:
+        names = _policies(policy, compare_list)
+        opts = SimOptions(interval_s=interval, estimates=estimates)
+        wl = read_workload(
+            workload, seed=seed, load=load, options=_options(option or []), shared=_shared()
+        )
+        cl = parse_cluster(cluster)
+        speed = _speed(workload, profiles, restart_penalty)
+        results = _run(wl, cl, speed, names, opts, seed, quota_share)
+    except (WorkloadError, OSError) as exc:
+        typer.echo(f"error: {' '.join(str(exc).split())}", err=True)
+        raise typer.Exit(2) from None
+    summaries = compare(results)
+    written: list[Path] = []
+    if report is not None:
+        from trainyard.sim.report import write_report
+
+        try:
+            written = write_report(results, report)
+        except OSError as exc:
+            typer.echo(f"error: --report: {exc}", err=True)
+            raise typer.Exit(2) from None
+    if as_json:
+        out: dict[str, Any] = {
+            "workload": workload,
+            "cluster": cl.spec,
+            "gpus": cl.gpus,
+            "devices": "simulated",
+            "jobs": len(wl.jobs),
+            "policies": summaries if len(results) > 1 else None,
+            "summary": summarize(results[0]) if len(results) == 1 else None,
+        }
+        typer.echo(json.dumps(out, indent=2, sort_keys=True))
+        return
+    typer.echo(
+        f"{len(wl.jobs)} jobs of {workload} on {cl.gpus} simulated GPUs ({cl.spec}), "
+        f"rounds every {interval:g} s"
+    )
+    typer.echo(table(summaries))
+    if written and report is not None:
+        typer.echo(f"report: {report / 'report.md'} ({len(written)} files)")

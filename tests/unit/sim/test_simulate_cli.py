@@ -1,0 +1,97 @@
+"""`trainyard simulate` (trainyard.cli.simulate) through typer's CliRunner."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from trainyard.cli import simulate
+
+app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+simulate.register(app)
+app.command("noop")(lambda: None)  # keep `simulate` a named subcommand, as in the real app
+runner = CliRunner()
+
+BASE = ["simulate", "--workload", "synthetic:300", "--cluster", "4x8", "--seed", "7"]
+
+
+@pytest.fixture(autouse=True)
+def no_shared_data(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The synthetic workload needs nothing outside the repository: point the shared data
+    folder at an empty directory and run from it."""
+    empty = tmp_path / "no-shared"
+    empty.mkdir()
+    monkeypatch.setenv("TRAINYARD_SHARED", str(empty))
+    monkeypatch.chdir(empty)
+
+
+def test_json_is_byte_identical_for_the_same_seed() -> None:
+    first = runner.invoke(app, [*BASE, "--json"])
+    second = runner.invoke(app, [*BASE, "--json"])
+    assert first.exit_code == 0, first.output
+    assert first.stdout == second.stdout
+    out = json.loads(first.stdout)
+    assert out["devices"] == "simulated" and out["jobs"] == 300 and out["gpus"] == 32
+    summary = out["summary"]
+    assert summary["policy"] == "default" and summary["finished"] == 300
+    other = runner.invoke(app, [*BASE[:-1], "8", "--json"])
+    assert json.loads(other.stdout)["summary"] != summary
+
+
+def test_compare_prints_every_policy_side_by_side() -> None:
+    result = runner.invoke(app, [*BASE, "--compare", "fifo,tiresias,default"])
+    assert result.exit_code == 0, result.output
+    assert "simulated GPUs" in result.stdout
+    for name in ("fifo", "tiresias", "default"):
+        assert any(line.startswith(name) for line in result.stdout.splitlines())
+    data = json.loads(runner.invoke(app, [*BASE, "--compare", "fifo,default", "--json"]).stdout)
+    assert set(data["policies"]) == {"fifo", "default"}
+
+
+def test_report_writes_markdown_html_json_and_plots(tmp_path: Path) -> None:
+    out = tmp_path / "report"
+    result = runner.invoke(app, [*BASE, "--compare", "fifo,default", "--report", str(out)])
+    assert result.exit_code == 0, result.output
+    names = {p.name for p in out.iterdir()}
+    assert {"report.md", "report.html", "summary.json", "jct_cdf.png"} <= names
+    text = (out / "report.md").read_text()
+    assert "fifo" in text and "default" in text
+    assert (out / "jct_cdf.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--workload", "nosuch:x"], "unknown workload kind"),
+        (["--workload", "philly:/nonexistent.csv"], "no such file"),
+        (["--workload", "synthetic:0"], "synthetic:N"),
+        (["--cluster", "16"], "--cluster"),
+        (["--policy", "fastest"], "--policy"),
+        (["--load", "0"], "load"),
+        (["--interval", "-1"], "--interval"),
+        (["--estimates", "psychic"], "--estimates"),
+        (["--option", "novalue"], "--option"),
+        (["--workload", "pollux:/nonexistent.csv"], "no such file"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(args: list[str], needle: str) -> None:
+    result = runner.invoke(app, ["simulate", "--workload", "synthetic:10", *args])
+    assert result.exit_code == 2, result.output
+    assert needle in result.stderr and "Traceback" not in result.output
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_malformed_trace_row_names_file_line_and_column(tmp_path: Path) -> None:
+    trace = tmp_path / "philly.csv"
+    trace.write_text(
+        "timestamp,duration,num_gpus,gpu_time,cluster\n"
+        "2017-10-09 07:01:55,66.0,1,66.0,11cb48\n"
+        "2017-10-09 07:02:55,sixty,1,66.0,11cb48\n"
+    )
+    result = runner.invoke(app, ["simulate", "--workload", f"philly:{trace}"])
+    assert result.exit_code == 2
+    assert f"{trace}:3:duration" in result.stderr
