@@ -167,6 +167,7 @@ class _Engine:
                 min_runtime=options.min_runtime_s,
                 expected_duration=estimate,
                 name=sim.application or "",
+                gpu_types=self._gpu_types(sim),
             )
             self.states.append(_State(sim, job, work, isolated))
         self.by_id = {s.sim.id: s for s in self.states}
@@ -185,6 +186,19 @@ class _Engine:
         self.samples: list[Sample] = []
         self.rounds = 0
         self.now = 0.0
+
+    def _gpu_types(self, sim: SimJob) -> tuple[str, ...]:
+        """On a heterogeneous cluster, the types the job can run on, fastest first (the
+        core reads `Job.gpu_types` as acceptable types in order of preference); () = any."""
+        types = self.cluster.gpu_types
+        runs_on = getattr(self.speed, "runs_on", None)
+        if len(types) < 2 or runs_on is None:
+            return ()
+        usable = [t for t in types if runs_on(sim, t)]
+        if not usable:
+            raise WorkloadError(sim.id, f"cannot run on any GPU type of the cluster {types}")
+        packed = (sim.gpus,)
+        return tuple(sorted(usable, key=lambda t: (-self.speed.rate(sim, packed, t), t)))
 
     # -- progress -----------------------------------------------------------------------------
 

@@ -114,8 +114,9 @@ class GavelSpeed:
 
     def rate(self, job: SimJob, per_node: tuple[int, ...], gpu_type: str) -> float:
         worker = gpu_type
-        if len(per_node) > 1 and gpu_type + _UNCONSOLIDATED in self.tputs:
-            worker = gpu_type + _UNCONSOLIDATED
+        spread = self.tputs.get(gpu_type + _UNCONSOLIDATED, {})
+        if len(per_node) > 1 and spread.get((job.application or "", job.gpus), 0) > 0:
+            worker = gpu_type + _UNCONSOLIDATED  # measured across nodes; else consolidated
         tput = self.throughput(worker, job)
         if tput <= 0:
             raise WorkloadError(job.id, f"{job.application} x{job.gpus} cannot run on {worker}")

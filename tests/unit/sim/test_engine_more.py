@@ -420,3 +420,49 @@ def test_a_job_nothing_can_place_ends_the_run(profile: str) -> None:
     assert (big.first_start, big.end, big.run_time) == (None, None, 0)
     assert r.samples[-1] == Sample(10, 0, 1, 6, 0)
     assert summarize(r)["unfinished"] == 1
+
+
+class _TypeSpeed:
+    """Runs 3x faster on v100 than on k80, and not at all on p100."""
+
+    name = "types"
+    first_start_s = 0.0
+    restart_s = 0.0
+
+    def work(self, job: SimJob) -> float:
+        return 300.0
+
+    def runs_on(self, job: SimJob, gpu_type: str) -> bool:
+        return gpu_type != "p100"
+
+    def rate(self, job: SimJob, per_node: tuple[int, ...], gpu_type: str) -> float:
+        return {"k80": 1.0, "v100": 3.0}[gpu_type]
+
+    def isolated_rate(self, job: SimJob) -> float:
+        return 3.0
+
+
+def test_heterogeneous_cluster_prefers_the_fastest_type_it_can_run_on() -> None:
+    # One 4-GPU node of each type; three 4-GPU jobs at t=0, interval 0. The first takes the
+    # v100 node (300 / 3 = 100 s), the second the k80 node (300 s), the third waits for the
+    # v100 node (p100 is unusable), then runs 100 s: ends at 200.
+    jobs = tuple(SimJob(f"j{i}", 0.0, 4) for i in range(3))
+    cluster = parse_cluster("1x4:k80+1x4:p100+1x4:v100")
+    result = simulate(
+        Workload("test", "hand", jobs), cluster, _TypeSpeed(), "fifo", SimOptions(interval_s=0)
+    )
+    ends = {r.id: r.end for r in result.records}
+    assert ends == {"j0": 100.0, "j1": 300.0, "j2": 200.0}
+
+
+def test_a_job_that_runs_on_no_type_of_the_cluster_is_refused() -> None:
+    jobs = (SimJob("j", 0.0, 4),)
+    cluster = parse_cluster("1x4:p100+2x4:p100")  # p100 only, in two groups
+    cluster = replace(
+        cluster, nodes=(*cluster.nodes[:1], replace(cluster.nodes[1], gpu_type="p100b"))
+    )
+    speed = _TypeSpeed()
+    speed.runs_on = lambda job, gpu_type: gpu_type == "v100"  # type: ignore[method-assign]
+    with pytest.raises(WorkloadError) as err:
+        simulate(Workload("test", "hand", jobs), cluster, speed)
+    assert err.value.where == "j" and "cannot run on any GPU type" in err.value.message
