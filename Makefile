@@ -12,7 +12,7 @@ SRC    := $(shell find src -name '*.py' -o -name '*.typed') setup.py pyproject.t
 $(STAMP): $(SRC)
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -c constraints.txt '.[dev]'
+	$(BIN)/python -m pip install --quiet -c constraints.txt '.[dev,torch]'
 	@touch $(STAMP)
 
 venv: $(STAMP)
