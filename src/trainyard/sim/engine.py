@@ -61,6 +61,7 @@ from trainyard.sim.workload import SimJob, Workload, WorkloadError
 __all__ = ["QUOTA_SHARE", "SimOptions", "default_queues", "simulate"]
 
 _INF = math.inf
+heapq_t = list[tuple[float, int, str, int]]  # (time, sequence, job id, run version)
 
 
 class _State:
@@ -412,9 +413,6 @@ class _Engine:
             self.end_time = max(ends)  # every job finished: the run ends with the last one
         else:
             self.end_time = max([self.now, *ends])
-
-
-heapq_t = list[tuple[float, int, str, int]]
 
 
 def simulate(
