@@ -26,8 +26,8 @@ test: $(STAMP) lint typecheck
 	$(BIN)/python -m pytest
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests bench setup.py
-	$(BIN)/ruff format --check src tests bench setup.py
+	$(BIN)/ruff check src tests bench examples setup.py
+	$(BIN)/ruff format --check src tests bench examples setup.py
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

@@ -330,7 +330,15 @@ def _settle(cycle: Cycle) -> None:
     """After evictions, let waiting jobs (not the victims) use what the plans left free, so
     that the next cycle on the applied decision has nothing left to do (stability)."""
     state = cycle.state
+    own = {h.job.id: h for h in cycle.holds}
     for job in cycle.pending_jobs():  # quota-blocked ones too: evictions lowered usage
-        if job.gpus and not any(state.class_free):
+        hold = own.get(job.id)
+        if job.gpus and not any(state.class_free) and hold is None:
             continue  # no GPU free anywhere: no GPU job can start (its status is set)
-        cycle.try_place(job, "backfill")
+        if hold is not None:  # a job's own reservation is not in its way
+            cycle.unhold(hold)
+        if cycle.try_place(job, "backfill"):
+            if hold is not None:
+                cycle.holds.remove(hold)
+        elif hold is not None:
+            cycle.hold(hold)

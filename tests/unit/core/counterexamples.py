@@ -77,3 +77,38 @@ RESERVED_QUOTA = Snapshot(
         Job("small2", queue="q", submit_time=2.0),
     ),
 )
+
+# `p3` preempts `r0` on n1 (the only schedulable node), which frees n1's memory; `p0`, a
+# CPU-only job with a reservation on n1, then fits there, but its own reservation held that
+# memory, so the settle step after the evictions did not place it (found by hypothesis,
+# 2026-12-01).
+_KEEP = {"queue": "q0", "preemptible": False}
+OWN_RESERVATION_BLOCKS_SETTLE = Snapshot(
+    10_000.0,
+    (
+        Node("n0", 6, cpus=16.0, memory_gb=128.0, path=("spine0", "leaf0"), schedulable=False),
+        Node("n1", 8, cpus=16.0, memory_gb=128.0, path=("spine0", "leaf0")),
+        Node("n2", 1, cpus=16.0, memory_gb=128.0, path=("spine0", "leaf0"), schedulable=False),
+    ),
+    Topology(levels=("spine", "leaf")),
+    queues=(Queue("q0", limit=15), Queue("q1"), Queue("q2")),
+    running=(
+        RunningJob(
+            Job("r0", queue="q0", memory_gb=32.0, expected_duration=600.0),
+            (NodeDevices("n1", (0,)),),
+        ),
+        RunningJob(Job("r1", gpus=0, **_KEEP), (NodeDevices("n0", ()),)),
+        RunningJob(Job("r3", gpus=2, **_KEEP), (NodeDevices("n0", (0, 1)),)),
+        RunningJob(Job("r5", gpus=4, **_KEEP), (NodeDevices("n0", (2, 3, 4, 5)),)),
+        RunningJob(
+            Job("r6", gpus=8, **_KEEP),
+            (NodeDevices("n1", (1, 2, 3, 4, 5, 6, 7)), NodeDevices("n2", (0,))),
+        ),
+    ),
+    pending=(
+        Job("p0", queue="q0", gpus=0, priority=1, memory_gb=100.0),
+        Job("p1", gpus=0, priority=1, **_KEEP),
+        Job("p2", gpus=0, priority=1, **_KEEP),
+        Job("p3", queue="q0", gpus=1, priority=1),
+    ),
+)

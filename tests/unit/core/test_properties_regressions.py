@@ -12,6 +12,7 @@ from counterexamples import (
     CPU_JOB_BLOCKS_PREEMPTION,
     EVICTION_FREES_QUOTA,
     GANG_NEEDS_TWO_LEAVES,
+    OWN_RESERVATION_BLOCKS_SETTLE,
     RESERVED_MEMORY,
     RESERVED_QUOTA,
 )
@@ -192,3 +193,10 @@ def test_a_cpu_only_non_preemptible_job_is_not_held_by_the_gpu_guarantee(profile
     decision = run_cycle(snap, profile)
     check_decision(snap, decision, profile)
     assert placed(decision) == {"cpu": (NodeDevices("a", ()),)}
+
+
+def test_a_job_is_not_kept_from_freed_room_by_its_own_reservation() -> None:
+    decision = run_cycle(OWN_RESERVATION_BLOCKS_SETTLE, "default")
+    check_decision(OWN_RESERVATION_BLOCKS_SETTLE, decision, "default")
+    assert [e.job_id for e in decision.evictions] == ["r0"]
+    assert {"p0", "p3"} <= set(placed(decision))

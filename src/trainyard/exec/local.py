@@ -1,0 +1,372 @@
+"""`LocalExecutor`: runs a job's ranks as real processes on this machine.
+
+Layout under `root_dir/jobs/<job id>/`:
+
+- `attempt-<n>/run.json`: pids, process start times, pgid, port, log paths (atomic writes);
+  `attempt-<n>/rank-<r>.exit.json` / `rank-<r>.pid.json`: written by each rank's wrapper
+  (`rankwrap.py`): the exit code, and the pid + start time of the rank's command;
+  `attempt-<n>/stop.json`: written when the run was stopped on purpose.
+- `logs/attempt-<n>/rank-<r>.log`: the rank's stdout and stderr.
+- `checkpoints/`: `TRAINYARD_CHECKPOINT_DIR`, the same for every attempt.
+
+Process groups: rank 0's wrapper starts a new process group (`process_group=0`) and every
+other rank joins it (`process_group=<rank 0 pid>`), so one `killpg` reaches every process of
+the job, the commands the wrappers started included. (A new *session* for rank 0 would not
+work: `setpgid` cannot join a group of another session.) The group stays apart from the
+server's, so a terminal's Ctrl-C on the server does not reach jobs.
+
+Everything `poll` needs is on disk and identified by (pid, start time), so a new executor on
+the same root (a restarted server) re-attaches with `adopt` and still learns each rank's exit
+code from the wrapper's exit file. A job fails as soon as one rank ends with a non-zero code:
+the others then get SIGTERM and, after the grace period, SIGKILL.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from trainyard.exec import cgroups, logs, procfs
+from trainyard.exec.run import (
+    LaunchSpec,
+    RankInfo,
+    RunHandle,
+    RunState,
+    RunStatus,
+    describe_code,
+    split_devices,
+)
+
+JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+WRAPPER = Path(__file__).with_name("rankwrap.py")
+
+
+class LocalExecutor:
+    def __init__(
+        self,
+        root_dir: Path,
+        api_url: str = "",
+        grace_s: float = 10.0,
+        *,
+        sys_root: Path = Path("/sys"),
+    ) -> None:
+        self.root_dir = Path(root_dir)
+        self.api_url = api_url
+        self.grace_s = grace_s
+        self.cgroup_support = cgroups.detect(sys_root)
+        self._handles: dict[str, RunHandle] = {}
+
+    @property
+    def limits_supported(self) -> bool:
+        return self.cgroup_support.supported
+
+    def handles(self) -> list[RunHandle]:
+        """The latest run of every job this executor launched or adopted."""
+        return list(self._handles.values())
+
+    def job_dir(self, job_id: str) -> Path:
+        if not JOB_ID.match(job_id):
+            raise ValueError(f"job_id: {job_id!r} is not a valid job id ([A-Za-z0-9._-])")
+        return self.root_dir / "jobs" / job_id
+
+    # ---- launch ------------------------------------------------------------------------
+
+    def launch(self, spec: LaunchSpec) -> RunHandle:
+        if spec.workers < 1:
+            raise ValueError(f"workers: expected >= 1, got {spec.workers}")
+        if not spec.command:
+            raise ValueError("command: must not be empty")
+        if spec.attempt < 0:
+            raise ValueError(f"attempt: expected >= 0, got {spec.attempt}")
+        per_rank = split_devices(spec.devices, spec.workers)
+        job_dir = self.job_dir(spec.job_id)
+        run_dir = job_dir / f"attempt-{spec.attempt}"
+        if (run_dir / "run.json").exists():
+            raise FileExistsError(f"{spec.job_id} attempt {spec.attempt} was already launched")
+        log_dir = job_dir / "logs" / f"attempt-{spec.attempt}"
+        ckpt = job_dir / "checkpoints"
+        for d in (run_dir, log_dir, ckpt):
+            d.mkdir(parents=True, exist_ok=True)
+        notes, cgroup = self._limits(spec)
+        port = procfs.free_port()
+        base = {
+            **os.environ,
+            **spec.env,
+            "WORLD_SIZE": str(spec.workers),
+            "LOCAL_WORLD_SIZE": str(spec.workers),
+            "GROUP_RANK": "0",
+            "GROUP_WORLD_SIZE": "1",
+            "ROLE_NAME": "default",
+            "ROLE_WORLD_SIZE": str(spec.workers),
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(port),
+            "TORCHELASTIC_RESTART_COUNT": str(spec.attempt),
+            "TORCHELASTIC_RUN_ID": spec.job_id,
+            "PYTHONUNBUFFERED": "1",
+            "TRAINYARD_JOB_ID": spec.job_id,
+            "TRAINYARD_ATTEMPT": str(spec.attempt),
+            "TRAINYARD_CHECKPOINT_DIR": str(ckpt.resolve()),
+            "TRAINYARD_API_URL": self.api_url,
+            "TRAINYARD_TOKEN": spec.token,
+        }
+        if spec.virtual_gpus:
+            base["TRAINYARD_VIRTUAL_GPUS"] = "1"
+        handle = RunHandle(spec.job_id, spec.attempt, 0, port, run_dir, (), notes, cgroup)
+        ranks: list[RankInfo] = []
+        try:
+            for rank, devices in enumerate(per_rank):
+                env = {
+                    **base,
+                    "RANK": str(rank),
+                    "LOCAL_RANK": str(rank),
+                    "ROLE_RANK": str(rank),
+                    "CUDA_VISIBLE_DEVICES": ",".join(map(str, devices)),
+                }
+                log = log_dir / f"rank-{rank}.log"
+                argv = [sys.executable, "-I", "-S", str(WRAPPER)]
+                argv += ["--exit-file", str(handle.exit_file(rank))]
+                argv += ["--pid-file", str(handle.pid_file(rank))]
+                if cgroup is not None:
+                    argv += ["--cgroup", str(cgroup)]
+                with log.open("ab") as out:
+                    proc = subprocess.Popen(
+                        [*argv, "--", *spec.command],
+                        stdin=subprocess.DEVNULL,
+                        stdout=out,
+                        stderr=subprocess.STDOUT,
+                        cwd=spec.cwd,
+                        env=env,
+                        process_group=handle.pgid,  # 0 for rank 0: a new group
+                    )
+                if rank == 0:
+                    handle.pgid = proc.pid
+                handle.procs[rank] = proc
+                ranks.append(RankInfo(rank, proc.pid, procfs.start_time(proc.pid), log, devices))
+                handle.ranks = tuple(ranks)
+                self._save(handle)  # after every rank: a crash mid-launch leaves no stranger
+        except BaseException:
+            self._signal(handle, signal.SIGKILL)
+            raise
+        self._handles[spec.job_id] = handle
+        return handle
+
+    def _limits(self, spec: LaunchSpec) -> tuple[tuple[str, ...], Path | None]:
+        if spec.cpus is None and spec.memory_gb is None:
+            return (), None
+        support = self.cgroup_support
+        if not support.supported:
+            return (f"cpu/memory limits are not enforced: {support.reason}",), None
+        try:
+            name = f"{spec.job_id}-a{spec.attempt}"
+            group = cgroups.JobCgroup.create(support, name, spec.cpus, spec.memory_gb)
+        except OSError as e:
+            return (f"cpu/memory limits are not enforced: cannot create a cgroup: {e}",), None
+        return (f"cpu/memory limits enforced by cgroup {group.path}",), group.path
+
+    def _save(self, h: RunHandle) -> None:
+        data = {
+            "job_id": h.job_id,
+            "attempt": h.attempt,
+            "pgid": h.pgid,
+            "port": h.port,
+            "notes": list(h.notes),
+            "cgroup": str(h.cgroup) if h.cgroup else None,
+            "ranks": [
+                {
+                    "rank": r.rank,
+                    "pid": r.pid,
+                    "start_time": r.start_time,
+                    "log": str(r.log),
+                    "devices": list(r.devices),
+                }
+                for r in h.ranks
+            ],
+        }
+        procfs.write_json_atomic(h.run_dir / "run.json", data)
+
+    # ---- adoption ----------------------------------------------------------------------
+
+    def adopt(self, job_id: str, attempt: int | None = None) -> RunHandle | None:
+        """Re-attach to the latest (or given) attempt recorded on disk; None when there is no
+        record. Poll the handle to learn whether it still runs, ended, or was lost."""
+        run_dir = self._attempt_dir(self.job_dir(job_id), "", attempt)
+        data = procfs.read_json(run_dir / "run.json") if run_dir else None
+        if run_dir is None or not isinstance(data, dict):
+            return None
+        ranks = tuple(
+            RankInfo(r["rank"], r["pid"], r["start_time"], Path(r["log"]), tuple(r["devices"]))
+            for r in data["ranks"]
+        )
+        handle = RunHandle(
+            job_id=job_id,
+            attempt=int(data["attempt"]),
+            pgid=int(data["pgid"]),
+            port=int(data["port"]),
+            run_dir=run_dir,
+            ranks=ranks,
+            notes=tuple(data["notes"]),
+            cgroup=Path(data["cgroup"]) if data["cgroup"] else None,
+            adopted=True,
+        )
+        self._handles[job_id] = handle
+        return handle
+
+    def known_jobs(self) -> list[str]:
+        jobs = self.root_dir / "jobs"
+        return sorted(p.name for p in jobs.iterdir() if p.is_dir()) if jobs.is_dir() else []
+
+    @staticmethod
+    def _attempt_dir(parent: Path, sub: str, attempt: int | None) -> Path | None:
+        base = parent / sub if sub else parent
+        if attempt is not None:
+            d = base / f"attempt-{attempt}"
+            return d if d.is_dir() else None
+        found = [
+            (int(p.name.split("-", 1)[1]), p)
+            for p in (base.glob("attempt-*") if base.is_dir() else [])
+            if p.name.split("-", 1)[1].isdigit()
+        ]
+        return max(found)[1] if found else None
+
+    # ---- status and stopping -----------------------------------------------------------
+
+    def _members(self, h: RunHandle) -> list[tuple[int, int | None]]:
+        """(pid, start time) of every process we know of: wrappers and their commands."""
+        members = [(r.pid, r.start_time) for r in h.ranks]
+        for r in h.ranks:
+            rec = procfs.read_json(h.pid_file(r.rank))
+            if isinstance(rec, dict):
+                members.append((int(rec["pid"]), rec.get("start_time")))
+        return members
+
+    def _alive_members(self, h: RunHandle) -> list[int]:
+        for proc in h.procs.values():
+            proc.poll()  # reap our own children so they do not linger as zombies
+        return [pid for pid, started in self._members(h) if procfs.alive(pid, started)]
+
+    def _signal(self, h: RunHandle, sig: signal.Signals) -> None:
+        """Signal the job's process group, and any member that left it; only while a process
+        of ours is verifiably alive (so a reused group id is never signalled)."""
+        alive = self._alive_members(h)
+        if not alive or h.pgid <= 0:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(h.pgid, sig)
+        for pid in alive:
+            if procfs.process_group(pid) != h.pgid:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, sig)
+
+    def _rank_end(self, h: RunHandle, r: RankInfo, now: float) -> tuple[bool, int | None, float]:
+        proc = h.procs.get(r.rank)
+        wrapper_rc = proc.poll() if proc is not None else None
+        if procfs.alive(r.pid, r.start_time):
+            return False, None, 0.0
+        rec = procfs.read_json(h.exit_file(r.rank))
+        if isinstance(rec, dict):
+            return True, int(rec["returncode"]), float(rec["finished_at"])
+        return True, wrapper_rc, h.seen_end.setdefault(r.rank, now)
+
+    def poll(self, handle: RunHandle) -> RunStatus:
+        h, now = handle, time.time()
+        ends = {r.rank: self._rank_end(h, r, now) for r in h.ranks}
+        codes = {rank: code for rank, (_, code, _) in ends.items()}
+        failures = sorted((t, rank) for rank, (done, code, t) in ends.items() if done and code != 0)
+        all_done = all(done for done, _, _ in ends.values())
+        settled = not self._alive_members(h)
+        first = failures[0][1] if failures else None
+        state: RunState
+        stop = procfs.read_json(h.run_dir / "stop.json")
+        stop_at = float(stop["at"]) if isinstance(stop, dict) else None
+        last_end = max(t for _, _, t in ends.values()) if all_done else None
+        if stop_at is not None and (last_end is None or stop_at <= last_end):
+            # stopped while running: a clean exit after SIGTERM is a stop, not a success
+            assert isinstance(stop, dict)
+            state, reason = "stopped", f"stopped on request ({stop.get('reason', '')})"
+        elif all_done and not failures:
+            state = "succeeded"
+            reason = f"all {len(ends)} ranks exited with code 0"
+        elif failures and first is not None:
+            lost = all_done and all(c is None for c in codes.values()) and h.adopted
+            state = "lost" if lost else "failed"
+            if lost:
+                reason = "every process of the run vanished without an exit record"
+            else:
+                reason = f"rank {first} {describe_code(codes[first])}"
+        else:
+            state, reason = "running", ""
+        if state in ("failed", "lost") and not settled:
+            self._escalate(h, time.monotonic())
+        if settled and h.cgroup is not None:
+            cgroups.JobCgroup(h.cgroup).remove()
+        return RunStatus(state, codes, first, settled, reason)
+
+    def _escalate(self, h: RunHandle, now: float) -> None:
+        if h.term_sent_at is None:
+            h.term_sent_at = now
+            self._signal(h, signal.SIGTERM)
+        elif now - h.term_sent_at >= self.grace_s:
+            self._signal(h, signal.SIGKILL)
+
+    def stop(self, handle: RunHandle, grace_s: float | None = None, reason: str = "") -> RunStatus:
+        """SIGTERM to the job's process group, up to `grace_s` to exit, then SIGKILL.
+        Idempotent; a run that already ended keeps its outcome."""
+        grace = self.grace_s if grace_s is None else grace_s
+        if self.poll(handle).state == "running":
+            stop_file = handle.run_dir / "stop.json"
+            if not stop_file.exists():
+                procfs.write_json_atomic(stop_file, {"at": time.time(), "reason": reason})
+        if self._alive_members(handle):
+            self._signal(handle, signal.SIGTERM)
+            self._wait_gone(handle, grace)
+            if self._alive_members(handle):
+                self._signal(handle, signal.SIGKILL)
+                self._wait_gone(handle, 5.0)
+        return self.poll(handle)
+
+    def _wait_gone(self, h: RunHandle, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while self._alive_members(h) and time.monotonic() < deadline:
+            time.sleep(0.02)
+
+    # ---- logs --------------------------------------------------------------------------
+
+    def log_paths(
+        self, job_id: str, rank: int | None = None, attempt: int | None = None
+    ) -> dict[int, Path]:
+        d = self._attempt_dir(self.job_dir(job_id), "logs", attempt)
+        if d is None:
+            return {}
+        paths = {int(p.stem.split("-")[1]): p for p in d.glob("rank-*.log")}
+        return {r: p for r, p in paths.items() if rank is None or r == rank}
+
+    def logs(
+        self, job_id: str, rank: int | None = None, attempt: int | None = None
+    ) -> Iterator[str]:
+        paths = self.log_paths(job_id, rank, attempt)
+        return logs.read_lines(paths, prefix=len(paths) > 1)
+
+    def follow(
+        self,
+        job_id: str,
+        rank: int | None = None,
+        attempt: int | None = None,
+        interval_s: float = 0.1,
+    ) -> Iterator[str]:
+        """New lines as they are written, until the run has ended and every line is read."""
+        paths = self.log_paths(job_id, rank, attempt)
+        handle = self._handles.get(job_id) or self.adopt(job_id)
+        if handle is None or (attempt is not None and attempt != handle.attempt):
+            return logs.read_lines(paths, prefix=len(paths) > 1)
+        h = handle
+        return logs.follow_lines(paths, len(paths) > 1, lambda: self.poll(h).settled, interval_s)
+
+
+__all__ = ["LaunchSpec", "LocalExecutor", "RankInfo", "RunHandle", "RunStatus", "split_devices"]

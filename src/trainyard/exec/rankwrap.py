@@ -1,0 +1,89 @@
+"""The wrapper every rank runs under: it records the rank's exit code in a file.
+
+Usage (the executor runs this file by path, with the standard library only):
+
+    python rankwrap.py --exit-file F --pid-file P [--cgroup DIR] -- CMD ARGS...
+
+It joins the cgroup DIR (if given), starts CMD as its child (same process group, same log
+file), records the child's pid and start time in P, waits, and writes
+`{"returncode": rc, "finished_at": t}` atomically to F (rc < 0: killed by signal -rc). A
+server that restarted cannot wait on processes that are not its children; the exit file tells
+it how each rank ended. SIGTERM / SIGINT / SIGHUP are caught and ignored here: the executor
+signals the whole process group, so the child receives them itself and the wrapper stays to
+record how the child ended. Only SIGKILL of the wrapper loses the record (the executor then
+reports the exit code as unknown).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def _write_atomic(path: str, data: dict[str, object]) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=".rankwrap.", dir=os.path.dirname(path) or ".")
+    with os.fdopen(fd, "w") as f:
+        json.dump(data, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def _start_time(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            raw = f.read()
+    except OSError:
+        return None
+    return int(raw[raw.rfind(")") + 2 :].split()[19])
+
+
+_received: list[int] = []
+
+
+def _note(signum: int, frame: object) -> None:
+    """A handler (not SIG_IGN, which the child would inherit across exec): the child gets
+    the signal from the group; the wrapper only remembers it."""
+    _received.append(signum)
+
+
+def main(argv: list[str]) -> int:
+    if "--" not in argv:
+        print("rankwrap: usage: --exit-file F --pid-file P [--cgroup DIR] -- CMD", file=sys.stderr)
+        return 2
+    split = argv.index("--")
+    opts, cmd = argv[:split], argv[split + 1 :]
+    flags = dict(zip(opts[::2], opts[1::2], strict=False))
+    exit_file, pid_file = flags["--exit-file"], flags["--pid-file"]
+    cgroup = flags.get("--cgroup")
+    if cgroup:
+        try:
+            with open(os.path.join(cgroup, "cgroup.procs"), "w") as f:
+                f.write(str(os.getpid()))
+        except OSError as e:
+            print(f"[trainyard] warning: could not join cgroup {cgroup}: {e}", file=sys.stderr)
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, _note)
+    if _received:  # stopped before the command started: do not start it
+        rc = -_received[0]
+        _write_atomic(exit_file, {"returncode": rc, "finished_at": time.time()})
+        return 128 - rc
+    try:
+        child = subprocess.Popen(cmd)
+    except OSError as e:
+        print(f"[trainyard] cannot start {cmd[:1]}: {e}", file=sys.stderr, flush=True)
+        _write_atomic(exit_file, {"returncode": 127, "finished_at": time.time(), "error": str(e)})
+        return 127
+    _write_atomic(pid_file, {"pid": child.pid, "start_time": _start_time(child.pid)})
+    rc = child.wait()
+    _write_atomic(exit_file, {"returncode": rc, "finished_at": time.time()})
+    return rc if rc >= 0 else 128 - rc
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

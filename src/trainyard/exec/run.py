@@ -1,0 +1,100 @@
+"""The executor's values: what to launch (`LaunchSpec`), what was launched (`RunHandle`,
+`RankInfo`) and how a run stands (`RunStatus`), plus the device split across ranks."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+RunState = Literal["running", "succeeded", "failed", "stopped", "lost"]
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """One attempt of a job on this machine. `devices` are split evenly across the ranks."""
+
+    job_id: str
+    command: list[str]
+    attempt: int = 0
+    workers: int = 1
+    devices: tuple[int, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
+    cwd: Path | None = None
+    token: str = ""
+    cpus: float | None = None
+    memory_gb: float | None = None
+    virtual_gpus: bool = False  # the devices are declared, not real (TRAINYARD_VIRTUAL_GPUS=1)
+
+
+@dataclass(frozen=True)
+class RankInfo:
+    rank: int
+    pid: int  # the wrapper's pid
+    start_time: int | None
+    log: Path
+    devices: tuple[int, ...]
+
+
+@dataclass
+class RunHandle:
+    """A launched (or adopted) attempt. Mutable bookkeeping stays in this process only."""
+
+    job_id: str
+    attempt: int
+    pgid: int
+    port: int
+    run_dir: Path
+    ranks: tuple[RankInfo, ...]
+    notes: tuple[str, ...] = ()
+    cgroup: Path | None = None
+    adopted: bool = False
+    procs: dict[int, subprocess.Popen[bytes]] = field(default_factory=dict, repr=False)
+    term_sent_at: float | None = None
+    seen_end: dict[int, float] = field(default_factory=dict)
+
+    @property
+    def pids(self) -> list[int]:
+        return [r.pid for r in self.ranks]
+
+    def exit_file(self, rank: int) -> Path:
+        return self.run_dir / f"rank-{rank}.exit.json"
+
+    def pid_file(self, rank: int) -> Path:
+        return self.run_dir / f"rank-{rank}.pid.json"
+
+
+@dataclass(frozen=True)
+class RunStatus:
+    """`exit_codes[r]` is None while rank r runs, or when it ended without a record (its
+    wrapper was killed too); a negative code is the signal that killed the rank. `settled`:
+    no process of the run is left. `lost`: every rank vanished without a trace."""
+
+    state: RunState
+    exit_codes: dict[int, int | None]
+    first_failed_rank: int | None
+    settled: bool
+    reason: str = ""
+
+    @property
+    def finished(self) -> bool:
+        return self.state != "running"
+
+
+def split_devices(devices: tuple[int, ...], workers: int) -> list[tuple[int, ...]]:
+    if not devices:
+        return [()] * workers
+    if len(devices) % workers:
+        raise ValueError(f"devices: {len(devices)} devices cannot be split evenly over {workers}")
+    k = len(devices) // workers
+    return [devices[i * k : (i + 1) * k] for i in range(workers)]
+
+
+def describe_code(code: int | None) -> str:
+    if code is None:
+        return "ended without an exit record (its wrapper was killed)"
+    if code < 0:
+        return f"was killed by signal {-code} ({signal.Signals(-code).name})"
+    return f"exited with code {code}"

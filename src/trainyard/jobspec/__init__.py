@@ -1,0 +1,124 @@
+"""The job specification: what a user submits (``trainyard submit job.yaml``, ``POST /jobs``).
+
+This package owns the job spec format, its validation and its conversions: `parse_job_spec`
+turns YAML/JSON text or a mapping into an immutable `JobSpec`, or raises `JobSpecError` whose
+``field`` is the dotted path of the value at fault and whose message says how to fix it
+(``str(error) == "field: message"``). It never lets another exception escape for user input.
+`JobSpec.resolve` lets the planner choose the GPU count of a ``model:`` spec,
+`JobSpec.to_core_job` gives the scheduling core's `Job`, and `to_dict` / `from_dict` (or
+`to_json` / `from_json`) store a spec as JSON. Modules: `errors` (`JobSpecError`), `fields`
+(the YAML loader and value converters), `spec` (`JobSpec`, `Limits`, the rules).
+
+The format
+==========
+
+A YAML (or JSON) mapping. Only ``name`` and ``command`` are required::
+
+    name: mnist-ddp                 # required
+    queue: research                 # default "default"
+    command: [python, train.py, --epochs, 3]   # or one string, split like a shell
+    workers: 2                      # processes (ranks) per node
+    gpus: 2                         # total GPUs of the job; 0: CPU-only
+    cpus: 8
+    memory_gb: 32
+    max_restarts: 3
+    env: {OMP_NUM_THREADS: 4}
+
+Fields (null is the same as leaving a field out). Counts are whole numbers (``2.0`` reads as
+2) between -2^31 and 2^31-1; ``1e3``, which YAML 1.1 reads as a string, is read as a number.
+Duplicate keys are an error. JSON is accepted as well (it is YAML).
+
+- ``name`` (required): 1-63 lowercase letters, digits and ``-``, starting with a letter and
+  ending with a letter or digit (a DNS label).
+- ``queue`` (default ``default``): the queue the job is charged to; letters, digits, ``.``,
+  ``_``, ``-``. The server checks that the queue exists (`parse_job_spec(..., queues=...)`).
+- ``command`` (required): a list of arguments (numbers are taken as written), or a string split
+  with shell rules (`shlex.split`). It is executed directly, not through a shell.
+- ``workers`` (default 1, >= 1): processes per node, i.e. torchrun's ranks per node.
+- ``nodes`` (default 1, >= 1): nodes of the job; the job has ``workers x nodes`` ranks.
+  More than one node needs an executor that spans machines.
+- ``gpus`` (default 0, >= 0): the **total** number of GPUs of the job (what the scheduler
+  allocates as one gang). When > 0 it must be a multiple of ``workers x nodes``: every rank
+  gets ``gpus / (workers x nodes)`` devices (usually 1). 0 runs on CPUs only.
+- ``gpu_type`` (optional): the device type, e.g. ``H100`` (any type when absent).
+- ``gpu_memory_gb`` (optional, > 0): minimum memory per device.
+- ``cpus``, ``memory_gb`` (optional, > 0): for the whole job, split across its nodes; absent
+  means nothing is reserved.
+- ``resources`` (optional): a mapping that may hold ``gpus``, ``gpu_type``, ``gpu_memory_gb``,
+  ``cpus`` and ``memory_gb`` instead of the top level (each given in one place only; errors
+  then name ``resources.gpus``).
+- ``priority`` (default 0, integer): higher runs first and may preempt lower.
+- ``preemptible`` (default true): whether the scheduler may stop the job for another.
+- ``max_restarts`` (default 3, >= 0): restarts after a failure before the job is failed.
+- ``min_runtime_s`` (default 0, >= 0): seconds a started job runs before it may be preempted.
+- ``expected_duration_s`` (optional, > 0): run-time estimate in seconds (backfill, reservations).
+- ``topology`` (optional): the level the gang must stay inside: ``island`` (one NVLink island),
+  ``node``, or a level of the cluster's topology (``leaf``, ``spine``...). ``island`` and
+  ``node`` need ``nodes: 1``.
+- ``env`` (optional): NAME: value; names are letters, digits and ``_`` (not starting with a
+  digit); numbers are taken as written, booleans must be quoted. Names trainyard sets itself are
+  refused: torchrun's (``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``, ``LOCAL_WORLD_SIZE``,
+  ``GROUP_RANK``, ``GROUP_WORLD_SIZE``, ``ROLE_*``, ``NODE_RANK``, ``MASTER_ADDR``,
+  ``MASTER_PORT``), ``CUDA_VISIBLE_DEVICES``, ``NVIDIA_VISIBLE_DEVICES``, and everything
+  starting ``TRAINYARD_`` or ``TORCHELASTIC_`` (except ``TRAINYARD_PLAN_*`` in a ``model:``
+  spec, which `resolve` replaces with the planner's values).
+- ``working_dir`` (optional): the directory the command runs in.
+- ``checkpoint_every`` (optional, >= 1): steps between checkpoints; informational (shown to
+  people, available to the executor), the job itself writes its checkpoints.
+
+The planner form
+----------------
+
+Instead of ``gpus`` a spec may name the model it trains and let the planner choose the GPU
+count, layout and launcher settings (see `trainyard.planner.jobplan`)::
+
+    name: pretrain-125m
+    command: [torchrun-wrapper, pretrain.py]
+    model: gpt3-125m          # a preset, a YAML file (relative to the spec) or a mapping
+    gpu_type: H100            # required with model:
+    planner: {max_gpus: 8, objective: time}   # max_gpus required without gpus:
+
+``planner`` keys: ``max_gpus``, ``nodes_of`` (GPUs per node, default 8) (integers >= 1),
+``tokens``, ``price_per_gpu_hour``, ``deadline_hours`` (numbers > 0), ``objective`` (``time``
+or ``cost``). Without ``gpus``, ``workers`` and ``nodes`` are chosen too (one worker per GPU,
+``nodes_of`` per node) and must not be given. With ``gpus`` the planner only chooses the layout.
+`JobSpec.resolve` runs the planner and returns the spec with ``gpus``, ``workers``, ``nodes``
+set and ``env`` extended with ``TRAINYARD_PLAN_*`` and ``NCCL_*`` (``NCCL_*`` given by the user
+win); with ``planner.tokens`` and no ``expected_duration_s``, the predicted training time becomes
+``expected_duration_s``. Until then `JobSpec.gpus` is None and `to_core_job` refuses the spec.
+
+Limits
+------
+
+`Limits` bounds one job (``max_gpus_per_job``, ``max_gpus_per_node``, ``max_nodes``,
+``max_workers`` per node, ``max_cpus``, ``max_memory_gb``, ``max_command_length``,
+``max_env_entries``, ``max_restarts``, ``max_spec_bytes``); a request above a limit is an error
+naming the field, the limit and the fix. `Limits()` are generous defaults that catch mistakes;
+`Limits.none()` switches every check off (used by `from_dict` for stored specs).
+"""
+
+from trainyard.jobspec.errors import JobSpecError
+from trainyard.jobspec.spec import (
+    FIELDS,
+    RESERVED_ENV,
+    RESERVED_ENV_PREFIXES,
+    RESOURCE_FIELDS,
+    JobSpec,
+    Limits,
+    PlanFunction,
+    parse_job_spec,
+    unknown_queue,
+)
+
+__all__ = [
+    "FIELDS",
+    "RESERVED_ENV",
+    "RESERVED_ENV_PREFIXES",
+    "RESOURCE_FIELDS",
+    "JobSpec",
+    "JobSpecError",
+    "Limits",
+    "PlanFunction",
+    "parse_job_spec",
+    "unknown_queue",
+]

@@ -1,0 +1,41 @@
+"""The persistence layer: typed SQLAlchemy 2 models, sessions, migrations and tokens.
+
+The database is the source of truth of the control plane: after a crash, the server rebuilds
+everything it knows from it. Modules:
+
+- `base`: declarative base, naming convention, enums (`Role`, `JobState`, `Health`).
+- `tenancy`: `Tenant`, `User`, `ApiToken`.  `tokens`: issue, verify, revoke tokens (hashed).
+- `cluster`: `Queue` (hierarchical), `Node`, `Device`.
+- `jobs`: `Job`, `JobEvent` (state changes go through `trainyard.server.lifecycle`).
+- `session`: `make_engine`, `make_session_factory`, `init_db` (Alembic to head).
+"""
+
+from trainyard.server.db.base import Base, Health, JobState, Role
+from trainyard.server.db.cluster import Device, Node, Queue
+from trainyard.server.db.jobs import Job, JobEvent
+from trainyard.server.db.session import (
+    init_db,
+    make_engine,
+    make_session_factory,
+    normalize_url,
+)
+from trainyard.server.db.tenancy import ApiToken, Tenant, User
+
+__all__ = [
+    "ApiToken",
+    "Base",
+    "Device",
+    "Health",
+    "Job",
+    "JobEvent",
+    "JobState",
+    "Node",
+    "Queue",
+    "Role",
+    "Tenant",
+    "User",
+    "init_db",
+    "make_engine",
+    "make_session_factory",
+    "normalize_url",
+]

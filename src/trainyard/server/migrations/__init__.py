@@ -1,0 +1,1 @@
+"""Alembic migrations of the trainyard database (run by `trainyard.server.db.session`)."""
