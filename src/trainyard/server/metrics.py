@@ -15,7 +15,15 @@ import threading
 from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 
-__all__ = ["PLATFORM", "Counter", "Gauge", "Histogram", "Registry", "platform_metrics"]
+__all__ = [
+    "PLATFORM",
+    "Counter",
+    "Gauge",
+    "Histogram",
+    "PlatformMetrics",
+    "Registry",
+    "platform_metrics",
+]
 
 _NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
 _LABEL = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
@@ -190,7 +198,7 @@ class Registry:
         return "\n".join(m.render() for m in metrics) + "\n"
 
 
-class _PlatformMetrics:
+class PlatformMetrics:
     """The platform's metrics, registered in one `Registry`."""
 
     def __init__(self) -> None:
@@ -222,9 +230,9 @@ class _PlatformMetrics:
             self.registry.add(metric)
 
 
-def platform_metrics() -> _PlatformMetrics:
+def platform_metrics() -> PlatformMetrics:
     """A fresh set of the platform's metrics (tests; one server uses `PLATFORM`)."""
-    return _PlatformMetrics()
+    return PlatformMetrics()
 
 
 PLATFORM = platform_metrics()

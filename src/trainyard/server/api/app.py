@@ -1,0 +1,79 @@
+"""`create_app`: the FastAPI application of the control plane, with its error handlers."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from sqlalchemy import Engine
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from trainyard.jobspec import Limits
+from trainyard.server.api.errors import ApiError, error_body
+from trainyard.server.api.routes import ApiContext, ops, v1
+from trainyard.server.db.session import make_engine, make_session_factory
+
+log = logging.getLogger(__name__)
+
+
+def create_app(
+    engine_or_url: Engine | str | Path,
+    *,
+    limits: Limits | None = None,
+    clock: Callable[[], float] = time.time,
+) -> FastAPI:
+    """The API over the database behind `engine_or_url` (already migrated: `init_db`)."""
+    engine = engine_or_url if isinstance(engine_or_url, Engine) else make_engine(engine_or_url)
+    app = FastAPI(
+        title="trainyard",
+        summary="Schedules and runs deep-learning training jobs.",
+        version="1",
+        docs_url="/docs",
+        openapi_url="/openapi.json",
+    )
+    app.state.trainyard = ApiContext(
+        sessions=make_session_factory(engine),
+        limits=limits if limits is not None else Limits(),
+        clock=clock,
+    )
+    app.include_router(v1)
+    app.include_router(ops)
+    _install_handlers(app)
+    return app
+
+
+def _field(loc: tuple[object, ...] | list[object]) -> str:
+    parts = [str(p) for p in loc if p not in ("body", "query", "path", "header")]
+    return ".".join(parts)
+
+
+def _install_handlers(app: FastAPI) -> None:
+    @app.exception_handler(ApiError)
+    async def api_error(_request: Request, exc: ApiError) -> JSONResponse:
+        return JSONResponse(exc.body(), status_code=exc.status, headers=exc.headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = exc.errors()
+        first = errors[0] if errors else {}
+        field = _field(tuple(first.get("loc", ())))
+        message = str(first.get("msg", "invalid request"))
+        return JSONResponse(error_body(field, message), status_code=422)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return JSONResponse(
+            error_body(None, str(exc.detail)),
+            status_code=exc.status_code,
+            headers=getattr(exc, "headers", None),
+        )
+
+    @app.exception_handler(Exception)
+    async def crash(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("internal error on %s %s", request.method, request.url.path)
+        return JSONResponse(error_body(None, "internal server error"), status_code=500)

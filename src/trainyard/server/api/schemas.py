@@ -1,0 +1,113 @@
+"""The wire format of the API (pydantic), kept apart from the database models."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from trainyard.server.db.base import Health, JobState, Role
+
+
+class ErrorDetail(BaseModel):
+    field: str | None = Field(description="dotted path of the input at fault, or null")
+    message: str
+
+
+class ErrorOut(BaseModel):
+    error: ErrorDetail
+
+
+class SubmitOut(BaseModel):
+    id: str
+    state: JobState
+
+
+class JobSummary(BaseModel):
+    id: str
+    name: str
+    queue: str
+    state: JobState
+    gpus: int
+    user: str | None
+    submitted_at: float
+    state_changed_at: float
+
+
+class JobList(BaseModel):
+    jobs: list[JobSummary]
+
+
+class EventOut(BaseModel):
+    time: float
+    from_state: JobState | None
+    to_state: JobState
+    reason: str
+    details: dict[str, Any]
+
+
+class JobDetail(JobSummary):
+    tenant: str
+    spec: dict[str, Any]
+    placement: list[Any] | None
+    pending_reason: str | None
+    estimated_start: float | None
+    attempt: int
+    restart_count: int
+    max_restarts: int
+    next_retry_at: float | None
+    started_at: float | None
+    finished_at: float | None
+    exit_code: int | None
+    exit_message: str | None
+    events: list[EventOut]
+
+
+class QueueOut(BaseModel):
+    name: str
+    parent: str | None
+    tenant: str | None
+    guaranteed: int
+    limit: int | None
+    weight: float
+    pending: int
+    running: int
+
+
+class QueueList(BaseModel):
+    queues: list[QueueOut]
+
+
+class DeviceOut(BaseModel):
+    index: int
+    gpu_type: str
+    memory_gb: float
+    virtual: bool
+    health: Health
+
+
+class NodeOut(BaseModel):
+    name: str
+    executor: str
+    cpus: float
+    memory_gb: float
+    schedulable: bool
+    virtual: bool
+    health: Health
+    last_heartbeat_at: float | None
+    devices: list[DeviceOut]
+
+
+class NodeList(BaseModel):
+    nodes: list[NodeOut]
+
+
+class WhoAmI(BaseModel):
+    user: str
+    tenant: str
+    role: Role
+
+
+class HealthOut(BaseModel):
+    status: str
+    database: str

@@ -1,0 +1,267 @@
+"""The work behind the routes. Every function takes the request's session and the caller;
+writes happen in the caller's one transaction, committed by the route's session scope only
+when no error was raised (so a 4xx leaves the database as it was)."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import func, or_, select
+from sqlalchemy.orm import Session, selectinload
+from sqlalchemy.orm.exc import StaleDataError
+
+from trainyard.jobspec import JobSpec, JobSpecError, Limits, parse_job_spec
+from trainyard.server import lifecycle
+from trainyard.server.api import schemas
+from trainyard.server.api.auth import Principal
+from trainyard.server.api.errors import ApiError, not_found
+from trainyard.server.db.base import JobState
+from trainyard.server.db.cluster import Node, Queue
+from trainyard.server.db.jobs import Job
+from trainyard.server.db.tenancy import Tenant
+from trainyard.server.metrics import PLATFORM
+
+YAML_TYPES = frozenset({"application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml"})
+LIST_LIMIT = 1000
+_JOB_ID = re.compile(r"[A-Za-z0-9_-]{1,32}")
+
+
+def _visible_queues(session: Session, who: Principal) -> list[Queue]:
+    """Queues the caller may submit to: shared ones and their tenant's own."""
+    query = select(Queue).where(or_(Queue.tenant_id.is_(None), Queue.tenant_id == who.tenant_id))
+    return list(session.scalars(query.order_by(Queue.name)))
+
+
+def spec_error(error: JobSpecError) -> ApiError:
+    detail = error.to_dict()
+    field = str(detail.pop("field"))
+    message = str(detail.pop("message"))
+    status = 413 if "max_spec_bytes" in message and field == "" else 422
+    return ApiError(status, message, field=field, extra=detail)
+
+
+def read_spec(body: bytes, content_type: str, *, limits: Limits, queues: Sequence[str]) -> JobSpec:
+    """The job spec in a request body: YAML text for a YAML content type, JSON otherwise."""
+    if limits.max_spec_bytes is not None and len(body) > limits.max_spec_bytes:
+        raise ApiError(
+            413,
+            f"the request body is {len(body)} bytes; at most {limits.max_spec_bytes} allowed "
+            "(limit max_spec_bytes)",
+            field="",
+        )
+    media = content_type.split(";", 1)[0].strip().lower()
+    try:
+        if media in YAML_TYPES:
+            return parse_job_spec(body, source="request body", limits=limits, queues=queues)
+        try:
+            data: Any = json.loads(body)
+        except (ValueError, RecursionError) as exc:
+            raise ApiError(
+                400, f"the body is not valid JSON ({exc}); send JSON or application/yaml", field=""
+            ) from None
+        if not isinstance(data, dict):
+            raise ApiError(422, "the job spec must be a JSON object (name, command, ...)", field="")
+        return parse_job_spec(data, source="request body", limits=limits, queues=queues)
+    except JobSpecError as error:
+        raise spec_error(error) from None
+
+
+def submit_job(
+    session: Session,
+    who: Principal,
+    body: bytes,
+    content_type: str,
+    *,
+    limits: Limits,
+    now: float,
+) -> schemas.SubmitOut:
+    """Validate the spec and create the job in PENDING (flushed; the route commits)."""
+    who.require_write("submit jobs")
+    queues = {q.name: q for q in _visible_queues(session, who)}
+    try:
+        spec = read_spec(body, content_type, limits=limits, queues=list(queues))
+    except ApiError:
+        PLATFORM.submissions.inc(outcome="rejected")
+        raise
+    if spec.gpus is None:
+        PLATFORM.submissions.inc(outcome="rejected")
+        raise ApiError(
+            422,
+            "a model: spec without gpus: is not accepted by the API yet; give gpus:",
+            field="gpus",
+        )
+    job = Job(
+        tenant_id=who.tenant_id,
+        user_id=who.user_id,
+        queue_id=queues[spec.queue].id,
+        name=spec.name,
+        spec=spec.to_dict(),
+        gpus=spec.gpus,
+        gpu_types=[spec.gpu_type] if spec.gpu_type else [],
+        gpu_memory_gb=spec.gpu_memory_gb or 0.0,
+        cpus=spec.cpus or 0.0,
+        memory_gb=spec.memory_gb or 0.0,
+        priority=spec.priority,
+        preemptible=spec.preemptible,
+        min_runtime=spec.min_runtime_s,
+        expected_duration=spec.expected_duration_s,
+        topology=spec.topology,
+        max_restarts=spec.max_restarts,
+    )
+    lifecycle.submit(session, job, now=now, reason=f"submitted by {who.user_name}"[:64])
+    PLATFORM.submissions.inc(outcome="accepted")
+    return schemas.SubmitOut(id=job.id, state=job.state)
+
+
+def _summary_fields(job: Job) -> dict[str, Any]:
+    return {
+        "id": job.id,
+        "name": job.name,
+        "queue": job.queue.name,
+        "state": job.state,
+        "gpus": job.gpus,
+        "user": job.user.name if job.user else None,
+        "submitted_at": job.submitted_at,
+        "state_changed_at": job.state_changed_at,
+    }
+
+
+def list_jobs(
+    session: Session, who: Principal, *, state: JobState | None, limit: int
+) -> schemas.JobList:
+    query = (
+        select(Job)
+        .where(Job.tenant_id == who.tenant_id)
+        .options(selectinload(Job.queue), selectinload(Job.user))
+        .order_by(Job.submitted_at.desc(), Job.id)
+        .limit(limit)
+    )
+    if state is not None:
+        query = query.where(Job.state == state)
+    jobs = session.scalars(query)
+    return schemas.JobList(jobs=[schemas.JobSummary(**_summary_fields(j)) for j in jobs])
+
+
+def _own_job(session: Session, who: Principal, job_id: str) -> Job:
+    well_formed = _JOB_ID.fullmatch(job_id) is not None  # e.g. a NUL would upset PostgreSQL
+    job = session.get(Job, job_id) if well_formed else None
+    if job is None or job.tenant_id != who.tenant_id:
+        raise not_found(f"job {job_id!r}")
+    return job
+
+
+def describe_job(session: Session, who: Principal, job_id: str) -> schemas.JobDetail:
+    job = _own_job(session, who, job_id)
+    events = [
+        schemas.EventOut(
+            time=e.time,
+            from_state=e.from_state,
+            to_state=e.to_state,
+            reason=e.reason,
+            details=e.details,
+        )
+        for e in job.events
+    ]
+    return schemas.JobDetail(
+        **_summary_fields(job),
+        tenant=who.tenant_name,
+        spec=job.spec,
+        placement=job.placement,
+        pending_reason=job.pending_reason,
+        estimated_start=job.estimated_start,
+        attempt=job.attempt,
+        restart_count=job.restart_count,
+        max_restarts=job.max_restarts,
+        next_retry_at=job.next_retry_at,
+        started_at=job.started_at,
+        finished_at=job.finished_at,
+        exit_code=job.exit_code,
+        exit_message=job.exit_message,
+        events=events,
+    )
+
+
+def cancel_job(session: Session, who: Principal, job_id: str, *, now: float) -> schemas.SubmitOut:
+    job = _own_job(session, who, job_id)
+    who.require_write("cancel jobs")
+    try:
+        lifecycle.transition(
+            session, job, JobState.CANCELLED, reason=f"cancelled by {who.user_name}"[:64], now=now
+        )
+    except lifecycle.IllegalTransition:
+        raise ApiError(
+            409, f"job {job.id} is {job.state.value} and cannot be cancelled", field="state"
+        ) from None
+    except StaleDataError:
+        raise ApiError(409, f"job {job.id} changed concurrently; try again", field=None) from None
+    return schemas.SubmitOut(id=job.id, state=job.state)
+
+
+def _counts_by_queue(session: Session, states: Sequence[JobState]) -> dict[int, int]:
+    rows = session.execute(
+        select(Job.queue_id, func.count()).where(Job.state.in_(states)).group_by(Job.queue_id)
+    )
+    return {queue_id: count for queue_id, count in rows}
+
+
+def list_queues(session: Session, who: Principal) -> schemas.QueueList:
+    queues = _visible_queues(session, who)
+    names = {q.id: q.name for q in session.scalars(select(Queue))}
+    tenants = {t.id: t.name for t in session.scalars(select(Tenant))}
+    pending = _counts_by_queue(session, [JobState.PENDING])
+    running = _counts_by_queue(session, sorted(lifecycle.HOLDS_DEVICES))
+    return schemas.QueueList(
+        queues=[
+            schemas.QueueOut(
+                name=q.name,
+                parent=names.get(q.parent_id) if q.parent_id is not None else None,
+                tenant=tenants.get(q.tenant_id) if q.tenant_id is not None else None,
+                guaranteed=q.guaranteed,
+                limit=q.limit,
+                weight=q.weight,
+                pending=pending.get(q.id, 0),
+                running=running.get(q.id, 0),
+            )
+            for q in queues
+        ]
+    )
+
+
+def list_nodes(session: Session, who: Principal) -> schemas.NodeList:
+    del who  # every authenticated caller may see the cluster's nodes
+    nodes = session.scalars(select(Node).options(selectinload(Node.devices)).order_by(Node.name))
+    return schemas.NodeList(
+        nodes=[
+            schemas.NodeOut(
+                name=n.name,
+                executor=n.executor,
+                cpus=n.cpus,
+                memory_gb=n.memory_gb,
+                schedulable=n.schedulable,
+                virtual=n.virtual,
+                health=n.health,
+                last_heartbeat_at=n.last_heartbeat_at,
+                devices=[
+                    schemas.DeviceOut(
+                        index=d.index,
+                        gpu_type=d.gpu_type,
+                        memory_gb=d.memory_gb,
+                        virtual=d.virtual,
+                        health=d.health,
+                    )
+                    for d in n.devices
+                ],
+            )
+            for n in nodes
+        ]
+    )
+
+
+def refresh_job_gauges(session: Session) -> None:
+    """Set the job-state gauge from the database (before rendering /metrics)."""
+    rows = session.execute(select(Job.state, func.count()).group_by(Job.state))
+    counts = {JobState(state).value: count for state, count in rows}
+    PLATFORM.jobs.replace(({"state": s.value}, float(counts.get(s.value, 0))) for s in JobState)

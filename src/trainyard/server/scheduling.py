@@ -1,0 +1,380 @@
+"""The database side of the scheduling loop: snapshot in, decision applied, executor told.
+
+One round (`run_once`): `load_snapshot` reads the cluster from the database, the pure core
+decides (`trainyard.core.run_cycle`), `apply_decision` writes the decision in ONE transaction
+and returns an `Applied` saying which jobs the executor must launch and which it must stop.
+
+Decisions taken here:
+
+- Devices: a node offers one device per index `0..max(index)`; devices that are not healthy
+  (or missing indices) are `unavailable`. A node that is not healthy or not `schedulable` is
+  given to the core as not schedulable (its running jobs still hold their devices).
+- Jobs that hold devices: RUNNING jobs are `RunningJob`s (attained service grown up to
+  `now`). STARTING, RESIZING and PREEMPTED jobs hold their devices too, but cannot be evicted
+  now (no lifecycle edge from them to PREEMPTED), so they are given as non-preemptible. A
+  PREEMPTED job is still stopping: it holds whatever of its devices no STARTING / RUNNING job
+  has been given in the meantime (see the next point).
+- `after_evictions`: a placement whose devices are being freed by evictions moves the job to
+  STARTING at once, with its placement stored, so the next cycle sees the devices as taken
+  and cannot give them (or more victims) to anyone else. The executor is NOT told to launch
+  it: `Applied.deferred` lists it, the STARTING event's details carry `after_evictions`, and
+  `pending_reason` says what it waits for. `ready_to_launch` lists the deferred jobs whose
+  victims have all left PREEMPTED; the loop launches them then.
+- Pending reasons are stored as `"<code>: <message>"` (`split_reason` reads them back).
+- Concurrency: load and apply must use the same session; every write of a job row checks its
+  `version` against the one read by `load_snapshot`. A job changed concurrently
+  (`StaleDataError`), or one no longer in the state the snapshot showed (`IllegalTransition`),
+  rolls the whole transaction back and returns `Applied(retry=True, ...)`; the caller runs a
+  fresh round.
+- Topology levels are not stored in the database yet: `load_snapshot` takes a `Topology`, or
+  names the levels `level0`, `level1`, ... after the length of the nodes' `topology_path`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+from sqlalchemy.orm.exc import StaleDataError
+
+from trainyard import core
+from trainyard.core import Decision, NodeDevices, Snapshot, Topology
+from trainyard.runtime import gc_paused
+from trainyard.server.db import Health, JobEvent, JobState
+from trainyard.server.db import Job as JobRow
+from trainyard.server.db import Node as NodeRow
+from trainyard.server.db import Queue as QueueRow
+from trainyard.server.lifecycle import HOLDS_DEVICES, IllegalTransition, transition
+from trainyard.server.metrics import PLATFORM, PlatformMetrics
+
+__all__ = [
+    "Applied",
+    "Launch",
+    "apply_decision",
+    "load_snapshot",
+    "placement_json",
+    "ready_to_launch",
+    "refresh_gauges",
+    "run_once",
+    "split_reason",
+]
+
+S = JobState
+_UNEVICTABLE = frozenset({S.STARTING, S.RESIZING, S.PREEMPTED})
+
+
+@dataclass(frozen=True, slots=True)
+class Launch:
+    """A job the executor should start on these devices."""
+
+    job_id: str
+    placement: tuple[NodeDevices, ...]
+    after_evictions: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Applied:
+    """What one applied decision asks of the executor.
+
+    `launch`: start now. `deferred`: STARTING, to be launched once `after_evictions` stopped.
+    `stop`: evicted (now PREEMPTED), to be stopped. `retry`: nothing was written (a job
+    changed concurrently); `error` says why."""
+
+    launch: tuple[Launch, ...] = ()
+    deferred: tuple[Launch, ...] = ()
+    stop: tuple[str, ...] = ()
+    pending: int = 0
+    retry: bool = False
+    error: str = ""
+    decision: Decision | None = field(default=None, compare=False)
+
+
+def placement_json(nodes: Iterable[NodeDevices]) -> list[dict[str, Any]]:
+    """The `Job.placement` document of a placement."""
+    return [{"node": nd.node, "devices": [int(d) for d in nd.devices]} for nd in nodes]
+
+
+def _placement(doc: list[Any] | None) -> tuple[NodeDevices, ...]:
+    return tuple(
+        NodeDevices(str(e["node"]), tuple(int(d) for d in e["devices"])) for e in doc or ()
+    )
+
+
+def split_reason(text: str | None) -> tuple[str, str]:
+    """(code, message) of a stored pending reason (`""` code when it has none)."""
+    if not text:
+        return "", ""
+    code, sep, message = text.partition(": ")
+    if sep and code.isidentifier():
+        return code, message
+    return "", text
+
+
+def _nodes(session: Session) -> tuple[tuple[core.Node, ...], int]:
+    out = []
+    depth = 0
+    for row in session.scalars(select(NodeRow).order_by(NodeRow.name)):
+        devices = list(row.devices)
+        count = max((d.index for d in devices), default=-1) + 1
+        healthy = {d.index for d in devices if d.health == Health.HEALTHY}
+        first = devices[0] if devices else None
+        path = tuple(str(p) for p in row.topology_path or ())
+        depth = max(depth, len(path))
+        out.append(
+            core.Node(
+                name=row.name,
+                gpus=count,
+                gpu_type=first.gpu_type if first else "gpu",
+                gpu_memory_gb=first.memory_gb if first else 0.0,
+                cpus=row.cpus,
+                memory_gb=row.memory_gb,
+                path=path,
+                island_size=row.island_size,
+                schedulable=row.schedulable and row.health == Health.HEALTHY,
+                unavailable=tuple(i for i in range(count) if i not in healthy),
+                virtual=row.virtual or any(d.virtual for d in devices),
+            )
+        )
+    return tuple(out), depth
+
+
+def _queues(session: Session) -> tuple[tuple[core.Queue, ...], dict[int, str]]:
+    rows = list(session.scalars(select(QueueRow).order_by(QueueRow.id)))
+    names = {q.id: q.name for q in rows}
+    queues = tuple(
+        core.Queue(
+            name=q.name,
+            parent=names.get(q.parent_id) if q.parent_id is not None else None,
+            guaranteed=q.guaranteed,
+            limit=q.limit,
+            weight=q.weight,
+            usage=q.usage,
+        )
+        for q in rows
+    )
+    return queues, names
+
+
+def _job(row: JobRow, queue: str, **changes: Any) -> core.Job:
+    values: dict[str, Any] = {
+        "id": row.id,
+        "queue": queue,
+        "gpus": row.gpus,
+        "priority": row.priority,
+        "submit_time": row.submitted_at,
+        "gpu_types": tuple(str(t) for t in row.gpu_types or ()),
+        "gpu_memory_gb": row.gpu_memory_gb,
+        "cpus": row.cpus,
+        "memory_gb": row.memory_gb,
+        "preemptible": row.preemptible,
+        "min_runtime": row.min_runtime,
+        "expected_duration": row.expected_duration,
+        "attained_service": row.attained_service,
+        "topology": row.topology,
+        "name": row.name,
+    }
+    values.update(changes)
+    return core.Job(**values)
+
+
+def load_snapshot(session: Session, now: float, topology: Topology | None = None) -> Snapshot:
+    """The cluster as the core sees it at `now` (see the module docstring for the rules)."""
+    nodes, depth = _nodes(session)
+    queues, queue_names = _queues(session)
+    if topology is None:
+        topology = Topology(levels=tuple(f"level{i}" for i in range(depth)))
+    holding = list(
+        session.scalars(select(JobRow).where(JobRow.state.in_(HOLDS_DEVICES)).order_by(JobRow.id))
+    )
+    taken: set[tuple[str, int]] = set()
+    running: list[core.RunningJob] = []
+    for row in holding:  # jobs starting or running first: they own devices a victim frees
+        if row.state == S.PREEMPTED or not row.placement:
+            continue
+        placement = _placement(row.placement)
+        taken.update((nd.node, d) for nd in placement for d in nd.devices)
+        started = row.started_at if row.started_at is not None else row.state_changed_at
+        service = row.attained_service
+        if row.state == S.RUNNING:
+            service += row.gpus * max(0.0, now - started)
+        preemptible = row.preemptible and row.state not in _UNEVICTABLE
+        job = _job(
+            row, queue_names[row.queue_id], attained_service=service, preemptible=preemptible
+        )
+        running.append(core.RunningJob(job=job, placement=placement, started_at=started))
+    for row in holding:  # stopping victims hold what nobody was given yet
+        if row.state != S.PREEMPTED or not row.placement:
+            continue
+        left = []
+        for nd in _placement(row.placement):
+            devices = tuple(d for d in nd.devices if (nd.node, d) not in taken)
+            if devices:
+                left.append(NodeDevices(nd.node, devices))
+        gpus = sum(len(nd.devices) for nd in left)
+        if not left or (row.gpus and not gpus):
+            continue
+        started = row.started_at if row.started_at is not None else row.state_changed_at
+        job = _job(row, queue_names[row.queue_id], gpus=gpus, preemptible=False)
+        running.append(core.RunningJob(job=job, placement=tuple(left), started_at=started))
+    ready = (JobRow.next_retry_at.is_(None)) | (JobRow.next_retry_at <= now)
+    pending_rows = session.scalars(
+        select(JobRow).where(JobRow.state == S.PENDING, ready).order_by(JobRow.submitted_at)
+    )
+    pending = tuple(_job(row, queue_names[row.queue_id]) for row in pending_rows)
+    return Snapshot(
+        now=now,
+        nodes=nodes,
+        topology=topology,
+        queues=queues,
+        running=tuple(running),
+        pending=pending,
+    )
+
+
+def _get(session: Session, job_id: str) -> JobRow:
+    row = session.get(JobRow, job_id)
+    if row is None:
+        raise StaleDataError(f"job {job_id} disappeared")
+    return row
+
+
+def _write(session: Session, decision: Decision, now: float) -> Applied:
+    stop: list[str] = []
+    for ev in decision.evictions:
+        row = _get(session, ev.job_id)
+        facts = {"for_job": ev.for_job, "action": ev.action, "why": ev.reason}
+        transition(session, row, S.PREEMPTED, reason=ev.reason[:64] or ev.action, now=now,
+                   details=facts)  # fmt: skip
+        stop.append(ev.job_id)
+    launch: list[Launch] = []
+    deferred: list[Launch] = []
+    for p in decision.placements:
+        row = _get(session, p.job_id)
+        row.placement = placement_json(p.nodes)
+        details: dict[str, Any] = {"placement": row.placement, "action": p.action}
+        if p.after_evictions:
+            details["after_evictions"] = list(p.after_evictions)
+        transition(session, row, S.STARTING, reason="scheduled", now=now, details=details)
+        item = Launch(p.job_id, p.nodes, tuple(p.after_evictions))
+        if p.after_evictions:
+            row.pending_reason = "waiting for evicted jobs to stop: " + ", ".join(p.after_evictions)
+            deferred.append(item)
+        else:
+            launch.append(item)
+    stopped = set(stop)
+    count = 0
+    for job_id, reason in decision.pending.items():
+        if job_id in stopped:
+            continue
+        row = _get(session, job_id)
+        if row.state != S.PENDING:
+            raise IllegalTransition(job_id, JobState(row.state), S.PENDING, "no longer pending")
+        row.pending_reason = f"{reason.code}: {reason.message}"
+        row.estimated_start = reason.estimated_start
+        count += 1
+    session.flush()
+    return Applied(tuple(launch), tuple(deferred), tuple(stop), count, decision=decision)
+
+
+def apply_decision(session: Session, decision: Decision, now: float) -> Applied:
+    """Write `decision` in one transaction (committed), or nothing and `retry=True` when a job
+    changed since `load_snapshot` read it in this same session."""
+    try:
+        applied = _write(session, decision, now)
+        session.commit()
+    except (StaleDataError, IllegalTransition) as error:
+        session.rollback()
+        return Applied(retry=True, error=str(error), decision=decision)
+    except BaseException:
+        session.rollback()
+        raise
+    return applied
+
+
+def ready_to_launch(session: Session) -> list[Launch]:
+    """Deferred STARTING jobs whose victims have all stopped (left PREEMPTED)."""
+    out = []
+    rows = session.scalars(
+        select(JobRow).where(JobRow.state == S.STARTING).order_by(JobRow.state_changed_at)
+    )
+    for row in rows:
+        event = session.scalars(
+            select(JobEvent)
+            .where(JobEvent.job_id == row.id, JobEvent.to_state == S.STARTING)
+            .order_by(JobEvent.id.desc())
+            .limit(1)
+        ).first()
+        after = tuple(str(j) for j in (event.details.get("after_evictions") if event else ()) or ())
+        if not after:
+            continue
+        still = session.scalar(
+            select(func.count())
+            .select_from(JobRow)
+            .where(JobRow.id.in_(after), JobRow.state == S.PREEMPTED)
+        )
+        if not still:
+            out.append(Launch(row.id, _placement(row.placement), after))
+    return out
+
+
+def refresh_gauges(session: Session, metrics: PlatformMetrics = PLATFORM) -> None:
+    """Queue lengths, GPUs allocated / free by type and jobs by state, from the database."""
+    queues = {q.id: q.name for q in session.scalars(select(QueueRow))}
+    by_queue = Counter[tuple[int, JobState]]()
+    by_state = Counter[JobState]()
+    for queue_id, state, n in session.execute(
+        select(JobRow.queue_id, JobRow.state, func.count()).group_by(JobRow.queue_id, JobRow.state)
+    ):
+        by_queue[(queue_id, JobState(state))] += n
+        by_state[JobState(state)] += n
+    metrics.queue_pending.replace(({"queue": name}, by_queue[(qid, S.PENDING)])
+                                  for qid, name in queues.items())  # fmt: skip
+    metrics.queue_running.replace(({"queue": name}, by_queue[(qid, S.RUNNING)])
+                                  for qid, name in queues.items())  # fmt: skip
+    metrics.jobs.replace(({"state": s.value}, by_state[s]) for s in JobState)
+    held: set[tuple[str, int]] = set()
+    for (doc,) in session.execute(select(JobRow.placement).where(JobRow.state.in_(HOLDS_DEVICES))):
+        held.update((nd.node, d) for nd in _placement(doc) for d in nd.devices)
+    gpus = Counter[tuple[str, str]]()
+    for node in session.scalars(select(NodeRow)):
+        usable = node.schedulable and node.health == Health.HEALTHY
+        for dev in node.devices:
+            if (node.name, dev.index) in held:
+                gpus[("allocated", dev.gpu_type)] += 1
+            elif usable and dev.health == Health.HEALTHY:
+                gpus[("free", dev.gpu_type)] += 1
+            else:
+                gpus[("free", dev.gpu_type)] += 0
+    types = {t for _, t in gpus}
+    metrics.gpus.replace(
+        ({"state": s, "type": t}, gpus[(s, t)])
+        for t in sorted(types)
+        for s in ("allocated", "free")
+    )
+
+
+def run_once(
+    session_factory: Callable[[], Session],
+    profile: str | core.Profile = "default",
+    *,
+    now: float,
+    topology: Topology | None = None,
+    metrics: PlatformMetrics = PLATFORM,
+) -> Applied:
+    """One scheduling round: load, decide, apply; observes the cycle latency and refreshes the
+    gauges. A `retry` result wrote nothing; run again."""
+    began = time.perf_counter()
+    with session_factory() as session:
+        snapshot = load_snapshot(session, now, topology)
+        with gc_paused():
+            decision = core.run_cycle(snapshot, profile)
+        applied = apply_decision(session, decision, now)
+        metrics.cycle_seconds.observe(time.perf_counter() - began)
+        refresh_gauges(session, metrics)
+        session.commit()
+    return applied

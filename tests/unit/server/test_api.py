@@ -1,0 +1,208 @@
+"""The REST API on SQLite and PostgreSQL: happy path, auth, tenancy, bad input, operations."""
+
+from __future__ import annotations
+
+import pytest
+from api_fixtures import NOW, ApiWorld, api
+from sqlalchemy import select
+
+from trainyard.server.db import ApiToken, User, make_session_factory
+from trainyard.server.db.tokens import revoke_token
+from trainyard.server.metrics import PLATFORM
+
+__all__ = ["api"]  # the fixture, imported for pytest
+
+SPEC: dict[str, object] = {
+    "name": "mnist-ddp",
+    "queue": "research",
+    "command": ["python", "train.py"],
+    "gpus": 2,
+}
+YAML_SPEC = "name: yaml-job\nqueue: research\ncommand: [python, train.py]\nworkers: 2\ngpus: 2\n"
+
+
+def _submit(api: ApiWorld, user: str = "ada", spec: dict[str, object] | None = None) -> str:
+    answer = api.client.post("/v1/jobs", json=spec or SPEC, headers=api.auth(user))
+    assert answer.status_code == 201, answer.text
+    assert answer.json()["state"] == "PENDING"
+    job_id: str = answer.json()["id"]
+    return job_id
+
+
+def test_submit_list_describe_cancel(api: ApiWorld) -> None:
+    job_id = _submit(api)
+    yaml = api.client.post(
+        "/v1/jobs",
+        content=YAML_SPEC,
+        headers={**api.auth("ada"), "Content-Type": "application/yaml"},
+    )
+    assert yaml.status_code == 201, yaml.text
+
+    listed = api.client.get("/v1/jobs", headers=api.auth("vic")).json()["jobs"]
+    assert {j["name"] for j in listed} == {"mnist-ddp", "yaml-job"}
+    pending = api.client.get("/v1/jobs?state=PENDING", headers=api.auth("ada")).json()["jobs"]
+    assert len(pending) == 2
+
+    detail = api.client.get(f"/v1/jobs/{job_id}", headers=api.auth("vic")).json()
+    assert detail["state"] == "PENDING" and detail["queue"] == "research"
+    assert detail["gpus"] == 2 and detail["user"] == "ada" and detail["placement"] is None
+    assert "pending_reason" in detail and "estimated_start" in detail
+    assert [e["to_state"] for e in detail["events"]] == ["PENDING"]
+
+    cancelled = api.client.post(f"/v1/jobs/{job_id}/cancel", headers=api.auth("ada"))
+    assert cancelled.status_code == 200 and cancelled.json()["state"] == "CANCELLED"
+    detail = api.client.get(f"/v1/jobs/{job_id}", headers=api.auth("ada")).json()
+    assert [e["to_state"] for e in detail["events"]] == ["PENDING", "CANCELLED"]
+    assert detail["events"][1]["reason"] == "cancelled by ada"
+    again = api.client.post(f"/v1/jobs/{job_id}/cancel", headers=api.auth("ada"))
+    assert again.status_code == 409 and again.json()["error"]["field"] == "state"
+
+    listed = api.client.get("/v1/jobs?state=CANCELLED", headers=api.auth("ada")).json()["jobs"]
+    assert [j["id"] for j in listed] == [job_id]
+    bad_state = api.client.get("/v1/jobs?state=NAPPING", headers=api.auth("ada"))
+    assert bad_state.status_code == 422 and bad_state.json()["error"]["field"] == "state"
+
+
+def test_queues_and_nodes(api: ApiWorld) -> None:
+    _submit(api)
+    queues = api.client.get("/v1/queues", headers=api.auth("ada")).json()["queues"]
+    by_name = {q["name"]: q for q in queues}
+    assert set(by_name) == {"root", "research"}  # not globex's queue
+    assert by_name["research"]["pending"] == 1 and by_name["research"]["parent"] == "root"
+    nodes = api.client.get("/v1/nodes", headers=api.auth("vic")).json()["nodes"]
+    assert nodes[0]["name"] == "n0" and nodes[0]["virtual"] is True
+    assert [d["index"] for d in nodes[0]["devices"]] == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {},
+        {"Authorization": "Bearer nonsense"},
+        {"Authorization": "Bearer ty_0123456789ab_wrongsecret"},
+        {"Authorization": "Basic YWRhOnB3"},
+    ],
+)
+def test_unauthenticated_401(api: ApiWorld, headers: dict[str, str]) -> None:
+    before = api.row_counts()
+    for method, path in [("GET", "/v1/jobs"), ("POST", "/v1/jobs"), ("GET", "/v1/queues")]:
+        answer = api.client.request(method, path, json=SPEC, headers=headers)
+        assert answer.status_code == 401, (path, answer.text)
+        assert answer.json()["error"]["message"]
+        assert answer.headers["www-authenticate"] == "Bearer"
+    assert api.row_counts() == before
+
+
+def test_tenant_isolation_404(api: ApiWorld) -> None:
+    job_id = _submit(api)
+    before = api.row_counts()
+    assert api.client.get("/v1/jobs", headers=api.auth("gus")).json()["jobs"] == []
+    for answer in (
+        api.client.get(f"/v1/jobs/{job_id}", headers=api.auth("gus")),
+        api.client.post(f"/v1/jobs/{job_id}/cancel", headers=api.auth("gus")),
+        api.client.get("/v1/jobs/j-doesnotexist", headers=api.auth("gus")),
+        api.client.get("/v1/jobs/bad%00id", headers=api.auth("ada")),
+        api.client.get(f"/v1/jobs/{'x' * 100}", headers=api.auth("ada")),
+    ):
+        assert answer.status_code == 404, answer.text
+        assert "not found" in answer.json()["error"]["message"]
+    # globex cannot submit into acme's queue: it does not exist for them
+    spec = {**SPEC, "queue": "research"}
+    answer = api.client.post("/v1/jobs", json=spec, headers=api.auth("gus"))
+    assert answer.status_code == 422 and answer.json()["error"]["field"] == "queue"
+    assert api.row_counts() == before
+
+
+def test_viewer_cannot_write(api: ApiWorld) -> None:
+    job_id = _submit(api)
+    before = api.row_counts()
+    answer = api.client.post("/v1/jobs", json=SPEC, headers=api.auth("vic"))
+    assert answer.status_code == 403 and "viewer" in answer.json()["error"]["message"]
+    answer = api.client.post(f"/v1/jobs/{job_id}/cancel", headers=api.auth("vic"))
+    assert answer.status_code == 403
+    assert api.row_counts() == before
+    admin = api.client.post(f"/v1/jobs/{job_id}/cancel", headers=api.auth("root"))
+    assert admin.status_code == 200 and admin.json()["state"] == "CANCELLED"
+
+
+BAD_INPUT: list[tuple[str, object, str | None, int, str]] = [
+    ("malformed yaml", "name: x\ncommand: [a, b\n", "application/yaml", 422, ""),
+    ("unknown field", {**SPEC, "gpuz": 2}, None, 422, "gpuz"),
+    ("negative gpus", {**SPEC, "gpus": -2}, None, 422, "gpus"),
+    ("nested negative", {**SPEC, "gpus": None, "resources": {"gpus": -1}}, None, 422,
+     "resources.gpus"),
+    ("unknown queue", {**SPEC, "queue": "nope"}, None, 422, "queue"),
+    ("too many gpus", {**SPEC, "gpus": 128}, None, 422, "gpus"),
+    ("oversized", {**SPEC, "env": {"BIG": "x" * 1_100_000}}, None, 413, ""),
+    ("not json", "{not json", "application/json", 400, ""),
+    ("json list", "[1, 2]", "application/json", 422, ""),
+    ("empty yaml", "", "application/yaml", 422, ""),
+    ("bad name", {**SPEC, "name": "Bad Name!"}, None, 422, "name"),
+    ("missing command", {"name": "x", "queue": "research"}, None, 422, "command"),
+    ("bad utf8", b"\xff\xfe name: x", "application/yaml", 422, ""),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("body", "content_type", "status", "field"),
+    [case[1:] for case in BAD_INPUT],
+    ids=[case[0] for case in BAD_INPUT],
+)
+def test_bad_input_4xx_names_field_db_unchanged(
+    api: ApiWorld, body: object, content_type: str | None, status: int, field: str
+) -> None:
+    before = api.row_counts()
+    rejected = PLATFORM.submissions.value(outcome="rejected")
+    headers = api.auth("ada")
+    if content_type is None:
+        answer = api.client.post("/v1/jobs", json=body, headers=headers)
+    else:
+        content = body if isinstance(body, bytes) else str(body)
+        headers["Content-Type"] = content_type
+        answer = api.client.post("/v1/jobs", content=content, headers=headers)
+    assert answer.status_code == status, answer.text
+    error = answer.json()["error"]
+    assert error["field"] == field and error["message"], error
+    assert "Traceback" not in answer.text
+    assert api.row_counts() == before
+    assert PLATFORM.submissions.value(outcome="rejected") == rejected + 1
+
+
+def test_malformed_yaml_gives_line(api: ApiWorld) -> None:
+    headers = {**api.auth("ada"), "Content-Type": "application/yaml"}
+    answer = api.client.post("/v1/jobs", content="name: x\ncommand: [a, b\n", headers=headers)
+    assert answer.status_code == 422
+    assert answer.json()["error"]["line"] >= 2
+
+
+def test_metrics_health_openapi(api: ApiWorld) -> None:
+    accepted = PLATFORM.submissions.value(outcome="accepted")
+    _submit(api)
+    assert PLATFORM.submissions.value(outcome="accepted") == accepted + 1
+    metrics = api.client.get("/metrics")  # no token needed
+    assert metrics.status_code == 200
+    assert metrics.headers["content-type"].startswith("text/plain; version=0.0.4")
+    assert "# TYPE trainyard_job_submissions_total counter" in metrics.text
+    assert 'trainyard_jobs{state="PENDING"} 1' in metrics.text
+    assert api.client.get("/healthz").json() == {"status": "ok", "database": "ok"}
+    schema = api.client.get("/openapi.json").json()
+    for path in ("/v1/jobs", "/v1/jobs/{job_id}", "/v1/jobs/{job_id}/cancel", "/v1/queues",
+                 "/v1/nodes", "/metrics", "/healthz"):  # fmt: skip
+        assert path in schema["paths"], path
+    assert "application/yaml" in schema["paths"]["/v1/jobs"]["post"]["requestBody"]["content"]
+    assert api.client.get("/docs").status_code == 200
+
+
+def test_whoami_and_revoked_token(api: ApiWorld) -> None:
+    me = api.client.get("/v1/whoami", headers=api.auth("root")).json()
+    assert me == {"user": "root", "tenant": "acme", "role": "admin"}
+    unknown = api.client.get("/v1/nope", headers=api.auth("ada"))
+    assert unknown.status_code == 404 and unknown.json()["error"]["field"] is None
+    assert api.client.get("/v1/jobs", headers=api.auth("ada")).status_code == 200
+    with make_session_factory(api.engine)() as session:
+        row = session.scalars(select(ApiToken).join(User).where(User.name == "ada")).one()
+        assert row.last_used_at is not None  # verify_token recorded the use
+        revoke_token(session, row, now=NOW)
+        session.commit()
+    answer = api.client.get("/v1/jobs", headers=api.auth("ada"))
+    assert answer.status_code == 401
