@@ -98,6 +98,7 @@ naming the field, the limit and the fix. `Limits()` are generous defaults that c
 """
 
 from trainyard.jobspec.errors import JobSpecError
+from trainyard.jobspec.parse import parse_job_spec, unknown_queue
 from trainyard.jobspec.spec import (
     FIELDS,
     RESERVED_ENV,
@@ -106,8 +107,6 @@ from trainyard.jobspec.spec import (
     JobSpec,
     Limits,
     PlanFunction,
-    parse_job_spec,
-    unknown_queue,
 )
 
 __all__ = [
