@@ -1,0 +1,384 @@
+"""The control plane's loop on one machine: the database, the scheduler and the executor.
+
+`Platform.step()` is one turn of the loop:
+
+1. Observe: every STARTING / RUNNING / PREEMPTED job (and every FAILED job that still has
+   restarts) is matched with its run (`LocalExecutor.poll`). A run found for a STARTING job
+   moves it to RUNNING; a run that ended moves a RUNNING job to SUCCEEDED (all ranks exited 0)
+   or FAILED (the exit code and the first failed rank in the event; a lost run fails too),
+   and a FAILED job with restarts left goes back to PENDING with back-off once no process of
+   its run is left. A PREEMPTED job goes back to PENDING once its run has stopped.
+   Runs of jobs that no longer need them (CANCELLED, SUCCEEDED, ...) are stopped.
+2. Schedule: `scheduling.run_once` (again, a few times, when it asks for a retry).
+3. Act: the runs of evicted jobs are stopped; placed jobs (`Applied.launch`) and deferred
+   jobs whose victims have stopped (`ready_to_launch`) are launched and moved to RUNNING.
+
+Every state change goes through `lifecycle.transition`, one job per transaction: a job
+changed concurrently (an API cancel) fails that job's transaction only (`StaleDataError`),
+and the next step looks at it again. `recover()` is for a server start: it re-attaches to the
+runs the database says exist (`LocalExecutor.adopt`) and applies what happened meanwhile.
+
+Runs are numbered by `Job.attempt - 1` (the times the job entered STARTING, from 0), not by
+`restart_count`: a preempted job restarts without using a restart, and each launch needs a new
+run directory. Stopping is synchronous (`LocalExecutor.stop`: SIGTERM, the executor's grace
+period, SIGKILL).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import and_, or_, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+from sqlalchemy.orm.exc import StaleDataError
+
+from trainyard.exec.gpus import GpuInventory
+from trainyard.exec.local import LocalExecutor
+from trainyard.exec.run import LaunchSpec, RunHandle, RunStatus
+from trainyard.jobspec import JobSpec
+from trainyard.server import scheduling
+from trainyard.server.db import Device, Job, JobEvent, JobState, Node
+from trainyard.server.lifecycle import (
+    DEFAULT_RETRY,
+    IllegalTransition,
+    RetryPolicy,
+    restarts_left,
+    transition,
+)
+
+__all__ = ["Platform", "StepReport"]
+
+S = JobState
+_ACTIVE = (S.STARTING, S.RUNNING, S.PREEMPTED)
+_KEEP_RUN = frozenset({S.STARTING, S.RUNNING, S.PREEMPTED, S.FAILED})
+_Out = list[tuple[str, str]]
+
+
+@dataclass
+class StepReport:
+    """What one `step` (or `recover`) did, by job id."""
+
+    now: float
+    started: list[str] = field(default_factory=list)  # STARTING -> RUNNING when observed
+    launched: list[str] = field(default_factory=list)
+    succeeded: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+    requeued: list[str] = field(default_factory=list)
+    stopped: list[str] = field(default_factory=list)
+    adopted: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    applied: scheduling.Applied | None = None
+
+    def _merge(self, out: _Out) -> None:
+        for kind, job_id in out:
+            getattr(self, kind).append(job_id)
+
+
+class Platform:
+    """Drives jobs through their lifecycle on this machine (see the module docstring)."""
+
+    def __init__(
+        self,
+        session_factory: Callable[[], Session],
+        executor: LocalExecutor,
+        *,
+        profile: Any = "default",
+        clock: Callable[[], float] = time.time,
+        retry: RetryPolicy = DEFAULT_RETRY,
+        node_name: str | None = None,
+        max_rounds: int = 3,
+    ) -> None:
+        self.session_factory = session_factory
+        self.executor = executor
+        self.profile = profile
+        self.clock = clock
+        self.retry = retry
+        self.node_name = node_name
+        self.virtual = False
+        self.max_rounds = max_rounds
+        self._runs: dict[str, RunHandle] = {}
+
+    # ---- node --------------------------------------------------------------------------
+
+    def register_node(self, inventory: GpuInventory, name: str | None = None) -> str:
+        """Store this machine and its devices unless a node of that name exists; the name."""
+        name = name or inventory.hostname
+        now = self.clock()
+        with self.session_factory() as s:
+            row = s.scalars(select(Node).where(Node.name == name)).first()
+            if row is None:
+                row = Node(
+                    name=name,
+                    cpus=float(inventory.cpus),
+                    memory_gb=float(inventory.memory_gb),
+                    virtual=inventory.virtual,
+                    registered_at=now,
+                    last_heartbeat_at=now,
+                )
+                row.devices = [
+                    Device(
+                        index=g.index,
+                        gpu_type=g.name,
+                        memory_gb=g.memory_gb,
+                        uuid=g.uuid[:64],
+                        virtual=g.virtual,
+                    )
+                    for g in inventory.gpus
+                ]
+                s.add(row)
+                try:
+                    s.commit()
+                except IntegrityError:  # registered concurrently: use that one
+                    s.rollback()
+                    row = s.scalars(select(Node).where(Node.name == name)).one()
+            self.virtual = bool(row.virtual or any(d.virtual for d in row.devices))
+        self.node_name = name
+        return name
+
+    # ---- the loop ----------------------------------------------------------------------
+
+    def step(self, now: float | None = None) -> StepReport:
+        """One turn: observe runs, schedule, stop and launch (see the module docstring)."""
+        now = self.clock() if now is None else now
+        report = StepReport(now)
+        self._sweep(report)
+        for job_id in self._watched():
+            self._guarded(job_id, report, lambda s, row, out: self._observe(s, row, now, out))
+        applied = scheduling.run_once(self.session_factory, self.profile, now=now)
+        for _ in range(self.max_rounds - 1):
+            if not applied.retry:
+                break
+            applied = scheduling.run_once(self.session_factory, self.profile, now=now)
+        report.applied = applied
+        if applied.retry:
+            report.errors.append(f"scheduling: {applied.error}")
+        for job_id in applied.stop:
+            self._guarded(job_id, report, lambda s, row, out: self._observe(s, row, now, out))
+        with self.session_factory() as s:
+            ready = scheduling.ready_to_launch(s)
+        seen: set[str] = set()
+        for item in (*applied.launch, *ready):
+            if item.job_id in seen:
+                continue
+            seen.add(item.job_id)
+            self._guarded(item.job_id, report, lambda s, row, out: self._launch(s, row, now, out))
+        return report
+
+    def recover(self, now: float | None = None) -> StepReport:
+        """At server start: re-attach to the runs of STARTING / RUNNING / PREEMPTED jobs and
+        apply what happened while no server watched (live: kept; ended: its outcome;
+        missing: failed, then requeued while restarts remain). A STARTING job scheduled but
+        never launched (a crash in between) is launched now."""
+        now = self.clock() if now is None else now
+        report = StepReport(now)
+        with self.session_factory() as s:
+            rows = list(s.scalars(select(Job).where(Job.state.in_(_ACTIVE)).order_by(Job.id)))
+            jobs = [(r.id, S(r.state), self._attempt(r), self._deferred(s, r)) for r in rows]
+        for job_id, state, attempt, deferred in jobs:
+            handle = self.executor.adopt(job_id)
+            if handle is not None and handle.attempt == attempt:
+                self._runs[job_id] = handle
+                report.adopted.append(job_id)
+            elif state == S.STARTING and not deferred:
+                self._guarded(job_id, report, lambda s, row, out: self._launch(s, row, now, out))
+                continue
+            self._guarded(job_id, report, lambda s, row, out: self._observe(s, row, now, out))
+        return report
+
+    # ---- helpers -----------------------------------------------------------------------
+
+    @staticmethod
+    def _attempt(row: Job) -> int:
+        return max(0, row.attempt - 1)
+
+    @staticmethod
+    def _deferred(session: Session, row: Job) -> bool:
+        """Whether a STARTING job waits for evicted jobs (`scheduling.ready_to_launch`)."""
+        if row.state != S.STARTING:
+            return False
+        event = session.scalars(
+            select(JobEvent)
+            .where(JobEvent.job_id == row.id, JobEvent.to_state == S.STARTING)
+            .order_by(JobEvent.id.desc())
+            .limit(1)
+        ).first()
+        return bool(event is not None and (event.details or {}).get("after_evictions"))
+
+    def _watched(self) -> list[str]:
+        retrying = and_(Job.state == S.FAILED, Job.restart_count < Job.max_restarts)
+        with self.session_factory() as s:
+            query = select(Job.id).where(or_(Job.state.in_(_ACTIVE), retrying)).order_by(Job.id)
+            return list(s.scalars(query))
+
+    def _handle(self, job_id: str, attempt: int) -> RunHandle | None:
+        handle = self._runs.get(job_id)
+        if handle is None or handle.attempt != attempt:
+            handle = self.executor.adopt(job_id, attempt)
+            if handle is not None:
+                self._runs[job_id] = handle
+        return handle
+
+    def _guarded(
+        self, job_id: str, report: StepReport, work: Callable[[Session, Job, _Out], None]
+    ) -> None:
+        """`work` on one job in its own transaction; a concurrent change skips the job."""
+        out: _Out = []
+        with self.session_factory() as s:
+            row = s.get(Job, job_id)
+            if row is None:
+                return
+            try:
+                work(s, row, out)
+                s.commit()
+            except (StaleDataError, IllegalTransition) as error:
+                s.rollback()
+                report.errors.append(f"{job_id}: {error}")
+                return
+        report._merge(out)
+
+    def _sweep(self, report: StepReport) -> None:
+        """Stop the runs of jobs that no longer need them; forget settled runs of such jobs."""
+        if not self._runs:
+            return
+        with self.session_factory() as s:
+            states = {
+                job_id: S(state)
+                for job_id, state in s.execute(
+                    select(Job.id, Job.state).where(Job.id.in_(list(self._runs)))
+                )
+            }
+        for job_id, handle in list(self._runs.items()):
+            state = states.get(job_id)
+            if state in _KEEP_RUN:
+                continue
+            status = self.executor.poll(handle)
+            if not status.settled:
+                status = self.executor.stop(handle, reason=f"job is {state or 'gone'}")
+                report.stopped.append(job_id)
+            if status.settled:
+                del self._runs[job_id]
+
+    def _observe(self, s: Session, row: Job, now: float, out: _Out) -> None:
+        state = S(row.state)
+        handle = self._handle(row.id, self._attempt(row))
+        if state == S.STARTING:
+            if handle is None:
+                return  # not launched yet (waiting for evicted jobs to stop)
+            self._to_running(s, row, handle, now, out, "started")
+            state = S.RUNNING
+        if state == S.RUNNING:
+            if handle is None:
+                self._fail(s, row, None, now, out)
+                return
+            status = self.executor.poll(handle)
+            if status.state == "running":
+                return
+            if status.state == "succeeded":
+                transition(s, row, S.SUCCEEDED, reason="all ranks exited with code 0",
+                           now=now, details={"exit_code": 0, "message": status.reason})  # fmt: skip
+                out.append(("succeeded", row.id))
+                return
+            self._fail(s, row, status, now, out)
+        elif state == S.PREEMPTED:
+            if handle is not None:
+                status = self.executor.poll(handle)
+                if not status.settled:
+                    status = self.executor.stop(handle, reason="preempted")
+                    out.append(("stopped", row.id))
+                if not status.settled:
+                    return
+            transition(s, row, S.PENDING, reason="preempted: run stopped", now=now,
+                       retry=self.retry)  # fmt: skip
+            out.append(("requeued", row.id))
+        elif state == S.FAILED:
+            self._requeue(s, row, handle, now, out)
+
+    def _to_running(
+        self, s: Session, row: Job, handle: RunHandle, now: float, out: _Out, kind: str
+    ) -> None:
+        details = {"attempt": handle.attempt, "pids": handle.pids, "notes": list(handle.notes)}
+        transition(s, row, S.RUNNING, reason="launched", now=now, details=details)
+        out.append((kind, row.id))
+
+    def _fail(self, s: Session, row: Job, status: RunStatus | None, now: float, out: _Out) -> None:
+        if status is None:
+            attempt = self._attempt(row)
+            details: dict[str, Any] = {
+                "exit_code": None,
+                "rank": None,
+                "run_state": "lost",
+                "message": f"run lost: no record of attempt {attempt} on this machine",
+            }
+            reason = "run lost"
+        else:
+            rank = status.first_failed_rank
+            code = status.exit_codes.get(rank) if rank is not None else None
+            details = {
+                "exit_code": code,
+                "rank": rank,
+                "run_state": status.state,
+                "message": status.reason or status.state,
+            }
+            if status.state == "lost" or rank is None:
+                reason = f"run {status.state}"
+            else:
+                reason = f"rank {rank} exited with code {code}"
+        transition(s, row, S.FAILED, reason=reason[:64], now=now, details=details)
+        out.append(("failed", row.id))
+        handle = self._runs.get(row.id)
+        self._requeue(s, row, handle, now, out)
+
+    def _requeue(
+        self, s: Session, row: Job, handle: RunHandle | None, now: float, out: _Out
+    ) -> None:
+        """FAILED -> PENDING (with back-off) once no process of the run is left."""
+        if restarts_left(row) == 0:
+            return
+        if handle is not None and not self.executor.poll(handle).settled:
+            return
+        transition(s, row, S.PENDING, reason="restart after failure", now=now, retry=self.retry)
+        out.append(("requeued", row.id))
+
+    def _launch_spec(self, row: Job, attempt: int) -> LaunchSpec:
+        spec = JobSpec.from_dict(row.spec or {}, source=f"job {row.id} spec")
+        devices = tuple(
+            int(d)
+            for entry in row.placement or ()
+            if self.node_name is None or entry["node"] == self.node_name
+            for d in entry["devices"]
+        )
+        return LaunchSpec(
+            job_id=row.id,
+            command=list(spec.command),
+            attempt=attempt,
+            workers=spec.workers,
+            devices=devices,
+            env=dict(spec.env),
+            cwd=Path(spec.working_dir) if spec.working_dir else None,
+            token="",
+            cpus=spec.cpus,
+            memory_gb=spec.memory_gb,
+            virtual_gpus=self.virtual,
+        )
+
+    def _launch(self, s: Session, row: Job, now: float, out: _Out) -> None:
+        if row.state != S.STARTING:
+            return
+        attempt = self._attempt(row)
+        handle = self._handle(row.id, attempt)  # launched before a crash: do not launch twice
+        if handle is None:
+            try:
+                handle = self.executor.launch(self._launch_spec(row, attempt))
+            except (ValueError, OSError) as error:  # JobSpecError is a ValueError
+                message = f"launch failed: {error}"
+                transition(s, row, S.FAILED, reason="launch failed", now=now,
+                           details={"message": message})  # fmt: skip
+                out.append(("failed", row.id))
+                return
+            self._runs[row.id] = handle
+        self._to_running(s, row, handle, now, out, "launched")

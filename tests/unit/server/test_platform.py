@@ -1,0 +1,285 @@
+"""The platform loop on both databases with real processes: success, failure and restart,
+cancel, and recovery by a new server on the same database and run directory."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from server_factories import World
+from sqlalchemy import Engine, select
+from sqlalchemy.orm import Session, sessionmaker
+
+from trainyard.exec import procfs
+from trainyard.exec.gpus import Gpu, GpuInventory
+from trainyard.exec.local import LocalExecutor
+from trainyard.server.db import Job, JobEvent, JobState, Node, make_session_factory
+from trainyard.server.lifecycle import RetryPolicy, transition
+from trainyard.server.platform import Platform
+
+S = JobState
+FAST_RETRY = RetryPolicy(base_s=0.05, cap_s=0.05)
+INVENTORY = GpuInventory(
+    hostname="box",
+    gpus=tuple(Gpu(i, "virtual", 80.0, f"virtual-{i}", virtual=True) for i in range(2)),
+    cpus=8,
+    memory_gb=32.0,
+    virtual=True,
+)
+
+
+@pytest.fixture
+def factory(engine: Engine, world: World) -> sessionmaker[Session]:
+    return make_session_factory(engine)
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    return tmp_path / "runs"
+
+
+_EXECUTORS: list[LocalExecutor] = []
+
+
+@pytest.fixture(autouse=True)
+def _no_stray_processes() -> Iterator[None]:
+    """Whatever a test leaves running (a failed assertion) is stopped."""
+    yield
+    while _EXECUTORS:
+        executor = _EXECUTORS.pop()
+        for handle in executor.handles():
+            executor.stop(handle, grace_s=0.5, reason="test teardown")
+
+
+def _platform(factory: sessionmaker[Session], root: Path) -> Platform:
+    executor = LocalExecutor(root, grace_s=2.0)
+    _EXECUTORS.append(executor)
+    platform = Platform(factory, executor, retry=FAST_RETRY)
+    platform.register_node(INVENTORY)
+    return platform
+
+
+def _submit(
+    session: Session, world: World, code: str, *, gpus: int = 1, max_restarts: int = 0
+) -> str:
+    spec = {"name": "t", "command": [sys.executable, "-c", code], "gpus": gpus, "workers": gpus}
+    job = world.job(session, now=time.time(), gpus=gpus, spec=spec, max_restarts=max_restarts)
+    session.commit()
+    return job.id
+
+
+def _job(factory: sessionmaker[Session], job_id: str) -> Job:
+    with factory() as s:
+        job = s.get(Job, job_id)
+        assert job is not None
+        s.expunge(job)
+        return job
+
+
+def _states(factory: sessionmaker[Session], job_id: str) -> list[S]:
+    with factory() as s:
+        q = select(JobEvent.to_state).where(JobEvent.job_id == job_id).order_by(JobEvent.id)
+        return [S(x) for x in s.scalars(q)]
+
+
+def _drive(
+    platform: Platform,
+    factory: sessionmaker[Session],
+    job_id: str,
+    done: Callable[[Job], bool],
+    timeout_s: float = 10.0,
+) -> Job:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        platform.step()
+        job = _job(factory, job_id)
+        if done(job):
+            return job
+        assert time.monotonic() < deadline, f"job still {job.state}: {_states(factory, job_id)}"
+        time.sleep(0.05)
+
+
+def _attempt_dirs(root: Path, job_id: str) -> list[str]:
+    return sorted(p.name for p in (root / "jobs" / job_id).glob("attempt-*"))
+
+
+def test_register_node_once(factory: sessionmaker[Session], root: Path) -> None:
+    _platform(factory, root)
+    platform = _platform(factory, root)
+    assert platform.virtual
+    with factory() as s:
+        nodes = list(s.scalars(select(Node)))
+        assert [n.name for n in nodes] == ["box"]
+        assert nodes[0].virtual and [d.virtual for d in nodes[0].devices] == [True, True]
+
+
+def test_job_runs_to_success(
+    factory: sessionmaker[Session], session: Session, world: World, root: Path
+) -> None:
+    platform = _platform(factory, root)
+    job_id = _submit(session, world, "print('hello')", gpus=2)
+    job = _drive(platform, factory, job_id, lambda j: j.state == S.SUCCEEDED)
+    assert job.exit_code == 0
+    assert _states(factory, job_id) == [S.PENDING, S.STARTING, S.RUNNING, S.SUCCEEDED]
+    assert _attempt_dirs(root, job_id) == ["attempt-0"]
+    logs = "".join(platform.executor.logs(job_id))
+    assert logs.count("hello") == 2  # two ranks, one device each
+
+
+def test_failing_job_is_restarted_then_fails(
+    factory: sessionmaker[Session], session: Session, world: World, root: Path
+) -> None:
+    platform = _platform(factory, root)
+    job_id = _submit(session, world, "import sys; sys.exit(3)", max_restarts=1)
+    job = _drive(platform, factory, job_id, lambda j: j.state == S.FAILED and j.restart_count == 1)
+    time.sleep(0.1)
+    platform.step()  # nothing more happens to it
+    job = _job(factory, job_id)
+    assert job.state == S.FAILED and job.exit_code == 3 and job.restart_count == 1
+    run = [S.STARTING, S.RUNNING, S.FAILED]
+    assert _states(factory, job_id) == [S.PENDING, *run, S.PENDING, *run]
+    with factory() as s:
+        failed = s.scalars(
+            select(JobEvent).where(JobEvent.job_id == job_id, JobEvent.to_state == S.FAILED)
+        ).all()
+        assert [(e.details["exit_code"], e.details["rank"]) for e in failed] == [(3, 0), (3, 0)]
+    assert _attempt_dirs(root, job_id) == ["attempt-0", "attempt-1"]
+
+
+def test_cancel_stops_the_running_processes(
+    factory: sessionmaker[Session], session: Session, world: World, root: Path
+) -> None:
+    platform = _platform(factory, root)
+    job_id = _submit(session, world, "import time; time.sleep(60)")
+    _drive(platform, factory, job_id, lambda j: j.state == S.RUNNING)
+    handle = platform.executor.adopt(job_id)
+    assert handle is not None
+    assert any(procfs.alive(r.pid, r.start_time) for r in handle.ranks)
+    with factory() as s:  # what the API's cancel does
+        job = s.get(Job, job_id)
+        assert job is not None
+        transition(s, job, S.CANCELLED, reason="cancelled by ada", now=time.time())
+        s.commit()
+    report = platform.step()
+    assert job_id in report.stopped
+    assert not any(procfs.alive(r.pid, r.start_time) for r in handle.ranks)
+    assert platform.executor.poll(handle).settled
+    assert _job(factory, job_id).state == S.CANCELLED
+    assert _states(factory, job_id)[-1] == S.CANCELLED
+
+
+def test_recover_adopts_a_running_job(
+    factory: sessionmaker[Session], session: Session, world: World, root: Path
+) -> None:
+    first = _platform(factory, root)
+    code = "import time; time.sleep(1.5); print('done')"
+    job_id = _submit(session, world, code, max_restarts=2)
+    _drive(first, factory, job_id, lambda j: j.state == S.RUNNING)
+    second = _platform(factory, root)  # a restarted server: new executor, same root
+    report = second.recover()
+    assert report.adopted == [job_id] and not report.failed
+    assert _job(factory, job_id).state == S.RUNNING
+    job = _drive(second, factory, job_id, lambda j: j.state == S.SUCCEEDED)
+    assert job.exit_code == 0 and job.restart_count == 0
+    assert _states(factory, job_id) == [S.PENDING, S.STARTING, S.RUNNING, S.SUCCEEDED]
+    assert _attempt_dirs(root, job_id) == ["attempt-0"]
+    assert "done" in "".join(second.executor.logs(job_id))
+
+
+def test_recover_applies_an_outcome_reached_while_down(
+    factory: sessionmaker[Session], session: Session, world: World, root: Path
+) -> None:
+    first = _platform(factory, root)
+    job_id = _submit(session, world, "import time; time.sleep(0.3)")
+    _drive(first, factory, job_id, lambda j: j.state == S.RUNNING)
+    time.sleep(1.0)  # it ends while no server watches
+    second = _platform(factory, root)
+    report = second.recover()
+    assert report.succeeded == [job_id]
+    assert _job(factory, job_id).state == S.SUCCEEDED
+
+
+def test_recover_fails_and_requeues_a_missing_run(
+    factory: sessionmaker[Session], session: Session, world: World, root: Path
+) -> None:
+    job = world.job_in(session, S.RUNNING, now=time.time())
+    session.commit()
+    platform = _platform(factory, root)
+    report = platform.recover()
+    assert report.failed == [job.id] and report.requeued == [job.id]
+    after = _job(factory, job.id)
+    assert after.state == S.PENDING and after.restart_count == 1 and after.placement is None
+    assert _states(factory, job.id)[-2:] == [S.FAILED, S.PENDING]
+
+
+def test_several_jobs_none_lost_or_duplicated(
+    factory: sessionmaker[Session], session: Session, world: World, root: Path
+) -> None:
+    platform = _platform(factory, root)
+    ids = [_submit(session, world, f"print({i})") for i in range(4)]  # 2 GPUs: two waves
+    deadline = time.monotonic() + 15.0
+    while not all(_job(factory, j).state == S.SUCCEEDED for j in ids):
+        assert time.monotonic() < deadline, [_job(factory, j).state for j in ids]
+        platform.step()
+        time.sleep(0.05)
+    for job_id in ids:
+        assert _states(factory, job_id) == [S.PENDING, S.STARTING, S.RUNNING, S.SUCCEEDED]
+        assert _attempt_dirs(root, job_id) == ["attempt-0"]
+
+
+def test_preemption_stops_the_victim_and_launches_the_preemptor(
+    factory: sessionmaker[Session], session: Session, world: World, root: Path
+) -> None:
+    platform = _platform(factory, root)
+    low = _submit(session, world, "import time; time.sleep(60)", gpus=2)
+    _drive(platform, factory, low, lambda j: j.state == S.RUNNING)
+    spec = {"name": "hi", "command": [sys.executable, "-c", "pass"], "gpus": 2, "workers": 2}
+    high = world.job(session, now=time.time(), gpus=2, spec=spec, priority=10, max_restarts=0)
+    session.commit()
+    _drive(platform, factory, high.id, lambda j: j.state == S.SUCCEEDED)
+    victim = _states(factory, low)
+    assert victim[:5] == [S.PENDING, S.STARTING, S.RUNNING, S.PREEMPTED, S.PENDING]
+    assert _job(factory, low).restart_count == 0  # preemption is not a restart
+    # the victim runs again once the preemptor is done, as a new attempt
+    _drive(platform, factory, low, lambda j: j.state == S.RUNNING and j.attempt == 2)
+    assert _attempt_dirs(root, low) == ["attempt-0", "attempt-1"]
+    handle = platform.executor.adopt(low, 0)
+    assert handle is not None and platform.executor.poll(handle).state == "stopped"
+    with factory() as s:  # leave nothing running behind
+        job = s.get(Job, low)
+        assert job is not None
+        transition(s, job, S.CANCELLED, reason="test over", now=time.time())
+        s.commit()
+    platform.step()
+    current = platform.executor.adopt(low)
+    assert current is not None and platform.executor.poll(current).settled
+
+
+def test_recover_fails_and_requeues_a_run_that_vanished(
+    factory: sessionmaker[Session], session: Session, world: World, root: Path
+) -> None:
+    first = _platform(factory, root)
+    job_id = _submit(session, world, "import time; time.sleep(60)", max_restarts=1)
+    _drive(first, factory, job_id, lambda j: j.state == S.RUNNING)
+    handle = first.executor.adopt(job_id)
+    assert handle is not None
+    os.killpg(handle.pgid, signal.SIGKILL)  # wrappers too: no exit record is written
+    deadline = time.monotonic() + 5.0
+    while any(procfs.alive(r.pid, r.start_time) for r in handle.ranks):
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    second = _platform(factory, root)
+    report = second.recover()
+    assert report.failed == [job_id] and report.requeued == [job_id]
+    job = _job(factory, job_id)
+    assert job.state == S.PENDING and job.restart_count == 1
+    with factory() as s:
+        event = s.scalars(
+            select(JobEvent).where(JobEvent.job_id == job_id, JobEvent.to_state == S.FAILED)
+        ).one()
+        assert event.details["run_state"] == "lost"
