@@ -75,21 +75,12 @@ class _Metric:
         return "\n".join([*head, *self.samples()])
 
 
-class Counter(_Metric):
-    """A value that only goes up (per label set)."""
-
-    kind = "counter"
+class _Single(_Metric):
+    """A metric with one value per label set (counters and gauges)."""
 
     def __init__(self, name: str, help_text: str, labels: Sequence[str] = ()) -> None:
         super().__init__(name, help_text, labels)
         self._values: dict[tuple[str, ...], float] = {}
-
-    def inc(self, amount: float = 1.0, **labels: str) -> None:
-        if amount < 0:
-            raise ValueError("a counter only goes up")
-        key = self._key(labels)
-        with self._lock:
-            self._values[key] = self._values.get(key, 0.0) + amount
 
     def value(self, **labels: str) -> float:
         with self._lock:
@@ -101,14 +92,23 @@ class Counter(_Metric):
         return [f"{self.name}{self._labelled(k)} {_number(v)}" for k, v in items]
 
 
-class Gauge(_Metric):
+class Counter(_Single):
+    """A value that only goes up (per label set)."""
+
+    kind = "counter"
+
+    def inc(self, amount: float = 1.0, **labels: str) -> None:
+        if amount < 0:
+            raise ValueError("a counter only goes up")
+        key = self._key(labels)
+        with self._lock:
+            self._values[key] = self._values.get(key, 0.0) + amount
+
+
+class Gauge(_Single):
     """A value that goes up and down; `replace` swaps the whole labelled set at once."""
 
     kind = "gauge"
-
-    def __init__(self, name: str, help_text: str, labels: Sequence[str] = ()) -> None:
-        super().__init__(name, help_text, labels)
-        self._values: dict[tuple[str, ...], float] = {}
 
     def set(self, value: float, **labels: str) -> None:
         key = self._key(labels)
@@ -121,15 +121,6 @@ class Gauge(_Metric):
         new = {self._key(labels): float(v) for labels, v in values}
         with self._lock:
             self._values = new
-
-    def value(self, **labels: str) -> float:
-        with self._lock:
-            return self._values.get(self._key(labels), 0.0)
-
-    def samples(self) -> Iterable[str]:
-        with self._lock:
-            items = sorted(self._values.items())
-        return [f"{self.name}{self._labelled(k)} {_number(v)}" for k, v in items]
 
 
 class Histogram(_Metric):

@@ -37,6 +37,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.exc import StaleDataError
 
+from trainyard.core import Profile
 from trainyard.exec.gpus import GpuInventory
 from trainyard.exec.local import LocalExecutor
 from trainyard.exec.run import LaunchSpec, RunHandle, RunStatus
@@ -87,7 +88,7 @@ class Platform:
         session_factory: Callable[[], Session],
         executor: LocalExecutor,
         *,
-        profile: Any = "default",
+        profile: str | Profile = "default",
         clock: Callable[[], float] = time.time,
         retry: RetryPolicy = DEFAULT_RETRY,
         node_name: str | None = None,
