@@ -17,9 +17,13 @@ $(STAMP): $(SRC)
 
 venv: $(STAMP)
 
-## up: set up .venv and run the main job on the embedded default
+EXAMPLES := examples/jobs/ddp/job.yaml examples/jobs/single/job.yaml examples/jobs/fail/job.yaml
+
+## up: set up .venv and run the platform on this machine with the example jobs (Ctrl-C stops
+## it). Real GPUs are used when NVML finds some; otherwise 4 virtual GPUs are declared and
+## labelled as such. UP_ARGS adds options, e.g. UP_ARGS=--exit-when-done.
 up: $(STAMP)
-	$(BIN)/trainyard demo
+	$(BIN)/trainyard up --virtual-gpus 4 $(addprefix --submit ,$(EXAMPLES)) $(UP_ARGS)
 
 ## test: set up .venv and run the whole suite (lint, types, tests)
 test: $(STAMP) lint typecheck

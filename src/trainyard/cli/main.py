@@ -8,7 +8,19 @@ from __future__ import annotations
 
 import typer
 
-from trainyard.cli import bench, demo, plan, schedule, simulate
+from trainyard.cli import (
+    admin,
+    auth,
+    bench,
+    cluster,
+    demo,
+    jobs,
+    logs,
+    plan,
+    schedule,
+    simulate,
+    up,
+)
 
 app = typer.Typer(
     name="trainyard",
@@ -18,7 +30,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-for _module in (bench, demo, plan, schedule, simulate):
+for _module in (bench, demo, plan, schedule, simulate, up, jobs, logs, cluster, auth, admin):
     _module.register(app)
 
 

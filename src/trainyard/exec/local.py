@@ -116,6 +116,7 @@ class LocalExecutor:
             "TRAINYARD_API_URL": self.api_url,
             "TRAINYARD_TOKEN": spec.token,
         }
+        base["PATH"] = _interpreter_first(base.get("PATH", ""))
         if spec.virtual_gpus:
             base["TRAINYARD_VIRTUAL_GPUS"] = "1"
         handle = RunHandle(spec.job_id, spec.attempt, 0, port, run_dir, (), notes, cgroup)
@@ -367,6 +368,14 @@ class LocalExecutor:
             return logs.read_lines(paths, prefix=len(paths) > 1)
         h = handle
         return logs.follow_lines(paths, len(paths) > 1, lambda: self.poll(h).settled, interval_s)
+
+
+def _interpreter_first(path: str) -> str:
+    """PATH with the server's interpreter directory first, so a job's `python` is the one
+    trainyard runs under (its virtualenv, torch included), as an activated venv would do."""
+    bindir = str(Path(sys.executable).parent)
+    rest = [p for p in path.split(os.pathsep) if p and p != bindir]
+    return os.pathsep.join([bindir, *rest])
 
 
 __all__ = ["LaunchSpec", "LocalExecutor", "RankInfo", "RunHandle", "RunStatus", "split_devices"]

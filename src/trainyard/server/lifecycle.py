@@ -115,6 +115,32 @@ def submit(session: Session, job: Job, *, now: float, reason: str = "submitted")
     return event
 
 
+def submission_rows(
+    job: dict[str, Any], *, now: float, reason: str = "submitted"
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """What `submit` writes, as plain rows for a bulk insert (the API's group commit): the
+    job (`job` holds its columns, `id` included) in PENDING, and its first event."""
+    row = {
+        **job,
+        "state": S.PENDING,
+        "attempt": 0,
+        "restart_count": 0,
+        "attained_service": 0.0,
+        "submitted_at": now,
+        "state_changed_at": now,
+        "version": 1,
+    }
+    event = {
+        "job_id": job["id"],
+        "time": now,
+        "from_state": None,
+        "to_state": S.PENDING,
+        "reason": reason,
+        "details": {},
+    }
+    return row, event
+
+
 def transition(
     session: Session,
     job: Job,
@@ -147,7 +173,7 @@ def transition(
         job.exit_code = None
         job.exit_message = None
         job.finished_at = None
-        facts.setdefault("attempt", job.attempt)
+        facts.setdefault("attempt", job.attempt - 1)  # the run's index, as logs and run dirs
     elif to_state == S.RUNNING:
         job.started_at = now
     if to_state in _FINISHED:

@@ -44,6 +44,7 @@ from trainyard.exec.run import LaunchSpec, RunHandle, RunStatus
 from trainyard.jobspec import JobSpec
 from trainyard.server import scheduling
 from trainyard.server.db import Device, Job, JobEvent, JobState, Node
+from trainyard.server.db.tokens import issue_token
 from trainyard.server.lifecycle import (
     DEFAULT_RETRY,
     IllegalTransition,
@@ -345,7 +346,7 @@ class Platform:
         transition(s, row, S.PENDING, reason="restart after failure", now=now, retry=self.retry)
         out.append(("requeued", row.id))
 
-    def _launch_spec(self, row: Job, attempt: int) -> LaunchSpec:
+    def _launch_spec(self, row: Job, attempt: int, token: str) -> LaunchSpec:
         spec = JobSpec.from_dict(row.spec or {}, source=f"job {row.id} spec")
         devices = tuple(
             int(d)
@@ -361,11 +362,23 @@ class Platform:
             devices=devices,
             env=dict(spec.env),
             cwd=Path(spec.working_dir) if spec.working_dir else None,
-            token="",
+            token=token,
             cpus=spec.cpus,
             memory_gb=spec.memory_gb,
             virtual_gpus=self.virtual,
         )
+
+    @staticmethod
+    def _job_token(s: Session, row: Job, attempt: int, now: float) -> str:
+        """A token of the job's user scoped to this job: it reads this job only and works
+        while the job runs (`verify_token`); it is committed with the job's RUNNING state."""
+        user = row.user
+        if user is None:
+            return ""
+        _token_row, token = issue_token(
+            s, user, now=now, name=f"job {row.id} attempt {attempt}", job_id=row.id
+        )
+        return token
 
     def _launch(self, s: Session, row: Job, now: float, out: _Out) -> None:
         if row.state != S.STARTING:
@@ -374,7 +387,8 @@ class Platform:
         handle = self._handle(row.id, attempt)  # launched before a crash: do not launch twice
         if handle is None:
             try:
-                handle = self.executor.launch(self._launch_spec(row, attempt))
+                token = self._job_token(s, row, attempt, now)
+                handle = self.executor.launch(self._launch_spec(row, attempt, token))
             except (ValueError, OSError) as error:  # JobSpecError is a ValueError
                 message = f"launch failed: {error}"
                 transition(s, row, S.FAILED, reason="launch failed", now=now,

@@ -22,7 +22,10 @@ Decisions taken here:
   victims have all left PREEMPTED; the loop launches them then.
 - Pending reasons are stored as `"<code>: <message>"` (`split_reason` reads them back).
 - Concurrency: load and apply must use the same session; every write of a job row checks its
-  `version` against the one read by `load_snapshot`. A job changed concurrently
+  `version` against the one read by `load_snapshot` (pending jobs are read as plain rows, so
+  their versions are kept in `session.info`). Pending reasons are informational: only the
+  changed ones are written, in one statement, and a job that left PENDING meanwhile is
+  skipped rather than failing the round. A job changed concurrently
   (`StaleDataError`), or one no longer in the state the snapshot showed (`IllegalTransition`),
   rolls the whole transaction back and returns `Applied(retry=True, ...)`; the caller runs a
   fresh round.
@@ -38,7 +41,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import Table, bindparam, func, select, update
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.exc import StaleDataError
 
@@ -65,6 +68,13 @@ __all__ = [
 ]
 
 S = JobState
+_SEEN = "trainyard.scheduling.seen"  # session.info: job id -> (version, reason, start) read
+_PENDING_COLUMNS = (
+    JobRow.id, JobRow.queue_id, JobRow.gpus, JobRow.priority, JobRow.submitted_at,
+    JobRow.gpu_types, JobRow.gpu_memory_gb, JobRow.cpus, JobRow.memory_gb, JobRow.preemptible,
+    JobRow.min_runtime, JobRow.expected_duration, JobRow.attained_service, JobRow.topology,
+    JobRow.name, JobRow.version, JobRow.pending_reason, JobRow.estimated_start,
+)  # fmt: skip
 _UNEVICTABLE = frozenset({S.STARTING, S.RESIZING, S.PREEMPTED})
 
 
@@ -160,7 +170,8 @@ def _queues(session: Session) -> tuple[tuple[core.Queue, ...], dict[int, str]]:
     return queues, names
 
 
-def _job(row: JobRow, queue: str, **changes: Any) -> core.Job:
+def _job(row: Any, queue: str, **changes: Any) -> core.Job:
+    """The core's view of a job row (an ORM `Job` or a plain row with the same names)."""
     values: dict[str, Any] = {
         "id": row.id,
         "queue": queue,
@@ -222,17 +233,24 @@ def load_snapshot(session: Session, now: float, topology: Topology | None = None
         job = _job(row, queue_names[row.queue_id], gpus=gpus, preemptible=False)
         running.append(core.RunningJob(job=job, placement=tuple(left), started_at=started))
     ready = (JobRow.next_retry_at.is_(None)) | (JobRow.next_retry_at <= now)
-    pending_rows = session.scalars(
-        select(JobRow).where(JobRow.state == S.PENDING, ready).order_by(JobRow.submitted_at)
+    pending_rows = session.execute(
+        select(*_PENDING_COLUMNS)
+        .where(JobRow.state == S.PENDING, ready)
+        .order_by(JobRow.submitted_at)
     )
-    pending = tuple(_job(row, queue_names[row.queue_id]) for row in pending_rows)
+    seen: dict[str, tuple[int, str | None, float | None]] = {}
+    pending = []
+    for plain in pending_rows:  # plain rows, not ORM objects: a queue may be long
+        pending.append(_job(plain, queue_names[plain.queue_id]))
+        seen[plain.id] = (plain.version, plain.pending_reason, plain.estimated_start)
+    session.info[_SEEN] = seen
     return Snapshot(
         now=now,
         nodes=nodes,
         topology=topology,
         queues=queues,
         running=tuple(running),
-        pending=pending,
+        pending=tuple(pending),
     )
 
 
@@ -240,7 +258,40 @@ def _get(session: Session, job_id: str) -> JobRow:
     row = session.get(JobRow, job_id)
     if row is None:
         raise StaleDataError(f"job {job_id} disappeared")
+    seen = session.info.get(_SEEN, {}).get(job_id)
+    if seen is not None and row.version != seen[0]:  # read as a plain row by load_snapshot
+        raise StaleDataError(f"job {job_id} changed since the snapshot")
     return row
+
+
+def _write_reasons(session: Session, decision: Decision, skip: set[str]) -> int:
+    """Store the pending reasons that changed, in one statement; a job no longer PENDING
+    is left alone (its reason no longer matters). Returns how many jobs are pending."""
+    seen = session.info.get(_SEEN, {})
+    changed = []
+    count = 0
+    for job_id, reason in decision.pending.items():
+        if job_id in skip:
+            continue
+        count += 1
+        text = f"{reason.code}: {reason.message}"
+        before = seen.get(job_id)
+        if before is not None and (before[1], before[2]) == (text, reason.estimated_start):
+            continue
+        changed.append({"b_id": job_id, "b_reason": text, "b_start": reason.estimated_start})
+    if changed:
+        table = JobRow.__table__
+        assert isinstance(table, Table)
+        statement = (
+            update(table)
+            .where(table.c.id == bindparam("b_id"), table.c.state == S.PENDING)
+            .values(
+                pending_reason=bindparam("b_reason", type_=table.c.pending_reason.type),
+                estimated_start=bindparam("b_start", type_=table.c.estimated_start.type),
+            )
+        )
+        session.execute(statement, changed)
+    return count
 
 
 def _write(session: Session, decision: Decision, now: float) -> Applied:
@@ -266,18 +317,8 @@ def _write(session: Session, decision: Decision, now: float) -> Applied:
             deferred.append(item)
         else:
             launch.append(item)
-    stopped = set(stop)
-    count = 0
-    for job_id, reason in decision.pending.items():
-        if job_id in stopped:
-            continue
-        row = _get(session, job_id)
-        if row.state != S.PENDING:
-            raise IllegalTransition(job_id, JobState(row.state), S.PENDING, "no longer pending")
-        row.pending_reason = f"{reason.code}: {reason.message}"
-        row.estimated_start = reason.estimated_start
-        count += 1
     session.flush()
+    count = _write_reasons(session, decision, set(stop))
     return Applied(tuple(launch), tuple(deferred), tuple(stop), count, decision=decision)
 
 

@@ -360,4 +360,4 @@ def test_job_spec_is_valid_and_runs_the_example(folder: str) -> None:
     assert spec.command[0] == "python"
     assert (REPO / spec.command[1]).is_file()  # paths are relative to the repository root
     assert spec.workers == (2 if folder == "ddp" else 1)
-    assert spec.gpus == 0
+    assert spec.gpus == {"ddp": 2, "single": 1, "fail": 0}[folder]

@@ -204,5 +204,7 @@ def test_whoami_and_revoked_token(api: ApiWorld) -> None:
         assert row.last_used_at is not None  # verify_token recorded the use
         revoke_token(session, row, now=NOW)
         session.commit()
+    # revoked behind the server's back: honoured once the token cache's TTL has passed
+    api.client.app.state.trainyard.tokens.clear()
     answer = api.client.get("/v1/jobs", headers=api.auth("ada"))
     assert answer.status_code == 401

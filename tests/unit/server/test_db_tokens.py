@@ -8,7 +8,7 @@ from server_factories import World
 from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
-from trainyard.server.db import ApiToken
+from trainyard.server.db import ApiToken, JobState
 from trainyard.server.db.tokens import (
     hash_token,
     issue_token,
@@ -71,8 +71,15 @@ def test_job_scoped_tokens_die_with_their_job(session: Session, world: World) ->
     job = world.job(session)
     _, token = issue_token(session, world.user, now=10.0, job_id=job.id, name="job")
     session.commit()
-    found = verify_token(session, token, now=11.0)
-    assert found is not None and found.job_id == job.id
+    assert verify_token(session, token, now=11.0) is None  # PENDING: not running yet
+    for state in (JobState.STARTING, JobState.RUNNING):
+        job.state = state
+        session.commit()
+        found = verify_token(session, token, now=11.0)
+        assert found is not None and found.job_id == job.id
+    job.state = JobState.SUCCEEDED
+    session.commit()
+    assert verify_token(session, token, now=11.5) is None  # finished: the token is dead
     session.delete(job)
     session.commit()
     session.expire_all()

@@ -12,11 +12,15 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sqlalchemy import Engine
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
+from starlette.types import Scope
 
 from trainyard.jobspec import Limits
 from trainyard.server.api.errors import ApiError, error_body
+from trainyard.server.api.intake import Intake, QueueDirectory
 from trainyard.server.api.routes import ApiContext, ops, v1
 from trainyard.server.db.session import make_engine, make_session_factory
+from trainyard.server.joblogs import JobLogs
 
 log = logging.getLogger(__name__)
 
@@ -26,8 +30,12 @@ def create_app(
     *,
     limits: Limits | None = None,
     clock: Callable[[], float] = time.time,
+    notify: Callable[[], None] | None = None,
+    logs: JobLogs | None = None,
 ) -> FastAPI:
-    """The API over the database behind `engine_or_url` (already migrated: `init_db`)."""
+    """The API over the database behind `engine_or_url` (already migrated: `init_db`).
+    `notify` is called after each submit and cancel (the server wakes its scheduler loop);
+    `logs` serves job logs (None: `/v1/jobs/{id}/logs` answers 404)."""
     engine = engine_or_url if isinstance(engine_or_url, Engine) else make_engine(engine_or_url)
     app = FastAPI(
         title="trainyard",
@@ -36,10 +44,15 @@ def create_app(
         docs_url="/docs",
         openapi_url="/openapi.json",
     )
+    sessions = make_session_factory(engine)
     app.state.trainyard = ApiContext(
-        sessions=make_session_factory(engine),
+        sessions=sessions,
+        intake=Intake(sessions),
+        queues=QueueDirectory(sessions),
         limits=limits if limits is not None else Limits(),
         clock=clock,
+        notify=notify or (lambda: None),
+        logs=logs,
     )
     app.include_router(v1)
     app.include_router(ops)
@@ -50,6 +63,19 @@ def create_app(
 def _field(loc: tuple[object, ...] | list[object]) -> str:
     parts = [str(p) for p in loc if p not in ("body", "query", "path", "header")]
     return ".".join(parts)
+
+
+_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE")
+
+
+def _allowed_methods(app: FastAPI, scope: Scope) -> str:
+    """Every method served at the request's path, for a 405's `Allow` (RFC 9110): Starlette
+    names only the first route there (`POST` for `/v1/jobs`, which also serves `GET`)."""
+    return ", ".join(
+        method
+        for method in _METHODS
+        if any(r.matches({**scope, "method": method})[0] is Match.FULL for r in app.router.routes)
+    )
 
 
 def _install_handlers(app: FastAPI) -> None:
@@ -66,11 +92,13 @@ def _install_handlers(app: FastAPI) -> None:
         return JSONResponse(error_body(field, message), status_code=422)
 
     @app.exception_handler(StarletteHTTPException)
-    async def http_error(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        headers = dict(getattr(exc, "headers", None) or {})
+        allowed = _allowed_methods(app, request.scope) if exc.status_code == 405 else ""
+        if allowed:
+            headers["Allow"] = allowed
         return JSONResponse(
-            error_body(None, str(exc.detail)),
-            status_code=exc.status_code,
-            headers=getattr(exc, "headers", None),
+            error_body(None, str(exc.detail)), status_code=exc.status_code, headers=headers
         )
 
     @app.exception_handler(Exception)

@@ -4,19 +4,23 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request, Security
-from fastapi.responses import PlainTextResponse
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import PlainTextResponse, StreamingResponse
 from fastapi.security import HTTPBearer
 from sqlalchemy import text
 from sqlalchemy.orm import Session, sessionmaker
 
 from trainyard.jobspec import Limits
-from trainyard.server.api import schemas, services
-from trainyard.server.api.auth import Principal, authenticate
+from trainyard.server.api import job_logs, schemas, services, token_service
+from trainyard.server.api.auth import Principal, TokenCache, authenticate, bearer
+from trainyard.server.api.errors import ApiError
+from trainyard.server.api.intake import Intake, QueueDirectory, prepare
 from trainyard.server.db.base import JobState
+from trainyard.server.joblogs import JobLogs
 from trainyard.server.metrics import PLATFORM
 
 _bearer = HTTPBearer(auto_error=False, description="an API token: `Bearer ty_...`")
@@ -27,11 +31,17 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 
 @dataclass(frozen=True)
 class ApiContext:
-    """What every request needs: sessions, the job limits and the clock."""
+    """What every request needs: sessions, the job limits and the clock; `notify` wakes the
+    scheduler loop after a change it must act on; `logs` reads job logs (None: no executor)."""
 
     sessions: sessionmaker[Session]
     limits: Limits
     clock: Callable[[], float]
+    intake: Intake
+    queues: QueueDirectory
+    tokens: TokenCache = field(default_factory=TokenCache)
+    notify: Callable[[], None] = field(default=lambda: None)
+    logs: JobLogs | None = None
 
     @contextlib.contextmanager
     def unit(self, request: Request) -> Iterator[tuple[Session, Principal, float]]:
@@ -39,12 +49,28 @@ class ApiContext:
         now = self.clock()
         with self.sessions() as session:
             try:
-                who = authenticate(session, request.headers.get("authorization"), now=now)
+                header = request.headers.get("authorization")
+                who = authenticate(session, header, now=now, cache=self.tokens)
                 yield session, who, now
                 session.commit()
             except BaseException:
                 session.rollback()
                 raise
+
+    def authenticate(self, authorization: str | None, now: float) -> Principal:
+        """The caller, verified against the database (and remembered in `tokens`)."""
+        with self.sessions() as session:
+            who = authenticate(session, authorization, now=now, cache=self.tokens)
+            session.commit()  # last_used_at
+            return who
+
+    async def caller(self, request: Request, now: float) -> Principal:
+        """The caller, from the token cache or (in a worker thread) the database."""
+        header = request.headers.get("authorization")
+        who = self.tokens.get(bearer(header))
+        if who is None:
+            who = await run_in_threadpool(self.authenticate, header, now)
+        return who
 
 
 def context(request: Request) -> ApiContext:
@@ -73,13 +99,36 @@ _SPEC_BODY: dict[str, Any] = {
 
 
 @v1.post("/jobs", status_code=201, response_model=schemas.SubmitOut, openapi_extra=_SPEC_BODY)
-def submit_job(
+async def submit_job(
     request: Request, ctx: Ctx, body: Annotated[bytes, Depends(raw_body)]
 ) -> schemas.SubmitOut:
-    """Submit a job: it is stored in PENDING for the scheduler."""
-    with ctx.unit(request) as (session, who, now):
-        content_type = request.headers.get("content-type", "application/json")
-        return services.submit_job(session, who, body, content_type, limits=ctx.limits, now=now)
+    """Submit a job: it is stored in PENDING for the scheduler (answered once committed)."""
+    now = ctx.clock()
+    who = await ctx.caller(request, now)
+    content_type = request.headers.get("content-type", "application/json")
+    try:
+        who.require_write("submit jobs")
+        queues = ctx.queues.cached(who.tenant_id)
+        fresh = queues is None
+        if queues is None:
+            queues = await run_in_threadpool(ctx.queues.load, who.tenant_id)
+        try:
+            prepared = prepare(
+                who, body, content_type, limits=ctx.limits, queues=queues, now=now
+            )
+        except ApiError as error:
+            if error.field != "queue" or fresh:
+                raise
+            queues = await run_in_threadpool(ctx.queues.load, who.tenant_id)  # created just now?
+            prepared = prepare(
+                who, body, content_type, limits=ctx.limits, queues=queues, now=now
+            )
+    except ApiError:
+        PLATFORM.submissions.inc(outcome="rejected")
+        raise
+    await ctx.intake.store_async(prepared)
+    ctx.notify()
+    return schemas.SubmitOut(id=prepared.job_id, state=JobState.PENDING)
 
 
 @v1.get("/jobs", response_model=schemas.JobList)
@@ -105,7 +154,56 @@ def describe_job(request: Request, ctx: Ctx, job_id: str) -> schemas.JobDetail:
 def cancel_job(request: Request, ctx: Ctx, job_id: str) -> schemas.SubmitOut:
     """Cancel a job (its processes are stopped by the executor)."""
     with ctx.unit(request) as (session, who, now):
-        return services.cancel_job(session, who, job_id, now=now)
+        out = services.cancel_job(session, who, job_id, now=now)
+    ctx.notify()
+    return out
+
+
+@v1.get(
+    "/jobs/{job_id}/logs",
+    response_class=StreamingResponse,
+    responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}},
+)
+def job_logs_route(
+    request: Request,
+    ctx: Ctx,
+    job_id: str,
+    rank: Annotated[int | None, Query(ge=0, le=job_logs.MAX_RANK)] = None,
+    attempt: Annotated[int | None, Query(ge=0, le=job_logs.MAX_ATTEMPT)] = None,
+    follow: bool = False,
+) -> StreamingResponse:
+    """A job's output (stdout and stderr) by rank, of its latest attempt unless `attempt` is
+    given; several ranks' lines are prefixed `[rank r] `. `follow` streams new lines until
+    the attempt ends."""
+    with ctx.unit(request) as (session, who, _now):
+        lines = job_logs.open_logs(
+            session, who, ctx.logs, ctx.sessions, job_id, rank=rank, attempt=attempt,
+            follow=follow,
+        )  # fmt: skip
+    return StreamingResponse(lines, media_type="text/plain; charset=utf-8")
+
+
+@v1.post("/tokens", status_code=201, response_model=schemas.NewTokenOut)
+def create_token(request: Request, ctx: Ctx, body: schemas.TokenIn) -> schemas.NewTokenOut:
+    """Create an API token for the caller; the token text is in this answer only."""
+    with ctx.unit(request) as (session, who, now):
+        return token_service.create_token(session, who, body, now=now)
+
+
+@v1.get("/tokens", response_model=schemas.TokenList)
+def list_tokens(request: Request, ctx: Ctx) -> schemas.TokenList:
+    """The caller's tokens (an admin: every user's of the tenant), never their secrets."""
+    with ctx.unit(request) as (session, who, _now):
+        return token_service.list_tokens(session, who)
+
+
+@v1.delete("/tokens/{token_id}", response_model=schemas.TokenOut)
+def revoke_token(request: Request, ctx: Ctx, token_id: str) -> schemas.TokenOut:
+    """Revoke a token from now on (kept for the audit trail)."""
+    with ctx.unit(request) as (session, who, now):
+        out = token_service.revoke(session, who, token_id, now=now)
+    ctx.tokens.clear()  # a cached copy must not outlive the revocation
+    return out
 
 
 @v1.get("/queues", response_model=schemas.QueueList)

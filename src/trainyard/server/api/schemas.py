@@ -111,3 +111,29 @@ class WhoAmI(BaseModel):
 class HealthOut(BaseModel):
     status: str
     database: str
+
+
+class TokenIn(BaseModel):
+    name: str = Field(default="", max_length=64, description="a label, e.g. 'laptop' or 'ci'")
+    expires_in_s: float | None = Field(
+        default=None, gt=0, le=10 * 365 * 86400, description="lifetime in seconds; null: none"
+    )
+
+
+class TokenOut(BaseModel):
+    token_id: str
+    name: str
+    user: str
+    job_id: str | None
+    created_at: float
+    expires_at: float | None
+    revoked_at: float | None
+    last_used_at: float | None
+
+
+class NewTokenOut(TokenOut):
+    token: str = Field(description="the token itself; shown once, only its hash is stored")
+
+
+class TokenList(BaseModel):
+    tokens: list[TokenOut]

@@ -69,53 +69,6 @@ def read_spec(body: bytes, content_type: str, *, limits: Limits, queues: Sequenc
         raise spec_error(error) from None
 
 
-def submit_job(
-    session: Session,
-    who: Principal,
-    body: bytes,
-    content_type: str,
-    *,
-    limits: Limits,
-    now: float,
-) -> schemas.SubmitOut:
-    """Validate the spec and create the job in PENDING (flushed; the route commits)."""
-    who.require_write("submit jobs")
-    queues = {q.name: q for q in _visible_queues(session, who)}
-    try:
-        spec = read_spec(body, content_type, limits=limits, queues=list(queues))
-    except ApiError:
-        PLATFORM.submissions.inc(outcome="rejected")
-        raise
-    if spec.gpus is None:
-        PLATFORM.submissions.inc(outcome="rejected")
-        raise ApiError(
-            422,
-            "a model: spec without gpus: is not accepted by the API yet; give gpus:",
-            field="gpus",
-        )
-    job = Job(
-        tenant_id=who.tenant_id,
-        user_id=who.user_id,
-        queue_id=queues[spec.queue].id,
-        name=spec.name,
-        spec=spec.to_dict(),
-        gpus=spec.gpus,
-        gpu_types=[spec.gpu_type] if spec.gpu_type else [],
-        gpu_memory_gb=spec.gpu_memory_gb or 0.0,
-        cpus=spec.cpus or 0.0,
-        memory_gb=spec.memory_gb or 0.0,
-        priority=spec.priority,
-        preemptible=spec.preemptible,
-        min_runtime=spec.min_runtime_s,
-        expected_duration=spec.expected_duration_s,
-        topology=spec.topology,
-        max_restarts=spec.max_restarts,
-    )
-    lifecycle.submit(session, job, now=now, reason=f"submitted by {who.user_name}"[:64])
-    PLATFORM.submissions.inc(outcome="accepted")
-    return schemas.SubmitOut(id=job.id, state=job.state)
-
-
 def _summary_fields(job: Job) -> dict[str, Any]:
     return {
         "id": job.id,
@@ -141,20 +94,24 @@ def list_jobs(
     )
     if state is not None:
         query = query.where(Job.state == state)
+    if who.job_id is not None:
+        query = query.where(Job.id == who.job_id)
     jobs = session.scalars(query)
     return schemas.JobList(jobs=[schemas.JobSummary(**_summary_fields(j)) for j in jobs])
 
 
-def _own_job(session: Session, who: Principal, job_id: str) -> Job:
+def own_job(session: Session, who: Principal, job_id: str) -> Job:
     well_formed = _JOB_ID.fullmatch(job_id) is not None  # e.g. a NUL would upset PostgreSQL
     job = session.get(Job, job_id) if well_formed else None
     if job is None or job.tenant_id != who.tenant_id:
+        raise not_found(f"job {job_id!r}")
+    if who.job_id is not None and who.job_id != job.id:  # a job's token sees that job only
         raise not_found(f"job {job_id!r}")
     return job
 
 
 def describe_job(session: Session, who: Principal, job_id: str) -> schemas.JobDetail:
-    job = _own_job(session, who, job_id)
+    job = own_job(session, who, job_id)
     events = [
         schemas.EventOut(
             time=e.time,
@@ -185,7 +142,7 @@ def describe_job(session: Session, who: Principal, job_id: str) -> schemas.JobDe
 
 
 def cancel_job(session: Session, who: Principal, job_id: str, *, now: float) -> schemas.SubmitOut:
-    job = _own_job(session, who, job_id)
+    job = own_job(session, who, job_id)
     who.require_write("cancel jobs")
     try:
         lifecycle.transition(

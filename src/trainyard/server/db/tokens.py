@@ -4,6 +4,8 @@ A token reads `ty_<token_id>_<secret>`: `token_id` (12 hex characters) is a publ
 stored in clear, `secret` 32 random bytes (URL-safe base64). The database keeps
 `sha256(token)` only, so a stolen database yields no usable token; verification looks the row
 up by `token_id` and compares hashes in constant time. Time is passed in (`now`).
+`last_used_at` is kept to the minute. A job-scoped token (`job_id` set, issued at launch)
+is valid only while its job is STARTING or RUNNING.
 """
 
 from __future__ import annotations
@@ -15,9 +17,12 @@ import secrets
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from trainyard.server.db.base import JobState
+from trainyard.server.db.jobs import Job
 from trainyard.server.db.tenancy import ApiToken, User
 
 PREFIX = "ty"
+LAST_USED_RESOLUTION_S = 60.0
 
 
 def hash_token(token: str) -> str:
@@ -72,8 +77,16 @@ def verify_token(session: Session, token: str, *, now: float) -> ApiToken | None
         return None
     if row.user.disabled:
         return None
-    row.last_used_at = now
+    if row.job_id is not None and not _job_live(session, row.job_id):
+        return None  # a job's token works while that job runs, not before or after
+    if row.last_used_at is None or now - row.last_used_at >= LAST_USED_RESOLUTION_S:
+        row.last_used_at = now  # coarse, so that reads do not all turn into writes
     return row
+
+
+def _job_live(session: Session, job_id: str) -> bool:
+    state = session.scalar(select(Job.state).where(Job.id == job_id))
+    return state in (JobState.STARTING, JobState.RUNNING)
 
 
 def revoke_token(session: Session, row: ApiToken, *, now: float) -> None:

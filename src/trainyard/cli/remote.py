@@ -1,0 +1,104 @@
+"""What the commands that talk to a server share: the `--url`/`--token` options, opening a
+client (`connect`), turning every failure into one `error: ...` line with exit code 2, and
+formatting times and ages."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+from collections.abc import Iterator
+from typing import Annotated, Any, NoReturn
+
+import typer
+from rich.console import Console
+
+from trainyard.client.http import ApiClient, ClientError, missing_token_message, resolve
+
+UrlOption = Annotated[
+    str | None,
+    typer.Option(
+        "--url",
+        metavar="URL",
+        help="Server URL [$TRAINYARD_URL, else the stored login, else http://127.0.0.1:8765].",
+        show_default=False,
+    ),
+]
+TokenOption = Annotated[
+    str | None,
+    typer.Option(
+        "--token",
+        metavar="TOKEN",
+        help="API token [$TRAINYARD_TOKEN, else the stored login].",
+        show_default=False,
+    ),
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print the API's answer as JSON.")]
+
+
+def fail(message: str) -> NoReturn:
+    """Print `error: message` (one line) on stderr and exit with code 2."""
+    typer.echo(f"error: {' '.join(message.split())}", err=True)
+    raise typer.Exit(2)
+
+
+@contextlib.contextmanager
+def connect(url: str | None, token: str | None, *, need_token: bool = True) -> Iterator[ApiClient]:
+    """A client of the resolved server; any `ClientError` inside ends the command cleanly."""
+    try:
+        target = resolve(url, token)
+        if need_token and not target.token:
+            raise ClientError(missing_token_message(target.url))
+        with ApiClient(target.url, target.token) as client:
+            yield client
+    except ClientError as error:
+        fail(error.message)
+
+
+def console() -> Console:
+    """A console for tables: the terminal's width, or wide when the output is piped (so rows
+    are never folded for a program that reads them)."""
+    out = Console(highlight=False)
+    if not out.is_terminal and "COLUMNS" not in os.environ:
+        out = Console(highlight=False, width=250)
+    return out
+
+
+def print_json(data: Any) -> None:
+    typer.echo(json.dumps(data, indent=2, sort_keys=False))
+
+
+def clock(ts: float | None) -> str:
+    """A timestamp as local date and time (`-` for none)."""
+    if ts is None:
+        return "-"
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
+
+
+def span(seconds: float) -> str:
+    """A duration, short: `45s`, `12m`, `3h05m`, `2d04h`."""
+    s = max(0, int(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s" if s < 600 else f"{s // 60}m"
+    if s < 86400:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 86400}d{s % 86400 // 3600:02d}h"
+
+
+def age(ts: float | None, now: float | None = None) -> str:
+    """How long ago `ts` was (`-` for none)."""
+    if ts is None:
+        return "-"
+    return span((now if now is not None else time.time()) - ts)
+
+
+def relative(ts: float | None, now: float | None = None) -> str:
+    """`ts` as a time with `(in 5m)` / `(3m ago)`."""
+    if ts is None:
+        return "-"
+    delta = ts - (now if now is not None else time.time())
+    when = f"in {span(delta)}" if delta >= 0 else f"{span(-delta)} ago"
+    return f"{clock(ts)} ({when})"

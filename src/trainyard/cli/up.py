@@ -1,0 +1,233 @@
+"""`trainyard up`: run the platform on this machine (server, scheduler loop, local executor).
+
+Starts `trainyard.server.serve.Server`: migrates (and on first start bootstraps) the database,
+registers this machine with its GPUs (declared virtual ones with `--virtual-gpus N` when NVML
+finds none, and then every line says they are virtual), re-adopts jobs that outlived a
+previous server, and serves the API until Ctrl-C. `--submit FILE` submits job specs through
+the API once it is up (what `make up` does with the examples); the loop's progress is printed
+as it happens. `--exit-when-done` stops the server once the submitted jobs have finished.
+On a first start the CLI is logged in to this server unless it already has a login.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.console import Console
+
+from trainyard.server.config import DEFAULT_HOST, DEFAULT_PORT, ServerConfig, default_home
+
+if TYPE_CHECKING:  # the server stack is imported when `up` runs, not for every command
+    from trainyard.server.platform import StepReport
+    from trainyard.server.serve import Server, Started
+
+_TERMINAL = {"SUCCEEDED", "FAILED", "CANCELLED"}
+console = Console(highlight=False, soft_wrap=True)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the `up` command to `app`."""
+    app.command("up")(up_command)
+
+
+def _fail(message: str) -> None:
+    Console(stderr=True, highlight=False).print(f"[red]error:[/red] {message}")
+    raise typer.Exit(2)
+
+
+def up_command(
+    home: Annotated[
+        Path | None, typer.Option(help="state directory [$TRAINYARD_HOME or ~/.trainyard]")
+    ] = None,
+    db: Annotated[
+        str | None, typer.Option(help="database URL or SQLite path [HOME/trainyard.db]")
+    ] = None,
+    host: Annotated[str, typer.Option(help="address the API listens on")] = DEFAULT_HOST,
+    port: Annotated[
+        int, typer.Option(help="API port (0: any free port)", min=0, max=65535)
+    ] = DEFAULT_PORT,
+    virtual_gpus: Annotated[
+        int | None,
+        typer.Option(
+            "--virtual-gpus",
+            min=0,
+            help="declare N virtual GPUs when NVML finds none (labelled virtual everywhere)",
+        ),
+    ] = None,
+    profile: Annotated[str, typer.Option(help="scheduling profile")] = "default",
+    interval: Annotated[
+        float, typer.Option(help="scheduler timer in seconds (events wake it sooner)", min=0.05)
+    ] = 1.0,
+    submit: Annotated[
+        list[Path] | None,
+        typer.Option("--submit", help="job spec to submit once the API is up (repeatable)"),
+    ] = None,
+    exit_when_done: Annotated[
+        bool, typer.Option("--exit-when-done", help="stop once the --submit jobs have finished")
+    ] = False,
+) -> None:
+    """Run trainyard on this machine: API, scheduler and local executor (Ctrl-C stops it)."""
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    from trainyard.core import PROFILES
+    from trainyard.exec.procfs import free_port
+    from trainyard.server.serve import Server, ServerError
+
+    if profile not in PROFILES:
+        known = ", ".join(PROFILES.names())
+        _fail(f"--profile: unknown profile {profile!r}; choose one of {known}")
+    specs = list(submit or [])
+    for path in specs:
+        if not path.is_file():
+            _fail(f"--submit: no such file {str(path)!r}")
+    if exit_when_done and not specs:
+        _fail("--exit-when-done needs at least one --submit FILE")
+    config = ServerConfig(
+        home=(home or default_home()).expanduser().resolve(),
+        db_url=db,
+        host=host,
+        port=port or free_port(host if host not in ("", "0.0.0.0") else "127.0.0.1"),
+        virtual_gpus=virtual_gpus,
+        profile=profile,
+        interval_s=interval,
+    )
+    watch = _Watch(exit_when_done)
+    server = Server(config, on_step=watch.on_step)
+    watch.server = server
+    try:
+        started = server.prepare()
+    except ServerError as error:
+        _fail(str(error))
+        return
+    token = _token(config, started)
+    _banner(config, started, token)
+    server.serve(on_ready=lambda: watch.submit(config, token, specs))
+    if watch.names:
+        console.print(f"server stopped; {config.url} is down. Jobs still running keep running.")
+
+
+class _Watch:
+    """Submits the `--submit` specs, prints the loop's progress, stops when they are done."""
+
+    def __init__(self, exit_when_done: bool) -> None:
+        self.exit_when_done = exit_when_done
+        self.server: Server | None = None
+        self.names: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    def submit(self, config: ServerConfig, token: str | None, specs: list[Path]) -> None:
+        if not specs:
+            return
+        if token is None:
+            console.print("[yellow]not submitting: no admin token (see above)[/yellow]")
+            return
+        import httpx
+
+        headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/yaml"}
+        with httpx.Client(base_url=config.url, timeout=30) as client:
+            for path in specs:
+                answer = client.post("/v1/jobs", content=path.read_bytes(), headers=headers)
+                body: dict[str, Any] = answer.json()
+                if answer.status_code != 201:
+                    error = body.get("error", {})
+                    console.print(f"[red]{path}: rejected: {error.get('field') or ''} "
+                                  f"{error.get('message')}[/red]")  # fmt: skip
+                    continue
+                with self._lock:
+                    self.names[body["id"]] = path.parent.name if path.stem == "job" else path.stem
+                console.print(f"submitted {path} as job [bold]{body['id']}[/bold]")
+        if not self.names and self.exit_when_done and self.server is not None:
+            self.server.shutdown()
+        self.on_step(None)
+
+    def _label(self, job_id: str) -> str:
+        name = self.names.get(job_id)
+        return f"{job_id} ({name})" if name else job_id
+
+    def on_step(self, report: StepReport | None) -> None:
+        if report is not None:
+            for kind in ("launched", "succeeded", "failed", "requeued", "stopped", "adopted"):
+                for job_id in getattr(report, kind):
+                    console.print(f"  job {self._label(job_id)}: {kind}")
+        if not self.exit_when_done or not self.names or self.server is None:
+            return
+        platform = self.server.platform
+        assert platform is not None
+        from sqlalchemy import select
+
+        from trainyard.server.db import Job
+
+        with platform.session_factory() as s:
+            query = select(Job.id, Job.state).where(Job.id.in_(list(self.names)))
+            states = {job_id: state for job_id, state in s.execute(query)}
+        done = all(str(getattr(v, "value", v)) in _TERMINAL for v in states.values())
+        if done and len(states) == len(self.names):
+            retry = any(
+                str(getattr(v, "value", v)) == "FAILED" and _retrying(platform, k)
+                for k, v in states.items()
+            )
+            if not retry:
+                summary = ", ".join(
+                    f"{self._label(k)}={getattr(v, 'value', v)}" for k, v in states.items()
+                )
+                console.print(f"all submitted jobs finished: {summary}")
+                self.server.shutdown()
+
+
+def _retrying(platform: Any, job_id: str) -> bool:
+    from trainyard.server.db import Job
+
+    with platform.session_factory() as s:
+        row = s.get(Job, job_id)
+        return row is not None and row.restart_count < row.max_restarts
+
+
+def _token(config: ServerConfig, started: Started) -> str | None:
+    """The admin token: from this bootstrap, else the one the first start wrote."""
+    if started.admin_token is not None:
+        return started.admin_token
+    try:
+        return config.admin_token_file.read_text().strip() or None
+    except OSError:
+        return None
+
+
+def _banner(config: ServerConfig, started: Started, token: str | None) -> None:
+    inv = started.inventory
+    console.print(f"[bold]trainyard[/bold] on {started.node}: API {config.url} "
+                  f"(docs {config.url}/docs), home {config.home}")  # fmt: skip
+    console.print(f"  database: {config.database}")
+    console.print(f"  devices: {inv.describe()}")
+    if not inv.gpus:
+        console.print("  [yellow]no GPU found and none declared: only gpus: 0 jobs can run; "
+                      "pass --virtual-gpus N to declare virtual ones[/yellow]")  # fmt: skip
+    for note in started.notes:
+        console.print(f"  note: {note}")
+    rec = started.recovered
+    if rec.adopted or rec.failed or rec.requeued or rec.launched:
+        console.print(f"  recovered from a previous run: {len(rec.adopted)} job(s) re-adopted, "
+                      f"{len(rec.failed)} failed, {len(rec.requeued)} requeued, "
+                      f"{len(rec.launched)} launched")  # fmt: skip
+    if started.admin_token is not None:
+        console.print(f"  first start: admin token written to {config.admin_token_file}")
+        _login(config, started.admin_token)
+    elif token is None:
+        console.print(f"  no admin token at {config.admin_token_file}: issue one with "
+                      "`trainyard admin token issue admin`")  # fmt: skip
+    console.print(f"  look: `trainyard jobs`, `trainyard describe JOB`, `trainyard logs JOB -f`, "
+                  f"{config.url}/metrics; Ctrl-C stops the server (jobs keep running)")  # fmt: skip
+
+
+def _login(config: ServerConfig, token: str) -> None:
+    """Log the CLI in to this server unless it already has a login somewhere."""
+    from trainyard.client import credentials
+
+    if credentials.load() is None:
+        path = credentials.save(config.url, token)
+        console.print(f"  the CLI is logged in as admin ({path})")
+    else:
+        switch = f'trainyard login {config.url} --token "$(cat {config.admin_token_file})"'
+        console.print(f"  the CLI keeps its existing login (`{switch}` to switch)")

@@ -1,0 +1,259 @@
+"""Job intake: validating submissions and storing them with group commit.
+
+A submission is validated in the request (`prepare`: the spec, the queue, the caller's right
+to submit) and becomes two plain rows (`lifecycle.submission_rows`). The rows go to one
+writer thread that stores whatever has accumulated in ONE transaction (bulk inserts) and
+answers every request of the batch only after that commit: the answer still means "stored
+durably", but a burst of N submissions costs one commit instead of N. If a batch fails (a
+queue deleted meanwhile, say), its submissions are retried one by one, so only the culprit
+fails. `QueueDirectory` caches each tenant's queue names for a few seconds (an unknown name
+re-reads them before it is refused).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import insert, or_, select
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.orm import Session, sessionmaker
+
+from trainyard.jobspec import JobSpec, Limits
+from trainyard.server import lifecycle
+from trainyard.server.api.auth import Principal
+from trainyard.server.api.errors import ApiError
+from trainyard.server.api.services import read_spec
+from trainyard.server.db.base import new_id
+from trainyard.server.db.cluster import Queue
+from trainyard.server.db.jobs import Job, JobEvent
+from trainyard.server.metrics import PLATFORM
+
+log = logging.getLogger(__name__)
+MAX_BATCH = 1000
+
+
+class QueueDirectory:
+    """Each tenant's submittable queues (shared ones and its own), name -> id, cached."""
+
+    def __init__(self, sessions: sessionmaker[Session], ttl_s: float = 5.0) -> None:
+        self.sessions = sessions
+        self.ttl_s = ttl_s
+        self._cache: dict[int, tuple[float, dict[str, int]]] = {}
+        self._lock = threading.Lock()
+
+    def cached(self, tenant_id: int) -> dict[str, int] | None:
+        with self._lock:
+            hit = self._cache.get(tenant_id)
+        return hit[1] if hit is not None and time.monotonic() - hit[0] < self.ttl_s else None
+
+    def load(self, tenant_id: int) -> dict[str, int]:
+        """Read the tenant's queues from the database (and cache them)."""
+        with self.sessions() as s:
+            rows = s.execute(
+                select(Queue.name, Queue.id).where(
+                    or_(Queue.tenant_id.is_(None), Queue.tenant_id == tenant_id)
+                )
+            )
+            names = {name: queue_id for name, queue_id in rows}
+        with self._lock:
+            self._cache[tenant_id] = (time.monotonic(), names)
+        return names
+
+
+@dataclass
+class Prepared:
+    """A validated submission: its rows, ready to store."""
+
+    job: dict[str, Any]
+    event: dict[str, Any]
+
+    @property
+    def job_id(self) -> str:
+        return str(self.job["id"])
+
+
+def prepare(
+    who: Principal,
+    body: bytes,
+    content_type: str,
+    *,
+    limits: Limits,
+    queues: dict[str, int],
+    now: float,
+) -> Prepared:
+    """Validate a submission against `queues` (raises `ApiError`; 422 on field `queue` for a
+    name not among them)."""
+    who.require_write("submit jobs")
+    spec = read_spec(body, content_type, limits=limits, queues=list(queues))
+    if spec.gpus is None:
+        raise ApiError(
+            422,
+            "a model: spec without gpus: is not accepted by the API yet; give gpus:",
+            field="gpus",
+        )
+    return _rows(who, spec, queues[spec.queue], now)
+
+
+def _rows(who: Principal, spec: JobSpec, queue_id: int, now: float) -> Prepared:
+    assert spec.gpus is not None
+    job = {
+        "id": new_id("j"),
+        "tenant_id": who.tenant_id,
+        "user_id": who.user_id,
+        "queue_id": queue_id,
+        "name": spec.name,
+        "spec": spec.to_dict(),
+        "gpus": spec.gpus,
+        "gpu_types": [spec.gpu_type] if spec.gpu_type else [],
+        "gpu_memory_gb": spec.gpu_memory_gb or 0.0,
+        "cpus": spec.cpus or 0.0,
+        "memory_gb": spec.memory_gb or 0.0,
+        "priority": spec.priority,
+        "preemptible": spec.preemptible,
+        "min_runtime": spec.min_runtime_s,
+        "expected_duration": spec.expected_duration_s,
+        "topology": spec.topology,
+        "max_restarts": spec.max_restarts,
+        "next_retry_at": None,
+        "started_at": None,
+        "finished_at": None,
+        "placement": None,
+        "pending_reason": None,
+        "estimated_start": None,
+        "exit_code": None,
+        "exit_message": None,
+    }
+    reason = f"submitted by {who.user_name}"[:64]
+    row, event = lifecycle.submission_rows(job, now=now, reason=reason)
+    return Prepared(row, event)
+
+
+@dataclass
+class _Item:
+    prepared: Prepared
+    done: Callable[[BaseException | None], None]
+    error: BaseException | None = field(default=None)
+
+
+class Intake:
+    """The group-commit writer (see the module docstring). `store` blocks a thread;
+    `store_async` awaits from the event loop."""
+
+    def __init__(self, sessions: sessionmaker[Session], max_batch: int = MAX_BATCH) -> None:
+        self.sessions = sessions
+        self.max_batch = max_batch
+        self.batches = 0
+        self._items: queue.Queue[_Item | None] = queue.Queue()
+        self._thread: threading.Thread | None = None
+        self._start_lock = threading.Lock()
+
+    def _ensure_started(self) -> None:
+        if self._thread is None:
+            with self._start_lock:
+                if self._thread is None:
+                    self._thread = threading.Thread(
+                        target=self._run, name="trainyard-intake", daemon=True
+                    )
+                    self._thread.start()
+
+    async def store_async(self, prepared: Prepared) -> None:
+        self._ensure_started()
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[None] = loop.create_future()
+
+        def done(error: BaseException | None) -> None:
+            loop.call_soon_threadsafe(_settle, future, error)
+
+        self._items.put(_Item(prepared, done))
+        await future
+
+    def store(self, prepared: Prepared) -> None:
+        self._ensure_started()
+        finished = threading.Event()
+        outcome: list[BaseException | None] = []
+
+        def done(error: BaseException | None) -> None:
+            outcome.append(error)
+            finished.set()
+
+        self._items.put(_Item(prepared, done))
+        finished.wait()
+        if outcome[0] is not None:
+            raise outcome[0]
+
+    def close(self) -> None:
+        if self._thread is not None:
+            self._items.put(None)
+            self._thread.join(timeout=10)
+
+    def _run(self) -> None:
+        while True:
+            first = self._items.get()
+            if first is None:
+                return
+            batch = [first]
+            while len(batch) < self.max_batch:
+                try:
+                    item = self._items.get_nowait()
+                except queue.Empty:
+                    break
+                if item is None:
+                    self._items.put(None)  # stop after this batch
+                    break
+                batch.append(item)
+            self._write(batch)
+
+    def _write(self, batch: list[_Item]) -> None:
+        try:
+            self._insert(batch)
+        except SQLAlchemyError:
+            if len(batch) == 1:
+                batch[0].error = _storage_error(batch[0])
+            else:  # find the culprit(s): one transaction per submission
+                for item in batch:
+                    try:
+                        self._insert([item])
+                    except SQLAlchemyError:
+                        item.error = _storage_error(item)
+        self.batches += 1
+        for item in batch:
+            if item.error is None:
+                PLATFORM.submissions.inc(outcome="accepted")
+            with contextlib.suppress(Exception):
+                item.done(item.error)
+
+    def _insert(self, batch: list[_Item]) -> None:
+        with self.sessions() as s:
+            s.execute(insert(Job), [item.prepared.job for item in batch])
+            s.execute(insert(JobEvent), [item.prepared.event for item in batch])
+            s.commit()
+
+
+def _storage_error(item: _Item) -> ApiError:
+    log.exception("storing job %s failed", item.prepared.job_id)
+    return ApiError(
+        409,
+        "the job could not be stored (its queue or user changed meanwhile, or the database "
+        "refused it); submit it again",
+        field=None,
+    )
+
+
+def _settle(future: asyncio.Future[None], error: BaseException | None) -> None:
+    if future.done():
+        return
+    if error is None:
+        future.set_result(None)
+    else:
+        future.set_exception(error)
+
+
+__all__ = ["Intake", "Prepared", "QueueDirectory", "prepare"]

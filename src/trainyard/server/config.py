@@ -1,0 +1,63 @@
+"""Where a trainyard server keeps its state, and the settings `trainyard up` starts it with.
+
+Everything lives under one home directory: `$TRAINYARD_HOME`, else `~/.trainyard`:
+
+- `trainyard.db`: the embedded SQLite database (unless `--db URL` names another one);
+- `runs/`: the local executor's job directories (run records, per-rank logs, checkpoints);
+- `admin-token`: the first admin's API token, written once at bootstrap (mode 0600);
+- `server.json`: the running server's URL and pid (removed on a clean exit).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8765
+
+
+def default_home() -> Path:
+    """`$TRAINYARD_HOME`, else `~/.trainyard`."""
+    env = os.environ.get("TRAINYARD_HOME")
+    return Path(env).expanduser() if env else Path.home() / ".trainyard"
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """The settings of one server process (`trainyard up`)."""
+
+    home: Path
+    db_url: str | None = None  # None: SQLite at home/trainyard.db
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
+    virtual_gpus: int | None = None  # offered only when NVML finds no GPU
+    profile: str = "default"
+    interval_s: float = 1.0  # the loop's timer; submits, cancels and run ends wake it sooner
+    min_step_gap_s: float = 0.05  # events closer together than this share one step
+    grace_s: float = 10.0  # SIGTERM -> SIGKILL when stopping a job
+    heartbeat_s: float = 5.0
+    node_name: str | None = None
+
+    @property
+    def database(self) -> str:
+        return self.db_url or str(self.home / "trainyard.db")
+
+    @property
+    def runs_dir(self) -> Path:
+        return self.home / "runs"
+
+    @property
+    def admin_token_file(self) -> Path:
+        return self.home / "admin-token"
+
+    @property
+    def state_file(self) -> Path:
+        return self.home / "server.json"
+
+    @property
+    def url(self) -> str:
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host
+        host = f"[{host}]" if ":" in host and not host.startswith("[") else host
+        return f"http://{host}:{self.port}"

@@ -1,0 +1,41 @@
+"""Job logs as the API serves them: read from the local executor's per-rank log files.
+
+The server's log reader never touches the processes (the scheduler loop's executor owns
+them): it only reads files. Following ends when the database says the followed attempt is
+over (the job left STARTING/RUNNING or moved on to a later attempt), so a follower sees
+every line the run wrote, then stops.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from trainyard.exec import logs
+from trainyard.exec.local import LocalExecutor
+
+
+class JobLogs:
+    """Per-rank log files under an executor root (`<root>/jobs/<id>/logs/attempt-<n>/`)."""
+
+    def __init__(self, runs_dir: Path) -> None:
+        self._files = LocalExecutor(runs_dir)  # used for its file layout only
+
+    def paths(self, job_id: str, rank: int | None, attempt: int | None) -> dict[int, Path]:
+        return self._files.log_paths(job_id, rank, attempt)
+
+    def read(self, job_id: str, rank: int | None, attempt: int | None) -> Iterator[str]:
+        paths = self.paths(job_id, rank, attempt)
+        return logs.read_lines(paths, prefix=rank is None and len(paths) > 1)
+
+    def follow(
+        self,
+        job_id: str,
+        rank: int | None,
+        attempt: int | None,
+        ended: Callable[[], bool],
+        interval_s: float = 0.2,
+    ) -> Iterator[str]:
+        paths = self.paths(job_id, rank, attempt)
+        prefix = rank is None and len(paths) > 1
+        return logs.follow_lines(paths, prefix, ended, interval_s)

@@ -1,0 +1,275 @@
+"""`Server`: one trainyard control plane process on one machine (what `trainyard up` runs).
+
+It owns, for its lifetime:
+
+- the database (migrated to head at start; bootstrapped with a default tenant, admin and
+  queue when empty, the admin token written to `<home>/admin-token`);
+- this machine as a node (GPUs from NVML, or declared virtual ones, labelled as such);
+- the local executor and the `Platform` loop, on a thread: one `Platform.step()` per wake-up.
+  It wakes on events (a submit or cancel through the API, any rank process exiting, seen
+  through pidfds) and on a timer (`interval_s`); it records the node's heartbeat;
+- the REST API (uvicorn), which reads job logs from the executor's files.
+
+At start, before serving, `Platform.recover()` re-adopts the runs that outlived a previous
+server process (runs are never children of a particular server: they are re-attached by pid
+and start time), and launches jobs that were scheduled but never started. One server per
+home: an exclusive lock on `<home>/server.lock` (released by the kernel even after
+`kill -9`) stops a second one. Stopping the server leaves running jobs running; the next
+start re-adopts them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import json
+import logging
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+from sqlalchemy import Engine, update
+
+from trainyard.exec.gpus import GpuInventory, discover
+from trainyard.exec.local import LocalExecutor
+from trainyard.exec.watch import ExitWatcher
+from trainyard.server.api import create_app
+from trainyard.server.bootstrap import bootstrap, write_secret
+from trainyard.server.config import ServerConfig
+from trainyard.server.db import Node, init_db, make_session_factory
+from trainyard.server.joblogs import JobLogs
+from trainyard.server.platform import Platform, StepReport
+
+log = logging.getLogger(__name__)
+
+
+class ServerError(Exception):
+    """A server cannot start (the message says why and what to do)."""
+
+
+@dataclass
+class Started:
+    """What `Server.prepare` found and did, for the banner `trainyard up` prints."""
+
+    inventory: GpuInventory
+    node: str
+    admin_token: str | None  # set only when this start bootstrapped the database
+    recovered: StepReport
+    notes: list[str] = field(default_factory=list)
+
+
+class Server:
+    def __init__(
+        self,
+        config: ServerConfig,
+        *,
+        on_step: Callable[[StepReport], None] | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.config = config
+        self.on_step = on_step
+        self.clock = clock
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._loop: threading.Thread | None = None
+        self._lock_file: IO[str] | None = None
+        self._watcher: ExitWatcher | None = None
+        self._last_heartbeat = 0.0
+        self._http: Any = None
+        self.engine: Engine | None = None
+        self.platform: Platform | None = None
+        self.steps = 0
+
+    # ---- start ---------------------------------------------------------------------------
+
+    def prepare(self) -> Started:
+        """Everything before serving: lock, database, bootstrap, node, executor, recovery."""
+        cfg = self.config
+        cfg.home.mkdir(parents=True, exist_ok=True)
+        self._lock_home()
+        check_port(cfg.host, cfg.port)
+        try:
+            self.engine = init_db(cfg.database)
+        except Exception as error:  # a bad URL, an unreachable server, a newer schema
+            raise ServerError(f"database {cfg.database!r}: {error}") from None
+        sessions = make_session_factory(self.engine)
+        boot = bootstrap(sessions, now=self.clock())
+        if boot.admin_token is not None:
+            write_secret(cfg.admin_token_file, boot.admin_token)
+        inventory = discover(virtual=cfg.virtual_gpus)
+        executor = LocalExecutor(cfg.runs_dir, api_url=cfg.url, grace_s=cfg.grace_s)
+        self.platform = Platform(sessions, executor, profile=cfg.profile, clock=self.clock)
+        node = self.platform.register_node(inventory, cfg.node_name)
+        recovered = self.platform.recover()
+        self._watcher = ExitWatcher(lambda _pid: self._wake.set())
+        self._watch_runs()
+        notes = [] if executor.limits_supported else [executor.cgroup_support.reason]
+        return Started(inventory, node, boot.admin_token, recovered, notes)
+
+    def _lock_home(self) -> None:
+        path = self.config.home / "server.lock"
+        handle = path.open("a+")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            handle.close()
+            raise ServerError(
+                f"another trainyard server uses {self.config.home} (it holds {path}); stop it, "
+                "or give this one another home (TRAINYARD_HOME or --home)"
+            ) from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"{os.getpid()}\n")
+        handle.flush()
+        self._lock_file = handle
+
+    def app(self) -> Any:
+        assert self.engine is not None, "prepare() first"
+        return create_app(
+            self.engine, notify=self.wake, logs=JobLogs(self.config.runs_dir), clock=self.clock
+        )
+
+    # ---- the loop ------------------------------------------------------------------------
+
+    def wake(self) -> None:
+        """Ask the loop for a step now (after a submit, a cancel, a process exit)."""
+        self._wake.set()
+
+    def start_loop(self) -> None:
+        self._loop = threading.Thread(target=self._run_loop, name="trainyard-loop", daemon=True)
+        self._loop.start()
+
+    def _run_loop(self) -> None:
+        ended, took = 0.0, 0.0
+        while not self._stop.is_set():
+            self._wake.wait(self.config.interval_s)
+            # A burst of events (many submits) is taken in one step. Between steps the loop
+            # rests at least `min_step_gap_s` and twice as long as the last step took, so a
+            # long queue cannot starve the API of the CPU (the loop uses at most ~1/3 of it).
+            pause = ended + max(self.config.min_step_gap_s, 2 * took) - time.monotonic()
+            if pause > 0:
+                self._stop.wait(pause)
+            self._wake.clear()
+            if self._stop.is_set():
+                return
+            began = time.monotonic()
+            self.step()
+            ended = time.monotonic()
+            took = ended - began
+
+    def step(self) -> StepReport | None:
+        assert self.platform is not None, "prepare() first"
+        try:
+            report = self.platform.step()
+        except Exception:  # a database hiccup must not end the loop; the next step retries
+            log.exception("scheduler step failed")
+            return None
+        self.steps += 1
+        if report.launched or report.requeued:
+            self._watch_runs()
+        try:
+            self._heartbeat(report.now)
+            if self.on_step is not None:
+                self.on_step(report)
+        except Exception:
+            log.exception("after a scheduler step")
+        return report
+
+    def _watch_runs(self) -> None:
+        assert self.platform is not None and self._watcher is not None
+        self._watcher.watch(pid for h in self.platform.executor.handles() for pid in h.pids)
+
+    def _heartbeat(self, now: float) -> None:
+        if now - self._last_heartbeat < self.config.heartbeat_s or self.platform is None:
+            return
+        self._last_heartbeat = now
+        with self.platform.session_factory() as s:
+            s.execute(
+                update(Node).where(Node.name == self.platform.node_name).values(
+                    last_heartbeat_at=now
+                )
+            )
+            s.commit()
+
+    # ---- serve and stop ------------------------------------------------------------------
+
+    def serve(self, app: Any | None = None, on_ready: Callable[[], None] | None = None) -> None:
+        """Serve the API until SIGINT/SIGTERM or `shutdown()` (blocking); the loop runs
+        meanwhile. `on_ready` runs on a thread once the API accepts connections."""
+        import uvicorn
+
+        config = uvicorn.Config(
+            app if app is not None else self.app(),
+            host=self.config.host,
+            port=self.config.port,
+            log_level="warning",
+            access_log=False,
+            lifespan="off",
+        )
+        server = uvicorn.Server(config)
+        self._http = server
+        self.start_loop()
+        self._write_state()
+        if on_ready is not None:
+            threading.Thread(
+                target=self._when_ready, args=(server, on_ready), name="trainyard-ready",
+                daemon=True,
+            ).start()  # fmt: skip
+        try:
+            server.run()
+        finally:
+            self.close()
+
+    def _when_ready(self, server: Any, on_ready: Callable[[], None]) -> None:
+        while not server.started and not self._stop.is_set():
+            time.sleep(0.02)
+        if server.started:
+            on_ready()
+
+    def shutdown(self) -> None:
+        """Ask `serve` to return (as SIGTERM would); running jobs keep running."""
+        if self._http is not None:
+            self._http.should_exit = True
+
+    def _write_state(self) -> None:
+        state = {"url": self.config.url, "pid": os.getpid(), "home": str(self.config.home)}
+        tmp = self.config.state_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(state) + "\n")
+        os.replace(tmp, self.config.state_file)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._loop is not None:
+            self._loop.join(timeout=30)
+        if self._watcher is not None:
+            self._watcher.close()
+        with contextlib.suppress(FileNotFoundError):
+            self.config.state_file.unlink()
+        if self.engine is not None:
+            self.engine.dispose()
+        if self._lock_file is not None:
+            self._lock_file.close()
+            self._lock_file = None
+
+
+def check_port(host: str, port: int) -> None:
+    """A clear error when the API port is taken (rather than uvicorn's log line)."""
+    if port == 0:
+        return
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as error:
+            why = "is in use" if error.errno == errno.EADDRINUSE else f"cannot be bound ({error})"
+            raise ServerError(
+                f"port {port} on {host} {why}; choose another with --port (or stop the "
+                "program that holds it)"
+            ) from None
