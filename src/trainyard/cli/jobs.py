@@ -71,7 +71,7 @@ def _body(path: Path, queue: str | None, name: str | None) -> tuple[bytes, str]:
         text = path.read_bytes()
     except OSError as exc:
         fail(f"{path}: cannot be read ({exc.strerror or exc})")
-    if queue is None and name is None:
+    if queue is None and name is None and b"model" not in text:
         return text, "application/yaml"
     from trainyard.jobspec.errors import JobSpecError  # the server's YAML reading (lazy: slow)
     from trainyard.jobspec.fields import load_yaml
@@ -82,11 +82,30 @@ def _body(path: Path, queue: str | None, name: str | None) -> tuple[bytes, str]:
         return text, "application/yaml"
     if not isinstance(doc, dict):
         return text, "application/yaml"
+    model = doc.get("model")
+    if isinstance(model, str) and model.lower().endswith((".yaml", ".yml")):
+        doc["model"] = _model_file(path, model)  # the server reads no files: send the fields
+    elif queue is None and name is None:
+        return text, "application/yaml"
     if queue is not None:
         doc["queue"] = queue
     if name is not None:
         doc["name"] = name
     return json.dumps(doc, default=str).encode(), "application/json"
+
+
+def _model_file(spec: Path, name: str) -> object:
+    """The fields of a ``model:`` YAML file, found relative to the job spec's folder."""
+    from trainyard.jobspec.errors import JobSpecError
+    from trainyard.jobspec.fields import load_yaml
+
+    found = Path(name) if Path(name).is_absolute() else spec.parent / name
+    try:
+        return load_yaml(found.read_text(), str(found))
+    except OSError as exc:
+        fail(f"{spec}: model: {found} cannot be read ({exc.strerror or exc})")
+    except JobSpecError as exc:
+        fail(f"{spec}: model: {exc}")
 
 
 def submit_command(

@@ -17,7 +17,10 @@ server's, so a terminal's Ctrl-C on the server does not reach jobs.
 
 Everything `poll` needs is on disk and identified by (pid, start time), so a new executor on
 the same root (a restarted server) re-attaches with `adopt` and still learns each rank's exit
-code from the wrapper's exit file. A job fails as soon as one rank ends with a non-zero code:
+code from the wrapper's exit file. `run.json` is written before the first rank starts (with
+the number of ranks meant to start) and after each one, so a launch cut short by a crash is
+recognised: `poll` reports it failed and stops what did start. A job's processes put the
+server's interpreter directory first on `PATH` (`python` is the virtualenv's). A job fails as soon as one rank ends with a non-zero code:
 the others then get SIGTERM and, after the grace period, SIGKILL.
 """
 
@@ -120,6 +123,8 @@ class LocalExecutor:
         if spec.virtual_gpus:
             base["TRAINYARD_VIRTUAL_GPUS"] = "1"
         handle = RunHandle(spec.job_id, spec.attempt, 0, port, run_dir, (), notes, cgroup)
+        handle.workers = spec.workers
+        self._save(handle)  # before any process: a crash mid-launch leaves a partial record
         ranks: list[RankInfo] = []
         try:
             for rank, devices in enumerate(per_rank):
@@ -179,6 +184,7 @@ class LocalExecutor:
             "port": h.port,
             "notes": list(h.notes),
             "cgroup": str(h.cgroup) if h.cgroup else None,
+            "workers": h.workers,
             "ranks": [
                 {
                     "rank": r.rank,
@@ -215,6 +221,7 @@ class LocalExecutor:
             notes=tuple(data["notes"]),
             cgroup=Path(data["cgroup"]) if data["cgroup"] else None,
             adopted=True,
+            workers=int(data.get("workers", 0)),
         )
         self._handles[job_id] = handle
         return handle
@@ -286,7 +293,7 @@ class LocalExecutor:
         state: RunState
         stop = procfs.read_json(h.run_dir / "stop.json")
         stop_at = float(stop["at"]) if isinstance(stop, dict) else None
-        last_end = max(t for _, _, t in ends.values()) if all_done else None
+        last_end = max(t for _, _, t in ends.values()) if all_done and ends else None
         if stop_at is not None and (last_end is None or stop_at <= last_end):
             # stopped while running: a clean exit after SIGTERM is a stop, not a success
             assert isinstance(stop, dict)
@@ -303,6 +310,9 @@ class LocalExecutor:
                 reason = f"rank {first} {describe_code(codes[first])}"
         else:
             state, reason = "running", ""
+        if not h.complete:  # the launch was cut short: the job cannot run with ranks missing
+            state = "failed"
+            reason = f"launch interrupted: {len(h.ranks)} of {h.workers} ranks were started"
         if state in ("failed", "lost") and not settled:
             self._escalate(h, time.monotonic())
         if settled and h.cgroup is not None:

@@ -51,9 +51,16 @@ class RunHandle:
     notes: tuple[str, ...] = ()
     cgroup: Path | None = None
     adopted: bool = False
+    workers: int = 0  # ranks the launch meant to start (0: not recorded)
     procs: dict[int, subprocess.Popen[bytes]] = field(default_factory=dict, repr=False)
     term_sent_at: float | None = None
     seen_end: dict[int, float] = field(default_factory=dict)
+
+    @property
+    def complete(self) -> bool:
+        """False when the launch was cut short (a crash while starting ranks): fewer ranks
+        are recorded than were meant to start."""
+        return self.workers == 0 or len(self.ranks) == self.workers
 
     @property
     def pids(self) -> list[int]:

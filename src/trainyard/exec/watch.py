@@ -49,6 +49,8 @@ class ExitWatcher:
             os.write(self._wake_w, b"w")
 
     def close(self) -> None:
+        if self._stopped:  # closed already: its fd numbers may belong to someone else now
+            return
         self._stopped = True
         with contextlib.suppress(OSError):
             os.write(self._wake_w, b"x")

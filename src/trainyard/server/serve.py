@@ -26,6 +26,7 @@ import fcntl
 import json
 import logging
 import os
+import signal
 import socket
 import threading
 import time
@@ -190,9 +191,9 @@ class Server:
         self._last_heartbeat = now
         with self.platform.session_factory() as s:
             s.execute(
-                update(Node).where(Node.name == self.platform.node_name).values(
-                    last_heartbeat_at=now
-                )
+                update(Node)
+                .where(Node.name == self.platform.node_name)
+                .values(last_heartbeat_at=now)
             )
             s.commit()
 
@@ -220,9 +221,17 @@ class Server:
                 target=self._when_ready, args=(server, on_ready), name="trainyard-ready",
                 daemon=True,
             ).start()  # fmt: skip
+        # uvicorn handles SIGINT/SIGTERM during `run` and re-raises them afterwards to the
+        # handlers it found; these absorb them, so `serve` returns and cleans up normally.
+        caught: dict[int, Any] = {}
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                caught[sig] = signal.signal(sig, lambda *_: None)
         try:
             server.run()
         finally:
+            for sig, handler in caught.items():
+                signal.signal(sig, handler)
             self.close()
 
     def _when_ready(self, server: Any, on_ready: Callable[[], None]) -> None:

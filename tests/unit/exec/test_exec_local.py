@@ -329,3 +329,42 @@ def test_run_json_is_complete(executor: LocalExecutor) -> None:
     assert all(isinstance(r["start_time"], int) for r in data["ranks"])
     assert [r["devices"] for r in data["ranks"]] == [[0], [1]]
     settle(executor, h)
+
+
+def test_launch_cut_short_by_a_crash_is_a_failed_run(
+    executor: LocalExecutor, tmp_path: Path
+) -> None:
+    # A server killed between starting rank 0 and rank 1 leaves a record of one rank of two:
+    # the run must not pass for a 1-rank job (it would hang or "succeed" with a rank missing).
+    h = executor.launch(LaunchSpec("partial", [PY, "-c", IGNORE_TERM], workers=2))
+    for rank in (0, 1):
+        wait_for(logged(executor, "partial", rank, "ready"))
+    record = json.loads((h.run_dir / "run.json").read_text())
+    assert record["workers"] == 2
+    os.kill(h.ranks[1].pid, signal.SIGKILL)  # rank 1 "was never started"
+    rec1 = procfs.read_json(h.pid_file(1))
+    assert isinstance(rec1, dict)
+    os.kill(int(rec1["pid"]), signal.SIGKILL)
+    record["ranks"] = record["ranks"][:1]
+    procfs.write_json_atomic(h.run_dir / "run.json", record)
+    restarted = LocalExecutor(tmp_path / "root", grace_s=0.3)
+    h2 = restarted.adopt("partial")
+    assert h2 is not None and not h2.complete and h2.workers == 2
+    st = restarted.poll(h2)
+    assert st.state == "failed" and "launch interrupted: 1 of 2 ranks" in st.reason
+    st = settle(restarted, h2)  # what did start is stopped
+    assert st.state == "failed" and st.settled
+    assert not any(procfs.alive(pid, t) for pid, t in all_pids(h))
+
+
+def test_record_written_before_any_rank_starts(executor: LocalExecutor, tmp_path: Path) -> None:
+    # a crash before the first rank started: the record says 0 of N, never "succeeded"
+    h = executor.launch(LaunchSpec("norank", [PY, "-c", "pass"], workers=2))
+    settle(executor, h)
+    record = json.loads((h.run_dir / "run.json").read_text())
+    record["ranks"], record["pgid"] = [], 0
+    procfs.write_json_atomic(h.run_dir / "run.json", record)
+    h2 = LocalExecutor(tmp_path / "root").adopt("norank")
+    assert h2 is not None and not h2.complete
+    st = LocalExecutor(tmp_path / "root").poll(h2)
+    assert st.state == "failed" and st.settled and "0 of 2" in st.reason

@@ -59,16 +59,21 @@ class TokenCache:
     def __init__(self, ttl_s: float = 10.0, max_entries: int = 10_000) -> None:
         self.ttl_s = ttl_s
         self.max_entries = max_entries
-        self._entries: dict[str, tuple[float, Principal]] = {}
+        # hash -> (monotonic deadline, the token's expires_at, principal)
+        self._entries: dict[str, tuple[float, float | None, Principal]] = {}
         self._lock = threading.Lock()
 
-    def get(self, token: str) -> Principal | None:
+    def get(self, token: str, *, now: float | None = None) -> Principal | None:
+        """The cached principal; None once the entry aged out, or once `now` (the caller's
+        clock, the one `expires_at` is measured by) reached the token's expiry."""
         key = hash_token(token)
         with self._lock:
             hit = self._entries.get(key)
         if hit is None or time.monotonic() >= hit[0]:
             return None
-        return hit[1]
+        if now is not None and hit[1] is not None and now >= hit[1]:
+            return None
+        return hit[2]
 
     def put(self, token: str, who: Principal, *, expires_at: float | None, now: float) -> None:
         if who.job_id is not None:
@@ -79,7 +84,7 @@ class TokenCache:
         with self._lock:
             if len(self._entries) >= self.max_entries:
                 self._entries.clear()
-            self._entries[hash_token(token)] = (time.monotonic() + ttl, who)
+            self._entries[hash_token(token)] = (time.monotonic() + ttl, expires_at, who)
 
     def clear(self) -> None:
         with self._lock:
@@ -95,7 +100,7 @@ def authenticate(
 ) -> Principal:
     """The caller behind an `Authorization` header, or a 401 `ApiError`."""
     token = bearer(authorization)
-    if cache is not None and (hit := cache.get(token)) is not None:
+    if cache is not None and (hit := cache.get(token, now=now)) is not None:
         return hit
     row = verify_token(session, token, now=now)
     if row is None:

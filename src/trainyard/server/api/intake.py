@@ -1,13 +1,13 @@
 """Job intake: validating submissions and storing them with group commit.
 
 A submission is validated in the request (`prepare`: the spec, the queue, the caller's right
-to submit) and becomes two plain rows (`lifecycle.submission_rows`). The rows go to one
-writer thread that stores whatever has accumulated in ONE transaction (bulk inserts) and
-answers every request of the batch only after that commit: the answer still means "stored
-durably", but a burst of N submissions costs one commit instead of N. If a batch fails (a
-queue deleted meanwhile, say), its submissions are retried one by one, so only the culprit
-fails. `QueueDirectory` caches each tenant's queue names for a few seconds (an unknown name
-re-reads them before it is refused).
+to submit; a ``model:`` spec is planned: `plan`) and becomes two plain rows
+(`lifecycle.submission_rows`). The rows go to one writer thread that stores whatever has
+accumulated in ONE transaction (bulk inserts) and answers every request of the batch only
+after that commit: the answer still means "stored durably", but a burst of N submissions
+costs one commit instead of N. If a batch fails (a queue deleted meanwhile, say), its
+submissions are retried one by one, so only the culprit fails. `QueueDirectory` caches each
+tenant's queue names for a few seconds (an unknown name re-reads them before it is refused).
 """
 
 from __future__ import annotations
@@ -26,11 +26,11 @@ from sqlalchemy import insert, or_, select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
-from trainyard.jobspec import JobSpec, Limits
+from trainyard.jobspec import JobSpec, JobSpecError, Limits
 from trainyard.server import lifecycle
 from trainyard.server.api.auth import Principal
 from trainyard.server.api.errors import ApiError
-from trainyard.server.api.services import read_spec
+from trainyard.server.api.services import read_spec, spec_error
 from trainyard.server.db.base import new_id
 from trainyard.server.db.cluster import Queue
 from trainyard.server.db.jobs import Job, JobEvent
@@ -93,13 +93,25 @@ def prepare(
     name not among them)."""
     who.require_write("submit jobs")
     spec = read_spec(body, content_type, limits=limits, queues=list(queues))
-    if spec.gpus is None:
+    if spec.model is not None:
+        spec = plan(spec, limits)
+    return _rows(who, spec, queues[spec.queue], now)
+
+
+def plan(spec: JobSpec, limits: Limits) -> JobSpec:
+    """A ``model:`` spec resolved by the planner: the GPU count (when not given), workers and
+    nodes, and the plan's variables in the job's environment (`JobSpec.resolve_plan`)."""
+    if isinstance(spec.model, str) and spec.model.lower().endswith((".yaml", ".yml")):
         raise ApiError(
             422,
-            "a model: spec without gpus: is not accepted by the API yet; give gpus:",
-            field="gpus",
+            "the server does not read model files; give a preset name or the model's fields "
+            "inline (`trainyard submit` inlines a model file next to the spec)",
+            field="model",
         )
-    return _rows(who, spec, queues[spec.queue], now)
+    try:
+        return spec.resolve(limits=limits)
+    except JobSpecError as error:
+        raise spec_error(error) from None
 
 
 def _rows(who: Principal, spec: JobSpec, queue_id: int, now: float) -> Prepared:

@@ -18,7 +18,7 @@ from trainyard.jobspec import Limits
 from trainyard.server.api import job_logs, schemas, services, token_service
 from trainyard.server.api.auth import Principal, TokenCache, authenticate, bearer
 from trainyard.server.api.errors import ApiError
-from trainyard.server.api.intake import Intake, QueueDirectory, prepare
+from trainyard.server.api.intake import Intake, Prepared, QueueDirectory, prepare
 from trainyard.server.db.base import JobState
 from trainyard.server.joblogs import JobLogs
 from trainyard.server.metrics import PLATFORM
@@ -67,7 +67,7 @@ class ApiContext:
     async def caller(self, request: Request, now: float) -> Principal:
         """The caller, from the token cache or (in a worker thread) the database."""
         header = request.headers.get("authorization")
-        who = self.tokens.get(bearer(header))
+        who = self.tokens.get(bearer(header), now=now)
         if who is None:
             who = await run_in_threadpool(self.authenticate, header, now)
         return who
@@ -112,23 +112,31 @@ async def submit_job(
         fresh = queues is None
         if queues is None:
             queues = await run_in_threadpool(ctx.queues.load, who.tenant_id)
+        args = (who, body, content_type)
+        options = {"limits": ctx.limits, "queues": queues, "now": now}
         try:
-            prepared = prepare(
-                who, body, content_type, limits=ctx.limits, queues=queues, now=now
-            )
+            prepared = await _prepare(args, options, planned=b"model" in body)
         except ApiError as error:
             if error.field != "queue" or fresh:
                 raise
             queues = await run_in_threadpool(ctx.queues.load, who.tenant_id)  # created just now?
-            prepared = prepare(
-                who, body, content_type, limits=ctx.limits, queues=queues, now=now
-            )
+            options["queues"] = queues
+            prepared = await _prepare(args, options, planned=b"model" in body)
     except ApiError:
         PLATFORM.submissions.inc(outcome="rejected")
         raise
     await ctx.intake.store_async(prepared)
     ctx.notify()
     return schemas.SubmitOut(id=prepared.job_id, state=JobState.PENDING)
+
+
+async def _prepare(
+    args: tuple[Principal, bytes, str], options: dict[str, Any], *, planned: bool
+) -> Prepared:
+    """`intake.prepare`, in a worker thread when the planner may run (it can take a while)."""
+    if planned:
+        return await run_in_threadpool(lambda: prepare(*args, **options))
+    return prepare(*args, **options)
 
 
 @v1.get("/jobs", response_model=schemas.JobList)

@@ -1,0 +1,152 @@
+"""Acceptance 1 of the platform, end to end as a user meets it: what `make up` runs.
+
+`trainyard up --virtual-gpus 4 --submit <the three examples>` in its own process (from the
+repository root, as `make up` does), on SQLite and on PostgreSQL (`db_url`); then the real
+CLI in separate processes, logged in by `up` itself: `trainyard jobs`, `describe`, `logs`.
+The 2-worker DDP example must finish with its loss falling, its logs readable per rank,
+and `describe` must list every transition; the single-process job succeeds; the failing job
+is retried `max_restarts` times and ends FAILED with its exit code. SIGTERM stops the server
+cleanly. Only waits have timeouts; nothing asserts on durations.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from live_server import free_port
+
+import trainyard
+
+pytestmark = pytest.mark.slow
+REPO = Path(__file__).resolve().parents[3]
+EXAMPLES = ["ddp", "single", "fail"]
+TERMINAL = {"SUCCEEDED", "FAILED", "CANCELLED"}
+LOSS = re.compile(r"^step (\d+) loss ([0-9.]+)$", re.MULTILINE)
+
+
+class Up:
+    """`trainyard up` as `make up` starts it, plus the CLI pointed at it."""
+
+    def __init__(self, tmp_path: Path, db_url: str) -> None:
+        self.tmp_path = tmp_path
+        self.log = tmp_path / "up.log"
+        self.env = dict(os.environ)
+        self.env["TRAINYARD_HOME"] = str(tmp_path / "home")
+        self.env["TRAINYARD_CONFIG"] = str(tmp_path / "credentials.json")
+        self.env.pop("TRAINYARD_URL", None)
+        self.env.pop("TRAINYARD_TOKEN", None)
+        package_root = str(Path(trainyard.__file__).resolve().parents[1])
+        self.env["PYTHONPATH"] = os.pathsep.join(
+            [package_root, *(p for p in self.env.get("PYTHONPATH", "").split(os.pathsep) if p)]
+        )
+        argv = [sys.executable, "-m", "trainyard.cli.main", "up", "--db", db_url]
+        argv += ["--port", str(free_port()), "--virtual-gpus", "4", "--interval", "0.2"]
+        for name in EXAMPLES:
+            argv += ["--submit", f"examples/jobs/{name}/job.yaml"]
+        with self.log.open("wb") as out:
+            self.proc = subprocess.Popen(
+                argv, cwd=REPO, env=self.env, stdout=out, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, start_new_session=True,
+            )  # fmt: skip
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def cli(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(
+            [sys.executable, "-m", "trainyard.cli.main", *args],
+            env=self.env, capture_output=True, text=True, timeout=120, cwd=self.tmp_path,
+        )  # fmt: skip
+        if check:
+            assert done.returncode == 0, f"{args}: {done.stderr}\n{self.output()}"
+        return done
+
+    def jobs(self) -> list[dict[str, Any]]:
+        out = self.cli("jobs", "--json", check=False)
+        if out.returncode != 0:
+            return []
+        jobs: list[dict[str, Any]] = json.loads(out.stdout)["jobs"]
+        return jobs
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+
+
+@pytest.fixture
+def up(tmp_path: Path, db_url: str) -> Iterator[Up]:
+    server = Up(tmp_path, db_url)
+    try:
+        yield server
+    finally:
+        server.stop()
+        print(server.output())
+
+
+def wait_for(what: str, check: Any, up: Up, timeout: float = 300.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        assert up.proc.poll() is None, f"trainyard up exited: {up.output()}"
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}\n{up.output()}")
+        time.sleep(0.5)
+
+
+def test_make_up_runs_the_examples_end_to_end(up: Up) -> None:
+    def finished() -> list[dict[str, Any]] | None:
+        jobs = up.jobs()
+        done = len(jobs) == 3 and all(j["state"] in TERMINAL for j in jobs)
+        return jobs if done else None
+
+    jobs = {j["name"]: j for j in wait_for("the examples to finish", finished, up)}
+    banner = up.output()
+    assert "4 VIRTUAL GPUs (declared, not real" in banner
+    assert "the CLI is logged in as admin" in banner
+    assert {n: j["state"] for n, j in jobs.items()} == {
+        "ddp-mlp": "SUCCEEDED",
+        "single-regression": "SUCCEEDED",
+        "always-fails": "FAILED",
+    }
+
+    ddp = jobs["ddp-mlp"]["id"]
+    detail = json.loads(up.cli("describe", ddp, "--json").stdout)
+    states = [e["to_state"] for e in detail["events"]]
+    assert states == ["PENDING", "STARTING", "RUNNING", "SUCCEEDED"]
+    assert detail["placement"] and sum(len(p["devices"]) for p in detail["placement"]) == 2
+    text = up.cli("describe", ddp).stdout
+    for state in states:
+        assert state in text
+    assert "VIRTUAL" in text
+
+    rank0 = up.cli("logs", ddp, "--rank", "0").stdout
+    losses = [float(m.group(2)) for m in LOSS.finditer(rank0)]
+    assert len(losses) >= 5 and losses[-1] < losses[0] * 0.5, rank0  # it really learns
+    assert "world_size=2" in rank0 and "backend=gloo" in rank0
+    assert "done steps=200" in rank0
+    both = up.cli("logs", ddp).stdout
+    assert "[rank 0] done steps=200" in both  # all ranks: prefixed (rank 1 prints errors only)
+    followed = up.cli("logs", ddp, "-f", "--rank", "0").stdout  # a finished job: ends
+    assert followed == rank0
+
+    fail = json.loads(up.cli("describe", jobs["always-fails"]["id"], "--json").stdout)
+    assert fail["restart_count"] == fail["max_restarts"] == 2
+    assert [e["to_state"] for e in fail["events"]].count("FAILED") == 3
+    assert fail["exit_code"] == 3
+
+    up.proc.send_signal(signal.SIGTERM)
+    assert up.proc.wait(timeout=60) == 0
+    assert "server stopped" in up.output()
