@@ -105,8 +105,10 @@ def up_command(
     token = _token(config, started)
     _banner(config, started, token)
     server.serve(on_ready=lambda: watch.submit(config, token, specs))
-    if watch.names:
-        console.print(f"server stopped; {config.url} is down. Jobs still running keep running.")
+    console.print(
+        f"server stopped; {config.url} is down. Jobs still running keep running; the next "
+        "`trainyard up` on this home re-adopts them."
+    )
 
 
 class _Watch:

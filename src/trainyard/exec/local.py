@@ -20,8 +20,9 @@ the same root (a restarted server) re-attaches with `adopt` and still learns eac
 code from the wrapper's exit file. `run.json` is written before the first rank starts (with
 the number of ranks meant to start) and after each one, so a launch cut short by a crash is
 recognised: `poll` reports it failed and stops what did start. A job's processes put the
-server's interpreter directory first on `PATH` (`python` is the virtualenv's). A job fails as soon as one rank ends with a non-zero code:
-the others then get SIGTERM and, after the grace period, SIGKILL.
+server's interpreter directory first on `PATH` (`python` is the virtualenv's). A job fails as
+soon as one rank ends with a non-zero code: the others then get SIGTERM and, after the grace
+period, SIGKILL.
 """
 
 from __future__ import annotations

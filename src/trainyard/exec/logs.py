@@ -28,17 +28,21 @@ def _format(rank: int, line: str, prefix: bool) -> str:
 
 
 def follow_lines(
-    paths: dict[int, Path],
+    paths: dict[int, Path] | Callable[[], dict[int, Path]],
     prefix: bool,
     ended: Callable[[], bool],
     interval_s: float = 0.1,
 ) -> Iterator[str]:
-    """Yield lines of every file as they appear until `ended()` is true and all is read."""
-    offsets = dict.fromkeys(paths, 0)
-    partial = dict.fromkeys(paths, b"")
+    """Yield lines of every file as they appear until `ended()` is true and all is read.
+    `paths` may be a function, asked again before every read: files that appear later (a
+    run not launched yet, ranks started one by one) are followed too."""
+    offsets: dict[int, int] = {}
+    partial: dict[int, bytes] = {}
     while True:
         done = ended()  # decided before reading, so nothing written before the end is lost
-        for rank, path in sorted(paths.items()):
+        for rank, path in sorted((paths() if callable(paths) else paths).items()):
+            offsets.setdefault(rank, 0)
+            partial.setdefault(rank, b"")
             try:
                 with path.open("rb") as f:
                     f.seek(offsets[rank])

@@ -38,11 +38,11 @@ def bootstrap(sessions: sessionmaker[Session], *, now: float) -> Bootstrapped:
         tenant = Tenant(name=DEFAULT_TENANT, created_at=now)
         admin = User(tenant=tenant, name=DEFAULT_ADMIN, role=Role.ADMIN, created_at=now)
         s.add_all([tenant, admin])
-        if s.scalars(select(Queue).where(Queue.name == DEFAULT_QUEUE)).first() is None:
-            s.add(Queue(name=DEFAULT_QUEUE, created_at=now))  # shared: no tenant
-        s.flush()
-        _row, token = issue_token(s, admin, now=now, name="bootstrap admin token")
-        try:
+        try:  # a concurrent bootstrap shows up at the first INSERT (an autoflush, say)
+            if s.scalars(select(Queue).where(Queue.name == DEFAULT_QUEUE)).first() is None:
+                s.add(Queue(name=DEFAULT_QUEUE, created_at=now))  # shared: no tenant
+            s.flush()
+            _row, token = issue_token(s, admin, now=now, name="bootstrap admin token")
             s.commit()
         except IntegrityError:  # another server bootstrapped at the same moment
             s.rollback()

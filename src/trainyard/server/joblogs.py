@@ -35,7 +35,13 @@ class JobLogs:
         attempt: int | None,
         ended: Callable[[], bool],
         interval_s: float = 0.2,
+        ranks: int | None = None,
     ) -> Iterator[str]:
+        """Lines as they are written until `ended()`; files are looked for again at every
+        read, as a run may not be launched yet. `ranks`: how many the job has (several:
+        lines are prefixed even before every rank's file exists)."""
         paths = self.paths(job_id, rank, attempt)
-        prefix = rank is None and len(paths) > 1
-        return logs.follow_lines(paths, prefix, ended, interval_s)
+        prefix = rank is None and max(ranks or 0, len(paths)) > 1
+        return logs.follow_lines(
+            lambda: self.paths(job_id, rank, attempt), prefix, ended, interval_s
+        )

@@ -52,6 +52,7 @@ from trainyard.server.lifecycle import (
     restarts_left,
     transition,
 )
+from trainyard.server.pending import PendingCache
 
 __all__ = ["Platform", "StepReport"]
 
@@ -104,6 +105,7 @@ class Platform:
         self.virtual = False
         self.max_rounds = max_rounds
         self._runs: dict[str, RunHandle] = {}
+        self.pending_cache = PendingCache()
 
     # ---- node --------------------------------------------------------------------------
 
@@ -151,11 +153,12 @@ class Platform:
         self._sweep(report)
         for job_id in self._watched():
             self._guarded(job_id, report, lambda s, row, out: self._observe(s, row, now, out))
-        applied = scheduling.run_once(self.session_factory, self.profile, now=now)
+        cache = self.pending_cache
+        applied = scheduling.run_once(self.session_factory, self.profile, now=now, cache=cache)
         for _ in range(self.max_rounds - 1):
             if not applied.retry:
                 break
-            applied = scheduling.run_once(self.session_factory, self.profile, now=now)
+            applied = scheduling.run_once(self.session_factory, self.profile, now=now, cache=cache)
         report.applied = applied
         if applied.retry:
             report.errors.append(f"scheduling: {applied.error}")

@@ -54,6 +54,7 @@ from trainyard.server.db import Node as NodeRow
 from trainyard.server.db import Queue as QueueRow
 from trainyard.server.lifecycle import HOLDS_DEVICES, IllegalTransition, transition
 from trainyard.server.metrics import PLATFORM, PlatformMetrics
+from trainyard.server.pending import PendingCache
 
 __all__ = [
     "Applied",
@@ -69,12 +70,6 @@ __all__ = [
 
 S = JobState
 _SEEN = "trainyard.scheduling.seen"  # session.info: job id -> (version, reason, start) read
-_PENDING_COLUMNS = (
-    JobRow.id, JobRow.queue_id, JobRow.gpus, JobRow.priority, JobRow.submitted_at,
-    JobRow.gpu_types, JobRow.gpu_memory_gb, JobRow.cpus, JobRow.memory_gb, JobRow.preemptible,
-    JobRow.min_runtime, JobRow.expected_duration, JobRow.attained_service, JobRow.topology,
-    JobRow.name, JobRow.version, JobRow.pending_reason, JobRow.estimated_start,
-)  # fmt: skip
 _UNEVICTABLE = frozenset({S.STARTING, S.RESIZING, S.PREEMPTED})
 
 
@@ -193,8 +188,14 @@ def _job(row: Any, queue: str, **changes: Any) -> core.Job:
     return core.Job(**values)
 
 
-def load_snapshot(session: Session, now: float, topology: Topology | None = None) -> Snapshot:
-    """The cluster as the core sees it at `now` (see the module docstring for the rules)."""
+def load_snapshot(
+    session: Session,
+    now: float,
+    topology: Topology | None = None,
+    cache: PendingCache | None = None,
+) -> Snapshot:
+    """The cluster as the core sees it at `now` (see the module docstring for the rules).
+    Pending jobs come from `cache` (`pending.PendingCache`, kept across rounds) when given."""
     nodes, depth = _nodes(session)
     queues, queue_names = _queues(session)
     if topology is None:
@@ -232,17 +233,8 @@ def load_snapshot(session: Session, now: float, topology: Topology | None = None
         started = row.started_at if row.started_at is not None else row.state_changed_at
         job = _job(row, queue_names[row.queue_id], gpus=gpus, preemptible=False)
         running.append(core.RunningJob(job=job, placement=tuple(left), started_at=started))
-    ready = (JobRow.next_retry_at.is_(None)) | (JobRow.next_retry_at <= now)
-    pending_rows = session.execute(
-        select(*_PENDING_COLUMNS)
-        .where(JobRow.state == S.PENDING, ready)
-        .order_by(JobRow.submitted_at)
-    )
-    seen: dict[str, tuple[int, str | None, float | None]] = {}
-    pending = []
-    for plain in pending_rows:  # plain rows, not ORM objects: a queue may be long
-        pending.append(_job(plain, queue_names[plain.queue_id]))
-        seen[plain.id] = (plain.version, plain.pending_reason, plain.estimated_start)
+    pending_cache = cache if cache is not None else PendingCache()  # (an empty one is falsy)
+    pending, seen = pending_cache.load(session, now, queue_names, _job)
     session.info[_SEEN] = seen
     return Snapshot(
         now=now,
@@ -406,12 +398,13 @@ def run_once(
     now: float,
     topology: Topology | None = None,
     metrics: PlatformMetrics = PLATFORM,
+    cache: PendingCache | None = None,
 ) -> Applied:
     """One scheduling round: load, decide, apply; observes the cycle latency and refreshes the
     gauges. A `retry` result wrote nothing; run again."""
     began = time.perf_counter()
     with session_factory() as session:
-        snapshot = load_snapshot(session, now, topology)
+        snapshot = load_snapshot(session, now, topology, cache)
         with gc_paused():
             decision = core.run_cycle(snapshot, profile)
         applied = apply_decision(session, decision, now)

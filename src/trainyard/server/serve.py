@@ -223,7 +223,7 @@ class Server:
             ).start()  # fmt: skip
         # uvicorn handles SIGINT/SIGTERM during `run` and re-raises them afterwards to the
         # handlers it found; these absorb them, so `serve` returns and cleans up normally.
-        caught: dict[int, Any] = {}
+        caught: dict[signal.Signals, Any] = {}
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGINT, signal.SIGTERM):
                 caught[sig] = signal.signal(sig, lambda *_: None)

@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import insert, or_, select
-from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from trainyard.jobspec import JobSpec, JobSpecError, Limits
@@ -226,14 +225,14 @@ class Intake:
     def _write(self, batch: list[_Item]) -> None:
         try:
             self._insert(batch)
-        except SQLAlchemyError:
+        except Exception:  # the database refused the batch (or failed): never the thread's end
             if len(batch) == 1:
                 batch[0].error = _storage_error(batch[0])
             else:  # find the culprit(s): one transaction per submission
                 for item in batch:
                     try:
                         self._insert([item])
-                    except SQLAlchemyError:
+                    except Exception:
                         item.error = _storage_error(item)
         self.batches += 1
         for item in batch:

@@ -57,5 +57,5 @@ def open_logs(
                 row = s.get(Job, job_key)
                 return row is None or row.state not in _LIVE or row.attempt - 1 != followed
 
-        lines = source.follow(job.id, rank, followed, ended)
+        lines = source.follow(job.id, rank, followed, ended, ranks=workers)
     return (line + "\n" for line in lines)
