@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from trainyard.server.db.base import Health, JobState, Role
 
@@ -114,9 +114,11 @@ class HealthOut(BaseModel):
 
 
 class TokenIn(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)  # no unknown fields, no coercion
+
     name: str = Field(default="", max_length=64, description="a label, e.g. 'laptop' or 'ci'")
     expires_in_s: float | None = Field(
-        default=None, gt=0, le=10 * 365 * 86400, description="lifetime in seconds; null: none"
+        default=None, ge=1, le=10 * 365 * 86400, description="lifetime in seconds; null: none"
     )
 
 
