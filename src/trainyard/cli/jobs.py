@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from typing import Annotated, Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 import typer
 from rich import box
@@ -63,15 +63,18 @@ def styled(state: str) -> str:
     return f"[{style}]{escape(state)}[/{style}]" if style else escape(state)
 
 
-def _body(path: Path, queue: str | None, name: str | None) -> tuple[bytes, str]:
+def _body(
+    path: Path, queue: str | None, name: str | None, workdir: str | None = None
+) -> tuple[bytes, str]:
     """The request body and its content type: the file's YAML text as is, or, to override
     fields, the parsed spec as JSON (a file that does not parse is sent as is, so the server
-    reports the error with its line and column)."""
+    reports the error with its line and column). `workdir` becomes the spec's `working_dir`
+    unless it sets one."""
     try:
         text = path.read_bytes()
     except OSError as exc:
         fail(f"{path}: cannot be read ({exc.strerror or exc})")
-    if queue is None and name is None and b"model" not in text:
+    if queue is None and name is None and workdir is None and b"model" not in text:
         return text, "application/yaml"
     from trainyard.jobspec.errors import JobSpecError  # the server's YAML reading (lazy: slow)
     from trainyard.jobspec.fields import load_yaml
@@ -85,8 +88,10 @@ def _body(path: Path, queue: str | None, name: str | None) -> tuple[bytes, str]:
     model = doc.get("model")
     if isinstance(model, str) and model.lower().endswith((".yaml", ".yml")):
         doc["model"] = _model_file(path, model)  # the server reads no files: send the fields
-    elif queue is None and name is None:
+    elif queue is None and name is None and (workdir is None or "working_dir" in doc):
         return text, "application/yaml"
+    if workdir is not None:
+        doc.setdefault("working_dir", workdir)
     if queue is not None:
         doc["queue"] = queue
     if name is not None:
@@ -114,6 +119,15 @@ def submit_command(
         str | None, typer.Option("--queue", "-q", help="Submit to this queue instead.")
     ] = None,
     name: Annotated[str | None, typer.Option("--name", "-n", help="Name the job so.")] = None,
+    workdir: Annotated[
+        str | None,
+        typer.Option(
+            "--workdir",
+            "-C",
+            help="Run the job in this directory when its spec sets no working_dir. Default: "
+            "the current directory if the server runs on this machine, else the server's.",
+        ),
+    ] = None,
     as_json: JsonOption = False,
     url: UrlOption = None,
     token: TokenOption = None,
@@ -123,8 +137,12 @@ def submit_command(
         fail(f"{file}: no such file")
     if not file.is_file():
         fail(f"{file}: not a file")
-    body, content_type = _body(file, queue, name)
     with connect(url, token) as client:
+        if workdir is None and _on_this_machine(client.url):
+            workdir = str(Path.cwd())  # as sbatch does: a job runs where it was submitted
+        elif workdir is not None:
+            workdir = str(Path(workdir).expanduser().resolve())
+        body, content_type = _body(file, queue, name, workdir)
         try:
             out = client.request(
                 "POST", "/v1/jobs", content=body, headers={"Content-Type": content_type}
@@ -143,6 +161,12 @@ def submit_command(
         f"see `trainyard describe {out['id']}`, `trainyard logs {out['id']} -f`",
         err=True,
     )
+
+
+def _on_this_machine(url: str) -> bool:
+    """Whether the server's URL is a loopback address (its jobs share our file system)."""
+    host = (urlsplit(url).hostname or "").lower()
+    return host in ("localhost", "::1") or host.startswith("127.")
 
 
 def jobs_command(

@@ -195,3 +195,40 @@ def test_logs_of_a_job_that_never_started(
     ended = cli("logs", job, "-f", token=token)
     assert ended.exit_code == 0
     assert f"job {job} ended CANCELLED before it started: no logs" in ended.stderr
+
+
+def test_a_job_runs_where_it_was_submitted(
+    running_server: RunningServer,
+    cli: Cli,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # As with sbatch: a relative script path resolves in the directory `submit` ran in (the
+    # server is on this machine); --workdir picks another; a spec's working_dir wins.
+    project = tmp_path / "project"
+    other = tmp_path / "other"
+    for folder, word in ((project, "project"), (other, "other")):
+        folder.mkdir()
+        (folder / "hello.py").write_text(f"print('hello from {word}')\n")
+    spec = project / "job.yaml"
+    spec.write_text(f"name: here\ncommand: [{sys.executable}, hello.py]\n")
+    monkeypatch.chdir(project)
+    token = running_server.admin_token
+    here = _submit(cli, running_server, spec)
+    assert running_server.wait(here, {"SUCCEEDED", "FAILED"})["state"] == "SUCCEEDED"
+    assert cli("logs", here, token=token).stdout.splitlines() == ["hello from project"]
+    assert running_server.job(here)["spec"]["working_dir"] == str(project)
+
+    result = cli("submit", str(spec), "--workdir", str(other), token=token)
+    assert result.exit_code == 0, result.output
+    there = result.stdout.strip()
+    assert running_server.wait(there, {"SUCCEEDED", "FAILED"})["state"] == "SUCCEEDED"
+    assert cli("logs", there, token=token).stdout.splitlines() == ["hello from other"]
+
+    pinned = project / "pinned.yaml"
+    pinned.write_text(
+        f"name: pinned\nworking_dir: {other}\ncommand: [{sys.executable}, hello.py]\n"
+    )
+    kept = _submit(cli, running_server, pinned)
+    assert running_server.wait(kept, {"SUCCEEDED", "FAILED"})["state"] == "SUCCEEDED"
+    assert cli("logs", kept, token=token).stdout.splitlines() == ["hello from other"]
