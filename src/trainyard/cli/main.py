@@ -10,6 +10,7 @@ import typer
 
 from trainyard.cli import (
     admin,
+    admin_nodes,  # noqa: F401 (adds `admin node` to the admin group on import)
     auth,
     bench,
     cluster,

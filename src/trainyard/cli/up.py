@@ -62,6 +62,14 @@ def up_command(
     interval: Annotated[
         float, typer.Option(help="scheduler timer in seconds (events wake it sooner)", min=0.05)
     ] = 1.0,
+    restart_backoff: Annotated[
+        float,
+        typer.Option(
+            "--restart-backoff",
+            min=0.0,
+            help="seconds before a failed job's first restart (doubling, at most 600)",
+        ),
+    ] = 10.0,
     submit: Annotated[
         list[Path] | None,
         typer.Option("--submit", help="job spec to submit once the API is up (repeatable)"),
@@ -93,6 +101,7 @@ def up_command(
         virtual_gpus=virtual_gpus,
         profile=profile,
         interval_s=interval,
+        restart_backoff_s=restart_backoff,
     )
     watch = _Watch(exit_when_done)
     server = Server(config, on_step=watch.on_step)

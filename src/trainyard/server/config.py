@@ -37,6 +37,7 @@ class ServerConfig:
     interval_s: float = 1.0  # the loop's timer; submits, cancels and run ends wake it sooner
     min_step_gap_s: float = 0.05  # events closer together than this share one step
     grace_s: float = 10.0  # SIGTERM -> SIGKILL when stopping a job
+    restart_backoff_s: float = 10.0  # before a failed job's first restart; doubles each time
     heartbeat_s: float = 5.0
     node_name: str | None = None
 

@@ -44,6 +44,7 @@ from trainyard.server.bootstrap import bootstrap, write_secret
 from trainyard.server.config import ServerConfig
 from trainyard.server.db import Node, init_db, make_session_factory
 from trainyard.server.joblogs import JobLogs
+from trainyard.server.lifecycle import RetryPolicy
 from trainyard.server.platform import Platform, StepReport
 
 log = logging.getLogger(__name__)
@@ -104,7 +105,10 @@ class Server:
             write_secret(cfg.admin_token_file, boot.admin_token)
         inventory = discover(virtual=cfg.virtual_gpus)
         executor = LocalExecutor(cfg.runs_dir, api_url=cfg.url, grace_s=cfg.grace_s)
-        self.platform = Platform(sessions, executor, profile=cfg.profile, clock=self.clock)
+        retry = RetryPolicy(base_s=cfg.restart_backoff_s)
+        self.platform = Platform(
+            sessions, executor, profile=cfg.profile, clock=self.clock, retry=retry
+        )
         node = self.platform.register_node(inventory, cfg.node_name)
         recovered = self.platform.recover()
         self._watcher = ExitWatcher(lambda _pid: self._wake.set())

@@ -5,7 +5,8 @@ repository root, as `make up` does), on SQLite and on PostgreSQL (`db_url`); the
 CLI in separate processes, logged in by `up` itself: `trainyard jobs`, `describe`, `logs`.
 The 2-worker DDP example must finish with its loss falling, its logs readable per rank,
 and `describe` must list every transition; the single-process job succeeds; the failing job
-is retried `max_restarts` times and ends FAILED with its exit code. SIGTERM stops the server
+is retried `max_restarts` times (with the `--restart-backoff` given, doubling) and ends
+FAILED with its exit code. SIGTERM stops the server
 cleanly. Only waits have timeouts; nothing asserts on durations.
 """
 
@@ -51,6 +52,7 @@ class Up:
         )
         argv = [sys.executable, "-m", "trainyard.cli.main", "up", "--db", db_url]
         argv += ["--port", str(free_port()), "--virtual-gpus", "4", "--interval", "0.2"]
+        argv += ["--restart-backoff", "1"]
         for name in EXAMPLES:
             argv += ["--submit", f"examples/jobs/{name}/job.yaml"]
         with self.log.open("wb") as out:
@@ -146,6 +148,12 @@ def test_make_up_runs_the_examples_end_to_end(up: Up) -> None:
     assert fail["restart_count"] == fail["max_restarts"] == 2
     assert [e["to_state"] for e in fail["events"]].count("FAILED") == 3
     assert fail["exit_code"] == 3
+    backoffs = [
+        round(e["details"]["next_retry_at"] - e["time"], 3)
+        for e in fail["events"]
+        if e["from_state"] == "FAILED" and e["to_state"] == "PENDING"
+    ]
+    assert backoffs == [1.0, 2.0]  # --restart-backoff 1, doubling
 
     up.proc.send_signal(signal.SIGTERM)
     assert up.proc.wait(timeout=60) == 0

@@ -1,0 +1,55 @@
+"""`trainyard admin node list|drain|undrain`: take a node out of scheduling and back.
+
+Draining stops new placements on the node; jobs running there keep running (cancel them, or
+let them finish). The commands work on the database like the rest of `trainyard admin`
+(`--home` / `--db`), and a running server honours them at its next scheduling round.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from trainyard.cli.admin import Db, Home, Json, _json, _run, _table, _when, admin_app
+from trainyard.server import admin_nodes as svc
+
+node_app = typer.Typer(help="Nodes: list, drain, undrain.", no_args_is_help=True)
+admin_app.add_typer(node_app, name="node")
+Name = Annotated[str, typer.Argument(metavar="NODE", help="The node's name (`admin node list`).")]
+
+
+def _state(info: svc.NodeInfo) -> str:
+    return "schedulable" if info.schedulable else "drained"
+
+
+@node_app.command("list")
+def node_list(home: Home = None, db: Db = None, as_json: Json = False) -> None:
+    """The nodes, whether they take new jobs, and how many jobs hold devices on each."""
+    nodes = _run(home, db, svc.list_nodes)
+    if as_json:
+        _json(nodes)
+        return
+    rows = [
+        (
+            n.name, _state(n), n.health,
+            f"{n.gpus} x {n.gpu_type}" + (" (VIRTUAL)" if n.virtual else ""),
+            n.jobs, _when(n.last_heartbeat_at),
+        )
+        for n in nodes
+    ]  # fmt: skip
+    _table("nodes", ["name", "state", "health", "devices", "jobs", "heartbeat"], rows)
+
+
+@node_app.command("drain")
+def node_drain(node: Name, home: Home = None, db: Db = None) -> None:
+    """Place no new job on NODE; the jobs running there keep running."""
+    info = _run(home, db, lambda s: svc.set_schedulable(s, node, False))
+    typer.echo(f"node {info.name}: drained; {info.jobs} job(s) still run there")
+
+
+@node_app.command("undrain")
+def node_undrain(node: Name, home: Home = None, db: Db = None) -> None:
+    """Let the scheduler place jobs on NODE again."""
+    info = _run(home, db, lambda s: svc.set_schedulable(s, node, True))
+    typer.echo(f"node {info.name}: schedulable")

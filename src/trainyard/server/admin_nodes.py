@@ -1,0 +1,76 @@
+"""Operator actions on nodes: list them, drain one (no new jobs placed on it; running jobs
+keep running) and return it to service. Same conventions as `trainyard.server.admin`: plain
+results, `AdminError` naming the field for bad input, nothing written on error. The scheduler
+reads `Node.schedulable` every round, so a running server honours a drain at its next round.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session, selectinload
+
+from trainyard.server.admin import AdminError
+from trainyard.server.db import Job, Node
+from trainyard.server.lifecycle import HOLDS_DEVICES
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    name: str
+    schedulable: bool
+    health: str
+    virtual: bool
+    gpus: int
+    gpu_type: str
+    jobs: int  # jobs holding devices on it
+    last_heartbeat_at: float | None
+
+
+def _node(session: Session, name: str) -> Node:
+    row = session.scalars(select(Node).where(Node.name == name)).one_or_none()
+    if row is None:
+        names = list(session.scalars(select(Node.name)))
+        close = difflib.get_close_matches(name, names, n=1)
+        hint = (
+            f"; did you mean {close[0]!r}?" if close else f"; nodes: {', '.join(names) or 'none'}"
+        )
+        raise AdminError("node", f"no node named {name!r}{hint}")
+    return row
+
+
+def _jobs_on(session: Session, name: str) -> int:
+    holding = session.scalars(select(Job.placement).where(Job.state.in_(HOLDS_DEVICES)))
+    return sum(1 for placement in holding if any(p.get("node") == name for p in placement or ()))
+
+
+def _info(session: Session, row: Node) -> NodeInfo:
+    devices = list(row.devices)
+    return NodeInfo(
+        name=row.name,
+        schedulable=row.schedulable,
+        health=str(getattr(row.health, "value", row.health)),
+        virtual=bool(row.virtual or any(d.virtual for d in devices)),
+        gpus=len(devices),
+        gpu_type=devices[0].gpu_type if devices else "-",
+        jobs=_jobs_on(session, row.name),
+        last_heartbeat_at=row.last_heartbeat_at,
+    )
+
+
+def list_nodes(session: Session) -> list[NodeInfo]:
+    rows = session.scalars(select(Node).options(selectinload(Node.devices)).order_by(Node.name))
+    return [_info(session, row) for row in rows]
+
+
+def set_schedulable(session: Session, name: str, schedulable: bool) -> NodeInfo:
+    """Drain (`schedulable=False`) or return a node to service; idempotent."""
+    row = _node(session, name)
+    row.schedulable = schedulable
+    session.flush()
+    return _info(session, row)
+
+
+__all__ = ["NodeInfo", "list_nodes", "set_schedulable"]

@@ -1,0 +1,91 @@
+"""`trainyard admin node list|drain|undrain` on SQLite and PostgreSQL: a drained node gets no
+new job from a real scheduling round, jobs running there are untouched, undrain brings it
+back, and an unknown node is one error line that changes nothing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from admin_state import row_counts
+from server_factories import World
+from sqlalchemy import Engine
+from sqlalchemy.orm import Session
+from typer.testing import CliRunner, Result
+
+from trainyard.cli.main import app
+from trainyard.server.db import Device, Job, JobState, Node, make_session_factory
+from trainyard.server.lifecycle import transition
+from trainyard.server.metrics import platform_metrics
+from trainyard.server.scheduling import run_once
+
+
+def _admin(db_url: str, home: Path, *args: str) -> Result:
+    return CliRunner().invoke(app, ["admin", "node", *args, "--db", db_url, "--home", str(home)])
+
+
+def _node(session: Session, name: str) -> None:
+    node = Node(name=name, cpus=8.0, memory_gb=64.0, registered_at=1000.0, virtual=True)
+    node.devices = [
+        Device(index=i, gpu_type="H100", memory_gb=80.0, uuid=f"{name}-{i}", virtual=True)
+        for i in range(2)
+    ]
+    session.add(node)
+    session.commit()
+
+
+def test_drain_keeps_new_jobs_off_and_undrain_brings_them(
+    engine: Engine, session: Session, world: World, tmp_path: Path
+) -> None:
+    url = engine.url.render_as_string(hide_password=False)
+    _node(session, "n0")
+    running = world.job(session, now=1000.0, gpus=1)
+    session.commit()
+    factory = make_session_factory(engine)
+    assert run_once(factory, now=1001.0, metrics=platform_metrics()).launch  # placed on n0
+    with factory() as s:
+        job = s.get(Job, running.id)
+        assert job is not None
+        transition(s, job, JobState.RUNNING, reason="started", now=1002.0)
+        s.commit()
+
+    drained = _admin(url, tmp_path, "drain", "n0")
+    assert drained.exit_code == 0, drained.output
+    assert "drained; 1 job(s) still run there" in drained.stdout
+    listed = json.loads(_admin(url, tmp_path, "list", "--json").stdout)
+    assert [(n["name"], n["schedulable"], n["jobs"], n["virtual"]) for n in listed] == [
+        ("n0", False, 1, True)
+    ]
+
+    waiting = world.job(session, now=1003.0, gpus=1)
+    session.commit()
+    applied = run_once(factory, now=1004.0, metrics=platform_metrics())
+    assert not applied.launch and not applied.stop  # nothing placed, nothing evicted
+    with factory() as s:
+        still = s.get(Job, running.id)
+        pending = s.get(Job, waiting.id)
+        assert still is not None and still.state == JobState.RUNNING
+        assert pending is not None and pending.state == JobState.PENDING
+        assert pending.pending_reason
+
+    back = _admin(url, tmp_path, "undrain", "n0")
+    assert back.exit_code == 0 and "n0: schedulable" in back.stdout
+    applied = run_once(factory, now=1005.0, metrics=platform_metrics())
+    assert [launch.job_id for launch in applied.launch] == [waiting.id]
+
+
+def test_unknown_node_is_one_line_and_changes_nothing(
+    engine: Engine, session: Session, world: World, tmp_path: Path
+) -> None:
+    url = engine.url.render_as_string(hide_password=False)
+    _node(session, "gpu-a")
+    before = row_counts(engine)
+    result = _admin(url, tmp_path, "drain", "gpu-b")
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines()[-1] == (
+        "error: node: no node named 'gpu-b'; did you mean 'gpu-a'?"
+    )
+    assert row_counts(engine) == before
+    with make_session_factory(engine)() as s:
+        node = s.query(Node).one()
+        assert node.schedulable
