@@ -83,7 +83,38 @@ async def raw_body(request: Request) -> bytes:
 
 
 Ctx = Annotated[ApiContext, Depends(context)]
-v1 = APIRouter(prefix="/v1", dependencies=[Security(_bearer)], responses=_ERRORS)
+
+
+def _query_names(dependant: Any) -> set[str]:
+    """The query parameters an operation declares, its dependencies' included."""
+    names = {param.alias for param in dependant.query_params}
+    for sub in dependant.dependencies:
+        names |= _query_names(sub)
+    return names
+
+
+def known_query(request: Request) -> None:
+    """Refuse query parameters the operation does not take (a typo such as `?stat=RUNNING`
+    would otherwise be silently ignored)."""
+    route = request.scope.get("route")
+    dependant = getattr(route, "dependant", None)
+    if dependant is None:
+        return
+    allowed = _query_names(dependant)
+    for name in request.query_params:
+        if name not in allowed:
+            known = ", ".join(sorted(allowed)) or "none"
+            raise ApiError(
+                422, f"unknown query parameter {name!r}; this operation takes: {known}",
+                field=name,
+            )  # fmt: skip
+
+
+v1 = APIRouter(
+    prefix="/v1",
+    dependencies=[Security(_bearer), Depends(known_query)],
+    responses=_ERRORS,
+)
 ops = APIRouter()
 
 _SPEC_BODY: dict[str, Any] = {
