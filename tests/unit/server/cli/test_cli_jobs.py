@@ -165,3 +165,29 @@ def test_follow_waits_for_a_pending_job_and_ctrl_c_ends_it(
         f"waiting for job {job} to start (pending: not scheduled yet)"
     ]
     assert naps == [logs_module.POLL_S] * 3
+
+
+def test_submit_inlines_a_model_file_for_the_planner(
+    api_server: ApiServer, cli: Cli, tmp_path: Path
+) -> None:
+    # The server reads no files: `submit` sends the fields of a model file found next to the
+    # spec, and the server's planner chooses the GPUs and puts the plan in the environment.
+    ada = api_server.tokens["ada"]
+    (tmp_path / "model.yaml").write_text("preset: gpt3-1.3b\nglobal_batch: 64\n")
+    spec = _write(
+        tmp_path,
+        "name: planned\nqueue: research\ncommand: [python, pretrain.py]\nmodel: model.yaml\n"
+        "gpu_type: H100\nplanner: {max_gpus: 4, nodes_of: 4}\n",
+    )
+    submitted = cli("submit", str(spec), token=ada)
+    assert submitted.exit_code == 0, submitted.output
+    detail = json.loads(cli("describe", submitted.stdout.strip(), "--json", token=ada).stdout)
+    assert 1 <= detail["gpus"] <= 4
+    env = detail["spec"]["env"]
+    assert env["TRAINYARD_PLAN_GPUS"] == str(detail["gpus"])
+    assert {"TRAINYARD_PLAN_TP", "TRAINYARD_PLAN_PP", "TRAINYARD_PLAN_DP"} <= set(env)
+    assert detail["spec"]["model"]["preset"] == "gpt3-1.3b"  # inlined, not a path
+
+    missing = _write(tmp_path, spec.read_text().replace("model.yaml", "nope.yaml"), "m2.yaml")
+    result = cli("submit", str(missing), token=ada)
+    assert result.exit_code == 2 and "nope.yaml cannot be read" in result.output
