@@ -33,7 +33,6 @@ import platform
 import shutil
 import signal
 import sqlite3
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -45,13 +44,14 @@ from typing import Any
 import httpx
 
 from trainyard.exec.procfs import free_port
+from trainyard.sim.metrics import percentile
 
 SPEC = {"name": "bench", "queue": "default", "command": ["true"], "gpus": 1, "cpus": 0.1}
 
 
-def _quantile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
+def _ms(values: list[float], p: float) -> float:
+    """Nearest-rank percentile `p` (0-100] of seconds, in milliseconds."""
+    return round(1000 * (percentile(values, p) or float("nan")), 2)
 
 
 class ServerProcess:
@@ -178,9 +178,9 @@ def bench_submit(jobs: int, clients: int, concurrency: int) -> dict[str, Any]:
         "wall_s": round(wall, 3),
         "submissions_per_s": round(len(ids) / wall, 1),
         "latency_ms": {
-            "p50": round(1000 * _quantile(latencies, 0.5), 2),
-            "p99": round(1000 * _quantile(latencies, 0.99), 2),
-            "max": round(1000 * max(latencies), 2),
+            "p50": _ms(latencies, 50),
+            "p99": _ms(latencies, 99),
+            "max": _ms(latencies, 100),
         },
         "cpu_s": {
             "server": round(server_cpu, 2),
@@ -226,9 +226,9 @@ def bench_start(starts: int) -> dict[str, Any]:
         "case": "start",
         "starts": starts,
         "submit_to_process_start_ms": {
-            "p50": round(1000 * statistics.median(delays), 1),
-            "p99": round(1000 * _quantile(delays, 0.99), 1),
-            "max": round(1000 * max(delays), 1),
+            "p50": _ms(delays, 50),
+            "p99": _ms(delays, 99),
+            "max": _ms(delays, 100),
         },
     }
 

@@ -169,31 +169,21 @@ class _Watch:
         assert platform is not None
         from sqlalchemy import select
 
-        from trainyard.server.db import Job
+        from trainyard.server.db import Job, JobState
 
         with platform.session_factory() as s:
-            query = select(Job.id, Job.state).where(Job.id.in_(list(self.names)))
-            states = {job_id: state for job_id, state in s.execute(query)}
-        done = all(str(getattr(v, "value", v)) in _TERMINAL for v in states.values())
-        if done and len(states) == len(self.names):
-            retry = any(
-                str(getattr(v, "value", v)) == "FAILED" and _retrying(platform, k)
-                for k, v in states.items()
-            )
-            if not retry:
-                summary = ", ".join(
-                    f"{self._label(k)}={getattr(v, 'value', v)}" for k, v in states.items()
-                )
-                console.print(f"all submitted jobs finished: {summary}")
-                self.server.shutdown()
-
-
-def _retrying(platform: Any, job_id: str) -> bool:
-    from trainyard.server.db import Job
-
-    with platform.session_factory() as s:
-        row = s.get(Job, job_id)
-        return row is not None and row.restart_count < row.max_restarts
+            columns = (Job.id, Job.state, Job.restart_count, Job.max_restarts)
+            rows = list(s.execute(select(*columns).where(Job.id.in_(list(self.names)))))
+        states = {row.id: JobState(row.state).value for row in rows}
+        settled = all(
+            state in _TERMINAL
+            and not (state == "FAILED" and row.restart_count < row.max_restarts)  # retried
+            for row, state in zip(rows, states.values(), strict=True)
+        )
+        if settled and len(states) == len(self.names):
+            summary = ", ".join(f"{self._label(k)}={v}" for k, v in states.items())
+            console.print(f"all submitted jobs finished: {summary}")
+            self.server.shutdown()
 
 
 def _token(config: ServerConfig, started: Started) -> str | None:

@@ -76,9 +76,7 @@ class LocalExecutor:
         return list(self._handles.values())
 
     def job_dir(self, job_id: str) -> Path:
-        if not JOB_ID.match(job_id):
-            raise ValueError(f"job_id: {job_id!r} is not a valid job id ([A-Za-z0-9._-])")
-        return self.root_dir / "jobs" / job_id
+        return job_dir(self.root_dir, job_id)
 
     # ---- launch ------------------------------------------------------------------------
 
@@ -353,11 +351,7 @@ class LocalExecutor:
     def log_paths(
         self, job_id: str, rank: int | None = None, attempt: int | None = None
     ) -> dict[int, Path]:
-        d = self._attempt_dir(self.job_dir(job_id), "logs", attempt)
-        if d is None:
-            return {}
-        paths = {int(p.stem.split("-")[1]): p for p in d.glob("rank-*.log")}
-        return {r: p for r, p in paths.items() if rank is None or r == rank}
+        return log_paths(self.root_dir, job_id, rank, attempt)
 
     def logs(
         self, job_id: str, rank: int | None = None, attempt: int | None = None
@@ -379,6 +373,25 @@ class LocalExecutor:
             return logs.read_lines(paths, prefix=len(paths) > 1)
         h = handle
         return logs.follow_lines(paths, len(paths) > 1, lambda: self.poll(h).settled, interval_s)
+
+
+def job_dir(root_dir: Path, job_id: str) -> Path:
+    """`<root>/jobs/<job id>` (a ValueError for an id that is not a safe file name)."""
+    if not JOB_ID.match(job_id):
+        raise ValueError(f"job_id: {job_id!r} is not a valid job id ([A-Za-z0-9._-])")
+    return Path(root_dir) / "jobs" / job_id
+
+
+def log_paths(
+    root_dir: Path, job_id: str, rank: int | None = None, attempt: int | None = None
+) -> dict[int, Path]:
+    """The per-rank log files of the latest (or given) attempt of a job, by rank; reading
+    them needs no executor (the API serves logs this way)."""
+    d = LocalExecutor._attempt_dir(job_dir(root_dir, job_id), "logs", attempt)
+    if d is None:
+        return {}
+    paths = {int(p.stem.split("-")[1]): p for p in d.glob("rank-*.log")}
+    return {r: p for r, p in paths.items() if rank is None or r == rank}
 
 
 def _interpreter_first(path: str) -> str:

@@ -12,17 +12,17 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from trainyard.exec import logs
-from trainyard.exec.local import LocalExecutor
+from trainyard.exec.local import log_paths
 
 
 class JobLogs:
     """Per-rank log files under an executor root (`<root>/jobs/<id>/logs/attempt-<n>/`)."""
 
     def __init__(self, runs_dir: Path) -> None:
-        self._files = LocalExecutor(runs_dir)  # used for its file layout only
+        self.runs_dir = runs_dir
 
     def paths(self, job_id: str, rank: int | None, attempt: int | None) -> dict[int, Path]:
-        return self._files.log_paths(job_id, rank, attempt)
+        return log_paths(self.runs_dir, job_id, rank, attempt)
 
     def read(self, job_id: str, rank: int | None, attempt: int | None) -> Iterator[str]:
         paths = self.paths(job_id, rank, attempt)

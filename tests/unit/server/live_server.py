@@ -17,7 +17,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -29,14 +28,9 @@ import httpx
 
 import trainyard
 from trainyard.exec import procfs
+from trainyard.exec.procfs import free_port
 
 Job = dict[str, Any]
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def wait_until(

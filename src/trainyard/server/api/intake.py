@@ -22,14 +22,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import insert, or_, select
+from sqlalchemy import insert, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from trainyard.jobspec import JobSpec, JobSpecError, Limits
 from trainyard.server import lifecycle
 from trainyard.server.api.auth import Principal
 from trainyard.server.api.errors import ApiError
-from trainyard.server.api.services import read_spec, spec_error
+from trainyard.server.api.services import read_spec, spec_error, submittable_by
 from trainyard.server.db.base import new_id
 from trainyard.server.db.cluster import Queue
 from trainyard.server.db.jobs import Job, JobEvent
@@ -56,11 +56,7 @@ class QueueDirectory:
     def load(self, tenant_id: int) -> dict[str, int]:
         """Read the tenant's queues from the database (and cache them)."""
         with self.sessions() as s:
-            rows = s.execute(
-                select(Queue.name, Queue.id).where(
-                    or_(Queue.tenant_id.is_(None), Queue.tenant_id == tenant_id)
-                )
-            )
+            rows = s.execute(select(Queue.name, Queue.id).where(submittable_by(tenant_id)))
             names = {name: queue_id for name, queue_id in rows}
         with self._lock:
             self._cache[tenant_id] = (time.monotonic(), names)

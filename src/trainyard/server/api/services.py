@@ -9,7 +9,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import func, or_, select
+from sqlalchemy import ColumnElement, func, or_, select
 from sqlalchemy.orm import Session, selectinload
 from sqlalchemy.orm.exc import StaleDataError
 
@@ -29,9 +29,14 @@ LIST_LIMIT = 1000
 _JOB_ID = re.compile(r"[A-Za-z0-9_-]{1,32}")
 
 
+def submittable_by(tenant_id: int) -> ColumnElement[bool]:
+    """The queues a tenant's users may submit to: shared ones and the tenant's own."""
+    return or_(Queue.tenant_id.is_(None), Queue.tenant_id == tenant_id)
+
+
 def _visible_queues(session: Session, who: Principal) -> list[Queue]:
-    """Queues the caller may submit to: shared ones and their tenant's own."""
-    query = select(Queue).where(or_(Queue.tenant_id.is_(None), Queue.tenant_id == who.tenant_id))
+    """Queues the caller may submit to (`submittable_by`), by name."""
+    query = select(Queue).where(submittable_by(who.tenant_id))
     return list(session.scalars(query.order_by(Queue.name)))
 
 
