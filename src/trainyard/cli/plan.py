@@ -162,6 +162,14 @@ def plan_command(
             help="Compare predictions with published configurations (published_configs.csv).",
         ),
     ] = None,
+    flash_attention: Annotated[
+        bool,
+        typer.Option(
+            "--flash-attention/--no-flash-attention",
+            help="Fused attention (the default); --no-flash-attention for a stack that stores "
+            "the attention scores.",
+        ),
+    ] = True,
     as_json: Annotated[bool, typer.Option("--json", help="Print the plans as JSON.")] = False,
 ) -> None:
     """Plan a model's training: the fastest layouts on GPUS GPUs that fit in memory (or on an
@@ -201,16 +209,19 @@ def plan_command(
                 price_per_gpu_hour=price,
                 nodes_of=nodes_of,
                 deadline_hours=deadline,
+                flash_attention=flash_attention,
             )
             plans = [options[0].plan]
             count = options[0].gpus
         elif allocation is not None:
             counts = _allocation(allocation)
-            plans = search_allocation(m, device, counts, top=top)
+            plans = search_allocation(m, device, counts, top=top, flash_attention=flash_attention)
             options, count = [], sum(counts)
         else:
             assert gpus is not None
-            plans = search(m, gpus, device, nodes_of=nodes_of, top=top)
+            plans = search(
+                m, gpus, device, nodes_of=nodes_of, top=top, flash_attention=flash_attention
+            )
             options, count = [], gpus
         settings = None
         if allocation is None and (launch or as_json):

@@ -169,6 +169,8 @@ def _planner(raw: object, where: str, limits: Limits) -> dict[str, Any]:
             continue
         if key in ("max_gpus", "nodes_of"):
             out[key] = integer(value, path, low=1)
+        elif key == "flash_attention":
+            out[key] = boolean(value, path)
         elif key == "objective":
             if value not in _OBJECTIVES:
                 raise JobSpecError(path, f"must be time or cost, got {describe(value)}")

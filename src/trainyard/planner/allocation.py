@@ -212,14 +212,15 @@ def search_allocation(
     top: int = 10,
     *,
     order: RankOrder = MEGATRON_ORDER,
+    flash_attention: bool = True,
 ) -> list[Plan]:
     """The `top` fastest fitting layouts of `model` on the allocation `gpus_per_node`, best first.
 
     `gpus_per_node` lists the GPUs the scheduler gave on each node, e.g. ``(8, 4, 4)`` for 16
     GPUs on 3 nodes. tp divides every node's count; ranks follow `order` (Megatron's by
     default); collectives are timed on each layout's actual group topology. The search space,
-    memory filter and ranking are `search`'s. Raises `PlannerError` naming the field for bad
-    input or when no layout is valid or fits.
+    memory filter, ranking and `flash_attention` are `search`'s. Raises `PlannerError` naming
+    the field for bad input or when no layout is valid or fits.
     """
     counts = _check_allocation(gpus_per_node)
     _check_order(order)
@@ -244,7 +245,7 @@ def search_allocation(
             topologies[shape] = group_topologies(layout, gpu, counts, order=order)
         return _slowest(model, layout, gpu, max(counts), *topologies[shape])
 
-    plans = _enumerate(model, gpu, shapes, timer)
+    plans = _enumerate(model, gpu, shapes, timer, flash_attention=flash_attention)
     if not plans:
         smallest = _smallest_fitting_count(model, n, gpu, g)
         hint = (

@@ -17,7 +17,14 @@ Row conventions (all documented here, none guessed per row):
   README_2024_H100 (Megatron-Core default; its TFLOP/s / peak equals the stated MFU).
 * Published TFLOP/s are compared with `StepTime.hardware_tflops_per_gpu` (executed FLOPs, the
   SC'21 convention), which equals the model-FLOP rate when nothing is recomputed.
-* Rows whose notes mention --tp-comm-overlap are predicted with tp_overlap = TP_COMM_OVERLAP.
+* Rows whose notes mention --tp-comm-overlap are predicted with tp_overlap = TP_COMM_OVERLAP
+  and, when tp > 1, sequence parallelism (Megatron-Core's overlap of tensor-parallel
+  communication works on the sequence-parallel reduce-scatter/all-gather and requires it).
+* Attention: fused (flash) for README_2024_H100 (Megatron-Core r0.8 with Transformer Engine's
+  fused attention); materialised scores for every other table, which predate FlashAttention
+  (Dao et al., May 2022) in Megatron.
+* Rows in `compute.CALIBRATION_ROWS` are marked: the time model's constants were fitted on
+  them; all other rows are held out.
 * ZeRO-3 rows (SC21_T2's DeepSpeed baseline) are skipped: their iteration (~66 s for 175B at
   768 and 1536 GPUs alike) is bound by DeepSpeed's parameter gathering far below NCCL's
   bandwidth, which this model does not describe; predicting them from NCCL rates is 2-3x off.
@@ -41,13 +48,28 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from trainyard.planner.compute import TP_COMM_OVERLAP, step_time
+from trainyard.planner.compute import (
+    CALIBRATION,
+    CALIBRATION_ROWS,
+    TP_COMM_OVERLAP,
+    Calibration,
+    step_time,
+)
 from trainyard.planner.errors import PlannerError
 from trainyard.planner.hardware import GPU, gpu
 from trainyard.planner.layout import Layout, Recompute
 from trainyard.planner.model import Model
 
-__all__ = ["DEFAULT_PEAKS", "Evaluation", "Row", "default_csv_path", "evaluate", "row_inputs"]
+__all__ = [
+    "DEFAULT_PEAKS",
+    "Case",
+    "Evaluation",
+    "Row",
+    "default_csv_path",
+    "evaluate",
+    "load_cases",
+    "row_inputs",
+]
 
 DEFAULT_PEAKS: Final[dict[str, float]] = {"A100": 312.0, "H100": 989.0, "V100": 125.0}
 _CATALOGUE_NAME: Final[dict[str, str]] = {
@@ -56,11 +78,13 @@ _CATALOGUE_NAME: Final[dict[str, str]] = {
     "V100": "V100-32GB",
 }
 _NO_RECOMPUTE_TABLES: Final = ("README_2024_H100",)
+_FLASH_ATTENTION_TABLES: Final = ("README_2024_H100",)
 
 
 @dataclass(frozen=True)
 class Row:
-    """One evaluated row: predicted and published TFLOP/s per GPU and the relative error."""
+    """One evaluated row: predicted and published TFLOP/s per GPU and the relative error;
+    `calibration` says the time model's constants were fitted on it."""
 
     table_id: str
     model: str
@@ -68,6 +92,7 @@ class Row:
     predicted: float
     published: float
     error: float
+    calibration: bool = False
 
 
 @dataclass(frozen=True)
@@ -80,17 +105,23 @@ class Evaluation:
     max_abs_error: float
 
     def table(self) -> str:
-        """The rows as aligned text, one per line, with the summary last."""
+        """The rows as aligned text, one per line (calibration rows marked *), summary last."""
         lines = [f"{'table_id':<22}{'model':<16}{'gpus':>6}{'pred':>9}{'pub':>9}{'err':>8}"]
         for r in self.rows:
             lines.append(
                 f"{r.table_id:<22}{r.model[:15]:<16}{r.gpus:>6}{r.predicted:>9.1f}"
-                f"{r.published:>9.1f}{r.error:>+8.1%}"
+                f"{r.published:>9.1f}{r.error:>+8.1%}{' *' if r.calibration else ''}"
             )
+        held = [abs(r.error) for r in self.rows if not r.calibration]
         lines.append(
             f"median |error| {self.median_abs_error:.1%}, max |error| {self.max_abs_error:.1%}, "
             f"{len(self.rows)} rows, {len(self.skipped)} skipped"
         )
+        if held:
+            lines.append(
+                f"held out (not *): median |error| {statistics.median(held):.1%}, "
+                f"max |error| {max(held):.1%}, {len(held)} rows"
+            )
         return "\n".join(lines)
 
 
@@ -148,6 +179,7 @@ def row_inputs(row: dict[str, str]) -> tuple[Model, Layout, GPU] | str:
     micro = _int(row, "micro_batch_size") or 1
     notes = row.get("notes", "")
     zero = 3 if "zero-3" in notes.lower() else 0
+    overlap = "--tp-comm-overlap" in notes
     found = re.search(r"\bv=(\d+)", notes)
     v = int(found.group(1)) if found and pp > 1 else 1
     model = Model(row.get("model", "") or "row", layers, hidden, heads, seq, vocab, batch)
@@ -159,17 +191,44 @@ def row_inputs(row: dict[str, str]) -> tuple[Model, Layout, GPU] | str:
         zero=zero,
         recompute=_recompute(row),
         virtual_stages=v,
-        sequence_parallel=tp > 1 and "sequence parallel" in row.get("activation_recompute", ""),
+        sequence_parallel=tp > 1
+        and (overlap or "sequence parallel" in row.get("activation_recompute", "")),
+        flash_attention=row.get("table_id") in _FLASH_ATTENTION_TABLES,
     )
     return model, layout, _gpu(row)
 
 
-def evaluate(path: str | Path | None = None) -> Evaluation:
-    """Predict every usable row of published_configs.csv and compare with the published value."""
+@dataclass(frozen=True)
+class Case:
+    """One usable row, ready to predict: its inputs and the published TFLOP/s per GPU."""
+
+    table_id: str
+    model_name: str
+    model: Model
+    layout: Layout
+    gpu: GPU
+    published: float
+    tp_overlap: float
+
+    @property
+    def calibration(self) -> bool:
+        """Whether the time model's constants were fitted on this row."""
+        return (self.table_id, self.model_name) in CALIBRATION_ROWS
+
+    def predict(self, calibration: Calibration = CALIBRATION) -> float:
+        """Predicted executed TFLOP/s per GPU (`StepTime.hardware_tflops_per_gpu`)."""
+        result = step_time(
+            self.model, self.layout, self.gpu, tp_overlap=self.tp_overlap, calibration=calibration
+        )
+        return result.hardware_tflops_per_gpu
+
+
+def load_cases(path: str | Path | None = None) -> tuple[list[Case], list[tuple[str, str, str]]]:
+    """The usable rows of published_configs.csv and the skipped ones (table_id, model, reason)."""
     csv_path = Path(path) if path is not None else default_csv_path()
     if not csv_path.is_file():
         raise PlannerError("path", f"{csv_path} not found (set TRAINYARD_SHARED)")
-    rows: list[Row] = []
+    cases: list[Case] = []
     skipped: list[tuple[str, str, str]] = []
     with csv_path.open(newline="") as f:
         for raw in csv.DictReader(f):
@@ -192,11 +251,30 @@ def evaluate(path: str | Path | None = None) -> Evaluation:
             else:
                 published = float(hfu_text) / 100 * g.peak_tflops(model.precision)
             tp_overlap = TP_COMM_OVERLAP if "--tp-comm-overlap" in raw.get("notes", "") else 0.0
-            result = step_time(model, layout, g, tp_overlap=tp_overlap)
-            predicted = result.hardware_tflops_per_gpu
-            err = (predicted - published) / published
-            rows.append(Row(table, name, layout.gpus, predicted, published, err))
-    if not rows:
+            cases.append(Case(table, name, model, layout, g, published, tp_overlap))
+    if not cases:
         raise PlannerError("path", f"{csv_path} has no row with a published TFLOP/s to evaluate")
+    return cases, skipped
+
+
+def evaluate(path: str | Path | None = None, calibration: Calibration = CALIBRATION) -> Evaluation:
+    """Predict every usable row of published_configs.csv and compare with the published value
+    (with the shipped constants unless `calibration` replaces them)."""
+    cases, skipped = load_cases(path)
+    rows: list[Row] = []
+    for case in cases:
+        predicted = case.predict(calibration)
+        err = (predicted - case.published) / case.published
+        rows.append(
+            Row(
+                case.table_id,
+                case.model_name,
+                case.layout.gpus,
+                predicted,
+                case.published,
+                err,
+                case.calibration,
+            )
+        )
     errors = [abs(r.error) for r in rows]
     return Evaluation(tuple(rows), tuple(skipped), statistics.median(errors), max(errors))

@@ -43,6 +43,7 @@ PLANNER_KEYS: Final = (
     "price_per_gpu_hour",
     "deadline_hours",
     "nodes_of",
+    "flash_attention",
 )
 
 
@@ -78,6 +79,7 @@ class JobPlan:
                 "zero": lay.zero,
                 "recompute": lay.recompute,
                 "sequence_parallel": lay.sequence_parallel,
+                "flash_attention": lay.flash_attention,
             },
             "memory_gb": self.plan.memory.total,
             "step_time_s": self.plan.time.iteration_s,
@@ -154,12 +156,15 @@ def plan_job_spec(spec: Mapping[str, Any], base_dir: Path | None = None) -> JobP
             f"planner.{unknown[0]}", f"unknown planner option; known: {', '.join(PLANNER_KEYS)}"
         )
     nodes_of = int(_number(section, "nodes_of", integer=True) or 8)
+    flash = section.get("flash_attention", True)
+    if not isinstance(flash, bool):
+        raise PlannerError("planner.flash_attention", f"must be true or false, got {flash!r}")
     fixed = spec.get("gpus")
     options: tuple[SizingOption, ...] = ()
     if fixed is not None:
         if isinstance(fixed, bool) or not isinstance(fixed, int) or fixed < 1:
             raise PlannerError("gpus", f"must be a positive integer, got {fixed!r}")
-        chosen = best(model, fixed, device, nodes_of)
+        chosen = best(model, fixed, device, nodes_of, flash_attention=flash)
         count = fixed
     else:
         max_gpus = _number(section, "max_gpus", integer=True)
@@ -180,6 +185,7 @@ def plan_job_spec(spec: Mapping[str, Any], base_dir: Path | None = None) -> JobP
                 price_per_gpu_hour=_number(section, "price_per_gpu_hour"),
                 nodes_of=nodes_of,
                 deadline_hours=_number(section, "deadline_hours"),
+                flash_attention=flash,
             )
         except PlannerError as exc:
             raise _prefixed(exc, "planner", PLANNER_KEYS) from None

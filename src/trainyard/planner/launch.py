@@ -306,6 +306,8 @@ def _megatron(model: Model, plan: Plan) -> tuple[str, ...]:
         args += ["--num-layers-per-virtual-pipeline-stage", str(per_chunk)]
     if lay.sequence_parallel:
         args.append("--sequence-parallel")
+    if lay.flash_attention:
+        args.append("--use-flash-attn")
     if model.kv_heads < model.heads:
         args += ["--group-query-attention", "--num-query-groups", str(model.kv_heads)]
     if model.gated_mlp:
@@ -352,12 +354,13 @@ def _deepspeed(model: Model, plan: Plan) -> dict[str, Any]:
 
 def _plan_env(model: Model, plan: Plan) -> dict[str, str]:
     """TRAINYARD_PLAN_{TP,PP,DP,MICRO_BATCH,VIRTUAL_STAGES,ZERO,RECOMPUTE,SEQUENCE_PARALLEL (0/1),
-    GLOBAL_BATCH}."""
+    FLASH_ATTENTION (0/1), GLOBAL_BATCH}."""
     lay = plan.layout
     values = {
         "TP": lay.tp, "PP": lay.pp, "DP": lay.dp, "MICRO_BATCH": lay.micro_batch,
         "VIRTUAL_STAGES": lay.virtual_stages, "ZERO": lay.zero, "RECOMPUTE": lay.recompute,
-        "SEQUENCE_PARALLEL": int(lay.sequence_parallel), "GLOBAL_BATCH": model.global_batch,
+        "SEQUENCE_PARALLEL": int(lay.sequence_parallel),
+        "FLASH_ATTENTION": int(lay.flash_attention), "GLOBAL_BATCH": model.global_batch,
     }  # fmt: skip
     return {f"TRAINYARD_PLAN_{key}": str(value) for key, value in values.items()}
 

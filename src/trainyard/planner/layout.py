@@ -28,6 +28,9 @@ class Layout:
 
     `fp32_grads` keeps fp32 gradient buffers (Megatron's default "main grads"; with ZeRO 0 this
     gives its 18 bytes/param); otherwise gradients take 2 bytes per parameter.
+    `flash_attention` runs the attention core as one fused kernel (FlashAttention, Dao et al.
+    arXiv:2205.14135, or cuDNN's fused attention) that never stores the s x s score matrix;
+    without it the scores, softmax and dropout go through memory (Megatron before 2022).
     """
 
     tp: int = 1
@@ -39,6 +42,7 @@ class Layout:
     sequence_parallel: bool = False
     virtual_stages: int = 1
     fp32_grads: bool = False
+    flash_attention: bool = False
 
     def __post_init__(self) -> None:
         for field in ("tp", "pp", "dp", "micro_batch", "virtual_stages"):
@@ -51,7 +55,7 @@ class Layout:
             raise PlannerError(
                 "recompute", f"must be one of {', '.join(RECOMPUTE_MODES)}, got {self.recompute!r}"
             )
-        for flag in ("sequence_parallel", "fp32_grads"):
+        for flag in ("sequence_parallel", "fp32_grads", "flash_attention"):
             if not isinstance(getattr(self, flag), bool):
                 raise PlannerError(flag, "must be true or false")
         if self.virtual_stages > 1 and self.pp == 1:

@@ -20,7 +20,8 @@ Table 2; s = seq_len, b = micro_batch, h = hidden, a = heads, t = tp), in bytes:
 
 * tensor parallel: s·b·h·(10 + 24/t + 5·a·s/(h·t)) (t = 1 gives s·b·h·(34 + 5·a·s/h));
 * with sequence parallel: s·b·h/t·(34 + 5·a·s/h);
-* selective recompute drops the 5·a·s/h attention term;
+* selective recompute drops the 5·a·s/h attention term, and so does fused (flash) attention,
+  which keeps only the output and the softmax statistics (Dao et al. arXiv:2205.14135 §3.1);
 * full recompute keeps only the layer input, 2·s·b·h (divided by t with sequence parallel).
 
 These assume the GPT shape (f = 4h, k = a, 16-bit activations); for other shapes they are an
@@ -68,7 +69,8 @@ def layer_activation_bytes(model: Model, layout: Layout) -> float:
     sbh = s * b * h
     if layout.recompute == "full":
         return 2 * sbh / (t if layout.sequence_parallel else 1)
-    attention = 0.0 if layout.recompute == "selective" else 5 * a * s / h
+    stores_scores = layout.recompute != "selective" and not layout.flash_attention
+    attention = 5 * a * s / h if stores_scores else 0.0
     if layout.sequence_parallel:
         return sbh / t * (34 + attention)
     return sbh * (10 + 24 / t + attention / t)

@@ -15,8 +15,11 @@ Search space (each layout is then checked with `Layout.check`):
   micro-batches per pipeline are a multiple of pp (Megatron's interleaved schedule requires
   it). The point-to-point traffic that grows with v is not modelled, so v stops at 4, the
   largest factor the Megatron papers report using (SC'21 §5; Korthikanti et al. Table 3 uses 3);
-* sequence parallelism is on whenever tp > 1: the time model costs it like plain tensor
-  parallelism and it only lowers activation memory, so it is never worse.
+* sequence parallelism is on whenever tp > 1: the time model costs its communication like
+  plain tensor parallelism and it lowers activation memory and traffic, so it is never worse;
+* attention is fused (flash) unless `flash_attention=False` is passed (a stack that stores
+  the score matrix). With flash attention selective recompute saves no memory (the scores it
+  drops are never stored) and only adds FLOPs, so it is not tried.
 
 Memory filter: a layout fits when its most loaded GPU needs at most HEADROOM (95 %) of the GPU's
 memory; the 5 % covers what `memory` does not model (CUDA context, NCCL buffers, temporary
@@ -128,10 +131,19 @@ def _smallest_fitting_count(model: Model, num_gpus: int, gpu: GPU, nodes_of: int
     return None
 
 
-def search(model: Model, num_gpus: int, gpu: GPU, nodes_of: int = 8, top: int = 10) -> list[Plan]:
+def search(
+    model: Model,
+    num_gpus: int,
+    gpu: GPU,
+    nodes_of: int = 8,
+    top: int = 10,
+    *,
+    flash_attention: bool = True,
+) -> list[Plan]:
     """The `top` fastest layouts of `model` on `num_gpus` `gpu`s that fit in memory, best first.
 
-    `nodes_of` is GPUs per node (tensor parallelism stays inside a node). Raises `PlannerError`
+    `nodes_of` is GPUs per node (tensor parallelism stays inside a node); `flash_attention`
+    says whether the job's attention is fused (see the module docstring). Raises `PlannerError`
     naming the field for bad input, or when no layout is valid or fits (saying what limits and,
     when one exists, the smallest GPU count that would fit).
     """
@@ -145,7 +157,13 @@ def search(model: Model, num_gpus: int, gpu: GPU, nodes_of: int = 8, top: int = 
             f"of {tps}, pp a divisor of layers ({model.layers}), and dp a divisor of "
             f"global_batch ({model.global_batch}); pick a GPU count of that form",
         )
-    plans = _enumerate(model, gpu, shapes, lambda layout: step_time(model, layout, gpu, nodes_of))
+    plans = _enumerate(
+        model,
+        gpu,
+        shapes,
+        lambda layout: step_time(model, layout, gpu, nodes_of),
+        flash_attention=flash_attention,
+    )
     if not plans:
         smallest = _smallest_fitting_count(model, num_gpus, gpu, nodes_of)
         hint = (
@@ -178,7 +196,12 @@ def _rank(plan: Plan) -> tuple[float, float, int, int, int, int, int, int]:
 
 
 def _enumerate(
-    model: Model, gpu: GPU, shapes: Sequence[tuple[int, int, int]], timer: Timer
+    model: Model,
+    gpu: GPU,
+    shapes: Sequence[tuple[int, int, int]],
+    timer: Timer,
+    *,
+    flash_attention: bool = True,
 ) -> list[Plan]:
     """Every fitting plan over `shapes` (tp, pp, dp), unsorted; `timer` times a layout.
 
@@ -189,6 +212,7 @@ def _enumerate(
     budget = HEADROOM * gpu.memory_gb
     times: dict[_Key, StepTime] = {}
     plans: list[Plan] = []
+    recomputes = tuple(r for r in _RECOMPUTES if not (flash_attention and r == "selective"))
     for tp, pp, dp in shapes:
         for mb in MICRO_BATCHES:
             if model.global_batch % (dp * mb):
@@ -197,7 +221,7 @@ def _enumerate(
             for v in VIRTUAL_STAGES:
                 if v > 1 and (pp == 1 or model.layers % (v * pp) or m % pp):
                     continue
-                for recompute in _RECOMPUTES:
+                for recompute in recomputes:
                     base = Layout(
                         tp=tp,
                         pp=pp,
@@ -206,6 +230,7 @@ def _enumerate(
                         recompute=recompute,
                         virtual_stages=v,
                         sequence_parallel=tp > 1,
+                        flash_attention=flash_attention,
                     )
                     plan = _best_zero(model, timer, budget, times, base)
                     if plan is not None:
@@ -244,6 +269,8 @@ def _best_zero(
     return None
 
 
-def best(model: Model, num_gpus: int, gpu: GPU, nodes_of: int = 8) -> Plan:
+def best(
+    model: Model, num_gpus: int, gpu: GPU, nodes_of: int = 8, *, flash_attention: bool = True
+) -> Plan:
     """The fastest fitting layout (`search(...)[0]`); raises `PlannerError` like `search`."""
-    return search(model, num_gpus, gpu, nodes_of, top=1)[0]
+    return search(model, num_gpus, gpu, nodes_of, top=1, flash_attention=flash_attention)[0]

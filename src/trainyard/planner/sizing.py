@@ -122,10 +122,16 @@ def candidate_counts(model: Model, max_gpus: int, nodes_of: int = 8) -> list[int
     return sorted(counts)
 
 
-def _best_at(model: Model, gpu: GPU, n: int, nodes_of: int) -> Plan | None:
+def _best_at(model: Model, gpu: GPU, n: int, nodes_of: int, flash: bool) -> Plan | None:
     """`search(model, n, gpu, nodes_of, top=1)[0]`, or None where search finds nothing."""
     shapes = _shapes(model, n, nodes_of)
-    plans = _enumerate(model, gpu, shapes, lambda lay: step_time(model, lay, gpu, nodes_of))
+    plans = _enumerate(
+        model,
+        gpu,
+        shapes,
+        lambda lay: step_time(model, lay, gpu, nodes_of),
+        flash_attention=flash,
+    )
     return min(plans, key=_rank) if plans else None
 
 
@@ -139,11 +145,13 @@ def size_for_tokens(
     price_per_gpu_hour: float | None = None,
     nodes_of: int = 8,
     deadline_hours: float | None = None,
+    flash_attention: bool = True,
 ) -> list[SizingOption]:
     """Every GPU count up to `max_gpus` with a fitting layout, best first for `objective`.
 
     Each option carries `search`'s best plan at that count and the hours, GPU-hours and cost
-    (with `price_per_gpu_hour`) of training `tokens` tokens. Raises `PlannerError` naming the
+    (with `price_per_gpu_hour`) of training `tokens` tokens; `flash_attention` is `search`'s.
+    Raises `PlannerError` naming the
     field for bad input, when nothing fits within `max_gpus` (saying the smallest count that
     would), or when no option meets `deadline_hours` (saying the fastest one).
     """
@@ -160,7 +168,7 @@ def size_for_tokens(
     for n in candidate_counts(model, max_gpus, nodes_of):
         if n < lowest:
             continue
-        plan = _best_at(model, gpu, n, nodes_of)
+        plan = _best_at(model, gpu, n, nodes_of, flash_attention)
         if plan is None:
             continue
         hours = tokens / plan.tokens_per_s / 3600

@@ -68,6 +68,16 @@ def test_resolve_across_nodes() -> None:
     assert resolved.workers * resolved.nodes == resolved.gpus
 
 
+def test_flash_attention_off_reaches_the_job_environment() -> None:
+    spec = parse_job_spec(
+        "name: a\ncommand: x\nmodel: gpt3-125m\ngpu_type: A100\ngpus: 4\n"
+        "planner: {flash_attention: false}\n"
+    )
+    assert spec.resolve().env["TRAINYARD_PLAN_FLASH_ATTENTION"] == "0"
+    default = parse_job_spec("name: a\ncommand: x\nmodel: gpt3-125m\ngpu_type: A100\ngpus: 4\n")
+    assert default.resolve().env["TRAINYARD_PLAN_FLASH_ATTENTION"] == "1"
+
+
 def test_model_and_gpus_only_choose_the_layout() -> None:
     spec = parse_job_spec(
         "name: a\ncommand: x\nmodel: gpt3-125m\ngpu_type: A100\ngpus: 4\nworkers: 4\n"
@@ -137,6 +147,8 @@ def test_the_resolved_spec_is_checked_against_limits() -> None:
          "planner.objective", "time or cost"),
         ("model: gpt3-125m\ngpu_type: H100\nplanner: {max_gpus: 8, tokens: -1}",
          "planner.tokens", "greater than 0"),
+        ("model: gpt3-125m\ngpu_type: H100\nplanner: {max_gpus: 8, flash_attention: 2}",
+         "planner.flash_attention", "true or false"),
         ("model: gpt3-125m\ngpu_type: H100\nplanner: {max_gpus: 8}\nworkers: 2", "workers",
          "chosen by the planner"),
         ("model: gpt3-125m\ngpu_type: H100\nplanner: {max_gpus: 8}\nnodes: 2", "nodes",

@@ -9,10 +9,12 @@ from typing import Any
 import pytest
 
 from trainyard.planner.compute import (
-    ETA_MAX,
-    W_HALF,
-    achievable_fraction,
+    CALIBRATION,
+    REFERENCE_TFLOPS,
+    Calibration,
     flops_executed,
+    gemm_efficiency,
+    memory_bound_bytes,
     step_time,
 )
 from trainyard.planner.errors import PlannerError
@@ -24,17 +26,61 @@ A100 = gpu("A100")
 SMALL = Model("small", layers=8, hidden=1024, heads=16, seq_len=1024, vocab=32000, global_batch=64)
 
 
-def test_single_gpu_is_flops_over_peak_times_fraction() -> None:
+def test_single_gpu_is_gemm_time_plus_memory_bound_time() -> None:
     r = step_time(SMALL, Layout(), A100)
-    b, s, n, h, v = 64, 1024, 8, 1024, 32000
+    b, s, n, h, v, a = 64, 1024, 8, 1024, 32000, 16
     flops = 72 * b * s * n * h * h * (1 + s / (6 * h) + v / (16 * n * h))
-    eta = ETA_MAX * h / (h + W_HALF)
-    assert r.efficiency == pytest.approx(eta)
-    assert r.compute_s == pytest.approx(flops / (312e12 * eta))
+    g = CALIBRATION.gemm_max * h / (h + CALIBRATION.gemm_half)  # A100 is the reference peak
+    # Korthikanti: 34·s·b·h + 5·a·s²·b stored bytes per layer, 3 passes, plus 4·s·b·V fp32
+    # logits in 3 passes; micro-batch 1, so 64 micro-batches.
+    per_layer = s * h * (34 + 5 * a * s / h)
+    traffic = (3 * per_layer * n + 3 * 4 * s * v) * b
+    memory_s = CALIBRATION.traffic * traffic / 2.039e12
+    assert memory_bound_bytes(SMALL, Layout()) == pytest.approx(traffic)
+    assert r.memory_bound_s == pytest.approx(memory_s)
+    assert r.compute_s == pytest.approx(flops / (312e12 * g) + memory_s)
+    assert r.efficiency == pytest.approx(flops / (312e12 * r.compute_s))
     assert r.iteration_s == pytest.approx(r.compute_s)
     assert (r.tp_comm_s, r.bubble_s, r.dp_comm_s, r.dp_exposed_s) == (0.0, 0.0, 0.0, 0.0)
-    assert r.tflops_per_gpu == pytest.approx(312 * eta)
-    assert r.mfu == pytest.approx(eta)
+    assert r.tflops_per_gpu == pytest.approx(312 * r.efficiency)
+    assert r.mfu == pytest.approx(r.efficiency)
+
+
+def test_memory_bound_bytes_by_recompute_flash_and_parallelism() -> None:
+    s, h, a, n, v = 1024, 1024, 16, 8, 32000
+    scores = 5 * a * s * s  # bytes of the score, softmax and dropout tensors per sequence
+    rest = 34 * s * h
+    logits = 3 * 4 * s * v
+    per_seq = {
+        Layout(): 3 * (rest + scores) * n + logits,
+        Layout(recompute="full"): 4 * (rest + scores) * n + logits,
+        Layout(recompute="selective"): (3 * rest + 4 * scores) * n + logits,
+        Layout(flash_attention=True): 3 * rest * n + logits,
+        Layout(recompute="selective", flash_attention=True): 3 * rest * n + logits,
+    }
+    for layout, expected in per_seq.items():
+        assert memory_bound_bytes(SMALL, layout) == pytest.approx(64 * expected), layout
+    # tp = 4 without sequence parallelism splits all but the 10·s·b·h of norms and dropout.
+    tp4 = (3 * (s * h * (10 + 24 / 4) + scores / 4) * n + logits / 4) * 64
+    assert memory_bound_bytes(SMALL, Layout(tp=4)) == pytest.approx(tp4)
+    sp4 = (3 * (rest + scores) / 4 * n + logits / 4) * 64
+    assert memory_bound_bytes(SMALL, Layout(tp=4, sequence_parallel=True)) == pytest.approx(sp4)
+    # Two stages: half the layers each; the logits are charged to every stage.
+    pp2 = (3 * (rest + scores) * n / 2 + logits) * 64
+    assert memory_bound_bytes(SMALL, Layout(pp=2)) == pytest.approx(pp2)
+
+
+def test_flash_attention_is_faster_and_leaner_than_stored_scores() -> None:
+    from trainyard.planner.memory import memory_per_gpu
+
+    plain = step_time(SMALL, Layout(), A100)
+    flash = step_time(SMALL, Layout(flash_attention=True), A100)
+    assert flash.memory_bound_s < plain.memory_bound_s
+    assert flash.iteration_s < plain.iteration_s
+    assert flash.flops == plain.flops
+    lean = memory_per_gpu(SMALL, Layout(flash_attention=True)).activations
+    assert lean < memory_per_gpu(SMALL, Layout()).activations
+    assert lean == pytest.approx(memory_per_gpu(SMALL, Layout(recompute="selective")).activations)
 
 
 def test_efficiency_override_and_full_recompute_hand_computed() -> None:
@@ -57,11 +103,26 @@ def test_selective_recompute_flops_lie_between_none_and_full() -> None:
     assert sel == pytest.approx(f72 + (f96 - f72) * attn / (1 + attn + v / (16 * n * h)))
 
 
-def test_achievable_fraction_saturates() -> None:
-    assert achievable_fraction(W_HALF) == pytest.approx(ETA_MAX / 2)
-    values = [achievable_fraction(h) for h in (512, 1024, 4096, 16384, 1e9)]
+def test_gemm_efficiency_saturates_and_needs_larger_gemms_on_faster_gpus() -> None:
+    cal = CALIBRATION
+    assert gemm_efficiency(cal.gemm_half, REFERENCE_TFLOPS) == pytest.approx(cal.gemm_max / 2)
+    assert gemm_efficiency(2 * cal.gemm_half, 2 * REFERENCE_TFLOPS) == pytest.approx(
+        cal.gemm_max / 2
+    )
+    values = [gemm_efficiency(h, 989) for h in (512, 1024, 4096, 16384, 1e9)]
     assert values == sorted(values)
-    assert values[-1] == pytest.approx(ETA_MAX, rel=1e-5)
+    assert values[-1] == pytest.approx(cal.gemm_max, rel=1e-5)
+    for h in (1024, 4096, 16384):
+        assert gemm_efficiency(h, 125) > gemm_efficiency(h, 312) > gemm_efficiency(h, 989)
+
+
+def test_calibration_override_changes_only_the_compute_term() -> None:
+    slow = Calibration(gemm_max=0.3, gemm_half=0.0, traffic=0.0)
+    r = step_time(SMALL, Layout(tp=2, dp=2), A100, calibration=slow)
+    base = step_time(SMALL, Layout(tp=2, dp=2), A100)
+    assert r.memory_bound_s == 0.0
+    assert r.compute_s == pytest.approx(r.flops / (4 * 312e12 * 0.3))
+    assert (r.tp_comm_s, r.dp_comm_s) == (base.tp_comm_s, base.dp_comm_s)
 
 
 def test_tensor_parallel_adds_all_reduces_and_full_recompute_adds_half_more() -> None:
@@ -163,5 +224,16 @@ def test_bad_layout_and_inputs_name_the_field() -> None:
         flops_executed(SMALL, "some")
     assert exc.value.field == "recompute"
     with pytest.raises(PlannerError) as exc:
-        achievable_fraction(0)
+        gemm_efficiency(0, 312)
     assert exc.value.field == "hidden"
+    with pytest.raises(PlannerError) as exc:
+        gemm_efficiency(1024, float("inf"))
+    assert exc.value.field == "peak_tflops"
+    for kwargs, field in (
+        ({"gemm_max": 1.5}, "gemm_max"),
+        ({"gemm_half": -1.0}, "gemm_half"),
+        ({"traffic": float("nan")}, "traffic"),
+    ):
+        with pytest.raises(PlannerError) as exc:
+            Calibration(**kwargs)  # type: ignore[arg-type]
+        assert exc.value.field == field

@@ -20,10 +20,11 @@ REPO = Path(__file__).resolve().parents[3]
 SHARED = Path(os.environ.get("TRAINYARD_SHARED", REPO.parent / "shared"))
 CSV = SHARED / "planner" / "published_configs.csv"
 
-# Achieved when written: median |error| 4.1 %, max 21.0 % (README_2020_V100 1.16B on one V100),
-# over 38 rows (34 TFLOP/s rows and 4 HFU rows). The bounds leave a small margin.
-MEDIAN_BOUND = 0.045
-MAX_BOUND = 0.22
+# Issue acceptance 1: median |error| <= 7 %, every row within 15 %. Achieved when written:
+# median 2.6 %, max 13.3 % (README_2024_H100 32B, held out) over 38 rows (34 TFLOP/s rows and
+# 4 HFU rows); over the 22 held-out rows median 3.6 %, max 13.3 %.
+MEDIAN_BOUND = 0.07
+MAX_BOUND = 0.15
 
 FIELDS = [
     "table_id",
@@ -62,10 +63,13 @@ def test_time_model_matches_published_throughput() -> None:
     assert len(result.rows) >= 30
     assert result.median_abs_error <= MEDIAN_BOUND
     assert result.max_abs_error <= MAX_BOUND
-    # Every row of the two calibration tables is within 10 %.
-    calibrated = [r for r in result.rows if r.table_id in ("SC21_T1", "README_2020_A100_MP")]
-    assert len(calibrated) == 14
-    assert all(abs(r.error) <= 0.10 for r in calibrated)
+    # The constants were fitted on 16 rows (compute.CALIBRATION_ROWS); the rest are held out.
+    calibrated = [r for r in result.rows if r.calibration]
+    assert len(calibrated) == 16
+    held_out = [abs(r.error) for r in result.rows if not r.calibration]
+    assert len(held_out) == len(result.rows) - 16
+    assert max(held_out) <= MAX_BOUND
+    assert "held out (not *)" in result.table()
 
 
 def write(tmp_path: Path, rows: list[dict[str, str]], extra: list[str] | None = None) -> Path:

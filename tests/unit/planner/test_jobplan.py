@@ -28,6 +28,15 @@ def test_fixed_gpus_only_choose_the_layout() -> None:
     assert json.loads(env["TRAINYARD_PLAN_JSON"])["dp"] == lay.dp
 
 
+def test_flash_attention_option_reaches_the_plan() -> None:
+    spec = {"model": "gpt3-1.3b", "gpu_type": "A100", "gpus": 16}
+    assert plan_job_spec(spec).plan.layout.flash_attention
+    stored = plan_job_spec({**spec, "planner": {"flash_attention": False}})
+    assert stored.plan == best(preset("gpt3-1.3b"), 16, gpu("A100"), flash_attention=False)
+    assert stored.env["TRAINYARD_PLAN_FLASH_ATTENTION"] == "0"
+    assert json.loads(stored.to_json())["layout"]["flash_attention"] is False
+
+
 def test_without_gpus_the_planner_sizes_for_the_goal() -> None:
     spec = {
         "model": {"preset": "gpt3-1.3b", "global_batch": 256},
@@ -76,6 +85,8 @@ def test_model_from_a_file_relative_to_the_spec(tmp_path: Path) -> None:
          "planner.tokens"),
         ({"model": "gpt3-175b", "gpu_type": "H100", "planner": {"max_gpus": 8}},
          "planner.max_gpus"),
+        ({"model": "gpt3-1.3b", "gpu_type": "H100", "gpus": 8,
+          "planner": {"flash_attention": "yes"}}, "planner.flash_attention"),
     ],
 )  # fmt: skip
 def test_bad_specs_name_the_field(spec: dict[str, object], field: str) -> None:

@@ -77,8 +77,21 @@ def test_gpt3_megatron_flags(gpt3: LaunchSettings) -> None:
     for switch in ("--sequence-parallel", "--use-distributed-optimizer", "--bf16"):
         assert flags[switch] == ""
     assert "--overlap-grad-reduce" in flags
-    for absent in ("--group-query-attention", "--fp16", "--recompute-method", "--swiglu"):
+    for absent in (
+        "--group-query-attention",
+        "--fp16",
+        "--recompute-method",
+        "--swiglu",
+        "--use-flash-attn",
+    ):
         assert absent not in flags
+
+
+def test_flash_attention_flag_and_env() -> None:
+    layout = dataclasses.replace(GPT3_LAYOUT, recompute="none", flash_attention=True)
+    settings = launch_settings(GPT3, _plan(GPT3, layout), A100)
+    assert "--use-flash-attn" in settings.megatron
+    assert settings.env["TRAINYARD_PLAN_FLASH_ATTENTION"] == "1"
 
 
 def test_gpt3_torchrun_nodes_and_env(gpt3: LaunchSettings) -> None:
@@ -100,6 +113,7 @@ def test_gpt3_torchrun_nodes_and_env(gpt3: LaunchSettings) -> None:
     assert env["TRAINYARD_PLAN_ZERO"] == "1"
     assert env["TRAINYARD_PLAN_RECOMPUTE"] == "selective"
     assert env["TRAINYARD_PLAN_SEQUENCE_PARALLEL"] == "1"
+    assert env["TRAINYARD_PLAN_FLASH_ATTENTION"] == "0"
     assert env["TRAINYARD_PLAN_GLOBAL_BATCH"] == "1536"
     assert json.loads(env["TRAINYARD_PLAN_JSON"]) == dataclasses.asdict(GPT3_LAYOUT)
     assert " " not in env["TRAINYARD_PLAN_JSON"]  # compact

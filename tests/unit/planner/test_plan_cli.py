@@ -45,6 +45,17 @@ def test_top_and_nodes_of() -> None:
     assert all(p["layout"]["tp"] <= 2 for p in plans)
 
 
+def test_no_flash_attention_plans_with_stored_scores() -> None:
+    args = ["plan", "-m", "gpt3-1.3b", "-n", "8", "-g", "A100", "--top", "50", "--json"]
+    flash = json.loads(runner.invoke(app, args).stdout)["plans"]
+    result = runner.invoke(app, [*args, "--no-flash-attention"])
+    assert result.exit_code == 0, result.output
+    stored = json.loads(result.stdout)["plans"]
+    assert all(p["layout"]["flash_attention"] for p in flash)
+    assert not any(p["layout"]["flash_attention"] for p in stored)
+    assert flash[0]["step_time_s"]["iteration_s"] <= stored[0]["step_time_s"]["iteration_s"]
+
+
 def test_table_output() -> None:
     result = runner.invoke(app, ["plan", "--model", "sc21-1.7b", "--gpus", "32", "-g", "A100"])
     assert result.exit_code == 0, result.output

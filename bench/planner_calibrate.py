@@ -1,0 +1,63 @@
+"""Time-model calibration (JSON on stdout): `python bench/planner_calibrate.py [--csv PATH]`.
+
+Re-runs the grid search the constants of `trainyard.planner.compute.Calibration` came from
+(`trainyard.planner.calibrate.FULL_GRID`, 40,800 points, a few minutes on 2 cores) on the
+calibration rows of published_configs.csv (default ``$TRAINYARD_SHARED`` or ``../shared``) and
+prints the best point, whether it equals the shipped constants, and the errors of every row
+(calibration rows and held-out rows apart). `--quick` searches only the neighbours of the
+shipped constants.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import time
+
+from trainyard.planner.calibrate import FULL_GRID, Grid, fit
+from trainyard.planner.compute import CALIBRATION
+from trainyard.planner.evaluate import load_cases
+
+
+def neighbours() -> Grid:
+    c = CALIBRATION
+    return Grid(
+        gemm_max=(round(c.gemm_max - 0.01, 2), c.gemm_max, round(c.gemm_max + 0.01, 2)),
+        gemm_half=(c.gemm_half - 25, c.gemm_half, c.gemm_half + 25),
+        traffic=(round(c.traffic - 0.1, 1), c.traffic, round(c.traffic + 0.1, 1)),
+        peak_exponent=(c.peak_exponent - 0.5, c.peak_exponent, c.peak_exponent + 0.5),
+    )
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--csv", default=None, help="published_configs.csv")
+    parser.add_argument("--quick", action="store_true", help="only the shipped point's neighbours")
+    args = parser.parse_args()
+    cases, skipped = load_cases(args.csv)
+    start = time.perf_counter()
+    result = fit(cases, neighbours() if args.quick else FULL_GRID)
+    out = {
+        "grid_points": result.points,
+        "seconds": round(time.perf_counter() - start, 1),
+        "best": dataclasses.asdict(result.calibration),
+        "objective": round(result.objective, 5),
+        "shipped": dataclasses.asdict(CALIBRATION),
+        "best_is_shipped": result.calibration == CALIBRATION,
+        "calibration_rows": result.summary(True),
+        "held_out_rows": result.summary(False),
+        "skipped_rows": len(skipped),
+        "rows": [
+            {
+                "table_id": case.table_id,
+                "model": case.model_name,
+                "gpus": case.layout.gpus,
+                "published": case.published,
+                "error": round(err, 4),
+                "calibration": case.calibration,
+            }
+            for case, err in result.errors
+        ],
+    }
+    print(json.dumps(out, indent=2))
