@@ -1,7 +1,7 @@
 """Time-model calibration (JSON on stdout): `python bench/planner_calibrate.py [--csv PATH]`.
 
 Re-runs the grid search the constants of `trainyard.planner.compute.Calibration` came from
-(`trainyard.planner.calibrate.FULL_GRID`, 40,800 points, a few minutes on 2 cores) on the
+(`trainyard.planner.calibrate.FULL_GRID`, 40,800 points, about 75 s on 2 cores) on the
 calibration rows of published_configs.csv (default ``$TRAINYARD_SHARED`` or ``../shared``) and
 prints the best point, whether it equals the shipped constants, and the errors of every row
 (calibration rows and held-out rows apart). `--quick` searches only the neighbours of the
