@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import statistics
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any
@@ -55,6 +56,13 @@ def _evaluate(path: Path, as_json: bool) -> None:
             "median_abs_error": result.median_abs_error,
             "max_abs_error": result.max_abs_error,
         }
+        held = result.held_out_errors()
+        if held:
+            out["held_out"] = {
+                "rows": len(held),
+                "median_abs_error": statistics.median(held),
+                "max_abs_error": max(held),
+            }
         typer.echo(json.dumps(out, indent=2))
     else:
         typer.echo(result.table())
@@ -297,9 +305,12 @@ def render(
     console: Console,
     where: str | None = None,
 ) -> None:
-    """The plans as a table, fastest first."""
+    """The plans as a table, fastest first; the title says which attention they assume."""
+    notes = [where] if where else []
+    if plans:
+        notes.append("flash attention" if plans[0].layout.flash_attention else "stored scores")
     table = Table(
-        title=f"{model.name} on {gpus} x {gpu_type}" + (f" ({where})" if where else ""),
+        title=f"{model.name} on {gpus} x {gpu_type}" + (f" ({', '.join(notes)})" if notes else ""),
         box=box.SIMPLE,
         pad_edge=False,
         collapse_padding=True,

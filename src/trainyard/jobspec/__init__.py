@@ -80,8 +80,10 @@ count, layout and launcher settings (see `trainyard.planner.jobplan`)::
 
 ``planner`` keys: ``max_gpus``, ``nodes_of`` (GPUs per node, default 8) (integers >= 1),
 ``tokens``, ``price_per_gpu_hour``, ``deadline_hours`` (numbers > 0), ``objective`` (``time``
-or ``cost``). Without ``gpus``, ``workers`` and ``nodes`` are chosen too (one worker per GPU,
-``nodes_of`` per node) and must not be given. With ``gpus`` the planner only chooses the layout.
+or ``cost``), ``flash_attention`` (true or false, default true: the job's attention is fused and
+stores no score matrix). Without ``gpus``, ``workers`` and ``nodes`` are chosen too (one worker
+per GPU, ``nodes_of`` per node) and must not be given. With ``gpus`` the planner only chooses
+the layout.
 `JobSpec.resolve` runs the planner and returns the spec with ``gpus``, ``workers``, ``nodes``
 set and ``env`` extended with ``TRAINYARD_PLAN_*`` and ``NCCL_*`` (``NCCL_*`` given by the user
 win); with ``planner.tokens`` and no ``expected_duration_s``, the predicted training time becomes

@@ -104,6 +104,10 @@ class Evaluation:
     median_abs_error: float
     max_abs_error: float
 
+    def held_out_errors(self) -> list[float]:
+        """|error| of the rows the time model's constants were not fitted on."""
+        return [abs(r.error) for r in self.rows if not r.calibration]
+
     def table(self) -> str:
         """The rows as aligned text, one per line (calibration rows marked *), summary last."""
         lines = [f"{'table_id':<22}{'model':<16}{'gpus':>6}{'pred':>9}{'pub':>9}{'err':>8}"]
@@ -112,7 +116,7 @@ class Evaluation:
                 f"{r.table_id:<22}{r.model[:15]:<16}{r.gpus:>6}{r.predicted:>9.1f}"
                 f"{r.published:>9.1f}{r.error:>+8.1%}{' *' if r.calibration else ''}"
             )
-        held = [abs(r.error) for r in self.rows if not r.calibration]
+        held = self.held_out_errors()
         lines.append(
             f"median |error| {self.median_abs_error:.1%}, max |error| {self.max_abs_error:.1%}, "
             f"{len(self.rows)} rows, {len(self.skipped)} skipped"

@@ -54,6 +54,9 @@ def test_no_flash_attention_plans_with_stored_scores() -> None:
     assert all(p["layout"]["flash_attention"] for p in flash)
     assert not any(p["layout"]["flash_attention"] for p in stored)
     assert flash[0]["step_time_s"]["iteration_s"] <= stored[0]["step_time_s"]["iteration_s"]
+    table = ["plan", "-m", "gpt3-1.3b", "-n", "8", "-g", "A100"]
+    assert "(flash attention)" in runner.invoke(app, table).stdout
+    assert "(stored scores)" in runner.invoke(app, [*table, "--no-flash-attention"]).stdout
 
 
 def test_table_output() -> None:
@@ -118,8 +121,13 @@ def test_evaluate_prints_predicted_vs_published() -> None:
     out = json.loads(result.stdout)
     assert len(out["rows"]) >= 30
     assert out["median_abs_error"] <= 0.07  # the target for the median
+    assert out["max_abs_error"] <= 0.15  # ... and for every row
+    fitted = sum(r["calibration"] for r in out["rows"])
+    assert fitted == 16 and out["held_out"]["rows"] == len(out["rows"]) - fitted
+    assert out["held_out"]["max_abs_error"] <= out["max_abs_error"]
     table = runner.invoke(app, ["plan", "--evaluate", str(path)])
     assert "median |error|" in table.stdout
+    assert "held out (not *)" in table.stdout
 
 
 def test_plan_needs_a_model_or_evaluate() -> None:
@@ -163,7 +171,7 @@ def test_allocation_replans_for_uneven_nodes() -> None:
         assert lay["tp"] * lay["pp"] * lay["dp"] == 16
         assert 4 % lay["tp"] == 0  # a tensor-parallel group fits on every node
     table = runner.invoke(app, ["plan", "-m", "gpt3-1.3b", "--allocation", "8,4,4", "-g", "A100"])
-    assert "(8,4,4 GPUs per node)" in table.stdout
+    assert "(8,4,4 GPUs per node, flash attention)" in table.stdout
 
 
 def test_max_gpus_sizes_for_a_goal() -> None:
