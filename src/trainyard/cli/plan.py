@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import statistics
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any
@@ -56,13 +55,9 @@ def _evaluate(path: Path, as_json: bool) -> None:
             "median_abs_error": result.median_abs_error,
             "max_abs_error": result.max_abs_error,
         }
-        held = result.held_out_errors()
-        if held:
-            out["held_out"] = {
-                "rows": len(held),
-                "median_abs_error": statistics.median(held),
-                "max_abs_error": max(held),
-            }
+        held = result.held_out()
+        if held is not None:
+            out["held_out"] = held
         typer.echo(json.dumps(out, indent=2))
     else:
         typer.echo(result.table())

@@ -104,9 +104,17 @@ class Evaluation:
     median_abs_error: float
     max_abs_error: float
 
-    def held_out_errors(self) -> list[float]:
-        """|error| of the rows the time model's constants were not fitted on."""
-        return [abs(r.error) for r in self.rows if not r.calibration]
+    def held_out(self) -> dict[str, float] | None:
+        """Rows, median and max |error| of the rows the constants were not fitted on (None if
+        every row is a calibration row)."""
+        errors = [abs(r.error) for r in self.rows if not r.calibration]
+        if not errors:
+            return None
+        return {
+            "rows": len(errors),
+            "median_abs_error": statistics.median(errors),
+            "max_abs_error": max(errors),
+        }
 
     def table(self) -> str:
         """The rows as aligned text, one per line (calibration rows marked *), summary last."""
@@ -116,15 +124,15 @@ class Evaluation:
                 f"{r.table_id:<22}{r.model[:15]:<16}{r.gpus:>6}{r.predicted:>9.1f}"
                 f"{r.published:>9.1f}{r.error:>+8.1%}{' *' if r.calibration else ''}"
             )
-        held = self.held_out_errors()
+        held = self.held_out()
         lines.append(
             f"median |error| {self.median_abs_error:.1%}, max |error| {self.max_abs_error:.1%}, "
             f"{len(self.rows)} rows, {len(self.skipped)} skipped"
         )
-        if held:
+        if held is not None:
             lines.append(
-                f"held out (not *): median |error| {statistics.median(held):.1%}, "
-                f"max |error| {max(held):.1%}, {len(held)} rows"
+                f"held out (not *): median |error| {held['median_abs_error']:.1%}, "
+                f"max |error| {held['max_abs_error']:.1%}, {held['rows']:.0f} rows"
             )
         return "\n".join(lines)
 
