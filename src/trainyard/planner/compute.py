@@ -51,16 +51,17 @@ constants), pipeline p2p, the causal mask's skipped work in flash attention.
 Calibration (`trainyard.planner.calibrate`; `bench/planner_calibrate.py` prints the fit as
 JSON): gemm_max, gemm_half, traffic and γ (`peak_exponent`, in {0, 0.5, 1, 1.5, 2}) by a grid
 search minimising median + 0.2·max of the relative error of TFLOP/s over the 16 rows of
-``<shared>/planner/published_configs.csv`` named in `CALIBRATION_ROWS`: the ten SC21_T1 rows
-and the four README_2020_A100_MP rows (A100), plus the smallest configuration of each other GPU,
+``<shared>/planner/published_configs.csv`` named in `CALIBRATION_ROWS`: the ten SC21_T1 rows and
+the four README_2020_A100_MP rows (A100), plus the smallest configuration of each other GPU,
 README_2020_V100 1.16B on one V100 and README_2024_H100 1.7B on 48 H100 (without them the GPU
 dependence of the GEMM term cannot be fitted; γ = 1 won). The other 22 rows are held out and
-only evaluated (`trainyard.planner.evaluate`). DP_OVERLAP (0.5) comes from an earlier fit on
-the A100 rows (0.3-0.8 fit within 1 point). Earlier forms, for the record: one GPU-independent
-η = 0.62·h/(h + 700), fitted on the 14 A100 rows, was 21 % low on the V100 row; scaling
-gemm_half by the GPU's peak/bandwidth balance instead of its peak fits the 16 rows worse
-(objective 0.038 against 0.031). This form was chosen after seeing the held-out errors of the
-earlier ones, so the held-out rows are not a fully blind test.
+only evaluated (`trainyard.planner.evaluate`). DP_OVERLAP (0.5) comes from an earlier fit on the
+A100 rows (0.3-0.8 fit within 1 point). Earlier forms, for the record: one GPU-independent η =
+0.62·h/(h + 700), fitted on the 14 A100 rows, was 21 % low on the V100 row (`trainyard plan
+--evaluate` at commit 7881203); scaling gemm_half by the GPU's peak/bandwidth balance instead of
+its peak was tried in an ad-hoc script, not kept, and fitted the 16 rows worse. This form was
+chosen after seeing the held-out errors of the earlier ones, so the held-out rows are not a
+fully blind test.
 """
 
 from __future__ import annotations

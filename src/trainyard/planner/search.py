@@ -157,13 +157,7 @@ def search(
             f"of {tps}, pp a divisor of layers ({model.layers}), and dp a divisor of "
             f"global_batch ({model.global_batch}); pick a GPU count of that form",
         )
-    plans = _enumerate(
-        model,
-        gpu,
-        shapes,
-        lambda layout: step_time(model, layout, gpu, nodes_of),
-        flash_attention=flash_attention,
-    )
+    plans = _uniform_plans(model, gpu, shapes, nodes_of, flash_attention)
     if not plans:
         smallest = _smallest_fitting_count(model, num_gpus, gpu, nodes_of)
         hint = (
@@ -193,6 +187,21 @@ def _rank(plan: Plan) -> tuple[float, float, int, int, int, int, int, int]:
         RECOMPUTE_MODES.index(lay.recompute),
         lay.virtual_stages,
     )
+
+
+def _uniform_plans(
+    model: Model,
+    gpu: GPU,
+    shapes: Sequence[tuple[int, int, int]],
+    nodes_of: int,
+    flash_attention: bool,
+) -> list[Plan]:
+    """`_enumerate` timed on uniform nodes of `nodes_of` GPUs (what `search` ranks)."""
+
+    def timer(layout: Layout) -> StepTime:
+        return step_time(model, layout, gpu, nodes_of)
+
+    return _enumerate(model, gpu, shapes, timer, flash_attention=flash_attention)
 
 
 def _enumerate(

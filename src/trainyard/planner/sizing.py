@@ -23,7 +23,6 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
-from trainyard.planner.compute import step_time
 from trainyard.planner.errors import PlannerError
 from trainyard.planner.hardware import GPU
 from trainyard.planner.model import Model
@@ -32,11 +31,11 @@ from trainyard.planner.search import (
     Plan,
     _check_inputs,
     _divisors,
-    _enumerate,
     _rank,
     _shapes,
     _smallest_fitting_count,
     _tp_options,
+    _uniform_plans,
 )
 
 __all__ = ["OBJECTIVES", "Objective", "SizingOption", "candidate_counts", "size_for_tokens"]
@@ -124,14 +123,7 @@ def candidate_counts(model: Model, max_gpus: int, nodes_of: int = 8) -> list[int
 
 def _best_at(model: Model, gpu: GPU, n: int, nodes_of: int, flash: bool) -> Plan | None:
     """`search(model, n, gpu, nodes_of, top=1)[0]`, or None where search finds nothing."""
-    shapes = _shapes(model, n, nodes_of)
-    plans = _enumerate(
-        model,
-        gpu,
-        shapes,
-        lambda lay: step_time(model, lay, gpu, nodes_of),
-        flash_attention=flash,
-    )
+    plans = _uniform_plans(model, gpu, _shapes(model, n, nodes_of), nodes_of, flash)
     return min(plans, key=_rank) if plans else None
 
 

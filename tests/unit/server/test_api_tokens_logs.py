@@ -8,9 +8,10 @@ from __future__ import annotations
 import hashlib
 import threading
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 from api_fixtures import NOW, ApiWorld, api
 from sqlalchemy import select, text
@@ -208,6 +209,18 @@ def logs_client(api: ApiWorld, tmp_path: Path) -> Iterator[tuple[TestClient, Pat
         yield client, runs
 
 
+def _follow_while(
+    api: ApiWorld, client: TestClient, job_id: str, meanwhile: Callable[[], None]
+) -> httpx.Response:
+    """`GET .../logs?follow=true` as ada while `meanwhile` runs in a thread started 0.5 s in."""
+    worker = threading.Timer(0.5, meanwhile)
+    worker.start()
+    try:
+        return client.get(f"/v1/jobs/{job_id}/logs?follow=true", headers=api.auth("ada"))
+    finally:
+        worker.join(60)
+
+
 def _write_log(runs: Path, job_id: str, attempt: int, rank: int, text: str) -> Path:
     path = runs / "jobs" / job_id / "logs" / f"attempt-{attempt}" / f"rank-{rank}.log"
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -300,12 +313,7 @@ def test_follow_on_a_running_job_ends_when_the_job_does(
         _write_log(runs, job_id, 0, 0, "last words\n")
         _finish(api, job_id)
 
-    ender = threading.Timer(0.5, the_run_ends)
-    ender.start()
-    try:
-        answer = client.get(f"/v1/jobs/{job_id}/logs?follow=true", headers=api.auth("ada"))
-    finally:
-        ender.join(60)
+    answer = _follow_while(api, client, job_id, the_run_ends)
     assert answer.status_code == 200
     assert answer.text == "started\nlast words\n"
 
@@ -332,12 +340,7 @@ def test_follow_from_before_the_launch_sees_the_run(
         _write_log(runs, job_id, 0, 0, "rank zero done\n")
         _finish(api, job_id)
 
-    runner = threading.Timer(0.5, the_run)
-    runner.start()
-    try:
-        answer = client.get(f"/v1/jobs/{job_id}/logs?follow=true", headers=api.auth("ada"))
-    finally:
-        runner.join(60)
+    answer = _follow_while(api, client, job_id, the_run)
     assert answer.status_code == 200
     assert sorted(answer.text.splitlines()) == [
         "[rank 0] rank zero done", "[rank 0] rank zero up", "[rank 1] rank one up",
