@@ -41,6 +41,7 @@ EXPECT_KEYS = {
     "one_island": "[jobs] whose devices lie in one NVLink island per node",
     "gpu_type": "{job: type}",
     "action": "{job: action that placed it}",
+    "waits_for": "{job: [evicted jobs]} exact after_evictions of a placement",
     "reserved": "{job: reservation start time} (null: any time)",
     "no_reservation": "true: the decision holds no reservation",
     "queue_gpus": "{queue: GPUs it holds after the decision (with descendants)}",
@@ -174,6 +175,9 @@ def check_expect(exp: dict[str, Any], snap: Snapshot, dec: Decision, after: Snap
         assert _span(dec, job, where).gpu_type == gpu_type
     for job, action in exp.get("action", {}).items():
         assert _span(dec, job, where).action == action, f"{where}: {job}"
+    for job, victims in exp.get("waits_for", {}).items():
+        got = set(_span(dec, job, where).after_evictions)
+        assert got == set(victims), f"{where}: {job} waits for {sorted(got)}"
     res = {r.job_id: r for r in dec.reservations}
     for job, start in exp.get("reserved", {}).items():
         assert job in res, f"{where}: no reservation for {job} ({sorted(res)})"

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections import Counter
 
 from trainyard.core import Decision, Job, Node, Snapshot
+from trainyard.core.audit import booking_conflicts
 
 CODES = {"capacity", "fragmented", "resources", "quota", "reservation", "order", "unresolvable"}
 
@@ -78,6 +79,8 @@ def check_decision(snap: Snapshot, dec: Decision) -> None:
         for victim in p.after_evictions:
             assert victim in evicted, f"{job.id}: waits for {victim}, which is not evicted"
 
+    conflicts = booking_conflicts(snap, dec)  # evicted jobs are live until they stop
+    assert not conflicts, conflicts[0]
     _check_node_resources(snap, dec, nodes)
     _check_evictions(snap, dec, running, pending, placed)
     _check_quota(snap, dec, running, pending)

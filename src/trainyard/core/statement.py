@@ -5,6 +5,13 @@ once (so the next placement sees them) and append to an undo log; `checkpoint()`
 `rollback(cp)` undoes everything after it, in reverse. A gang is placed whole or not at all,
 and a preemption plan (evictions + the preemptor's placement) is kept only if the preemptor
 fits: otherwise the whole plan is rolled back. Undo logs instead of copies keep this O(change).
+
+An evicted job keeps its devices, CPU and memory until it has stopped, so `allocate` itself
+works out which evictions of this statement a placement must wait for, whichever action made
+it: every evicted job that holds one of its devices, and every evicted job on a node where it
+needs CPU or memory beyond what the jobs that are not stopping leave free. Callers may name
+more (a preemptor waits for its whole plan); none can name fewer. `core.audit` checks this
+contract independently.
 """
 
 from __future__ import annotations
@@ -13,6 +20,8 @@ from dataclasses import dataclass
 
 from trainyard.core.state import Alloc, ClusterState
 from trainyard.core.types import ActionName
+
+_EPS = 1e-9
 
 
 @dataclass(slots=True)
@@ -42,6 +51,8 @@ class Statement:
         self._log: list[tuple[str, Alloc, Placed | None]] = []
         self.placed: dict[str, Placed] = {}
         self.evicted: dict[str, Evicted] = {}
+        # node -> allocations of the jobs evicted so far with a part there (kept with the log)
+        self._stopping: dict[int, list[Alloc]] = {}
 
     def checkpoint(self) -> int:
         return len(self._log)
@@ -52,7 +63,10 @@ class Statement:
         action: ActionName | None,
         after_evictions: tuple[str, ...] = (),
     ) -> None:
-        """Take the devices of `alloc`. `action=None` is a hold (reservation), not a placement."""
+        """Take the devices of `alloc`. `action=None` is a hold (reservation), not a placement.
+        A placement also waits for every eviction whose devices, CPU or memory it uses."""
+        if action is not None and self._stopping:
+            after_evictions = self._awaited(alloc, after_evictions)
         self.state.take(alloc)
         self._log.append(("take", alloc, None))
         if action is not None:
@@ -69,7 +83,36 @@ class Statement:
         alloc = self.state.give(job_id)
         self._log.append(("evict", alloc, None))
         self.evicted[job_id] = Evicted(alloc, action, for_job, reason)
+        for part in alloc.parts:
+            self._stopping.setdefault(part[0], []).append(alloc)
         return alloc
+
+    def _awaited(self, alloc: Alloc, named: tuple[str, ...]) -> tuple[str, ...]:
+        """`named` plus the evicted jobs whose devices, CPU or memory `alloc` would use (the
+        state has not taken `alloc` yet)."""
+        state = self.state
+        extra: list[str] = []
+        for n, mask, cpus, mem in alloc.parts:
+            victims = self._stopping.get(n)
+            if not victims:
+                continue
+            held_cpu = 0.0
+            held_mem = 0.0
+            for v in victims:
+                for vn, _vmask, vcpu, vmem in v.parts:
+                    if vn == n:
+                        held_cpu += vcpu
+                        held_mem += vmem
+            short = (cpus > _EPS and cpus > state.free_cpu[n] - held_cpu + _EPS) or (
+                mem > _EPS and mem > state.free_mem[n] - held_mem + _EPS
+            )
+            for v in victims:
+                jid = v.job.id
+                if jid in named or jid in extra:
+                    continue
+                if short or any(vn == n and vmask & mask for vn, vmask, _c, _m in v.parts):
+                    extra.append(jid)
+        return named + tuple(extra) if extra else named
 
     def rollback(self, checkpoint: int) -> None:
         """Undo every change made after `checkpoint`, newest first."""
@@ -85,5 +128,9 @@ class Statement:
                 state.take(alloc)
                 if op == "evict":
                     self.evicted.pop(jid, None)
+                    for part in alloc.parts:
+                        self._stopping[part[0]].remove(alloc)
+                        if not self._stopping[part[0]]:
+                            del self._stopping[part[0]]
                 elif placed is not None:
                     self.placed[jid] = placed

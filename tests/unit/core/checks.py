@@ -23,6 +23,7 @@ from trainyard.core import (
     get_profile,
     run_cycle,
 )
+from trainyard.core.audit import booking_conflicts
 from trainyard.core.plugins.order import las_level
 
 EPS = 1e-6
@@ -176,6 +177,10 @@ def check_decision(snapshot: Snapshot, decision: Decision, profile: str) -> None
                 depth = levels.index(job.topology) + 1
                 domains = {n.path[:depth] for n in gpu_nodes}
                 assert len(domains) == 1, f"{p.job_id} spans {job.topology}s {domains}"
+
+    # strict booking: evicted jobs hold their devices, CPU and memory until they have stopped
+    conflicts = booking_conflicts(snapshot, decision)
+    assert not conflicts, f"{profile}: {conflicts[0]}"
 
     after = apply_decision(snapshot, decision)
     # per-node CPU / memory and queue limits (when the snapshot respected them)

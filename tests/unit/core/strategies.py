@@ -229,3 +229,62 @@ def snapshots(draw: st.DrawFn, drained: bool | None = None) -> Snapshot:
     snap = Snapshot(NOW, nodes, topology, queues, running, pending)
     validate(snap)  # the generators only build valid snapshots
     return snap
+
+
+@st.composite
+def contested_snapshots(draw: st.DrawFn) -> Snapshot:
+    """Full clusters of low-priority gangs and smaller pending jobs that outrank them (by
+    priority, by a guaranteed quota the running queue has lent, or by less attained
+    service), so that most cycles evict, and one eviction often frees more GPUs (or CPU and
+    memory) than its preemptor needs: the case where placements must wait for victims."""
+    nodes = tuple(
+        Node(
+            name=f"n{i}",
+            gpus=draw(st.sampled_from([2, 4, 8])),
+            cpus=draw(st.sampled_from([16.0, 64.0])),
+            memory_gb=draw(st.sampled_from([128.0, 256.0])),
+            path=(f"leaf{i % 2}",),
+        )
+        for i in range(draw(st.integers(1, 4)))
+    )
+    total = sum(n.gpus for n in nodes)
+    queues = (Queue("owner", guaranteed=total // 2), Queue("lender", guaranteed=0))
+    running = []
+    for n in nodes:
+        free = list(range(n.gpus))
+        cpu_left, mem_left = n.cpus, n.memory_gb
+        while free:
+            take = draw(st.integers(1, len(free)))
+            cpg = draw(st.sampled_from([0.0, 2.0]))
+            mpg = draw(st.sampled_from([0.0, 16.0]))
+            if cpg * take > cpu_left or mpg * take > mem_left:
+                cpg = mpg = 0.0
+            cpu_left -= cpg * take
+            mem_left -= mpg * take
+            devices, free = tuple(free[:take]), free[take:]
+            job = Job(
+                id=f"r{len(running)}",
+                queue=draw(st.sampled_from(["owner", "lender", "lender"])),
+                gpus=take,
+                priority=draw(st.integers(0, 1)),
+                cpus=cpg * take,
+                memory_gb=mpg * take,
+                attained_service=draw(st.sampled_from([0.0, 1e6, 1e8])),
+                expected_duration=draw(st.sampled_from([None, 3600.0])),
+            )
+            running.append(RunningJob(job, (NodeDevices(n.name, devices),), NOW - 3600.0))
+    pending = tuple(
+        Job(
+            id=f"p{i}",
+            queue=draw(st.sampled_from(["owner", "lender"])),
+            gpus=draw(st.sampled_from([0, 1, 1, 2, 3, 4])),
+            priority=draw(st.integers(0, 3)),
+            submit_time=float(draw(st.integers(0, 1000))),
+            cpus=draw(st.sampled_from([0.0, 0.0, 8.0, 40.0])),
+            memory_gb=draw(st.sampled_from([0.0, 0.0, 64.0])),
+        )
+        for i in range(draw(st.integers(1, 6)))
+    )
+    snap = Snapshot(NOW, nodes, Topology(levels=("leaf",)), queues, tuple(running), pending)
+    validate(snap)
+    return snap
