@@ -34,14 +34,18 @@ Load = tuple[float, float]
 
 def booking_conflicts(snapshot: Snapshot, decision: Decision) -> list[str]:
     """Every breach of the booking contract by `decision` (see the module docstring)."""
+    if not decision.placements:
+        return []
     evicted = {e.job_id for e in decision.evictions}
     pending = {j.id: j for j in snapshot.pending}
+    touched = {nd.node for p in decision.placements for nd in p.nodes}
     out: list[str] = []
     owner: dict[tuple[str, int], str] = {}
     for r in snapshot.running:
         for nd in r.placement:
-            for d in nd.devices:
-                owner[(nd.node, d)] = r.job.id
+            if nd.node in touched:
+                for d in nd.devices:
+                    owner[(nd.node, d)] = r.job.id
     given: dict[tuple[str, int], str] = {}
     for p in decision.placements:
         waits = set(p.after_evictions)
@@ -63,7 +67,7 @@ def booking_conflicts(snapshot: Snapshot, decision: Decision) -> list[str]:
                         f"device {nd.node}:{d} given to {p.job_id} while evicted job {holder} "
                         f"still holds it ({p.job_id} does not wait for {holder})"
                     )
-    out.extend(_node_conflicts(snapshot, decision, evicted, pending))
+    out.extend(_node_conflicts(snapshot, decision, evicted, pending, touched))
     return out
 
 
@@ -73,13 +77,19 @@ def _share(job: Job, nd: NodeDevices) -> Load:
 
 
 def _node_conflicts(
-    snapshot: Snapshot, decision: Decision, evicted: set[str], pending: dict[str, Job]
+    snapshot: Snapshot,
+    decision: Decision,
+    evicted: set[str],
+    pending: dict[str, Job],
+    touched: set[str],
 ) -> list[str]:
     """CPU and memory per node, at the worst moment of the decision's execution."""
     kept: dict[str, list[float]] = {}
     stopping: dict[str, list[tuple[str, Load]]] = {}
     for r in snapshot.running:
         for nd in r.placement:
+            if nd.node not in touched:
+                continue
             load = _share(r.job, nd)
             if r.job.id in evicted:
                 stopping.setdefault(nd.node, []).append((r.job.id, load))

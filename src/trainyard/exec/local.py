@@ -23,6 +23,14 @@ recognised: `poll` reports it failed and stops what did start. A job's processes
 server's interpreter directory first on `PATH` (`python` is the virtualenv's). A job fails as
 soon as one rank ends with a non-zero code: the others then get SIGTERM and, after the grace
 period, SIGKILL.
+
+Devices: the executor keeps a ledger of the devices its live runs hold (`device_holders`; a
+run is live while any of its processes is). `launch` refuses (`DeviceBusy`, before anything
+of the new run exists) to start a rank on a device that a live run holds, whatever the caller
+asked: a job evicted a moment ago keeps its devices through its grace period. Stopping comes
+in two forms: `request_stop` (SIGTERM now, SIGKILL from a later `poll` once the grace period
+has passed since the stop was recorded; it never blocks, so a server loop goes on meanwhile)
+and `stop` (the same, waited for).
 """
 
 from __future__ import annotations
@@ -39,6 +47,7 @@ from pathlib import Path
 
 from trainyard.exec import cgroups, logs, procfs
 from trainyard.exec.run import (
+    DeviceBusy,
     LaunchSpec,
     RankInfo,
     RunHandle,
@@ -66,6 +75,9 @@ class LocalExecutor:
         self.grace_s = grace_s
         self.cgroup_support = cgroups.detect(sys_root)
         self._handles: dict[str, RunHandle] = {}
+        # every run launched or adopted that may still have processes, by (job, attempt):
+        # the device ledger (a job's older attempt may outlive its latest handle)
+        self._live: dict[tuple[str, int], RunHandle] = {}
 
     @property
     def limits_supported(self) -> bool:
@@ -88,6 +100,9 @@ class LocalExecutor:
         if spec.attempt < 0:
             raise ValueError(f"attempt: expected >= 0, got {spec.attempt}")
         per_rank = split_devices(spec.devices, spec.workers)
+        busy = self._busy(spec.devices)
+        if busy:
+            raise DeviceBusy(spec.job_id, busy)
         job_dir = self.job_dir(spec.job_id)
         run_dir = job_dir / f"attempt-{spec.attempt}"
         if (run_dir / "run.json").exists():
@@ -160,7 +175,38 @@ class LocalExecutor:
             self._signal(handle, signal.SIGKILL)
             raise
         self._handles[spec.job_id] = handle
+        self._live[(spec.job_id, spec.attempt)] = handle
         return handle
+
+    # ---- the device ledger -------------------------------------------------------------
+
+    def device_holders(self) -> dict[int, list[tuple[str, int]]]:
+        """Device -> (job id, attempt) of every live run holding it (runs launched or adopted
+        by this executor; more than one holder would be a double booking)."""
+        out: dict[int, list[tuple[str, int]]] = {}
+        for h in list(self._live.values()):
+            if not self._alive_members(h):
+                continue
+            for r in h.ranks:
+                for d in r.devices:
+                    out.setdefault(d, []).append((h.job_id, h.attempt))
+        return out
+
+    def _busy(self, devices: tuple[int, ...]) -> dict[int, tuple[str, int]]:
+        """The devices of `devices` that a live run holds, with the holder; forgets runs
+        that have settled."""
+        if not devices:
+            return {}
+        wanted = set(devices)
+        busy: dict[int, tuple[str, int]] = {}
+        for key, h in list(self._live.items()):
+            if not self._alive_members(h):
+                del self._live[key]
+                continue
+            for r in h.ranks:
+                for d in wanted.intersection(r.devices):
+                    busy[d] = key
+        return busy
 
     def _limits(self, spec: LaunchSpec) -> tuple[tuple[str, ...], Path | None]:
         if spec.cpus is None and spec.memory_gb is None:
@@ -223,6 +269,7 @@ class LocalExecutor:
             workers=int(data.get("workers", 0)),
         )
         self._handles[job_id] = handle
+        self._live.setdefault((job_id, handle.attempt), handle)
         return handle
 
     def known_jobs(self) -> list[str]:
@@ -314,6 +361,8 @@ class LocalExecutor:
             reason = f"launch interrupted: {len(h.ranks)} of {h.workers} ranks were started"
         if state in ("failed", "lost") and not settled:
             self._escalate(h, time.monotonic())
+        elif stop_at is not None and not settled and time.time() - stop_at >= self.grace_s:
+            self._signal(h, signal.SIGKILL)  # a requested stop past its grace period
         if settled and h.cgroup is not None:
             cgroups.JobCgroup(h.cgroup).remove()
         return RunStatus(state, codes, first, settled, reason)
@@ -325,9 +374,26 @@ class LocalExecutor:
         elif now - h.term_sent_at >= self.grace_s:
             self._signal(h, signal.SIGKILL)
 
+    def request_stop(self, handle: RunHandle, reason: str = "") -> RunStatus:
+        """Record the stop and send SIGTERM to the job's process group, without waiting: a
+        later `poll` sends SIGKILL once the grace period has passed since the stop was
+        recorded (also after a server restart: the time is in `stop.json`). Idempotent; a
+        run that already ended keeps its outcome."""
+        status = self.poll(handle)
+        if status.state == "running":
+            stop_file = handle.run_dir / "stop.json"
+            if not stop_file.exists():
+                procfs.write_json_atomic(stop_file, {"at": time.time(), "reason": reason})
+        if status.settled:
+            return status
+        if handle.term_sent_at is None:
+            handle.term_sent_at = time.monotonic()
+            self._signal(handle, signal.SIGTERM)
+        return self.poll(handle)
+
     def stop(self, handle: RunHandle, grace_s: float | None = None, reason: str = "") -> RunStatus:
-        """SIGTERM to the job's process group, up to `grace_s` to exit, then SIGKILL.
-        Idempotent; a run that already ended keeps its outcome."""
+        """SIGTERM to the job's process group, up to `grace_s` to exit, then SIGKILL; waits
+        for it. Idempotent; a run that already ended keeps its outcome."""
         grace = self.grace_s if grace_s is None else grace_s
         if self.poll(handle).state == "running":
             stop_file = handle.run_dir / "stop.json"
@@ -402,4 +468,12 @@ def _interpreter_first(path: str) -> str:
     return os.pathsep.join([bindir, *rest])
 
 
-__all__ = ["LaunchSpec", "LocalExecutor", "RankInfo", "RunHandle", "RunStatus", "split_devices"]
+__all__ = [
+    "DeviceBusy",
+    "LaunchSpec",
+    "LocalExecutor",
+    "RankInfo",
+    "RunHandle",
+    "RunStatus",
+    "split_devices",
+]

@@ -12,6 +12,20 @@ from typing import Literal
 RunState = Literal["running", "succeeded", "failed", "stopped", "lost"]
 
 
+class DeviceBusy(RuntimeError):
+    """A launch asked for devices that a live run (one with a process left) still holds.
+
+    Raised before anything of the new run exists. `holders` maps each busy device to the
+    (job id, attempt) holding it. The scheduler never asks for this when it keeps its
+    contract (`core.audit`), so a caller treats it as a bug signal and launches later."""
+
+    def __init__(self, job_id: str, holders: dict[int, tuple[str, int]]) -> None:
+        self.job_id = job_id
+        self.holders = dict(holders)
+        held = ", ".join(f"{d} (job {j} attempt {a})" for d, (j, a) in sorted(holders.items()))
+        super().__init__(f"devices still held by live runs: {held}")
+
+
 @dataclass(frozen=True)
 class LaunchSpec:
     """One attempt of a job on this machine. `devices` are split evenly across the ranks."""

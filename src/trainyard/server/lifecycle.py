@@ -176,6 +176,7 @@ def transition(
         facts.setdefault("attempt", job.attempt - 1)  # the run's index, as logs and run dirs
     elif to_state == S.RUNNING:
         job.started_at = now
+        job.pending_reason = None  # what a deferred or refused launch waited for
     if to_state in _FINISHED:
         job.finished_at = now
     if "exit_code" in facts and facts["exit_code"] is not None:

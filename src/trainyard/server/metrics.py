@@ -210,7 +210,14 @@ class PlatformMetrics:
         self.submissions = Counter(
             "trainyard_job_submissions_total", "Jobs submitted, by outcome.", ("outcome",)
         )
+        self.booking_conflicts = Counter(
+            "trainyard_booking_conflicts_total",
+            "Bug signals: a decision or a launch that would put a job on a device (or CPU and "
+            "memory) a live job still holds, by where it was caught (decision or launch).",
+            ("stage",),
+        )
         for metric in (
+            self.booking_conflicts,
             self.queue_pending,
             self.queue_running,
             self.gpus,

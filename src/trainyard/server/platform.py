@@ -10,8 +10,18 @@
    its run is left. A PREEMPTED job goes back to PENDING once its run has stopped.
    Runs of jobs that no longer need them (CANCELLED, SUCCEEDED, ...) are stopped.
 2. Schedule: `scheduling.run_once` (again, a few times, when it asks for a retry).
-3. Act: the runs of evicted jobs are stopped; placed jobs (`Applied.launch`) and deferred
-   jobs whose victims have stopped (`ready_to_launch`) are launched and moved to RUNNING.
+3. Act: the runs of evicted jobs are asked to stop (SIGTERM now, SIGKILL from a later step
+   once the grace period is over; the loop never waits for it); placed jobs
+   (`Applied.launch`) and deferred jobs whose victims have stopped (`ready_to_launch`) are
+   launched and moved to RUNNING. A PREEMPTED job stays PREEMPTED, holding its devices,
+   until no process of its run is left.
+
+Defence in depth: the executor refuses to start a rank on a device that a live run still
+holds (`DeviceBusy`). The scheduler never asks for that while it keeps its contract
+(`core.audit`, also run on every decision by `scheduling.run_once`), so a refusal is logged
+as a bug signal (`trainyard_booking_conflicts_total{stage="launch"}`) and the job stays
+STARTING, its `pending_reason` naming the device and its holder, and is launched by the
+first step after the device is free.
 
 Every state change goes through `lifecycle.transition`, one job per transaction: a job
 changed concurrently (an API cancel) fails that job's transaction only (`StaleDataError`),
@@ -20,12 +30,14 @@ runs the database says exist (`LocalExecutor.adopt`) and applies what happened m
 
 Runs are numbered by `Job.attempt - 1` (the times the job entered STARTING, from 0), not by
 `restart_count`: a preempted job restarts without using a restart, and each launch needs a new
-run directory. Stopping is synchronous (`LocalExecutor.stop`: SIGTERM, the executor's grace
-period, SIGKILL).
+run directory. `recover()` also re-attaches to the live runs of jobs that no longer need them
+(cancelled while no server watched), so that they are stopped and the device ledger knows
+what they hold.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -40,7 +52,7 @@ from sqlalchemy.orm.exc import StaleDataError
 from trainyard.core import Profile
 from trainyard.exec.gpus import GpuInventory
 from trainyard.exec.local import LocalExecutor
-from trainyard.exec.run import LaunchSpec, RunHandle, RunStatus
+from trainyard.exec.run import DeviceBusy, LaunchSpec, RunHandle, RunStatus
 from trainyard.jobspec import JobSpec
 from trainyard.server import scheduling
 from trainyard.server.db import Device, Job, JobEvent, JobState, Node
@@ -52,9 +64,12 @@ from trainyard.server.lifecycle import (
     restarts_left,
     transition,
 )
+from trainyard.server.metrics import PLATFORM, PlatformMetrics
 from trainyard.server.pending import PendingCache
 
 __all__ = ["Platform", "StepReport"]
+
+log = logging.getLogger(__name__)
 
 S = JobState
 _ACTIVE = (S.STARTING, S.RUNNING, S.PREEMPTED)
@@ -72,7 +87,8 @@ class StepReport:
     succeeded: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
     requeued: list[str] = field(default_factory=list)
-    stopped: list[str] = field(default_factory=list)
+    stopped: list[str] = field(default_factory=list)  # stop requested (or done)
+    blocked: list[str] = field(default_factory=list)  # launch refused: a device is busy
     adopted: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     applied: scheduling.Applied | None = None
@@ -95,6 +111,7 @@ class Platform:
         retry: RetryPolicy = DEFAULT_RETRY,
         node_name: str | None = None,
         max_rounds: int = 3,
+        metrics: PlatformMetrics = PLATFORM,
     ) -> None:
         self.session_factory = session_factory
         self.executor = executor
@@ -104,7 +121,9 @@ class Platform:
         self.node_name = node_name
         self.virtual = False
         self.max_rounds = max_rounds
+        self.metrics = metrics
         self._runs: dict[str, RunHandle] = {}
+        self._blocked: dict[str, str] = {}  # STARTING jobs whose devices were busy -> why
         self.pending_cache = PendingCache()
 
     # ---- node --------------------------------------------------------------------------
@@ -154,24 +173,28 @@ class Platform:
         for job_id in self._watched():
             self._guarded(job_id, report, lambda s, row, out: self._observe(s, row, now, out))
         cache = self.pending_cache
-        applied = scheduling.run_once(self.session_factory, self.profile, now=now, cache=cache)
+        metrics = self.metrics
+        factory = self.session_factory
+        applied = scheduling.run_once(factory, self.profile, now=now, cache=cache, metrics=metrics)
         for _ in range(self.max_rounds - 1):
             if not applied.retry:
                 break
-            applied = scheduling.run_once(self.session_factory, self.profile, now=now, cache=cache)
+            applied = scheduling.run_once(
+                factory, self.profile, now=now, cache=cache, metrics=metrics
+            )
         report.applied = applied
         if applied.retry:
             report.errors.append(f"scheduling: {applied.error}")
         for job_id in applied.stop:
             self._guarded(job_id, report, lambda s, row, out: self._observe(s, row, now, out))
         with self.session_factory() as s:
-            ready = scheduling.ready_to_launch(s)
+            ready = [item.job_id for item in scheduling.ready_to_launch(s)]
         seen: set[str] = set()
-        for item in (*applied.launch, *ready):
-            if item.job_id in seen:
+        for job_id in (*(item.job_id for item in applied.launch), *ready, *list(self._blocked)):
+            if job_id in seen:
                 continue
-            seen.add(item.job_id)
-            self._guarded(item.job_id, report, lambda s, row, out: self._launch(s, row, now, out))
+            seen.add(job_id)
+            self._guarded(job_id, report, lambda s, row, out: self._launch(s, row, now, out))
         return report
 
     def recover(self, now: float | None = None) -> StepReport:
@@ -184,6 +207,7 @@ class Platform:
         with self.session_factory() as s:
             rows = list(s.scalars(select(Job).where(Job.state.in_(_ACTIVE)).order_by(Job.id)))
             jobs = [(r.id, S(r.state), self._attempt(r), self._deferred(s, r)) for r in rows]
+        self._adopt_strays({job_id for job_id, *_rest in jobs})
         for job_id, state, attempt, deferred in jobs:
             handle = self.executor.adopt(job_id)
             if handle is not None and handle.attempt == attempt:
@@ -194,6 +218,16 @@ class Platform:
                 continue
             self._guarded(job_id, report, lambda s, row, out: self._observe(s, row, now, out))
         return report
+
+    def _adopt_strays(self, active: set[str]) -> None:
+        """Re-attach to the live runs of jobs that no longer need them (the next sweep stops
+        them; meanwhile the executor's ledger counts their devices as taken)."""
+        for job_id in self.executor.known_jobs():
+            if job_id in active or job_id in self._runs:
+                continue
+            handle = self.executor.adopt(job_id)
+            if handle is not None and not self.executor.poll(handle).settled:
+                self._runs[job_id] = handle
 
     # ---- helpers -----------------------------------------------------------------------
 
@@ -263,7 +297,7 @@ class Platform:
                 continue
             status = self.executor.poll(handle)
             if not status.settled:
-                status = self.executor.stop(handle, reason=f"job is {state or 'gone'}")
+                status = self.executor.request_stop(handle, reason=f"job is {state or 'gone'}")
                 report.stopped.append(job_id)
             if status.settled:
                 del self._runs[job_id]
@@ -293,10 +327,10 @@ class Platform:
             if handle is not None:
                 status = self.executor.poll(handle)
                 if not status.settled:
-                    status = self.executor.stop(handle, reason="preempted")
+                    status = self.executor.request_stop(handle, reason="preempted")
                     out.append(("stopped", row.id))
                 if not status.settled:
-                    return
+                    return  # still stopping: it holds its devices until then
             transition(s, row, S.PENDING, reason="preempted: run stopped", now=now,
                        retry=self.retry)  # fmt: skip
             out.append(("requeued", row.id))
@@ -385,6 +419,7 @@ class Platform:
 
     def _launch(self, s: Session, row: Job, now: float, out: _Out) -> None:
         if row.state != S.STARTING:
+            self._blocked.pop(row.id, None)
             return
         attempt = self._attempt(row)
         handle = self._handle(row.id, attempt)  # launched before a crash: do not launch twice
@@ -392,6 +427,9 @@ class Platform:
             try:
                 token = self._job_token(s, row, attempt, now)
                 handle = self.executor.launch(self._launch_spec(row, attempt, token))
+            except DeviceBusy as busy:
+                self._refused(s, row, busy, out)
+                return
             except (ValueError, OSError) as error:  # JobSpecError is a ValueError
                 message = f"launch failed: {error}"
                 transition(s, row, S.FAILED, reason="launch failed", now=now,
@@ -399,4 +437,21 @@ class Platform:
                 out.append(("failed", row.id))
                 return
             self._runs[row.id] = handle
+        self._blocked.pop(row.id, None)
         self._to_running(s, row, handle, now, out, "launched")
+
+    def _refused(self, s: Session, row: Job, busy: DeviceBusy, out: _Out) -> None:
+        """The executor would not start `row` on devices a live run holds: it waits (its
+        token is not committed) and is tried again every step; logged once per cause."""
+        s.rollback()
+        held = ", ".join(f"{d} (job {j})" for d, (j, _a) in sorted(busy.holders.items()))
+        reason = f"waiting for devices still held by live runs: {held}"
+        if self._blocked.get(row.id) != reason:
+            self.metrics.booking_conflicts.inc(stage="launch")
+            log.error("bug signal: job %s was placed on devices a live run holds (%s); it "
+                      "waits until they are free", row.id, held)  # fmt: skip
+        self._blocked[row.id] = reason
+        fresh = s.get(Job, row.id)
+        if fresh is not None and fresh.state == S.STARTING:
+            fresh.pending_reason = reason
+        out.append(("blocked", row.id))

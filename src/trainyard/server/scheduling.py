@@ -20,6 +20,11 @@ Decisions taken here:
   it: `Applied.deferred` lists it, the STARTING event's details carry `after_evictions`, and
   `pending_reason` says what it waits for. `ready_to_launch` lists the deferred jobs whose
   victims have all left PREEMPTED; the loop launches them then.
+- Every decision is checked against the booking contract (`core.audit`: no device, CPU or
+  memory serves two live jobs, evicted jobs counting as live until they stop) before it is
+  applied; a breach is a scheduler bug, logged with
+  `trainyard_booking_conflicts_total{stage="decision"}`. The decision is applied as it is:
+  the executor's device ledger refuses the launch that would breach it (`platform.py`).
 - Pending reasons are stored as `"<code>: <message>"` (`split_reason` reads them back).
 - Concurrency: load and apply must use the same session; every write of a job row checks its
   `version` against the one read by `load_snapshot` (pending jobs are read as plain rows, so
@@ -35,6 +40,7 @@ Decisions taken here:
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -47,6 +53,7 @@ from sqlalchemy.orm.exc import StaleDataError
 
 from trainyard import core
 from trainyard.core import Decision, NodeDevices, Snapshot, Topology
+from trainyard.core.audit import booking_conflicts
 from trainyard.runtime import gc_paused
 from trainyard.server.db import Health, JobEvent, JobState
 from trainyard.server.db import Job as JobRow
@@ -67,6 +74,8 @@ __all__ = [
     "run_once",
     "split_reason",
 ]
+
+log = logging.getLogger(__name__)
 
 S = JobState
 _SEEN = "trainyard.scheduling.seen"  # session.info: job id -> (version, reason, start) read
@@ -407,6 +416,11 @@ def run_once(
         snapshot = load_snapshot(session, now, topology, cache)
         with gc_paused():
             decision = core.run_cycle(snapshot, profile)
+        conflicts = booking_conflicts(snapshot, decision)
+        if conflicts:
+            metrics.booking_conflicts.inc(len(conflicts), stage="decision")
+            log.error("bug signal: the scheduler's decision breaks the booking contract: %s",
+                      "; ".join(conflicts[:5]))  # fmt: skip
         applied = apply_decision(session, decision, now)
         metrics.cycle_seconds.observe(time.perf_counter() - began)
         refresh_gauges(session, metrics)

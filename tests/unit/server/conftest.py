@@ -7,6 +7,9 @@ empty database (created, then dropped); `engine` and `session` use one database 
 once per session and emptied after each test. On SQLite, `engine` copies a file migrated
 once. Without PostgreSQL binaries the postgres parameters are skipped, unless
 TRAINYARD_REQUIRE contains `postgres` or CI=true: then they fail, saying how to install it.
+
+Every decision the server makes in-process (`scheduling.run_once` calls `core.run_cycle`) is
+checked against the booking contract (`audited_cycles`).
 """
 
 from __future__ import annotations
@@ -14,8 +17,9 @@ from __future__ import annotations
 import contextlib
 import itertools
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -24,10 +28,16 @@ from server_factories import World
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
+from trainyard import core
 from trainyard.server.db import Base, init_db, make_engine, make_session_factory
 
 BACKENDS = ["sqlite", "postgres"]
 _names = itertools.count()
+
+
+@pytest.fixture(autouse=True)
+def _audit_server_cycles(audited_cycles: Callable[[Any], None]) -> None:
+    audited_cycles(core)
 
 
 def _unavailable(why: str) -> None:

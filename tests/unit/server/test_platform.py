@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from trainyard.exec import procfs
 from trainyard.exec.gpus import Gpu, GpuInventory
 from trainyard.exec.local import LocalExecutor
+from trainyard.exec.run import RunHandle
 from trainyard.server.db import Job, JobEvent, JobState, Node, make_session_factory
 from trainyard.server.lifecycle import RetryPolicy, transition
 from trainyard.server.platform import Platform
@@ -104,6 +105,15 @@ def _drive(
         time.sleep(0.05)
 
 
+def _settle(platform: Platform, handle: RunHandle, timeout_s: float = 10.0) -> None:
+    """Step until no process of `handle`'s run is left (stops are asked for, not waited)."""
+    deadline = time.monotonic() + timeout_s
+    while not platform.executor.poll(handle).settled:
+        assert time.monotonic() < deadline, f"{handle.job_id} still has processes"
+        platform.step()
+        time.sleep(0.05)
+
+
 def _attempt_dirs(root: Path, job_id: str) -> list[str]:
     return sorted(p.name for p in (root / "jobs" / job_id).glob("attempt-*"))
 
@@ -166,9 +176,9 @@ def test_cancel_stops_the_running_processes(
         transition(s, job, S.CANCELLED, reason="cancelled by ada", now=time.time())
         s.commit()
     report = platform.step()
-    assert job_id in report.stopped
+    assert job_id in report.stopped  # SIGTERM sent; the loop does not wait for it
+    _settle(platform, handle)
     assert not any(procfs.alive(r.pid, r.start_time) for r in handle.ranks)
-    assert platform.executor.poll(handle).settled
     assert _job(factory, job_id).state == S.CANCELLED
     assert _states(factory, job_id)[-1] == S.CANCELLED
 
@@ -255,9 +265,9 @@ def test_preemption_stops_the_victim_and_launches_the_preemptor(
         assert job is not None
         transition(s, job, S.CANCELLED, reason="test over", now=time.time())
         s.commit()
-    platform.step()
     current = platform.executor.adopt(low)
-    assert current is not None and platform.executor.poll(current).settled
+    assert current is not None
+    _settle(platform, current)
 
 
 def test_recover_fails_and_requeues_a_run_that_vanished(
@@ -283,3 +293,24 @@ def test_recover_fails_and_requeues_a_run_that_vanished(
             select(JobEvent).where(JobEvent.job_id == job_id, JobEvent.to_state == S.FAILED)
         ).one()
         assert event.details["run_state"] == "lost"
+
+
+def test_recover_stops_a_live_run_of_a_job_cancelled_while_down(
+    factory: sessionmaker[Session], session: Session, world: World, root: Path
+) -> None:
+    first = _platform(factory, root)
+    job_id = _submit(session, world, "import time; time.sleep(60)")
+    _drive(first, factory, job_id, lambda j: j.state == S.RUNNING)
+    with factory() as s:  # cancelled in the database while no server runs
+        job = s.get(Job, job_id)
+        assert job is not None
+        transition(s, job, S.CANCELLED, reason="cancelled by ada", now=time.time())
+        s.commit()
+    second = _platform(factory, root)
+    second.recover()
+    assert second.executor.device_holders() == {0: [(job_id, 0)]}  # counted until it stops
+    (handle,) = second.executor.handles()
+    report = second.step()
+    assert job_id in report.stopped
+    _settle(second, handle)
+    assert second.executor.device_holders() == {}
