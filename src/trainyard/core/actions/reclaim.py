@@ -11,7 +11,7 @@ work lost). See `victims.py` for how the set is chosen and why it is minimal.
 from __future__ import annotations
 
 from trainyard.core.actions.victims import by_queue, evict_for
-from trainyard.core.cycle import Cycle
+from trainyard.core.cycle import CAPACITY_CODES, Cycle, Status
 from trainyard.core.framework import ACTIONS
 from trainyard.core.queues import QueueIndex
 from trainyard.core.state import Alloc
@@ -77,7 +77,51 @@ def reclaim_for(cycle: Cycle, job: Job) -> bool:
     if not budgets:
         return False
     reason = f"queue {job.queue} reclaims its guaranteed quota"
-    return evict_for(cycle, job, "reclaim", budgets, rules.allowed, rules.cost, reason)
+    if evict_for(cycle, job, "reclaim", budgets, rules.allowed, rules.cost, reason):
+        return True
+    _explain_lender(cycle, job, rules, budgets)
+    return False
+
+
+def _explain_lender(cycle: Cycle, job: Job, rules: _Rules, budgets: dict[int, int]) -> None:
+    """When what `job`'s queue is owed is lent out inside jobs too large to evict without
+    taking their queue below its own guarantee, say so (instead of "waiting for N GPUs")."""
+    st = cycle.status.get(job.id)
+    if st is None or st.code not in CAPACITY_CODES:
+        return
+    classes = cycle.classes_of(job)
+    allocs = cycle.state.allocs
+    per_queue = by_queue(cycle)
+    fits = 0  # GPUs evictable within the lenders' own guarantees
+    held = 0  # GPUs of every borrowed job, whatever its size
+    biggest: Alloc | None = None
+    for vq, budget in budgets.items():
+        for a in per_queue.get(vq, ()):
+            if a.job.id not in allocs or a.cls not in classes or not a.gpus:
+                continue
+            held += a.gpus
+            if a.gpus <= budget:
+                fits += a.gpus
+            elif biggest is None or (a.gpus, a.job.id) < (biggest.gpus, biggest.job.id):
+                biggest = a  # the smallest job that is too large: the one to name
+    free = max((cycle.state.class_free[c] for c in classes), default=0)
+    if biggest is None or free + fits >= job.gpus or free + held < job.gpus:
+        return  # room was not the lender's guarantee (placement, topology, or too little)
+    queues = cycle.queues
+    theirs = _below(queues.path[biggest.queue], rules.my_path)
+    x = theirs[0]
+    for anc in theirs:  # the queue on the lender's side that would drop below its guarantee
+        if queues.gpus[anc] - queues.guaranteed[anc] < queues.gpus[x] - queues.guaranteed[x]:
+            x = anc
+    q = rules.q
+    cycle.status[job.id] = Status(
+        "quota",
+        blocker=x,
+        other_job=biggest.job.id,
+        quota=("lender", queues.gpus[x], queues.guaranteed[x]),
+        size=biggest.gpus,
+        owner=(queues.gpus[q], queues.guaranteed[q]),
+    )
 
 
 def reclaim(cycle: Cycle) -> None:
