@@ -10,6 +10,10 @@ Cases (all of them without arguments; the data comes from ``$TRAINYARD_SHARED`` 
   above 600 GPUs on most days) on 64 nodes x 8 GPUs, every policy side by side.
 * ``philly-full``: the whole Philly trace (82,247 jobs) on 64 x 8 under the default policy:
   wall seconds and simulated jobs per wall second.
+* ``tie-break``: which of two queues tied on fair share goes first (`queue_tie_break`:
+  declared order, or the queue whose next job is smaller), for `default` and `drf`, on the
+  busy Philly week and on the week after it (64 x 8): JCT, wait and the share of GPUs idle
+  while jobs wait.
 
 Timings are wall-clock on this machine with the compiled core (`make venv`).
 """
@@ -25,6 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from trainyard.core import get_profile
 from trainyard.sim.cluster import parse_cluster
 from trainyard.sim.engine import simulate
 from trainyard.sim.metrics import summarize
@@ -41,6 +46,7 @@ KEYS = (
     "fairness_rho_max", "preemptions",
 )  # fmt: skip
 WINDOW = ("2017-10-16 00:00:00", "2017-10-23 00:00:00")
+NEXT_WEEK = ("2017-10-23 00:00:00", "2017-10-30 00:00:00")
 
 
 def machine() -> dict[str, Any]:
@@ -95,7 +101,32 @@ def philly_full() -> None:
     print(json.dumps(out), flush=True)
 
 
-CASES = {"pollux": pollux, "philly-window": philly_window, "philly-full": philly_full}
+def tie_break() -> None:
+    cluster = parse_cluster("64x8")
+    for window in (WINDOW, NEXT_WEEK):
+        wl = read_workload(
+            f"philly:{POLLUX / 'philly.csv'}", options={"start": window[0], "end": window[1]}
+        )
+        for policy in ("default", "drf"):
+            for tie in ("declared", "smaller"):
+                profile = get_profile(policy).with_overrides(queue_tie_break=tie)
+                start = time.perf_counter()
+                summary = summarize(simulate(wl, cluster, FixedDuration(30.0), profile))
+                busy = summary["utilisation_while_waiting"]
+                out = {"case": "tie-break", "window": list(window), "policy": policy,
+                       "queue_tie_break": tie, "jobs": len(wl.jobs),
+                       "idle_while_waiting": None if busy is None else 1.0 - busy,
+                       **{k: summary[k] for k in KEYS},
+                       "wall_s": time.perf_counter() - start, **machine()}  # fmt: skip
+                print(json.dumps(out), flush=True)
+
+
+CASES = {
+    "pollux": pollux,
+    "philly-window": philly_window,
+    "philly-full": philly_full,
+    "tie-break": tie_break,
+}
 
 if __name__ == "__main__":
     wanted = sys.argv[1:] or list(CASES)

@@ -114,6 +114,10 @@ class Profile:
     # Delay scheduling (Zaharia et al., EuroSys'10): a job that fits one node waits up to this
     # many seconds after submission for one before it may span nodes (0: span at once).
     locality_wait_s: float = 0.0
+    # Which of two queues tied on fair share is served first (queue order drf): "declared"
+    # (the order the queues are listed in) or "smaller" (the queue whose next job asks for
+    # fewer GPUs; declared order between equal sizes).
+    queue_tie_break: str = "declared"
     params: dict[str, float] = field(default_factory=dict)
 
     def validate(self) -> None:
@@ -126,6 +130,11 @@ class Profile:
             SCORERS.get(scorer)
             if weight < 0:
                 raise ValueError(f"profile {self.name}: scorer {scorer} weight must be >= 0")
+        if self.queue_tie_break not in ("declared", "smaller"):
+            raise ValueError(
+                f"profile {self.name}: queue_tie_break must be declared or smaller, "
+                f"got {self.queue_tie_break!r}"
+            )
         if not self.locality_wait_s >= 0:
             raise ValueError(f"profile {self.name}: locality_wait_s must be >= 0")
         if self.max_reservations < 0:

@@ -67,6 +67,18 @@ class Scheduler:
         path = tuple(queues.share_key(a) for a in reversed(queues.path[q]))
         return (path, q, self._key(job, profile))
 
+    def _tied(self, job: Job, head: Job) -> bool:
+        """Are `job` and `head` in different queues tied on fair share, under a tie-break
+        by the size of each queue's next job?"""
+        profile = self.profile
+        if profile.queue_order == "global" or profile.queue_tie_break == "declared":
+            return False
+        if job.queue == head.queue:
+            return False
+        mine: tuple[Any, ...] = self._rank(job)
+        theirs: tuple[Any, ...] = self._rank(head)
+        return bool(mine[0] == theirs[0])
+
     def _full(self, job: Job) -> Decision:
         from trainyard.core.cycle import run_cycle
 
@@ -88,6 +100,8 @@ class Scheduler:
             return self._full(job)
         profile = self.profile
         head = cycle.head if cycle.head is not None and cycle.head.id in cycle.status else None
+        if head is not None and self._tied(job, head):
+            return self._full(job)  # which queue goes first depends on the walk's next jobs
         ahead = head is not None and self._rank(job) < self._rank(head)
         if head is not None and profile.strict_order:
             if ahead:

@@ -8,6 +8,12 @@ under the same root as a queue whose allocation changed (the cycle reports those
 `touched`), since a job that does not fit changes nobody's share. The smallest key is kept
 in a heap of (key, queue) entries; an entry whose key is no longer the queue's is dropped when
 it reaches the top.
+
+Queues tied on fair share (e.g. two queues both empty and below their guarantees) are served
+by `Profile.queue_tie_break`: "declared" takes the queue listed first; "smaller" the queue
+whose next job asks for fewer GPUs (then the one listed first), so that small jobs fill the
+room a large one could not use. The size is part of the key, so it is refreshed whenever a
+queue's next job changes.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ class PendingOrder:
         key = JOB_ORDERS.get(profile.job_order)
         self.visited: list[Job] = []
         self._global = profile.queue_order == "global"
+        self._smaller = profile.queue_tie_break == "smaller"
         pending = cycle.snapshot.pending
         if self._global:
             self._all = sorted(pending, key=lambda j: key(j, profile))
@@ -47,19 +54,20 @@ class PendingOrder:
             self._group: dict[int, list[int]] = {}  # root queue -> queues with jobs below it
             for q in self._lists:
                 self._group.setdefault(queues.path[q][-1], []).append(q)
-            self._keys: dict[int, tuple[tuple[int, float], ...]] = {}
+            self._keys: dict[int, tuple[tuple[tuple[int, float], ...], int]] = {}
             for q in self._lists:
                 self._keys[q] = self._key(q)
             self._heap = [(k, q) for q, k in self._keys.items()]
             heapq.heapify(self._heap)
         self.touched: set[int] = set()  # queues whose allocation changed (set by the cycle)
 
-    def _key(self, q: int) -> tuple[tuple[int, float], ...]:
+    def _key(self, q: int) -> tuple[tuple[tuple[int, float], ...], int]:
         queues = self.queues
         path = queues.path[q]
+        tie = self._lists[q][self._pos_q[q]].gpus if self._smaller else 0
         if len(path) == 1:
-            return (queues.share_key(q),)
-        return tuple(map(queues.share_key, reversed(path)))
+            return ((queues.share_key(q),), tie)
+        return (tuple(map(queues.share_key, reversed(path))), tie)
 
     def _refresh(self) -> None:
         """Recompute the keys of queues that share a root with a touched queue."""
@@ -98,6 +106,11 @@ class PendingOrder:
             self._pos_q[q] = pos + 1
             if pos + 1 >= len(self._lists[q]):
                 del self._keys[q]
+            elif self._smaller:
+                key = (keys[q][0], self._lists[q][pos + 1].gpus)
+                if key != keys[q]:
+                    keys[q] = key
+                    heapq.heappush(heap, (key, q))
         self.visited.append(job)
         return job
 

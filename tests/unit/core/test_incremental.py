@@ -8,11 +8,13 @@ from dataclasses import replace
 import pytest
 
 from trainyard.benchmarks.scheduler import _job, snapshot
-from trainyard.core import Decision, Snapshot, apply_decision, run_cycle
+from trainyard.core import Decision, Profile, Snapshot, apply_decision, get_profile, run_cycle
 from trainyard.core.incremental import Scheduler
 
+SMALLER_FIRST = get_profile("drf").with_overrides(name="drf-smaller", queue_tie_break="smaller")
 
-def _steady(snap: Snapshot, profile: str) -> Snapshot:
+
+def _steady(snap: Snapshot, profile: str | Profile) -> Snapshot:
     for _ in range(6):
         decision = run_cycle(snap, profile)
         if decision.is_empty:
@@ -28,9 +30,9 @@ def _changes(decision: Decision) -> tuple[object, ...]:
     )
 
 
-@pytest.mark.parametrize("profile", ["default", "drf", "priority", "las", "fifo"])
+@pytest.mark.parametrize("profile", ["default", "drf", "priority", "las", "fifo", SMALLER_FIRST])
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_arrival_matches_full_cycle(profile: str, seed: int) -> None:
+def test_arrival_matches_full_cycle(profile: str | Profile, seed: int) -> None:
     steady = _steady(snapshot(256, 120, seed=seed), profile)
     sched = Scheduler(steady, profile)
     assert sched.steady

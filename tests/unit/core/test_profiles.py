@@ -68,6 +68,7 @@ def test_builtin_profiles_validate() -> None:
         ({"scorers": (("binpack", -1.0),)}, ValueError, "binpack weight must be >= 0"),
         ({"max_reservations": -1}, ValueError, "max_reservations must be >= 0"),
         ({"las_thresholds": (10.0, 5.0)}, ValueError, "las_thresholds must be increasing"),
+        ({"queue_tie_break": "biggest"}, ValueError, "queue_tie_break must be declared or"),
     ],
 )
 def test_profile_validate_rejects_bad_names_and_knobs(
