@@ -11,9 +11,9 @@ Cases (all of them without arguments; the data comes from ``$TRAINYARD_SHARED`` 
 * ``philly-full``: the whole Philly trace (82,247 jobs) on 64 x 8 under the default policy:
   wall seconds and simulated jobs per wall second.
 * ``tie-break``: which of two queues tied on fair share goes first (`queue_tie_break`:
-  declared order, or the queue whose next job is smaller), for `default` and `drf`, on the
-  busy Philly week and on the week after it (64 x 8): JCT, wait and the share of GPUs idle
-  while jobs wait.
+  declared order, or the queue whose next job is smaller), for `default` and `drf`, on six
+  Philly weeks from 2017-10-02 (64 x 8): JCT, wait and the share of GPUs idle while jobs
+  wait.
 
 Timings are wall-clock on this machine with the compiled core (`make venv`).
 """
@@ -46,7 +46,11 @@ KEYS = (
     "fairness_rho_max", "preemptions",
 )  # fmt: skip
 WINDOW = ("2017-10-16 00:00:00", "2017-10-23 00:00:00")
-NEXT_WEEK = ("2017-10-23 00:00:00", "2017-10-30 00:00:00")
+WEEKS = tuple(
+    (f"2017-{a} 00:00:00", f"2017-{b} 00:00:00")
+    for a, b in (("10-02", "10-09"), ("10-09", "10-16"), ("10-16", "10-23"), ("10-23", "10-30"),
+                 ("10-30", "11-06"), ("11-06", "11-13"))
+)  # fmt: skip
 
 
 def machine() -> dict[str, Any]:
@@ -103,7 +107,7 @@ def philly_full() -> None:
 
 def tie_break() -> None:
     cluster = parse_cluster("64x8")
-    for window in (WINDOW, NEXT_WEEK):
+    for window in WEEKS:
         wl = read_workload(
             f"philly:{POLLUX / 'philly.csv'}", options={"start": window[0], "end": window[1]}
         )
