@@ -8,7 +8,19 @@ from dataclasses import replace
 import pytest
 
 from trainyard.benchmarks.scheduler import _job, snapshot
-from trainyard.core import Decision, Profile, Snapshot, apply_decision, get_profile, run_cycle
+from trainyard.core import (
+    Decision,
+    Job,
+    Node,
+    NodeDevices,
+    Profile,
+    Queue,
+    RunningJob,
+    Snapshot,
+    apply_decision,
+    get_profile,
+    run_cycle,
+)
 from trainyard.core.incremental import Scheduler
 
 SMALLER_FIRST = get_profile("drf").with_overrides(name="drf-smaller", queue_tie_break="smaller")
@@ -58,3 +70,18 @@ def test_arrival_matches_full_cycle(profile: str | Profile, seed: int) -> None:
             assert fast.pending[job.id].code == full.pending[job.id].code
             assert fast.pending[job.id].estimated_start == full.pending[job.id].estimated_start
         sched.forget(job.id)
+
+
+def test_an_arrival_on_devices_an_earlier_arrival_freed_waits_for_the_eviction() -> None:
+    """Arrivals decided one after another on the kept state: the second lands on the device
+    the first one's eviction left over, and must wait for that eviction as well."""
+    low = RunningJob(Job("low", queue="q", gpus=2), (NodeDevices("n0", (0, 1)),), 0.0)
+    steady = Snapshot(1000.0, (Node("n0", 2),), queues=(Queue("q", guaranteed=2),), running=(low,))
+    sched = Scheduler(steady, "priority")
+    assert sched.steady
+    first = sched.decide_arrival(Job("a", queue="q", gpus=1, priority=5, submit_time=1000.0))
+    assert [e.job_id for e in first.evictions] == ["low"]
+    assert [p.after_evictions for p in first.placements] == [("low",)]
+    second = sched.decide_arrival(Job("b", queue="q", gpus=1, priority=5, submit_time=1000.0))
+    (placed,) = [p for p in second.placements if p.job_id == "b"]
+    assert placed.after_evictions == ("low",)
