@@ -2,8 +2,8 @@
 
 Snapshot in, decision out: `run_cycle(snapshot, profile) -> Decision`. No I/O, no clock, no
 imports of the server, database, executors or simulator (a test enforces this). Policies,
-actions and scorers are plugins found by name (`PROFILES`, `ACTIONS`, `JOB_ORDERS`,
-`SCORERS`). See docs/architecture.md for the design and the invariants.
+actions and scorers are plugins found by name (`PROFILES`, `ACTIONS`, `EVICTORS`,
+`JOB_ORDERS`, `SCORERS`). See docs/architecture.md for the design and the invariants.
 """
 
 from trainyard.core import actions, plugins, profiles
@@ -11,6 +11,7 @@ from trainyard.core.apply import apply_decision
 from trainyard.core.cycle import run_cycle
 from trainyard.core.framework import (
     ACTIONS,
+    EVICTORS,
     JOB_ORDERS,
     PROFILES,
     SCORERS,
@@ -36,6 +37,7 @@ from trainyard.core.types import (
 
 __all__ = [
     "ACTIONS",
+    "EVICTORS",
     "JOB_ORDERS",
     "PROFILES",
     "SCORERS",

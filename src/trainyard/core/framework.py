@@ -8,6 +8,10 @@ Plugins answer narrow questions; each protocol says how several of them combine:
 - `Scorer` (any number, weighted sum): rates every candidate placement in [0, 1] in one call;
   the highest total wins, ties go to the first candidate (so decisions are deterministic).
 - `Action` (ordered list): a step of the cycle, run in the profile's order of disruption.
+- `Evictor` (one per evicting action, registered under the action's name in `EVICTORS`):
+  try to place one pending job by evicting others (True if it was placed). The incremental
+  arrival path (`incremental.py`) asks it for a single arrival, so a new evicting action
+  needs no change there.
 
 A `Profile` names one choice for each, plus a few numeric knobs. Everything is found by name in
 a `Registry`, whose error for a wrong name lists the known names and the closest match, so a
@@ -82,10 +86,14 @@ Scorer = Callable[["ClusterState", Job, "list[Candidate]"], "list[float]"]
 
 Action = Callable[["Cycle"], None]
 
+Evictor = Callable[["Cycle", Job], bool]
+"""Places one pending job by evicting others if the action's rules allow; True if placed."""
+
 JOB_ORDERS: Registry[JobOrder] = Registry("job order")
 QUEUE_ORDERS: Registry[str] = Registry("queue order")
 SCORERS: Registry[Scorer] = Registry("placement scorer")
 ACTIONS: Registry[Action] = Registry("action")
+EVICTORS: Registry[Evictor] = Registry("evicting action")
 PROFILES: Registry[Profile] = Registry("profile")
 
 QUEUE_ORDERS.register("drf", "drf")

@@ -26,12 +26,9 @@ from dataclasses import replace
 from typing import Any
 
 from trainyard.core.actions.backfill import place_backfill, reserve
-from trainyard.core.actions.las_preempt import las_preempt_for
-from trainyard.core.actions.preempt import preempt_for
-from trainyard.core.actions.reclaim import reclaim_for
 from trainyard.core.cycle import Cycle, Status, run_actions
 from trainyard.core.explain import build_decision
-from trainyard.core.framework import JOB_ORDERS, Profile, get_profile
+from trainyard.core.framework import EVICTORS, JOB_ORDERS, Profile, get_profile
 from trainyard.core.snapshot import Snapshot, validate
 from trainyard.core.topology import Layout, build_layout
 from trainyard.core.types import Decision, Job
@@ -121,13 +118,10 @@ class Scheduler:
             if "reclaim" in profile.actions and queues.over_guaranteed(q) > max(before, 0):
                 self.stale = True  # others may now reclaim from `job`'s queue
             return self._delta(job)
-        attempts = (
-            ("reclaim", reclaim_for),
-            ("preempt", preempt_for),
-            ("las_preempt", las_preempt_for),
-        )
-        for name, attempt in attempts:
-            if name in profile.actions and cycle.quota_blocker(job) < 0 and attempt(cycle, job):
+        for name in profile.actions:  # the evicting ones, in the profile's order
+            if name not in EVICTORS or cycle.quota_blocker(job) >= 0:
+                continue
+            if EVICTORS.get(name)(cycle, job):
                 self.stale = True  # the evictions may let others start (or settle) too
                 break
         return self._delta(job)

@@ -14,9 +14,9 @@ preemptor has itself been served into a higher level (which is what LAS intends)
 
 from __future__ import annotations
 
-from trainyard.core.actions.victims import eligible, evict_for
+from trainyard.core.actions.victims import by_queue, evict_for
 from trainyard.core.cycle import Cycle
-from trainyard.core.framework import ACTIONS, Profile
+from trainyard.core.framework import ACTIONS, EVICTORS, Profile
 from trainyard.core.plugins.order import las_level
 from trainyard.core.state import Alloc
 from trainyard.core.types import Job
@@ -42,7 +42,53 @@ class _Rules:
         return (float(not a.placed_now), float(-las_level(a.job, self.profile)), -a.started_at)
 
 
+class _Index:
+    """The cycle's evictable jobs (`victims.by_queue`, fixed before its first eviction) of
+    each queue by LAS level (index = level), lowest priority first, indexed once per action
+    (a class, not closures: see reclaim.py)."""
+
+    def __init__(self, cycle: Cycle, profile: Profile) -> None:
+        self.levels = len(profile.las_thresholds) + 1
+        self.by_queue: dict[int, list[list[Alloc]]] = {}
+        for allocs in by_queue(cycle).values():  # the cycle's fixed pool of victims
+            for a in allocs:
+                level = las_level(a.job, profile)
+                if level:
+                    rows = self.by_queue.get(a.queue)
+                    if rows is None:
+                        rows = self.by_queue[a.queue] = [[] for _ in range(self.levels)]
+                    rows[level].append(a)
+        for rows in self.by_queue.values():
+            for row in rows:
+                row.sort(key=_priority)
+
+    def gpus_above(self, q: int, level: int) -> int:
+        """GPUs the queue's evictable jobs hold at levels above `level` (as indexed)."""
+        rows = self.by_queue.get(q)
+        if rows is None:
+            return 0
+        return sum(a.gpus for row in rows[level + 1 :] for a in row)
+
+    def victims(self, q: int, level: int, priority: int) -> list[Alloc]:
+        """Jobs of queue `q` above `level` of no higher `priority`."""
+        out: list[Alloc] = []
+        for row in self.by_queue.get(q, [])[level + 1 :]:
+            for a in row:
+                if a.job.priority > priority:
+                    break  # sorted by priority: the rest is higher
+                out.append(a)
+        return out
+
+
+def _priority(a: Alloc) -> int:
+    return a.job.priority
+
+
 def las_preempt_for(cycle: Cycle, job: Job) -> bool:
+    return _preempt_with(cycle, job, _Index(cycle, cycle.profile))
+
+
+def _preempt_with(cycle: Cycle, job: Job, index: _Index) -> bool:
     q = cycle.queues.index[job.queue]
     rules = _Rules(q, job, cycle.profile)
     reason = f"job {job.id} has received less service (LAS level {rules.level})"
@@ -55,45 +101,30 @@ def las_preempt_for(cycle: Cycle, job: Job) -> bool:
         rules.allowed,
         rules.cost,
         reason,
-        below_priority=job.priority + 1,
-        prefilter=rules.allowed,
+        candidates=index.victims(q, rules.level, job.priority),
     )
-
-
-def _victim_gpus(cycle: Cycle, profile: Profile) -> dict[str, list[int]]:
-    """Queue -> GPUs its evictable running jobs hold at each LAS level (index = level)."""
-    out: dict[str, list[int]] = {}
-    levels = len(profile.las_thresholds) + 1
-    for a in cycle.state.allocs.values():
-        if a.queue >= 0 and eligible(cycle, a):
-            level = las_level(a.job, profile)
-            if level:
-                row = out.get(a.job.queue)
-                if row is None:
-                    row = out[a.job.queue] = [0] * levels
-                row[level] += a.gpus
-    return out
 
 
 def las_preempt(cycle: Cycle) -> None:
     failed: dict[tuple[object, ...], int] = {}
     profile = cycle.profile
-    victims = _victim_gpus(cycle, profile)
-    if not victims:
+    index = _Index(cycle, profile)
+    if not index.by_queue:
         return  # nobody evictable has been served past the first threshold
     state = cycle.state
+    qindex = cycle.queues.index
     for job in cycle.pending_jobs():
         if job.gpus == 0 or job.id not in cycle.status:
             continue
         if state.epoch != cycle.settled_epoch and cycle.try_place(job, "las_preempt"):
             continue  # earlier evictions freed more than their preemptor needed
-        row = victims.get(job.queue)
-        if row is None:
+        q = qindex[job.queue]
+        if q not in index.by_queue:
             continue  # no running job of its queue has been served past a threshold
         level = las_level(job, profile)
         # Upper bound on the room an eviction plan could make: the free GPUs of the best
         # class now plus every more-served victim of the queue (as of the action's start).
-        if max(state.class_free, default=0) + sum(row[level + 1 :]) < job.gpus:
+        if max(state.class_free, default=0) + index.gpus_above(q, level) < job.gpus:
             continue
         key = (
             job.queue,
@@ -106,8 +137,9 @@ def las_preempt(cycle: Cycle) -> None:
         )
         if job.gpus >= failed.get(key, 1 << 30):
             continue
-        if not las_preempt_for(cycle, job):
+        if not _preempt_with(cycle, job, index):
             failed[key] = min(failed.get(key, 1 << 30), job.gpus)
 
 
 ACTIONS.register("las_preempt", las_preempt)
+EVICTORS.register("las_preempt", las_preempt_for)

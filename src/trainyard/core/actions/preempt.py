@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from trainyard.core.actions.victims import evict_for
 from trainyard.core.cycle import Cycle
-from trainyard.core.framework import ACTIONS
+from trainyard.core.framework import ACTIONS, EVICTORS
 from trainyard.core.state import Alloc
 from trainyard.core.types import Job
 
@@ -77,3 +77,4 @@ def preempt(cycle: Cycle) -> None:
 
 
 ACTIONS.register("preempt", preempt)
+EVICTORS.register("preempt", preempt_for)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from trainyard.core.actions.victims import by_queue, evict_for
 from trainyard.core.cycle import CAPACITY_CODES, Cycle, Status
-from trainyard.core.framework import ACTIONS
+from trainyard.core.framework import ACTIONS, EVICTORS
 from trainyard.core.queues import QueueIndex
 from trainyard.core.state import Alloc
 from trainyard.core.types import Job
@@ -141,3 +141,4 @@ def reclaim(cycle: Cycle) -> None:
 
 
 ACTIONS.register("reclaim", reclaim)
+EVICTORS.register("reclaim", reclaim_for)

@@ -160,30 +160,38 @@ def evict_for(
     reason: str,
     below_priority: int | None = None,
     prefilter: Callable[[Alloc], bool] | None = None,
+    candidates: list[Alloc] | None = None,
 ) -> bool:
     """Evict the cheapest victims that let `job` fit and place it; False changes nothing.
 
     `budgets` maps each queue victims may come from to the most GPUs one victim of it may
     hold (a cheap filter computed once per call); `below_priority`, if given, keeps only
     victims of a lower priority; `prefilter`, if given, is a rule that does not change during
-    the call (checked once per candidate victim); `allowed` is the exact rule, checked on the
-    live state before each eviction of a plan (earlier victims of the plan may have used up a
-    queue's budget)."""
+    the call (checked once per candidate victim); `candidates`, if given, replaces the
+    victims `by_queue` lists for the budgets' queues (a caller that keeps its own index);
+    `allowed` is the exact rule, checked on the live state before each eviction of a plan
+    (earlier victims of the plan may have used up a queue's budget)."""
     state = cycle.state
     classes = cycle.classes_of(job)
     g = job.gpus
     if g == 0 or not classes:
         return False
     allocs = state.allocs
-    per_queue = by_queue(cycle)
     pool = []
-    for vq, budget in budgets.items():
-        for a in per_queue.get(vq, ()):
-            if below_priority is not None and a.job.priority >= below_priority:
-                break  # sorted by priority: the rest is no lower
-            usable = 0 < a.gpus <= budget and a.cls in classes and a.job.id in allocs
-            if usable and (prefilter is None or prefilter(a)):
+    if candidates is not None:
+        for a in candidates:
+            budget = budgets.get(a.queue, 0)
+            if 0 < a.gpus <= budget and a.cls in classes and a.job.id in allocs:
                 pool.append(a)
+    else:
+        per_queue = by_queue(cycle)
+        for vq, budget in budgets.items():
+            for a in per_queue.get(vq, ()):
+                if below_priority is not None and a.job.priority >= below_priority:
+                    break  # sorted by priority: the rest is no lower
+                usable = 0 < a.gpus <= budget and a.cls in classes and a.job.id in allocs
+                if usable and (prefilter is None or prefilter(a)):
+                    pool.append(a)
     if not pool:
         return False
     own = next((h for h in cycle.holds if h.job.id == job.id), None)
