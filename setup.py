@@ -29,6 +29,7 @@ COMPILED = [
     "src/trainyard/core/explain.py",
     "src/trainyard/core/actions/allocate.py",
     "src/trainyard/core/actions/backfill.py",
+    "src/trainyard/core/actions/gangplan.py",
     "src/trainyard/core/actions/victims.py",
     "src/trainyard/core/actions/reclaim.py",
     "src/trainyard/core/actions/preempt.py",

@@ -31,6 +31,7 @@ EXPECT_KEYS = {
     "not_placed": "these jobs are not placed",
     "evicted": "exactly these jobs are evicted",
     "evicted_gpus": "total GPUs evicted",
+    "eviction_nodes_max": "the evicted jobs sit on at most this many nodes",
     "pending": "{job: code} for jobs left pending",
     "message": "{job: substring} of the pending explanation",
     "message_excludes": "{job: substring} that must not be in the explanation",
@@ -143,6 +144,10 @@ def check_expect(exp: dict[str, Any], snap: Snapshot, dec: Decision, after: Snap
     if "evicted_gpus" in exp:
         total = sum(e.gpus for e in dec.evictions)
         assert total == exp["evicted_gpus"], f"{where}: evicted {total} GPUs ({sorted(evicted)})"
+    if "eviction_nodes_max" in exp:
+        running = {r.job.id: r for r in snap.running}
+        hosts = {nd.node for e in dec.evictions for nd in running[e.job_id].placement}
+        assert len(hosts) <= exp["eviction_nodes_max"], f"{where}: evictions on {sorted(hosts)}"
     for job, code in exp.get("pending", {}).items():
         assert job in dec.pending, f"{where}: {job} is not pending"
         assert dec.pending[job].code == code, f"{where}: {job}: {reasons[job]}"

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from trainyard.core.actions.gangplan import node_plan, nodes_in
 from trainyard.core.cycle import Cycle, Status
 from trainyard.core.state import Alloc
 from trainyard.core.types import ActionName, Job
@@ -238,11 +239,14 @@ def _evict_at_levels(
     state = cycle.state
     g = job.gpus
     classes = cycle.classes_of(job)
+    depth = cycle.layout.depth
     for level in levels:
-        best: tuple[tuple[int, int, float], list[Alloc]] | None = None
+        spans = level < depth  # a domain of several nodes: plan whole nodes too
+        best: tuple[tuple[float, ...], list[Alloc]] | None = None
         for c in classes:
             credit: dict[int, list[tuple[int, Alloc]]] = {}
             total: dict[int, int] = {}
+            per_node: dict[int, list[tuple[int, Alloc]]] = {}
             domain_of = _domain_map(cycle, level)
             for a in pool:
                 if a.cls != c:
@@ -256,6 +260,8 @@ def _evict_at_levels(
                     else:
                         credit[d] = [(k, a)]
                         total[d] = k
+                    if spans:
+                        per_node.setdefault(n, []).append((k, a))
             shortfall = []
             for d, held in total.items():
                 free = _free_in(cycle, c, level, d)
@@ -269,19 +275,41 @@ def _evict_at_levels(
                 if plan:
                     options.append((_price(plan, cost), d, plan))
             options.sort(key=lambda o: (o[0], o[1]))
-            for estimate, _d, plan in options[:_DOMAINS_TRIED]:
-                if best is not None and estimate >= best[0]:
+            tries = options[:_DOMAINS_TRIED]
+            if spans:
+                whole = []
+                for _need, d in shortfall[:_DOMAINS_PLANNED]:
+                    nodes = nodes_in(cycle.layout, level, d)
+                    plan = node_plan(cycle, c, nodes, per_node, g, cost, _plan)
+                    if plan:
+                        whole.append((_price(plan, cost), d, plan))
+                whole.sort(key=lambda o: (o[0], o[1]))
+                tries = whole[:_DOMAINS_TRIED] + tries
+            for estimate, _d, plan in tries:
+                if not spans and best is not None and estimate >= best[0]:
                     break
                 cp = cycle.stmt.checkpoint()
                 epoch = state.epoch
                 ok = _try(cycle, job, plan, action, reason, allowed)
+                measured: tuple[float, ...] = estimate
+                if ok and spans:
+                    measured = _spread(cycle, job, plan) + estimate
                 cycle.stmt.rollback(cp)
                 cycle.restore_epoch(epoch)
                 for a in plan:  # retracted placements are back: so is their "placed" state
                     if a.job.id in cycle.stmt.placed:
                         cycle.status.pop(a.job.id, None)
-                if ok:
-                    best = (estimate, plan)
+                if ok and (best is None or measured < best[0]):
+                    best = (measured, plan)
         if best is not None:
             return _try(cycle, job, best[1], action, reason, allowed)
     return False
+
+
+def _spread(cycle: Cycle, job: Job, plan: list[Alloc]) -> tuple[float, ...]:
+    """(nodes the placed gang spans, GPUs evicted, nodes with an eviction): the first
+    criteria of a plan for a gang that spans nodes (then `_price`)."""
+    placed = cycle.stmt.placed[job.id].alloc
+    evicted = [a for a in plan if not a.placed_now]
+    where = {part[0] for a in evicted for part in a.parts}
+    return (float(len(placed.parts)), float(sum(a.gpus for a in evicted)), float(len(where)))
