@@ -40,13 +40,8 @@ class Status:
     code: PendingCode
     blocker: int = -1  # queue index that blocks (quota)
     other_job: str = ""  # reserved job that would be delayed / head of line
-    # quota: (rule, allocated, bound) of queue `blocker` when the job was refused: "limit",
-    # "guaranteed" (non-preemptible jobs), or "lender" (its own queue is owed GPUs that queue
-    # `blocker` borrowed, but evicting `other_job`, of `size` GPUs, would take the lender
-    # below its own guarantee; `owner` is then (allocated, guaranteed) of the job's queue)
+    # quota: (rule, allocated, bound) when the job was refused: "limit" or "guaranteed"
     quota: tuple[str, int, int] = ("", 0, 0)
-    size: int = 0
-    owner: tuple[int, int] = (0, 0)
 
 
 @dataclass(slots=True)

@@ -116,14 +116,6 @@ def _quota(cycle: Cycle, job: Job, st: Status) -> str:
     rule, used, bound = st.quota
     if rule == "limit":
         return f"queue {name} is at its limit ({used}/{bound} GPUs; job needs {job.gpus})"
-    if rule == "lender":
-        return (
-            f"queue {job.queue} is below its guaranteed quota "
-            f"({st.owner[0]}/{st.owner[1]} GPUs) but cannot reclaim: the GPUs it is "
-            f"owed are lent to queue {name} inside job {st.other_job} ({st.size} GPUs), and "
-            f"evicting it would take {name} below its own guarantee ({used} - {st.size} < "
-            f"{bound})"
-        )
     return (
         f"non-preemptible jobs must fit in the guaranteed quota of queue {name} "
         f"({used}/{bound} GPUs; job needs {job.gpus})"
@@ -192,8 +184,6 @@ def build_decision(cycle: Cycle, only: tuple[str, ...] | None = None) -> Decisio
             st.blocker,
             st.other_job,
             st.quota,
-            st.size,
-            st.owner,
             start,
             # the locality wait left (explained per job) while it may not span nodes yet
             job.submit_time if job.gpus > 1 and job.submit_time > cycle.split_before else None,

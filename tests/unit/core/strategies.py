@@ -288,3 +288,46 @@ def contested_snapshots(draw: st.DrawFn) -> Snapshot:
     snap = Snapshot(NOW, nodes, Topology(levels=("leaf",)), queues, tuple(running), pending)
     validate(snap)
     return snap
+
+
+@st.composite
+def owed_snapshots(draw: st.DrawFn) -> Snapshot:
+    """Flat queues with guarantees, a full or nearly full cluster of one device class, and
+    pending jobs that fit a node: whether an owner below its guarantee gets its GPUs back
+    from the queues that borrowed them. No topology limits, CPU or memory demands, GPU types
+    or run-time estimates (so no reservation), which could keep a job out on their own."""
+    count = draw(st.integers(1, 3))
+    nodes = tuple(Node(name=f"n{i}", gpus=draw(st.sampled_from([4, 8]))) for i in range(count))
+    total = sum(n.gpus for n in nodes)
+    names = [f"q{i}" for i in range(draw(st.integers(2, 3)))]
+    shares = [draw(st.integers(0, total // len(names))) for _ in names]
+    queues = tuple(Queue(name, guaranteed=g) for name, g in zip(names, shares, strict=True))
+    running = []
+    for n in nodes:
+        free = list(range(n.gpus))
+        while free and draw(st.integers(0, 5)) > 0:
+            take = draw(st.integers(1, len(free)))
+            devices, free = tuple(free[:take]), free[take:]
+            job = Job(
+                id=f"r{len(running)}",
+                queue=draw(st.sampled_from(names)),
+                gpus=take,
+                priority=draw(st.integers(0, 1)),
+                preemptible=draw(st.integers(0, 5)) > 0,
+                min_runtime=draw(st.sampled_from([0.0, 0.0, 7200.0])),
+            )
+            running.append(RunningJob(job, (NodeDevices(n.name, devices),), NOW - 3600.0))
+    biggest = max(n.gpus for n in nodes)
+    pending = tuple(
+        Job(
+            id=f"p{i}",
+            queue=draw(st.sampled_from(names)),
+            gpus=draw(st.integers(1, biggest)),
+            priority=draw(st.integers(0, 1)),
+            submit_time=float(draw(st.integers(0, 1000))),
+        )
+        for i in range(draw(st.integers(1, 5)))
+    )
+    snap = Snapshot(NOW, nodes, Topology(), queues, tuple(running), pending)
+    validate(snap)
+    return snap

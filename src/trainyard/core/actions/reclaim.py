@@ -2,16 +2,23 @@
 
 A pending job may reclaim when its queue, and every ancestor that is not shared with the
 victim, stays within `guaranteed` after the job starts. A victim must be preemptible, outside
-its `min_runtime`, and in a queue that stays at or above its own `guaranteed` (again on the
-path below the common ancestor) after losing it. Victims come first from the queue furthest
-over its guaranteed quota, then the lowest priority, then the most recently started (least
-work lost). See `victims.py` for how the set is chosen and why it is minimal.
+its `min_runtime`, and in a queue that holds more than its own `guaranteed` (again on the
+path below the common ancestor): it borrows. Victims come first from the queue furthest over
+its guaranteed quota, then the lowest priority, then the most recently started (least work
+lost). See `victims.py` for how the set is chosen and why it is minimal.
+
+A guarantee is guaranteed: victims are first sought among jobs small enough that their queue
+stays at or above its own guarantee. When no such set frees the owner's GPUs, a second pass
+lets one victim per borrowing queue take that queue below its guarantee, preferring the
+smallest overshoot, and the eviction's reason says so. No ping-pong: the lender is then
+below its guarantee, but the owner is at or below its own, so it holds nothing the lender
+could reclaim; and a queue that no longer borrows is never a victim.
 """
 
 from __future__ import annotations
 
 from trainyard.core.actions.victims import by_queue, evict_for
-from trainyard.core.cycle import CAPACITY_CODES, Cycle, Status
+from trainyard.core.cycle import Cycle
 from trainyard.core.framework import ACTIONS, EVICTORS
 from trainyard.core.queues import QueueIndex
 from trainyard.core.state import Alloc
@@ -28,11 +35,12 @@ class _Rules:
     """The reclaim rules for one reclaiming job (a class, not closures: closures would form
     reference cycles with their environment in compiled code)."""
 
-    def __init__(self, queues: QueueIndex, q: int, job: Job) -> None:
+    def __init__(self, queues: QueueIndex, q: int, job: Job, overshoot: bool = False) -> None:
         self.queues = queues
         self.q = q
         self.job = job
         self.my_path = queues.path[q]
+        self.overshoot = overshoot  # may a victim take its queue below its guarantee?
 
     def related(self, vq: int) -> bool:
         return vq == self.q or vq in self.my_path or self.q in self.queues.path[vq]
@@ -51,9 +59,15 @@ class _Rules:
 
     def allowed(self, a: Alloc) -> bool:
         vq = a.queue
-        return not self.related(vq) and self.room(vq) and self.excess(vq) >= a.gpus
+        if self.related(vq) or not self.room(vq):
+            return False
+        excess = self.excess(vq)
+        return excess >= a.gpus or (self.overshoot and excess > 0)
 
     def cost(self, a: Alloc) -> tuple[float, ...]:
+        if self.overshoot:  # the GPUs by which the victim's queue falls below its guarantee
+            over = max(0, a.gpus - self.excess(a.queue))
+            return (float(not a.placed_now), float(over), float(a.job.priority), -a.started_at)
         return (
             float(not a.placed_now),
             float(a.job.priority),
@@ -79,49 +93,13 @@ def reclaim_for(cycle: Cycle, job: Job) -> bool:
     reason = f"queue {job.queue} reclaims its guaranteed quota"
     if evict_for(cycle, job, "reclaim", budgets, rules.allowed, rules.cost, reason):
         return True
-    _explain_lender(cycle, job, rules, budgets)
-    return False
-
-
-def _explain_lender(cycle: Cycle, job: Job, rules: _Rules, budgets: dict[int, int]) -> None:
-    """When what `job`'s queue is owed is lent out inside jobs too large to evict without
-    taking their queue below its own guarantee, say so (instead of "waiting for N GPUs")."""
-    st = cycle.status.get(job.id)
-    if st is None or st.code not in CAPACITY_CODES:
-        return
-    classes = cycle.classes_of(job)
-    allocs = cycle.state.allocs
-    per_queue = by_queue(cycle)
-    fits = 0  # GPUs evictable within the lenders' own guarantees
-    held = 0  # GPUs of every borrowed job, whatever its size
-    biggest: Alloc | None = None
-    for vq, budget in budgets.items():
-        for a in per_queue.get(vq, ()):
-            if a.job.id not in allocs or a.cls not in classes or not a.gpus:
-                continue
-            held += a.gpus
-            if a.gpus <= budget:
-                fits += a.gpus
-            elif biggest is None or (a.gpus, a.job.id) < (biggest.gpus, biggest.job.id):
-                biggest = a  # the smallest job that is too large: the one to name
-    free = max((cycle.state.class_free[c] for c in classes), default=0)
-    if biggest is None or free + fits >= job.gpus or free + held < job.gpus:
-        return  # room was not the lender's guarantee (placement, topology, or too little)
-    queues = cycle.queues
-    theirs = _below(queues.path[biggest.queue], rules.my_path)
-    x = theirs[0]
-    for anc in theirs:  # the queue on the lender's side that would drop below its guarantee
-        if queues.gpus[anc] - queues.guaranteed[anc] < queues.gpus[x] - queues.guaranteed[x]:
-            x = anc
-    q = rules.q
-    cycle.status[job.id] = Status(
-        "quota",
-        blocker=x,
-        other_job=biggest.job.id,
-        quota=("lender", queues.gpus[x], queues.guaranteed[x]),
-        size=biggest.gpus,
-        owner=(queues.gpus[q], queues.guaranteed[q]),
+    over = _Rules(queues, q, job, overshoot=True)
+    reason += (
+        ": no set of borrowed jobs frees it without taking a lender below its own guarantee, "
+        "so the one that overshoots least was chosen"
     )
+    anything = dict.fromkeys(budgets, 1 << 30)
+    return evict_for(cycle, job, "reclaim", anything, over.allowed, over.cost, reason)
 
 
 def reclaim(cycle: Cycle) -> None:
