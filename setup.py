@@ -30,6 +30,7 @@ COMPILED = [
     "src/trainyard/core/actions/allocate.py",
     "src/trainyard/core/actions/backfill.py",
     "src/trainyard/core/actions/gangplan.py",
+    "src/trainyard/core/actions/protected.py",
     "src/trainyard/core/actions/victims.py",
     "src/trainyard/core/actions/reclaim.py",
     "src/trainyard/core/actions/preempt.py",

@@ -94,6 +94,9 @@ class Cycle:
         self.extra_jobs: dict[str, Job] = {}  # arrivals decided incrementally
         self._by_id: dict[str, Job] | None = None
         self.victims_by_queue: dict[int, list[Alloc]] | None = None  # see actions/victims.py
+        self.protected_allocs: list[Alloc] | None = None  # see actions/protected.py
+        # pending job -> (time a protected victim's min_runtime ends, that victim)
+        self.protected_until: dict[str, tuple[float, str]] = {}
         self.scorers = [(SCORERS.get(n), w) for n, w in profile.scorers if w]
 
     def job(self, job_id: str) -> Job:

@@ -27,6 +27,8 @@ from trainyard.core.types import (
 if TYPE_CHECKING:
     from trainyard.core.cycle import Cycle, Status
 
+_WAITS_FOR_ROOM = frozenset({"capacity", "fragmented", "resources", "reservation"})
+
 
 def _nodes(
     cycle: Cycle, parts: Sequence[tuple[int, int] | tuple[int, int, float, float]]
@@ -136,6 +138,15 @@ def _reason(cycle: Cycle, job: Job, st: Status, start: float | None) -> PendingR
             msg = f"would delay job {st.other_job}, which holds a reservation; {msg}"
     if start is not None:
         msg += f"; reserved to start in ~{_in(start - cycle.now)}"
+    guard = cycle.protected_until.get(job.id) if code in _WAITS_FOR_ROOM else None
+    if guard is not None:
+        end, victim = guard
+        msg += (
+            f"; waiting for job {victim}'s minimum run time to end at t={end:.0f} "
+            f"(in ~{_in(end - cycle.now)}), then it may be preempted"
+        )
+        if start is None or end < start:
+            start = end
     return PendingReason(code, msg, start)
 
 
@@ -185,6 +196,7 @@ def build_decision(cycle: Cycle, only: tuple[str, ...] | None = None) -> Decisio
             st.other_job,
             st.quota,
             start,
+            cycle.protected_until.get(job.id),
             # the locality wait left (explained per job) while it may not span nodes yet
             job.submit_time if job.gpus > 1 and job.submit_time > cycle.split_before else None,
         )

@@ -30,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from trainyard.core.actions.gangplan import node_plan, nodes_in
+from trainyard.core.actions.protected import note_protection
 from trainyard.core.cycle import Cycle, Status
 from trainyard.core.state import Alloc
 from trainyard.core.types import ActionName, Job
@@ -194,6 +195,7 @@ def evict_for(
                 if usable and (prefilter is None or prefilter(a)):
                     pool.append(a)
     if not pool:
+        note_protection(cycle, job, budgets, allowed, pool, below_priority)
         return False
     own = next((h for h in cycle.holds if h.job.id == job.id), None)
     epoch = state.epoch
@@ -208,6 +210,8 @@ def evict_for(
         else:
             cycle.hold(own)
             cycle.restore_epoch(epoch)
+    if not placed:
+        note_protection(cycle, job, budgets, allowed, pool, below_priority)
     return placed
 
 
