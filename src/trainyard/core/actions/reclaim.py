@@ -93,6 +93,14 @@ def reclaim_for(cycle: Cycle, job: Job) -> bool:
     reason = f"queue {job.queue} reclaims its guaranteed quota"
     if evict_for(cycle, job, "reclaim", budgets, rules.allowed, rules.cost, reason):
         return True
+    per_queue = by_queue(cycle)
+    allocs = cycle.state.allocs
+    if not any(
+        a.gpus > spare and a.job.id in allocs
+        for vq, spare in budgets.items()
+        for a in per_queue.get(vq, ())
+    ):
+        return False  # every borrowed job was already a candidate: overshooting adds none
     over = _Rules(queues, q, job, overshoot=True)
     reason += (
         ": no set of borrowed jobs frees it without taking a lender below its own guarantee, "
