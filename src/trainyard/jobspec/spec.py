@@ -173,6 +173,15 @@ class JobSpec:
         return self.workers * self.nodes
 
     @property
+    def core_topology(self) -> str | None:
+        """The topology level the scheduler must keep the job inside: `topology` if given,
+        else one node for a single-node GPU job (`nodes: 1` means one node: its ranks share
+        that node's devices; a job that may span nodes says `nodes:`)."""
+        if self.topology is not None:
+            return self.topology
+        return "node" if self.nodes == 1 and self.gpus else None
+
+    @property
     def gpus_per_worker(self) -> int:
         """GPUs each rank gets (0 for a CPU-only job); needs a resolved spec."""
         return self._resolved_gpus() // self.ranks
@@ -313,7 +322,9 @@ class JobSpec:
             min_runtime=self.min_runtime_s,
             expected_duration=self.expected_duration_s,
             attained_service=attained_service,
-            topology=self.topology,
+            # one node means one node: the ranks of a single-node job share its devices
+            topology=self.topology
+            or ("node" if self.nodes == 1 and self._resolved_gpus() else None),
         )
 
 

@@ -8,7 +8,9 @@ It owns, for its lifetime:
 - the local executor and the `Platform` loop, on a thread: one `Platform.step()` per wake-up.
   It wakes on events (a submit or cancel through the API, any rank process exiting, seen
   through pidfds) and on a timer (`interval_s`); it records the node's heartbeat;
-- the REST API (uvicorn), which reads job logs from the executor's files.
+- the REST API (uvicorn), which reads job logs from the executor's files, and refuses specs
+  this machine cannot run as written (`local_limits`: the local executor starts every rank
+  here, so `nodes` is at most 1 and a job's GPUs at most this machine's).
 
 At start, before serving, `Platform.recover()` re-adopts the runs that outlived a previous
 server process (runs are never children of a particular server: they are re-attached by pid
@@ -39,6 +41,7 @@ from sqlalchemy import Engine, update
 from trainyard.exec.gpus import GpuInventory, discover
 from trainyard.exec.local import LocalExecutor
 from trainyard.exec.watch import ExitWatcher
+from trainyard.jobspec import Limits
 from trainyard.server.api import create_app
 from trainyard.server.bootstrap import bootstrap, write_secret
 from trainyard.server.config import ServerConfig
@@ -65,6 +68,13 @@ class Started:
     notes: list[str] = field(default_factory=list)
 
 
+def local_limits(inventory: GpuInventory) -> Limits:
+    """What one job may ask of this machine: one node (the local executor runs every rank
+    here: `nodes: 2` would start half the ranks, so it is refused naming `nodes`), and at
+    most the GPUs it has; the other limits keep their defaults."""
+    return Limits(max_nodes=1, max_gpus_per_node=len(inventory.gpus))
+
+
 class Server:
     def __init__(
         self,
@@ -84,6 +94,7 @@ class Server:
         self._last_heartbeat = 0.0
         self._http: Any = None
         self.engine: Engine | None = None
+        self.limits = Limits()
         self.platform: Platform | None = None
         self.steps = 0
 
@@ -114,6 +125,7 @@ class Server:
         self._watcher = ExitWatcher(lambda _pid: self._wake.set())
         self._watch_runs()
         notes = [] if executor.limits_supported else [executor.cgroup_support.reason]
+        self.limits = local_limits(inventory)
         return Started(inventory, node, boot.admin_token, recovered, notes)
 
     def _lock_home(self) -> None:
@@ -136,7 +148,11 @@ class Server:
     def app(self) -> Any:
         assert self.engine is not None, "prepare() first"
         return create_app(
-            self.engine, notify=self.wake, logs=JobLogs(self.config.runs_dir), clock=self.clock
+            self.engine,
+            limits=self.limits,
+            notify=self.wake,
+            logs=JobLogs(self.config.runs_dir),
+            clock=self.clock,
         )
 
     # ---- the loop ------------------------------------------------------------------------

@@ -38,7 +38,7 @@ LOSS = re.compile(r"^step (\d+) loss ([0-9.]+)$", re.MULTILINE)
 class Up:
     """`trainyard up` as `make up` starts it, plus the CLI pointed at it."""
 
-    def __init__(self, tmp_path: Path, db_url: str) -> None:
+    def __init__(self, tmp_path: Path, db_url: str, examples: list[str] = EXAMPLES) -> None:
         self.tmp_path = tmp_path
         self.log = tmp_path / "up.log"
         self.env = dict(os.environ)
@@ -53,7 +53,7 @@ class Up:
         argv = [sys.executable, "-m", "trainyard.cli.main", "up", "--db", db_url]
         argv += ["--port", str(free_port()), "--virtual-gpus", "4", "--interval", "0.2"]
         argv += ["--restart-backoff", "1"]
-        for name in EXAMPLES:
+        for name in examples:
             argv += ["--submit", f"examples/jobs/{name}/job.yaml"]
         with self.log.open("wb") as out:
             self.proc = subprocess.Popen(
@@ -158,3 +158,49 @@ def test_make_up_runs_the_examples_end_to_end(up: Up) -> None:
     up.proc.send_signal(signal.SIGTERM)
     assert up.proc.wait(timeout=60) == 0
     assert "server stopped" in up.output()
+
+
+RANK_REPORT = (
+    "import os; print('world', os.environ['WORLD_SIZE'], 'rank', os.environ['RANK'], "
+    "'devices', os.environ['CUDA_VISIBLE_DEVICES'], flush=True)"
+)
+
+
+def test_nodes_means_distinct_nodes_or_the_spec_is_refused(tmp_path: Path, db_url: str) -> None:
+    """Issue 11 item 5: `nodes: 2` on this one machine used to run as one rank on one node
+    and succeed. The local executor runs every rank here, so `nodes` above 1 is refused at
+    submit, naming the field; `nodes: 1, workers: 2` runs two ranks on this node's devices."""
+    up = Up(tmp_path, db_url, examples=[])
+    try:
+        wait_for("the server", lambda: up.cli("whoami", check=False).returncode == 0, up)
+        two_nodes = tmp_path / "two-nodes.yaml"
+        two_nodes.write_text(
+            "name: two-nodes\n"
+            f"command: [{sys.executable!r}, -c, {RANK_REPORT!r}]\n"
+            "nodes: 2\nworkers: 1\ngpus: 2\n"
+        )
+        refused = up.cli("submit", str(two_nodes), check=False)
+        assert refused.returncode != 0
+        assert "nodes" in refused.stderr and "at most 1" in refused.stderr, refused.stderr
+        assert "Traceback" not in refused.stderr
+        assert up.jobs() == []  # nothing stored
+        one_node = tmp_path / "one-node.yaml"
+        one_node.write_text(
+            "name: one-node\n"
+            f"command: [{sys.executable!r}, -c, {RANK_REPORT!r}]\n"
+            "nodes: 1\nworkers: 2\ngpus: 2\n"
+        )
+        up.cli("submit", str(one_node))
+
+        def finished() -> list[dict[str, Any]] | None:
+            jobs = up.jobs()
+            return jobs if jobs and all(j["state"] in TERMINAL for j in jobs) else None
+
+        (job,) = wait_for("the job to finish", finished, up)
+        assert job["state"] == "SUCCEEDED"
+        logs = up.cli("logs", job["id"]).stdout
+        ranks = sorted(re.findall(r"world (\d+) rank (\d+) devices (\S+)", logs))
+        assert [(w, r) for w, r, _d in ranks] == [("2", "0"), ("2", "1")], logs
+        assert len({d for _w, _r, d in ranks}) == 2  # one device each, both on this node
+    finally:
+        up.stop()

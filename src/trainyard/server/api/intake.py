@@ -127,7 +127,7 @@ def _rows(who: Principal, spec: JobSpec, queue_id: int, now: float) -> Prepared:
         "preemptible": spec.preemptible,
         "min_runtime": spec.min_runtime_s,
         "expected_duration": spec.expected_duration_s,
-        "topology": spec.topology,
+        "topology": spec.core_topology,
         "max_restarts": spec.max_restarts,
         "next_retry_at": None,
         "started_at": None,
