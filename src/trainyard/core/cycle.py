@@ -97,6 +97,7 @@ class Cycle:
         self.protected_allocs: list[Alloc] | None = None  # see actions/protected.py
         # pending job -> (time a protected victim's min_runtime ends, that victim)
         self.protected_until: dict[str, tuple[float, str]] = {}
+        self.hints: dict[str, str] = {}  # pending job -> a clause its capacity reason adds
         self.scorers = [(SCORERS.get(n), w) for n, w in profile.scorers if w]
 
     def job(self, job_id: str) -> Job:

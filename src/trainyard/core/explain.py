@@ -64,9 +64,19 @@ def _capacity(cycle: Cycle, job: Job) -> tuple[PendingCode, str]:
     if job.gpus == 0:
         return "resources", f"no node has {job.cpus:g} CPUs and {job.memory_gb:g} GB memory free"
     if not classes:
+        drained, temporary = _drained(cycle, job)
+        if drained:
+            code: PendingCode = "capacity" if temporary else "unresolvable"
+            return code, f"needs {_types(job)}; {drained}"
         return "unresolvable", f"no node offers {_types(job)}"
     capacity = max(layout.class_capacity[c] for c in classes)
     if capacity < job.gpus:
+        drained, temporary = _drained(cycle, job)
+        if drained:
+            code = "capacity" if temporary else "unresolvable"
+            return code, (
+                f"needs {_types(job)} of one type; {capacity} such GPUs are schedulable, {drained}"
+            )
         return "unresolvable", (
             f"needs {_types(job)} of one type but the cluster has at most {capacity} such GPUs"
         )
@@ -110,7 +120,50 @@ def _capacity(cycle: Cycle, job: Job) -> tuple[PendingCode, str]:
             f"needs {_types(job)} with {job.cpus:g} CPUs / {job.memory_gb:g} GB memory; "
             f"{free} GPUs are free but not with that CPU/memory beside them"
         )
-    return "capacity", f"waiting for {_types(job)}; {free} free"
+    hint = cycle.hints.get(job.id, "")
+    return "capacity", f"waiting for {_types(job)}; {free} free{_held_for(cycle, job)}{hint}"
+
+
+def _drained(cycle: Cycle, job: Job) -> tuple[str, bool]:
+    """Where GPUs of the job's kind exist but may not be used: drained (unschedulable)
+    nodes and failed devices ("" when there are none); True when a node is only drained
+    (an operator undrains it: the job waits), False when only failed devices stand in the
+    way (it cannot run until they are repaired)."""
+    out = []
+    temporary = False
+    for node in cycle.snapshot.nodes:
+        if job.gpu_types and node.gpu_type not in job.gpu_types:
+            continue
+        if node.gpu_memory_gb < job.gpu_memory_gb or not node.gpus:
+            continue
+        if not node.schedulable:
+            out.append(f"{node.name} ({node.gpus} GPUs) is drained")
+            temporary = True
+        elif node.unavailable:
+            out.append(f"{node.name} has {len(node.unavailable)} failed GPUs")
+    if not out:
+        return "", False
+    shown = ", ".join(out[:3]) + (f" and {len(out) - 3} more" if len(out) > 3 else "")
+    return f"the rest are not schedulable: {shown}", temporary
+
+
+def _held_for(cycle: Cycle, job: Job) -> str:
+    """ ", N more held for job X's reservation" when reservations hold GPUs of the job's
+    classes that would otherwise be free (so "0 free" never hides them)."""
+    state = cycle.state
+    classes = cycle.classes_of(job)
+    parts = []
+    for h in cycle.holds:
+        a = state.allocs.get(h.hold_id)
+        if a is None or a.cls not in classes or not a.gpus:
+            continue
+        if h.job.id == job.id:
+            parts.append(f"{a.gpus} more held for it")
+        else:
+            parts.append(
+                f"{a.gpus} more held for job {h.job.id}'s reservation (from t={h.start:.0f})"
+            )
+    return "; " + "; ".join(parts) if parts else ""
 
 
 def _quota(cycle: Cycle, job: Job, st: Status) -> str:
@@ -197,6 +250,7 @@ def build_decision(cycle: Cycle, only: tuple[str, ...] | None = None) -> Decisio
             st.quota,
             start,
             cycle.protected_until.get(job.id),
+            cycle.hints.get(job.id),
             # the locality wait left (explained per job) while it may not span nodes yet
             job.submit_time if job.gpus > 1 and job.submit_time > cycle.split_before else None,
         )

@@ -4,12 +4,17 @@ Only jobs of the same queue with strictly lower priority are victims (preemptibl
 their `min_runtime`, not placed in this cycle); lowest priority first, then the most recently
 started. The plan is committed only if the preemptor then fits (`victims.evict_for`). Since
 victims have strictly lower priority they can never preempt their preemptor back.
+
+Priority never crosses queues, not even between a parent queue and its children: across
+queues, guarantees (reclaim) and fair share decide, so that a priority set in one team's queue
+cannot take another team's GPUs. A job that outranks the jobs of other queues on the GPUs it
+needs, but finds none to preempt in its own, says so in its reason.
 """
 
 from __future__ import annotations
 
 from trainyard.core.actions.victims import evict_for
-from trainyard.core.cycle import Cycle
+from trainyard.core.cycle import CAPACITY_CODES, Cycle
 from trainyard.core.framework import ACTIONS, EVICTORS
 from trainyard.core.state import Alloc
 from trainyard.core.types import Job
@@ -48,6 +53,7 @@ def preempt_for(cycle: Cycle, job: Job) -> bool:
 
 def preempt(cycle: Cycle) -> None:
     failed: dict[tuple[object, ...], int] = {}
+    hinted: dict[tuple[object, ...], str] = {}
     lowest = min(
         (a.job.priority for a in cycle.state.allocs.values() if a.queue >= 0), default=None
     )
@@ -74,6 +80,42 @@ def preempt(cycle: Cycle) -> None:
             continue  # earlier evictions freed more than their preemptor needed
         if not preempt_for(cycle, job):
             failed[key] = min(failed.get(key, 1 << 30), job.gpus)
+            _hint_other_queues(cycle, job, hinted)
+
+
+def _hint_other_queues(cycle: Cycle, job: Job, memo: dict[tuple[object, ...], str]) -> None:
+    """Tell a job whose lower-priority competitors are all in other queues why it waits
+    (one scan of the running jobs per queue, priority and device classes)."""
+    st = cycle.status.get(job.id)
+    if st is None or st.code not in CAPACITY_CODES:
+        return
+    classes = cycle.classes_of(job)
+    key = (job.queue, job.priority, classes)
+    known = memo.get(key)
+    if known is not None:
+        if known:
+            cycle.hints[job.id] = known
+        return
+    others = sorted(
+        {
+            a.job.queue
+            for a in cycle.state.allocs.values()
+            if a.queue >= 0
+            and a.job.queue != job.queue
+            and a.job.priority < job.priority
+            and a.cls in classes
+        }
+    )
+    hint = ""
+    if others:
+        names = ", ".join(others[:3]) + (" ..." if len(others) > 3 else "")
+        hint = (
+            f"; lower-priority jobs on such GPUs are in other queues ({names}): priority "
+            f"preempts only inside queue {job.queue}, other queues give way only to "
+            "guarantees (reclaim)"
+        )
+        cycle.hints[job.id] = hint
+    memo[key] = hint
 
 
 ACTIONS.register("preempt", preempt)
