@@ -48,10 +48,12 @@ from trainyard.scenario_schema import ScenarioError
 __all__ = [
     "Scenario",
     "ScenarioError",
+    "Step",
     "decision_to_dict",
     "decision_to_json",
     "load_scenario",
     "parse_scenario",
+    "parse_step",
     "schedule",
 ]
 
@@ -59,12 +61,26 @@ RESERVED_LEVELS = ("island", "node", "cluster")
 
 
 @dataclass(frozen=True, slots=True)
+class Step:
+    """One step of a multi-cycle scenario (`steps:`): jobs that `finish` leave the running
+    set and `submit`ted jobs join the pending ones, then `repeat` cycles run, each `advance`
+    seconds after the last, each on the applied result of the one before."""
+
+    finish: tuple[str, ...] = ()
+    submit: tuple[Job, ...] = ()
+    advance: float = 0.0
+    repeat: int = 1
+
+
+@dataclass(frozen=True, slots=True)
 class Scenario:
-    """A loaded scenario: a validated snapshot and the profile it asks for (if any)."""
+    """A loaded scenario: a validated snapshot, the profile it asks for (if any), and its
+    steps (none: one cycle)."""
 
     snapshot: Snapshot
     profile: Profile | None = None
     description: str = ""
+    steps: tuple[Step, ...] = ()
 
     @property
     def profile_name(self) -> str | None:
@@ -215,6 +231,35 @@ def _pending(raw: object) -> tuple[list[Job], list[str]]:
     return out, origin
 
 
+STEP_KEYS = ["finish", "submit", "advance", "repeat"]
+
+
+def parse_step(raw: object, where: str, extra: tuple[str, ...] = ()) -> Step:
+    """One `steps[k]` entry (`extra`: keys a caller handles itself, ignored here)."""
+    data = sf.as_mapping(raw, where, [*STEP_KEYS, *extra])
+    finish = tuple(
+        sf.scalar("str", v, f"{where}.finish[{i}]", None)
+        for i, v in enumerate(sf.as_list(data.get("finish", []), f"{where}.finish"))
+    )
+    submit: list[Job] = []
+    for e, entry in enumerate(sf.as_list(data.get("submit", []), f"{where}.submit")):
+        at = f"{where}.submit[{e}]"
+        job = sf.as_mapping(entry, at, [*sf.JOB, "count", "start"])
+        sf.require(job, "id", at, 'e.g. id: "late-{i}"')
+        submit.extend(_job(job, at, {"i": i}) for i in sf.copies(job, at))
+    advance = sf.scalar("float", data.get("advance", 0.0), f"{where}.advance", 0)
+    repeat = sf.scalar("int", data.get("repeat", 1), f"{where}.repeat", 1)
+    if repeat > 1000:
+        raise ScenarioError(f"{where}.repeat", f"at most 1000 cycles per step, got {repeat}")
+    return Step(finish, tuple(submit), float(advance), int(repeat))
+
+
+def _steps(raw: object) -> tuple[Step, ...]:
+    if raw is None:
+        return ()
+    return tuple(parse_step(e, f"steps[{k}]") for k, e in enumerate(sf.as_list(raw, "steps")))
+
+
 def _profile(raw: object) -> Profile | None:
     if raw is None:
         return None
@@ -242,7 +287,10 @@ def _profile(raw: object) -> Profile | None:
 
 # -- entry points --------------------------------------------------------------------------
 
-_TOP = ["description", "now", "profile", "topology", "nodes", "queues", "running", "pending"]
+_TOP = [
+    "description", "now", "profile", "topology", "nodes", "queues", "running", "pending",
+    "steps",
+]  # fmt: skip
 
 
 def parse_scenario(data: object) -> Scenario:
@@ -270,7 +318,7 @@ def parse_scenario(data: object) -> Scenario:
     except SnapshotError as exc:
         origins = {"nodes": node_origin, "running": run_origin, "pending": pend_origin}
         raise _translate(exc, origins, snapshot) from None
-    return Scenario(snapshot, _profile(top.get("profile")), description)
+    return Scenario(snapshot, _profile(top.get("profile")), description, _steps(top.get("steps")))
 
 
 def _translate(

@@ -17,8 +17,9 @@ from typing import Any
 
 import yaml
 
-from trainyard.core import Decision, Job, Snapshot, apply_decision, run_cycle
-from trainyard.scenario import load_scenario
+from trainyard.core import Decision, Snapshot, apply_decision, run_cycle
+from trainyard.scenario import load_scenario, parse_step
+from trainyard.scenario_steps import apply_step
 
 from .invariants import check_decision, queue_gpus
 
@@ -81,11 +82,6 @@ def load_cases() -> list[Case]:
     return out
 
 
-def _job(raw: dict[str, Any]) -> Job:
-    values = {k: tuple(v) if isinstance(v, list) else v for k, v in raw.items()}
-    return Job(**values)
-
-
 def run_case(case: Case) -> list[Decision]:
     """Run every step; returns the last decision of each step."""
     data = case.data
@@ -98,13 +94,8 @@ def run_case(case: Case) -> list[Decision]:
     results = []
     for k, step in enumerate(case.steps):
         assert not set(step) - STEP_KEYS, f"step {k}: unknown keys {set(step) - STEP_KEYS}"
-        gone = set(step.get("finish", []))
-        assert gone <= {r.job.id for r in snap.running}, f"step {k}: finish {gone}"
-        snap = replace(
-            snap,
-            running=tuple(r for r in snap.running if r.job.id not in gone),
-            pending=snap.pending + tuple(_job(j) for j in step.get("submit", [])),
-        )
+        changes = parse_step(step, f"steps[{k}]", extra=("expect", "history"))
+        snap = apply_step(snap, changes, f"steps[{k}]")  # the product's own step mechanics
         history: list[Decision] = []
         before = snap
         for _ in range(step.get("repeat", 1)):

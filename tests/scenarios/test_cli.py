@@ -36,7 +36,7 @@ def invoke(*args: str) -> tuple[int, str, str]:
 
 
 def test_there_are_examples() -> None:
-    assert 4 <= len(EXAMPLES) <= 6
+    assert 4 <= len(EXAMPLES) <= 8
     assert {p.suffix for p in EXAMPLES} == {".yaml", ".json"}
 
 
@@ -47,8 +47,17 @@ def test_examples_load_and_print_valid_json(path: Path) -> None:
     code, out, err = invoke("--scenario", str(path), "--json")
     assert code == 0, err
     decision = json.loads(out)
+    if scenario.steps:  # one decision per cycle; the first is checked like a single one
+        cycles = decision["cycles"]
+        assert [list(c)[:2] for c in cycles] == [["step", "cycle"]] * len(cycles)
+        assert len(cycles) == sum(step.repeat for step in scenario.steps)
+        decision = {k: cycles[0][k] for k in KEYS}
+        pending_ids = {j.id for j in scenario.snapshot.pending} | {
+            j.id for j in scenario.steps[0].submit
+        }
+    else:
+        pending_ids = {j.id for j in scenario.snapshot.pending}
     assert list(decision) == KEYS
-    pending_ids = {j.id for j in scenario.snapshot.pending}
     placed = {p["job"] for p in decision["placements"]}
     assert placed <= pending_ids
     assert set(decision["pending"]) | placed >= pending_ids
@@ -63,6 +72,10 @@ def test_examples_print_tables(path: Path) -> None:
     code, out, err = invoke("--scenario", str(path))
     assert code == 0, err
     decision = json.loads(invoke("--scenario", str(path), "--json")[1])
+    if "cycles" in decision:
+        assert out.lstrip("─ ").startswith("step 0, cycle 0")
+        out = out.split("\n", 1)[1]
+        decision = decision["cycles"][0]
     assert out.startswith(f"profile {decision['profile']} at t=")
     for section, title in (("placements", "Placements"), ("pending", "Pending")):
         assert (title in out) == bool(decision[section])
@@ -117,3 +130,34 @@ def test_installed_command() -> None:
         [*cmd[:-2], str(path) + ".missing"], capture_output=True, text=True, timeout=60, check=False
     )
     assert bad.returncode == 2 and bad.stderr.startswith("error: ") and not bad.stdout
+
+
+def test_steps_run_cycles_with_time_advancing() -> None:
+    """The multi-cycle example: a reclaim in the first cycle, then nothing moves (no
+    ping-pong) until research's long job ends and its evicted job starts again."""
+    path = ROOT / "examples" / "scenarios" / "reclaim-settles.yaml"
+    code, out, err = invoke("--scenario", str(path), "--json")
+    assert code == 0, err
+    cycles = json.loads(out)["cycles"]
+    assert [(c["step"], c["cycle"], c["now"]) for c in cycles] == [
+        (0, 0, 1000.0), (1, 0, 1060.0), (1, 1, 1120.0), (1, 2, 1180.0), (2, 0, 1240.0)
+    ]  # fmt: skip
+    assert [e["job"] for e in cycles[0]["evictions"]] == ["res-big"]
+    assert [p["job"] for p in cycles[0]["placements"]] == ["prod-train"]
+    assert all(not c["placements"] and not c["evictions"] for c in cycles[1:4])
+    assert [p["job"] for p in cycles[4]["placements"]] == ["res-big"]
+
+
+def test_a_step_naming_a_job_that_is_not_running_is_an_error(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        "now: 0\nnodes: [{name: n0, gpus: 2}]\npending: [{id: a, gpus: 1}]\n"
+        "steps:\n  - {advance: 10}\n  - {finish: [ghost]}\n"
+    )
+    code, _out, err = invoke("--scenario", str(bad))
+    assert code == 2
+    assert err.startswith("error: ") and "steps[1].finish[0]" in err and "ghost" in err
+    assert "Traceback" not in err
+    bad.write_text("now: 0\nnodes: [{name: n0, gpus: 2}]\nsteps: [{repeat: 0}]\n")
+    code, _out, err = invoke("--scenario", str(bad))
+    assert code == 2 and "steps[0].repeat" in err

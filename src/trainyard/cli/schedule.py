@@ -1,13 +1,16 @@
-"""`trainyard schedule`: run one scheduling cycle on a scenario file and show the decision.
+"""`trainyard schedule`: run a scenario file through the scheduling core and show decisions.
 
-Thin shell over `trainyard.scenario`: load the file, run `core.run_cycle` once, print the
-decision as a table (default) or as JSON (`--json`, the format of docs/scenarios.md). Input
-errors (bad file, bad field, unknown profile) print one `error: ...` line on stderr and exit
-with code 2, never a traceback.
+Thin shell over `trainyard.scenario`: load the file, run one cycle (or, when the scenario
+has `steps:`, every cycle of them, `scenario_steps.run_steps`), print each decision as
+tables (default) or as JSON (`--json`: one decision in the format of docs/scenarios.md, or
+`{"cycles": [...]}` with the step and cycle of each). Input errors (bad file, bad field,
+unknown profile) print one `error: ...` line on stderr and exit with code 2, never a
+traceback.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Annotated
 
 import typer
@@ -15,7 +18,8 @@ from rich.console import Console
 from rich.table import Table
 
 from trainyard.core import Decision, NodeDevices, SnapshotError, UnknownNameError
-from trainyard.scenario import ScenarioError, decision_to_json, load_scenario, schedule
+from trainyard.scenario import ScenarioError, decision_to_dict, decision_to_json, load_scenario
+from trainyard.scenario_steps import run_steps
 
 _SHOWN_NODES = 6  # nodes listed per row before "+N more"
 
@@ -41,17 +45,37 @@ def schedule_command(
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the decision as JSON.")] = False,
 ) -> None:
-    """Run one scheduling cycle on a scenario and print what it decides."""
+    """Run a scenario through the scheduling core (one cycle, or its steps) and print what
+    it decides."""
     try:
-        decision = schedule(load_scenario(scenario), profile)
+        loaded = load_scenario(scenario)
+        rounds = run_steps(loaded, profile)
     except (ScenarioError, SnapshotError, UnknownNameError, ValueError) as exc:
         message = exc.message if isinstance(exc, UnknownNameError) else str(exc)
         typer.echo(f"error: {' '.join(message.split())}", err=True)
         raise typer.Exit(2) from None
+    if not loaded.steps:
+        decision = rounds[0].decision
+        if as_json:
+            typer.echo(decision_to_json(decision), nl=False)
+        else:
+            render(decision, Console(highlight=False))
+        return
     if as_json:
-        typer.echo(decision_to_json(decision), nl=False)
-    else:
-        render(decision, Console(highlight=False))
+        cycles = [
+            {"step": r.step, "cycle": r.cycle, **decision_to_dict(r.decision)} for r in rounds
+        ]
+        typer.echo(json.dumps({"cycles": cycles}, indent=2) + "\n", nl=False)
+        return
+    console = Console(highlight=False)
+    for r in rounds:
+        console.rule(f"step {r.step}, cycle {r.cycle}")
+        if r.decision.is_empty:
+            console.print(
+                f"t={r.decision.now:g}: nothing changes ({len(r.decision.pending)} pending)"
+            )
+        else:
+            render(r.decision, console)
 
 
 def _devices(devices: tuple[int, ...]) -> str:

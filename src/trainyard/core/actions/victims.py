@@ -81,12 +81,18 @@ def _free_in(cycle: Cycle, c: int, level: int, d: int) -> int:
     return state.dom_free[level][c][d]
 
 
-def _price(plan: list[Alloc], cost: CostKey) -> tuple[int, int, float]:
+def _price(plan: list[Alloc], cost: CostKey) -> tuple[float, ...]:
     """What a plan costs: GPUs evicted (started work stopped), GPUs retracted (placements of
-    this cycle undone), then the victims' cost keys."""
+    this cycle undone), then the victims' cost keys summed term by term (after the first,
+    which is whether a victim was placed this cycle). So between equal plans in two domains
+    the action's own preference decides (lowest priority, then the most recently started)."""
     evicted = sum(a.gpus for a in plan if not a.placed_now)
     retracted = sum(a.gpus for a in plan if a.placed_now)
-    return (evicted, retracted, sum(cost(a)[1] for a in plan))
+    terms = [0.0] * (len(cost(plan[0])) - 1) if plan else []
+    for a in plan:
+        for i, v in enumerate(cost(a)[1:]):
+            terms[i] += v
+    return (float(evicted), float(retracted), *terms)
 
 
 def _plan(need: int, victims: list[tuple[int, Alloc]], cost: CostKey) -> list[Alloc]:
@@ -246,7 +252,7 @@ def _evict_at_levels(
     depth = cycle.layout.depth
     for level in levels:
         spans = level < depth  # a domain of several nodes: plan whole nodes too
-        best: tuple[tuple[float, ...], list[Alloc]] | None = None
+        best: tuple[tuple[float, ...], list[Alloc]] | None = None  # (price, plan)
         for c in classes:
             credit: dict[int, list[tuple[int, Alloc]]] = {}
             total: dict[int, int] = {}
