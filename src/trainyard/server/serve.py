@@ -10,7 +10,7 @@ It owns, for its lifetime:
   through pidfds) and on a timer (`interval_s`); it records the node's heartbeat;
 - the REST API (uvicorn), which reads job logs from the executor's files, and refuses specs
   this machine cannot run as written (`local_limits`: the local executor starts every rank
-  here, so `nodes` is at most 1 and a job's GPUs at most this machine's).
+  here, so `nodes` is at most 1).
 
 At start, before serving, `Platform.recover()` re-adopts the runs that outlived a previous
 server process (runs are never children of a particular server: they are re-attached by pid
@@ -70,9 +70,11 @@ class Started:
 
 def local_limits(inventory: GpuInventory) -> Limits:
     """What one job may ask of this machine: one node (the local executor runs every rank
-    here: `nodes: 2` would start half the ranks, so it is refused naming `nodes`), and at
-    most the GPUs it has; the other limits keep their defaults."""
-    return Limits(max_nodes=1, max_gpus_per_node=len(inventory.gpus))
+    here: `nodes: 2` would start half the ranks, so it is refused naming `nodes`). A job
+    asking for more GPUs than the machine has is accepted and waits, its reason saying the
+    cluster has too few (nodes may be added; `--virtual-gpus` may change at a restart)."""
+    del inventory  # the same for every machine today; the Ray executor will widen it
+    return Limits(max_nodes=1)
 
 
 class Server:
