@@ -83,16 +83,16 @@ def _free_in(cycle: Cycle, c: int, level: int, d: int) -> int:
 
 def _price(plan: list[Alloc], cost: CostKey) -> tuple[float, ...]:
     """What a plan costs: GPUs evicted (started work stopped), GPUs retracted (placements of
-    this cycle undone), then the victims' cost keys summed term by term (after the first,
-    which is whether a victim was placed this cycle). So between equal plans in two domains
-    the action's own preference decides (lowest priority, then the most recently started)."""
+    this cycle undone), the victims' first cost terms summed (priority, or LAS level), the
+    number of victims, then the victims' cost keys themselves, cheapest first: so between
+    equal plans in two domains the action's own preference decides (for one victim each:
+    the lowest priority, then the most recently started)."""
     evicted = sum(a.gpus for a in plan if not a.placed_now)
     retracted = sum(a.gpus for a in plan if a.placed_now)
-    terms = [0.0] * (len(cost(plan[0])) - 1) if plan else []
-    for a in plan:
-        for i, v in enumerate(cost(a)[1:]):
-            terms[i] += v
-    return (float(evicted), float(retracted), *terms)
+    keys = sorted(cost(a) for a in plan)
+    flat = [v for key in keys for v in key]
+    first = sum(key[1] for key in keys if len(key) > 1)
+    return (float(evicted), float(retracted), first, float(len(plan)), *flat)
 
 
 def _plan(need: int, victims: list[tuple[int, Alloc]], cost: CostKey) -> list[Alloc]:
