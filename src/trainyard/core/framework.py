@@ -125,7 +125,7 @@ class Profile:
     # Which of two queues tied on fair share is served first (queue order drf): "declared"
     # (the order the queues are listed in) or "smaller" (the queue whose next job asks for
     # fewer GPUs; declared order between equal sizes).
-    queue_tie_break: str = "smaller"
+    queue_tie_break: str = "declared"
     params: dict[str, float] = field(default_factory=dict)
 
     def validate(self) -> None:
