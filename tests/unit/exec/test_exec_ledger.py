@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from exec_helpers import wait_for
 
 from trainyard.exec.local import LaunchSpec, LocalExecutor
 from trainyard.exec.run import DeviceBusy
@@ -21,21 +22,6 @@ IGNORE_TERM = (
     " print('ready', flush=True); time.sleep(60)"
 )
 SLEEP = "import time; print('ready', flush=True); time.sleep(60)"
-
-
-@pytest.fixture
-def executor(tmp_path: Path) -> Iterator[LocalExecutor]:
-    ex = LocalExecutor(tmp_path / "root", grace_s=1.0)
-    yield ex
-    for h in ex.handles():
-        ex.stop(h, grace_s=0.5)
-
-
-def wait_for(cond: Callable[[], bool], timeout_s: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not cond():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.02)
 
 
 def ready(ex: LocalExecutor, job: str) -> Callable[[], bool]:

@@ -8,10 +8,11 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from exec_helpers import wait_for
 
 from trainyard.exec import procfs
 from trainyard.exec.local import LaunchSpec, LocalExecutor, RunHandle, RunStatus, split_devices
@@ -23,21 +24,6 @@ IGNORE_TERM = (
     " print('ready', flush=True); time.sleep(60)"
 )
 SLEEP_THEN = "import sys, time; print('ready', flush=True); time.sleep({s}); sys.exit({rc})"
-
-
-@pytest.fixture
-def executor(tmp_path: Path) -> Iterator[LocalExecutor]:
-    ex = LocalExecutor(tmp_path / "root", api_url="http://127.0.0.1:8080", grace_s=1.0)
-    yield ex
-    for h in ex.handles():
-        ex.stop(h, grace_s=0.5)
-
-
-def wait_for(cond: Callable[[], bool], timeout_s: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not cond():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.02)
 
 
 def settle(ex: LocalExecutor, h: RunHandle, timeout_s: float = 10.0) -> RunStatus:
