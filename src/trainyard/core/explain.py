@@ -166,6 +166,45 @@ def _held_for(cycle: Cycle, job: Job) -> str:
     return "; " + "; ".join(parts) if parts else ""
 
 
+def _served_first(cycle: Cycle) -> None:
+    """The fair-share position, for jobs left waiting on capacity under DRF: the other
+    queues whose jobs were considered (and placed on GPUs of the job's kind) before it in
+    this cycle, because their fair-share keys were smaller, go into its reason."""
+    if cycle.profile.queue_order != "drf" or not cycle.stmt.placed:
+        return
+    visited = cycle.order.visited
+    pos = {j.id: i for i, j in enumerate(visited)}
+    first: dict[tuple[str, int], int] = {}
+    for jid, p in cycle.stmt.placed.items():
+        i = pos.get(jid)
+        if i is None or p.action not in ("allocate", "backfill"):
+            continue
+        k = (p.alloc.job.queue, p.alloc.cls)
+        if i < first.get(k, len(visited)):
+            first[k] = i
+    if not first:
+        return
+    firsts = sorted((i, q, c) for (q, c), i in first.items())
+    for job in visited:
+        st = cycle.status.get(job.id)
+        if st is None or st.code != "capacity" or job.id in cycle.hints or not job.gpus:
+            continue
+        classes = cycle.classes_of(job)
+        me = pos[job.id]
+        names: list[str] = []
+        for i, q, c in firsts:
+            if i >= me:
+                break
+            if q != job.queue and c in classes and q not in names:
+                names.append(q)
+        if names:
+            shown = ", ".join(names[:3]) + (" ..." if len(names) > 3 else "")
+            cycle.hints[job.id] = (
+                f"; queues with a smaller fair share ({shown}) were served before queue "
+                f"{job.queue} this cycle and took GPUs of this kind"
+            )
+
+
 def _quota(cycle: Cycle, job: Job, st: Status) -> str:
     name = cycle.queues.name(st.blocker)
     rule, used, bound = st.quota
@@ -228,6 +267,8 @@ def build_decision(cycle: Cycle, only: tuple[str, ...] | None = None) -> Decisio
         if h.job.id in cycle.status
     )
     starts = {h.job.id: h.start for h in cycle.holds}
+    if only is None:
+        _served_first(cycle)
     cache: dict[tuple[object, ...], PendingReason] = {}
     pending: dict[str, PendingReason] = {}
     jobs = cycle.snapshot.pending if only is None else [cycle.job(j) for j in only]
