@@ -63,20 +63,15 @@ def _capacity(cycle: Cycle, job: Job) -> tuple[PendingCode, str]:
     classes = cycle.classes_of(job)
     if job.gpus == 0:
         return "resources", f"no node has {job.cpus:g} CPUs and {job.memory_gb:g} GB memory free"
-    if not classes:
-        drained, temporary = _drained(cycle, job)
-        if drained:
-            code: PendingCode = "capacity" if temporary else "unresolvable"
-            return code, f"needs {_types(job)}; {drained}"
-        return "unresolvable", f"no node offers {_types(job)}"
-    capacity = max(layout.class_capacity[c] for c in classes)
+    capacity = max((layout.class_capacity[c] for c in classes), default=0)
     if capacity < job.gpus:
         drained, temporary = _drained(cycle, job)
         if drained:
-            code = "capacity" if temporary else "unresolvable"
-            return code, (
-                f"needs {_types(job)} of one type; {capacity} such GPUs are schedulable, {drained}"
-            )
+            schedulable = f" of one type; {capacity} such GPUs are schedulable," if classes else ";"
+            code: PendingCode = "capacity" if temporary else "unresolvable"
+            return code, f"needs {_types(job)}{schedulable} {drained}"
+        if not classes:
+            return "unresolvable", f"no node offers {_types(job)}"
         return "unresolvable", (
             f"needs {_types(job)} of one type but the cluster has at most {capacity} such GPUs"
         )

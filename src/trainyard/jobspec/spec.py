@@ -323,8 +323,7 @@ class JobSpec:
             expected_duration=self.expected_duration_s,
             attained_service=attained_service,
             # one node means one node: the ranks of a single-node job share its devices
-            topology=self.topology
-            or ("node" if self.nodes == 1 and self._resolved_gpus() else None),
+            topology=self.core_topology,
         )
 
 

@@ -1,11 +1,14 @@
-"""Factories for the database tests: a small committed world and jobs in any state."""
+"""Factories for the database tests: a small committed world, jobs in any state, and the
+helpers the platform tests share (a job running a Python snippet, a job row read back)."""
 
 from __future__ import annotations
 
+import sys
+import time
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, sessionmaker
 
 from trainyard.server.db import Job, JobState, Queue, Role, Tenant, User
 from trainyard.server.lifecycle import submit
@@ -51,4 +54,32 @@ class World:
         if state in (JobState.RUNNING, JobState.RESIZING, JobState.PREEMPTED):
             job.started_at = now
         session.flush()
+        return job
+
+
+def submit_code(
+    session: Session,
+    world: World,
+    code: str,
+    *,
+    gpus: int = 1,
+    priority: int = 0,
+    max_restarts: int = 0,
+) -> str:
+    """A committed job running `python -c code` with one worker per GPU; its id."""
+    spec = {"name": "t", "command": [sys.executable, "-c", code], "gpus": gpus, "workers": gpus}
+    job = world.job(
+        session, now=time.time(), gpus=gpus, spec=spec, priority=priority,
+        max_restarts=max_restarts,
+    )  # fmt: skip
+    session.commit()
+    return job.id
+
+
+def read_job(factory: sessionmaker[Session], job_id: str) -> Job:
+    """The job row as stored now (detached)."""
+    with factory() as s:
+        job = s.get(Job, job_id)
+        assert job is not None
+        s.expunge(job)
         return job

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from server_factories import World
+from server_factories import World, read_job, submit_code
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -65,21 +65,13 @@ def _platform(factory: sessionmaker[Session], root: Path) -> Platform:
     return platform
 
 
-def _submit(
-    session: Session, world: World, code: str, *, gpus: int = 1, max_restarts: int = 0
-) -> str:
-    spec = {"name": "t", "command": [sys.executable, "-c", code], "gpus": gpus, "workers": gpus}
-    job = world.job(session, now=time.time(), gpus=gpus, spec=spec, max_restarts=max_restarts)
-    session.commit()
-    return job.id
-
-
-def _job(factory: sessionmaker[Session], job_id: str) -> Job:
+def _cancel(factory: sessionmaker[Session], job_id: str, reason: str = "cancelled by ada") -> None:
+    """What the API's cancel does (the database only; the next step acts on it)."""
     with factory() as s:
         job = s.get(Job, job_id)
         assert job is not None
-        s.expunge(job)
-        return job
+        transition(s, job, S.CANCELLED, reason=reason, now=time.time())
+        s.commit()
 
 
 def _states(factory: sessionmaker[Session], job_id: str) -> list[S]:
@@ -98,7 +90,7 @@ def _drive(
     deadline = time.monotonic() + timeout_s
     while True:
         platform.step()
-        job = _job(factory, job_id)
+        job = read_job(factory, job_id)
         if done(job):
             return job
         assert time.monotonic() < deadline, f"job still {job.state}: {_states(factory, job_id)}"
@@ -132,7 +124,7 @@ def test_job_runs_to_success(
     factory: sessionmaker[Session], session: Session, world: World, root: Path
 ) -> None:
     platform = _platform(factory, root)
-    job_id = _submit(session, world, "print('hello')", gpus=2)
+    job_id = submit_code(session, world, "print('hello')", gpus=2)
     job = _drive(platform, factory, job_id, lambda j: j.state == S.SUCCEEDED)
     assert job.exit_code == 0
     assert _states(factory, job_id) == [S.PENDING, S.STARTING, S.RUNNING, S.SUCCEEDED]
@@ -145,11 +137,11 @@ def test_failing_job_is_restarted_then_fails(
     factory: sessionmaker[Session], session: Session, world: World, root: Path
 ) -> None:
     platform = _platform(factory, root)
-    job_id = _submit(session, world, "import sys; sys.exit(3)", max_restarts=1)
+    job_id = submit_code(session, world, "import sys; sys.exit(3)", max_restarts=1)
     job = _drive(platform, factory, job_id, lambda j: j.state == S.FAILED and j.restart_count == 1)
     time.sleep(0.1)
     platform.step()  # nothing more happens to it
-    job = _job(factory, job_id)
+    job = read_job(factory, job_id)
     assert job.state == S.FAILED and job.exit_code == 3 and job.restart_count == 1
     run = [S.STARTING, S.RUNNING, S.FAILED]
     assert _states(factory, job_id) == [S.PENDING, *run, S.PENDING, *run]
@@ -165,21 +157,17 @@ def test_cancel_stops_the_running_processes(
     factory: sessionmaker[Session], session: Session, world: World, root: Path
 ) -> None:
     platform = _platform(factory, root)
-    job_id = _submit(session, world, "import time; time.sleep(60)")
+    job_id = submit_code(session, world, "import time; time.sleep(60)")
     _drive(platform, factory, job_id, lambda j: j.state == S.RUNNING)
     handle = platform.executor.adopt(job_id)
     assert handle is not None
     assert any(procfs.alive(r.pid, r.start_time) for r in handle.ranks)
-    with factory() as s:  # what the API's cancel does
-        job = s.get(Job, job_id)
-        assert job is not None
-        transition(s, job, S.CANCELLED, reason="cancelled by ada", now=time.time())
-        s.commit()
+    _cancel(factory, job_id)
     report = platform.step()
     assert job_id in report.stopped  # SIGTERM sent; the loop does not wait for it
     _settle(platform, handle)
     assert not any(procfs.alive(r.pid, r.start_time) for r in handle.ranks)
-    assert _job(factory, job_id).state == S.CANCELLED
+    assert read_job(factory, job_id).state == S.CANCELLED
     assert _states(factory, job_id)[-1] == S.CANCELLED
 
 
@@ -188,12 +176,12 @@ def test_recover_adopts_a_running_job(
 ) -> None:
     first = _platform(factory, root)
     code = "import time; time.sleep(1.5); print('done')"
-    job_id = _submit(session, world, code, max_restarts=2)
+    job_id = submit_code(session, world, code, max_restarts=2)
     _drive(first, factory, job_id, lambda j: j.state == S.RUNNING)
     second = _platform(factory, root)  # a restarted server: new executor, same root
     report = second.recover()
     assert report.adopted == [job_id] and not report.failed
-    assert _job(factory, job_id).state == S.RUNNING
+    assert read_job(factory, job_id).state == S.RUNNING
     job = _drive(second, factory, job_id, lambda j: j.state == S.SUCCEEDED)
     assert job.exit_code == 0 and job.restart_count == 0
     assert _states(factory, job_id) == [S.PENDING, S.STARTING, S.RUNNING, S.SUCCEEDED]
@@ -205,13 +193,13 @@ def test_recover_applies_an_outcome_reached_while_down(
     factory: sessionmaker[Session], session: Session, world: World, root: Path
 ) -> None:
     first = _platform(factory, root)
-    job_id = _submit(session, world, "import time; time.sleep(0.3)")
+    job_id = submit_code(session, world, "import time; time.sleep(0.3)")
     _drive(first, factory, job_id, lambda j: j.state == S.RUNNING)
     time.sleep(1.0)  # it ends while no server watches
     second = _platform(factory, root)
     report = second.recover()
     assert report.succeeded == [job_id]
-    assert _job(factory, job_id).state == S.SUCCEEDED
+    assert read_job(factory, job_id).state == S.SUCCEEDED
 
 
 def test_recover_fails_and_requeues_a_missing_run(
@@ -222,7 +210,7 @@ def test_recover_fails_and_requeues_a_missing_run(
     platform = _platform(factory, root)
     report = platform.recover()
     assert report.failed == [job.id] and report.requeued == [job.id]
-    after = _job(factory, job.id)
+    after = read_job(factory, job.id)
     assert after.state == S.PENDING and after.restart_count == 1 and after.placement is None
     assert _states(factory, job.id)[-2:] == [S.FAILED, S.PENDING]
 
@@ -231,10 +219,10 @@ def test_several_jobs_none_lost_or_duplicated(
     factory: sessionmaker[Session], session: Session, world: World, root: Path
 ) -> None:
     platform = _platform(factory, root)
-    ids = [_submit(session, world, f"print({i})") for i in range(4)]  # 2 GPUs: two waves
+    ids = [submit_code(session, world, f"print({i})") for i in range(4)]  # 2 GPUs: two waves
     deadline = time.monotonic() + 15.0
-    while not all(_job(factory, j).state == S.SUCCEEDED for j in ids):
-        assert time.monotonic() < deadline, [_job(factory, j).state for j in ids]
+    while not all(read_job(factory, j).state == S.SUCCEEDED for j in ids):
+        assert time.monotonic() < deadline, [read_job(factory, j).state for j in ids]
         platform.step()
         time.sleep(0.05)
     for job_id in ids:
@@ -246,7 +234,7 @@ def test_preemption_stops_the_victim_and_launches_the_preemptor(
     factory: sessionmaker[Session], session: Session, world: World, root: Path
 ) -> None:
     platform = _platform(factory, root)
-    low = _submit(session, world, "import time; time.sleep(60)", gpus=2)
+    low = submit_code(session, world, "import time; time.sleep(60)", gpus=2)
     _drive(platform, factory, low, lambda j: j.state == S.RUNNING)
     spec = {"name": "hi", "command": [sys.executable, "-c", "pass"], "gpus": 2, "workers": 2}
     high = world.job(session, now=time.time(), gpus=2, spec=spec, priority=10, max_restarts=0)
@@ -254,17 +242,13 @@ def test_preemption_stops_the_victim_and_launches_the_preemptor(
     _drive(platform, factory, high.id, lambda j: j.state == S.SUCCEEDED)
     victim = _states(factory, low)
     assert victim[:5] == [S.PENDING, S.STARTING, S.RUNNING, S.PREEMPTED, S.PENDING]
-    assert _job(factory, low).restart_count == 0  # preemption is not a restart
+    assert read_job(factory, low).restart_count == 0  # preemption is not a restart
     # the victim runs again once the preemptor is done, as a new attempt
     _drive(platform, factory, low, lambda j: j.state == S.RUNNING and j.attempt == 2)
     assert _attempt_dirs(root, low) == ["attempt-0", "attempt-1"]
     handle = platform.executor.adopt(low, 0)
     assert handle is not None and platform.executor.poll(handle).state == "stopped"
-    with factory() as s:  # leave nothing running behind
-        job = s.get(Job, low)
-        assert job is not None
-        transition(s, job, S.CANCELLED, reason="test over", now=time.time())
-        s.commit()
+    _cancel(factory, low, reason="test over")  # leave nothing running behind
     current = platform.executor.adopt(low)
     assert current is not None
     _settle(platform, current)
@@ -274,7 +258,7 @@ def test_recover_fails_and_requeues_a_run_that_vanished(
     factory: sessionmaker[Session], session: Session, world: World, root: Path
 ) -> None:
     first = _platform(factory, root)
-    job_id = _submit(session, world, "import time; time.sleep(60)", max_restarts=1)
+    job_id = submit_code(session, world, "import time; time.sleep(60)", max_restarts=1)
     _drive(first, factory, job_id, lambda j: j.state == S.RUNNING)
     handle = first.executor.adopt(job_id)
     assert handle is not None
@@ -286,7 +270,7 @@ def test_recover_fails_and_requeues_a_run_that_vanished(
     second = _platform(factory, root)
     report = second.recover()
     assert report.failed == [job_id] and report.requeued == [job_id]
-    job = _job(factory, job_id)
+    job = read_job(factory, job_id)
     assert job.state == S.PENDING and job.restart_count == 1
     with factory() as s:
         event = s.scalars(
@@ -299,13 +283,9 @@ def test_recover_stops_a_live_run_of_a_job_cancelled_while_down(
     factory: sessionmaker[Session], session: Session, world: World, root: Path
 ) -> None:
     first = _platform(factory, root)
-    job_id = _submit(session, world, "import time; time.sleep(60)")
+    job_id = submit_code(session, world, "import time; time.sleep(60)")
     _drive(first, factory, job_id, lambda j: j.state == S.RUNNING)
-    with factory() as s:  # cancelled in the database while no server runs
-        job = s.get(Job, job_id)
-        assert job is not None
-        transition(s, job, S.CANCELLED, reason="cancelled by ada", now=time.time())
-        s.commit()
+    _cancel(factory, job_id)  # cancelled in the database while no server runs
     second = _platform(factory, root)
     second.recover()
     assert second.executor.device_holders() == {0: [(job_id, 0)]}  # counted until it stops

@@ -13,7 +13,6 @@ is free.
 from __future__ import annotations
 
 import logging
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -21,14 +20,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from server_factories import World
+from server_factories import World, read_job, submit_code
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from trainyard import core
 from trainyard.exec.gpus import Gpu, GpuInventory
 from trainyard.exec.local import LocalExecutor
-from trainyard.server.db import Job, JobEvent, JobState, make_session_factory
+from trainyard.server.db import JobEvent, JobState, make_session_factory
 from trainyard.server.lifecycle import RetryPolicy
 from trainyard.server.metrics import platform_metrics
 from trainyard.server.platform import Platform
@@ -104,23 +103,6 @@ def platform(factory: sessionmaker[Session], tmp_path: Path) -> Iterator[Platfor
         executor.stop(handle, grace_s=0.5, reason="test teardown")
 
 
-def _submit(session: Session, world: World, code: str, gpus: int, priority: int) -> str:
-    spec = {"name": "t", "command": [sys.executable, "-c", code], "gpus": gpus, "workers": gpus}
-    job = world.job(
-        session, now=time.time(), gpus=gpus, spec=spec, priority=priority, max_restarts=0
-    )
-    session.commit()
-    return job.id
-
-
-def _state(factory: sessionmaker[Session], job_id: str) -> Job:
-    with factory() as s:
-        job = s.get(Job, job_id)
-        assert job is not None
-        s.expunge(job)
-        return job
-
-
 def _drive(
     platform: Platform, until: Callable[[], bool], timeout_s: float = 30.0, every: Any = None
 ) -> None:
@@ -149,22 +131,22 @@ def _preempt_two_for_one(
 ) -> tuple[str, list[str], Monitor, list[str]]:
     """The low job on both devices; then two high-priority 1-GPU jobs. Returns the ids, the
     monitor's findings and the pending reasons seen while the victim stopped."""
-    low = _submit(session, world, LINGER, gpus=2, priority=0)
+    low = submit_code(session, world, LINGER, gpus=2, priority=0)
     log = platform.executor.job_dir(low) / "logs" / "attempt-0" / "rank-0.log"
     _drive(platform, lambda: log.exists() and "up" in log.read_text())
-    highs = [_submit(session, world, SHORT, gpus=1, priority=10) for _ in range(2)]
+    highs = [submit_code(session, world, SHORT, gpus=1, priority=10) for _ in range(2)]
     reasons: list[str] = []
 
     def note() -> None:
         for job_id in highs:
-            reason = _state(factory, job_id).pending_reason
+            reason = read_job(factory, job_id).pending_reason
             if reason and reason not in reasons:
                 reasons.append(reason)
 
     with Monitor(platform.executor) as monitor:
         _drive(
             platform,
-            lambda: all(_state(factory, j).state == S.SUCCEEDED for j in highs),
+            lambda: all(read_job(factory, j).state == S.SUCCEEDED for j in highs),
             every=note,
         )
     return low, highs, monitor, reasons
@@ -220,4 +202,4 @@ def test_a_launch_onto_a_busy_device_waits_and_is_reported(
     assert any("bug signal" in r.getMessage() for r in caplog.records)
     rendered = platform.metrics.booking_conflicts.render()
     assert 'stage="decision"' in rendered and 'stage="launch"' in rendered, rendered
-    assert all(_state(factory, j).pending_reason is None for j in highs)
+    assert all(read_job(factory, j).pending_reason is None for j in highs)

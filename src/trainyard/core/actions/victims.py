@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from trainyard.core.actions.gangplan import node_plan, nodes_in
+from trainyard.core.actions.gangplan import CostKey, node_plan, nodes_in
 from trainyard.core.actions.protected import note_protection
 from trainyard.core.cycle import Cycle, Status
 from trainyard.core.state import Alloc
@@ -37,8 +37,6 @@ from trainyard.core.types import ActionName, Job
 
 _DOMAINS_PLANNED = 32  # qualifying domains planned per level, smallest shortfall first
 _DOMAINS_TRIED = 6  # planned domains tried on the statement per level, cheapest plan first
-
-CostKey = Callable[[Alloc], tuple[float, ...]]
 
 
 def eligible(cycle: Cycle, alloc: Alloc) -> bool:
