@@ -81,7 +81,10 @@ PROFILE: dict[str, Spec] = {
     "las_thresholds": ("floats", 0),
     "usage_weight": ("float", 0),
     "max_reservations": ("int", 0),
+    "reserve_unknown_after_s": ("float?", 0),
     "split_small_jobs": ("bool", None),
+    "locality_wait_s": ("float", 0),
+    "queue_tie_break": ("str", None),
 }
 _TYPE_WORDS = {"str": "a string", "int": "an integer", "float": "a number", "bool": "true/false"}
 _FORMATTER = string.Formatter()

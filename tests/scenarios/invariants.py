@@ -180,12 +180,17 @@ def _check_pending(snap: Snapshot, dec: Decision, placed, evicted) -> None:
 def _check_reservations(snap: Snapshot, dec: Decision, pending: dict[str, Job]) -> None:
     for res in dec.reservations:
         assert res.job_id in dec.pending, f"{res.job_id}: reserved but not pending"
-        assert res.start_time >= snap.now, f"{res.job_id}: reserved in the past"
+        start = res.start_time  # None: held blind, start unknown (no run times known)
+        assert start is None or start >= snap.now, f"{res.job_id}: reserved in the past"
         reason = dec.pending[res.job_id]
         est = reason.estimated_start
         # earlier only when a protected victim's min_runtime ends first, and then it says so
-        earlier = est is not None and est < res.start_time and "minimum run time" in reason.message
-        assert est == res.start_time or earlier, (
+        earlier = (
+            est is not None
+            and (start is None or est < start)
+            and "minimum run time" in reason.message
+        )
+        assert est == start or earlier, (
             f"{res.job_id}: reserved from {res.start_time} but its explanation says "
             f"estimated_start={est}: {reason.message!r}"
         )
@@ -198,7 +203,7 @@ def _check_reservations(snap: Snapshot, dec: Decision, pending: dict[str, Job]) 
             used = {(nd.node, d) for nd in p.nodes for d in nd.devices}
             if used & held:
                 d = pending[p.job_id].expected_duration
-                assert d is not None and snap.now + d <= res.start_time, (
+                assert d is not None and start is not None and snap.now + d <= start, (
                     f"{p.job_id}: backfilled onto devices reserved for {res.job_id} "
                     f"and would end after its start {res.start_time}"
                 )

@@ -90,6 +90,7 @@ class Cycle:
         self.held_failures: dict[tuple[object, ...], tuple[int, int]] = {}
         self.backfill_failures: dict[tuple[object, ...], tuple[int, int, Status]] = {}
         self._running_ends: list[tuple[float, str]] | None = None
+        self._youngest: list[str] | None = None
         self.settled_epoch = self.state.epoch  # capacity epoch that allocate/backfill saw
         self.extra_jobs: dict[str, Job] = {}  # arrivals decided incrementally
         self._by_id: dict[str, Job] | None = None
@@ -255,6 +256,19 @@ class Cycle:
                 if r.job.expected_duration is not None
             )
         return self._running_ends
+
+    def youngest_unestimated(self) -> list[str]:
+        """Ids of the snapshot's running jobs without an expected duration, the most recently
+        started first (cached; the caller skips jobs no longer running)."""
+        if self._youngest is None:
+            self._youngest = [
+                jid
+                for _start, jid in sorted(
+                    (-r.started_at, r.job.id) for r in self.snapshot.running
+                     if r.job.expected_duration is None
+                )
+            ]  # fmt: skip
+        return self._youngest
 
     def restore_epoch(self, epoch: int) -> None:
         """After a change that left capacity the same or smaller (a rolled-back trial, holds

@@ -9,6 +9,7 @@ delay, and the estimated start when one is known.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -155,18 +156,23 @@ def _held_for(cycle: Cycle, job: Job) -> str:
         if h.job.id == job.id:
             parts.append(f"{a.gpus} more held for it")
         else:
-            parts.append(
-                f"{a.gpus} more held for job {h.job.id}'s reservation (from t={h.start:.0f})"
-            )
+            when = "start unknown" if h.start == math.inf else f"from t={h.start:.0f}"
+            parts.append(f"{a.gpus} more held for job {h.job.id}'s reservation ({when})")
     return "; " + "; ".join(parts) if parts else ""
 
 
 def _served_first(cycle: Cycle) -> None:
     """The fair-share position, for jobs left waiting on capacity under DRF: the other
     queues whose jobs were considered (and placed on GPUs of the job's kind) before it in
-    this cycle, because their fair-share keys were smaller, go into its reason."""
-    if cycle.profile.queue_order != "drf" or not cycle.stmt.placed:
+    this cycle, because their fair-share keys (under `las_drf`: their next jobs' LAS levels,
+    then fair-share keys) were smaller, go into its reason."""
+    if cycle.profile.queue_order not in ("drf", "las_drf") or not cycle.stmt.placed:
         return
+    ahead = (
+        "queues whose next jobs had received less service or had a smaller fair share"
+        if cycle.profile.queue_order == "las_drf"
+        else "queues with a smaller fair share"
+    )
     visited = cycle.order.visited
     pos = {j.id: i for i, j in enumerate(visited)}
     first: dict[tuple[str, int], int] = {}
@@ -195,7 +201,7 @@ def _served_first(cycle: Cycle) -> None:
         if names:
             shown = ", ".join(names[:3]) + (" ..." if len(names) > 3 else "")
             cycle.hints[job.id] = (
-                f"; queues with a smaller fair share ({shown}) were served before queue "
+                f"; {ahead} ({shown}) were served before queue "
                 f"{job.queue} this cycle and took GPUs of this kind"
             )
 
@@ -223,7 +229,13 @@ def _reason(cycle: Cycle, job: Job, st: Status, start: float | None) -> PendingR
         if st.code == "reservation":
             code = "reservation"
             msg = f"would delay job {st.other_job}, which holds a reservation; {msg}"
-    if start is not None:
+    if start == math.inf:
+        msg += (
+            "; devices reserved for it, to start when the jobs on them end (their run times "
+            "are unknown)"
+        )
+        start = None
+    elif start is not None:
         msg += f"; reserved to start in ~{_in(start - cycle.now)}"
     guard = cycle.protected_until.get(job.id) if code in _WAITS_FOR_ROOM else None
     if guard is not None:
@@ -257,7 +269,7 @@ def build_decision(cycle: Cycle, only: tuple[str, ...] | None = None) -> Decisio
         for jid, e in stmt.evicted.items()
     )
     reservations = tuple(
-        Reservation(h.job.id, h.start, _nodes(cycle, h.target))
+        Reservation(h.job.id, None if h.start == math.inf else h.start, _nodes(cycle, h.target))
         for h in cycle.holds
         if h.job.id in cycle.status
     )

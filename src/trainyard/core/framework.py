@@ -98,6 +98,7 @@ PROFILES: Registry[Profile] = Registry("profile")
 
 QUEUE_ORDERS.register("drf", "drf")
 QUEUE_ORDERS.register("global", "global")
+QUEUE_ORDERS.register("las_drf", "las_drf")  # least-served next job first, then DRF (order.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +119,11 @@ class Profile:
     las_thresholds: tuple[float, ...] = (57_600.0,)  # GPU-seconds between LAS priority levels
     usage_weight: float = 0.5  # weight of decayed usage history in the fair-share key
     max_reservations: int = 1  # head-of-line jobs that get a backfill reservation
+    # A blocked head that fits one node but whose start cannot be estimated (the jobs in its
+    # way have no expected duration) gets a reservation anyway once it has waited this long:
+    # on the devices of the jobs that started most recently, start unknown (backfill.py).
+    # None: never (such a head gets no reservation and backfill is greedy).
+    reserve_unknown_after_s: float | None = None
     split_small_jobs: bool = True  # may a job that could fit one node span nodes when none has room
     # Delay scheduling (Zaharia et al., EuroSys'10): a job that fits one node waits up to this
     # many seconds after submission for one before it may span nodes (0: span at once).
@@ -145,6 +151,8 @@ class Profile:
             )
         if not self.locality_wait_s >= 0:
             raise ValueError(f"profile {self.name}: locality_wait_s must be >= 0")
+        if self.reserve_unknown_after_s is not None and not self.reserve_unknown_after_s >= 0:
+            raise ValueError(f"profile {self.name}: reserve_unknown_after_s must be >= 0")
         if self.max_reservations < 0:
             raise ValueError(f"profile {self.name}: max_reservations must be >= 0")
         if list(self.las_thresholds) != sorted(self.las_thresholds):

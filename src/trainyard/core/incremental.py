@@ -4,6 +4,10 @@
 changed nothing (the cluster is *steady*: everything that could start has started), a new job
 J is decided by trying J alone, in the mode a full cycle would try it, on the kept state:
 
+J's rank is where the walk over pending jobs (`order.PendingOrder`) reaches it; under
+`las_drf` that is by the highest LAS level in its queue's list up to it, so an arrival that
+would raise the level of jobs after it in its queue (possibly the head) runs the full cycle.
+
 - J ranks after the blocked head of the line: a full cycle would fail every job before J
   exactly as before (same state, nothing placed), then try J in backfill mode under the same
   reservation holds; and whatever J takes, every job after J still fails (capacity only
@@ -22,13 +26,17 @@ whole decision equal whenever `stale` is not set.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import replace
+from itertools import accumulate
 from typing import Any
 
 from trainyard.core.actions.backfill import place_backfill, reserve
 from trainyard.core.cycle import Cycle, Status, run_actions
 from trainyard.core.explain import build_decision
 from trainyard.core.framework import EVICTORS, JOB_ORDERS, Profile, get_profile
+from trainyard.core.order import share_path
+from trainyard.core.plugins.order import las_level
 from trainyard.core.snapshot import Snapshot, validate
 from trainyard.core.topology import Layout, build_layout
 from trainyard.core.types import Decision, Job
@@ -53,16 +61,49 @@ class Scheduler:
         self._holds = list(self.cycle.holds)
         self.stale = False  # see decide_arrival
         self._key = JOB_ORDERS.get(self.profile.job_order)
+        self._prefix: dict[int, tuple[list[tuple[Any, ...]], list[int]]] = {}
         self.full_cycles = 0  # arrivals that needed a full cycle (for benchmarks)
 
     def _rank(self, job: Job) -> tuple[Any, ...]:
+        """Where the walk over pending jobs (`order.PendingOrder`) reaches `job` in this
+        steady state: (level, share path, queue, job order) under `drf` and `las_drf`."""
         profile = self.profile
+        key = self._key(job, profile)
         if profile.queue_order == "global":
-            return (self._key(job, profile),)
+            return (key,)
         queues = self.cycle.queues
         q = queues.index[job.queue]
-        path = tuple(queues.share_key(a) for a in reversed(queues.path[q]))
-        return (path, q, self._key(job, profile))
+        level = 0
+        if profile.queue_order == "las_drf":
+            keys, prefix = self._levels(q)
+            i = bisect_left(keys, key)
+            level = max(las_level(job, profile), prefix[i - 1] if i else 0)
+        return (level, share_path(queues, q), q, key)
+
+    def _levels(self, q: int) -> tuple[list[tuple[Any, ...]], list[int]]:
+        """The job-order keys of queue `q`'s pending jobs in order, and the running maximum
+        of their LAS levels (the level by which `las_drf` merges the queue's list)."""
+        got = self._prefix.get(q)
+        if got is None:
+            profile = self.profile
+            name = self.cycle.queues.name(q)
+            jobs = sorted(
+                (self._key(j, profile), las_level(j, profile))
+                for j in self.snapshot.pending
+                if j.queue == name
+            )
+            prefix = list(accumulate((lvl for _k, lvl in jobs), max))
+            got = self._prefix[q] = ([k for k, _l in jobs], prefix)
+        return got
+
+    def _raises_levels(self, job: Job) -> bool:
+        """Under `las_drf`: would `job` raise the merge level of jobs after it in its
+        queue (then they, possibly the head, move in the walk: a full cycle decides)?"""
+        if self.profile.queue_order != "las_drf":
+            return False
+        keys, prefix = self._levels(self.cycle.queues.index[job.queue])
+        i = bisect_left(keys, self._key(job, self.profile))
+        return i < len(keys) and prefix[i] < las_level(job, self.profile)
 
     def _tied(self, job: Job, head: Job) -> bool:
         """Are `job` and `head` in different queues tied on fair share, under a tie-break
@@ -74,7 +115,7 @@ class Scheduler:
             return False
         mine: tuple[Any, ...] = self._rank(job)
         theirs: tuple[Any, ...] = self._rank(head)
-        return bool(mine[0] == theirs[0])
+        return bool(mine[:2] == theirs[:2])
 
     def _full(self, job: Job) -> Decision:
         from trainyard.core.cycle import run_cycle
@@ -99,6 +140,8 @@ class Scheduler:
         head = cycle.head if cycle.head is not None and cycle.head.id in cycle.status else None
         if head is not None and self._tied(job, head):
             return self._full(job)  # which queue goes first depends on the walk's next jobs
+        if self._raises_levels(job):
+            return self._full(job)  # jobs after it in its queue move in the walk
         ahead = head is not None and self._rank(job) < self._rank(head)
         if head is not None and profile.strict_order:
             if ahead:
@@ -111,7 +154,10 @@ class Scheduler:
         if ahead and head is not None:
             placed = self._ahead_of_head(job, head)
         elif head is not None and "backfill" in profile.actions:
+            holds = [(h.job.id, h.start, h.target) for h in cycle.holds]
             placed = place_backfill(cycle, job)
+            if holds != [(h.job.id, h.start, h.target) for h in cycle.holds]:
+                self.stale = True  # `job` took reserved devices its guarantee covers
         else:
             placed = cycle.try_place(job, "allocate")
         if placed:

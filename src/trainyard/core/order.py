@@ -9,6 +9,14 @@ under the same root as a queue whose allocation changed (the cycle reports those
 in a heap of (key, queue) entries; an entry whose key is no longer the queue's is dropped when
 it reaches the top.
 
+With `las_drf` the key starts with the least-attained-service level (`las_level`) of the
+queue's next job: across queues, jobs that have received less service go first (Tiresias's
+rule, now between tenants too), and DRF orders the queues whose next jobs are at the same
+level (guarantee deficits first, as under `drf`). A queue's next job changing refreshes its
+key. Merging the queues' lists this way yields a job in the order of the prefix maximum of
+the levels in its queue's list up to it (then the share path, the queue, the job order),
+which is how the incremental path ranks an arrival against the head of the line.
+
 Queues tied on fair share (e.g. two queues both empty and below their guarantees) are served
 by `Profile.queue_tie_break`: "declared" takes the queue listed first; "smaller" the queue
 whose next job asks for fewer GPUs (then the one listed first), so that small jobs fill the
@@ -23,10 +31,25 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from trainyard.core.framework import JOB_ORDERS
+from trainyard.core.plugins.order import las_level
+from trainyard.core.queues import QueueIndex
 from trainyard.core.types import Job
 
 if TYPE_CHECKING:
     from trainyard.core.cycle import Cycle
+
+SharePath = tuple[tuple[int, float], ...]
+# (LAS level of the queue's next job (0 unless las_drf), fair-share keys root first, size of
+# the queue's next job (0 unless the tie-break is "smaller"))
+QueueKey = tuple[int, SharePath, int]
+
+
+def share_path(queues: QueueIndex, q: int) -> SharePath:
+    """The fair-share keys of `q` and its ancestors, root first."""
+    path = queues.path[q]
+    if len(path) == 1:
+        return (queues.share_key(q),)
+    return tuple(map(queues.share_key, reversed(path)))
 
 
 class PendingOrder:
@@ -39,6 +62,8 @@ class PendingOrder:
         self.visited: list[Job] = []
         self._global = profile.queue_order == "global"
         self._smaller = profile.queue_tie_break == "smaller"
+        self._las = profile.queue_order == "las_drf"
+        self._profile = profile
         pending = cycle.snapshot.pending
         if self._global:
             self._all = sorted(pending, key=lambda j: key(j, profile))
@@ -54,20 +79,17 @@ class PendingOrder:
             self._group: dict[int, list[int]] = {}  # root queue -> queues with jobs below it
             for q in self._lists:
                 self._group.setdefault(queues.path[q][-1], []).append(q)
-            self._keys: dict[int, tuple[tuple[tuple[int, float], ...], int]] = {}
+            self._keys: dict[int, QueueKey] = {}
             for q in self._lists:
                 self._keys[q] = self._key(q)
             self._heap = [(k, q) for q, k in self._keys.items()]
             heapq.heapify(self._heap)
         self.touched: set[int] = set()  # queues whose allocation changed (set by the cycle)
 
-    def _key(self, q: int) -> tuple[tuple[tuple[int, float], ...], int]:
-        queues = self.queues
-        path = queues.path[q]
-        tie = self._lists[q][self._pos_q[q]].gpus if self._smaller else 0
-        if len(path) == 1:
-            return ((queues.share_key(q),), tie)
-        return (tuple(map(queues.share_key, reversed(path))), tie)
+    def _key(self, q: int) -> QueueKey:
+        head = self._lists[q][self._pos_q[q]]
+        level = las_level(head, self._profile) if self._las else 0
+        return (level, share_path(self.queues, q), head.gpus if self._smaller else 0)
 
     def _refresh(self) -> None:
         """Recompute the keys of queues that share a root with a touched queue."""
@@ -106,8 +128,8 @@ class PendingOrder:
             self._pos_q[q] = pos + 1
             if pos + 1 >= len(self._lists[q]):
                 del self._keys[q]
-            elif self._smaller:
-                key = (keys[q][0], self._lists[q][pos + 1].gpus)
+            elif self._smaller or self._las:
+                key = self._key(q)
                 if key != keys[q]:
                     keys[q] = key
                     heapq.heappush(heap, (key, q))

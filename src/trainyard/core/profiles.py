@@ -9,12 +9,15 @@
   those of a less served one (`las_preempt`); worst-fit placement (the emptiest node first,
   on the fewest nodes), as that artifact places jobs.
 - `drf`: dominant-resource fair share across queues, FIFO inside a queue, backfill, reclaim.
-- `default`: our best: DRF across queues with guaranteed quotas and reclaim; inside a queue
-  priority, then least attained service; backfill with a reservation for the head of the
-  line; priority preemption, then least-attained-service preemption (Tiresias' rule);
-  topology- and fragmentation-aware placement, with delay scheduling: a job that fits one
-  node waits up to 15 minutes for one before spanning nodes (cross-node gangs run slower;
-  `docs/benchmarks.md` shows the effect on the Pollux workloads).
+- `default`: our best. Across queues the least served next job first (Tiresias's LAS levels,
+  between tenants too), DRF among queues whose next jobs are equally served, guaranteed
+  quotas and reclaim (`las_drf`); inside a queue priority, then least attained service;
+  backfill with a reservation for the head of the line (also without run-time estimates,
+  for a head that fits one node and has waited 15 minutes); priority preemption, then
+  least-attained-service preemption (Tiresias' rule); topology- and fragmentation-aware
+  placement, with delay scheduling: a job that fits one node waits up to 15 minutes for one
+  before spanning nodes (cross-node gangs run slower; `docs/benchmarks.md` shows the effect
+  on the Pollux workloads).
 """
 
 from __future__ import annotations
@@ -62,11 +65,13 @@ _BUILTIN = (
     ),
     Profile(
         name="default",
-        description="DRF + quotas + reclaim, priority then LAS, backfill, preemption",
+        description="LAS then DRF across queues, quotas + reclaim, priority then LAS, "
+        "backfill, preemption",
         actions=("allocate", "backfill", "reclaim", "preempt", "las_preempt"),
         job_order="default",
-        queue_order="drf",
+        queue_order="las_drf",
         locality_wait_s=900.0,
+        reserve_unknown_after_s=900.0,
     ),
 )
 

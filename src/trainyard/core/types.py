@@ -173,10 +173,11 @@ class Eviction(NamedTuple):
 
 
 class Reservation(NamedTuple):
-    """Devices held for a blocked head-of-line job from `start_time` on (best estimate)."""
+    """Devices held for a blocked head-of-line job from `start_time` on (best estimate;
+    None when unknown: held blind, on the devices of the jobs likeliest to end first)."""
 
     job_id: str
-    start_time: float
+    start_time: float | None
     nodes: tuple[NodeDevices, ...]
 
 

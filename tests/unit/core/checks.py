@@ -312,14 +312,19 @@ def check_work_conserving(snapshot: Snapshot, decision: Decision, profile: str) 
 def check_reservations_honoured(snapshot: Snapshot, decision: Decision) -> None:
     """A reservation is a promise: when the running jobs expected to end by its start have
     ended, its job fits on the reserved devices, with the CPU, memory and quota it needs,
-    whatever this decision started meanwhile."""
+    whatever this decision started meanwhile. A reservation of unknown start (held blind,
+    `Profile.reserve_unknown_after_s`) waits for the jobs with an expected duration and for
+    jobs that were running before the decision: once those have ended, the same holds."""
     after = apply_decision(snapshot, decision)
     pending = {j.id: j for j in snapshot.pending}
     nodes = {n.name: n for n in snapshot.nodes}
+    running_before = {r.job.id for r in snapshot.running}
     for res in decision.reservations:
         job = pending[res.job_id]
 
-        def ends_after_start(r: RunningJob, start: float = res.start_time) -> bool:
+        def ends_after_start(r: RunningJob, start: float | None = res.start_time) -> bool:
+            if start is None:  # it waits for every job with an estimate, then blind ones
+                return r.job.id not in running_before and r.job.expected_duration is None
             d = r.job.expected_duration
             return d is None or r.started_at + d > start
 

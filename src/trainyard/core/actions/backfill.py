@@ -5,24 +5,52 @@ The reservation is the earliest time the head job fits if running jobs end when 
 until a placement exists, then everything is rolled back. The devices of that placement that
 are free now are held; a later job may run:
 - anywhere outside the held devices (it cannot delay the head), or
-- on held devices too, if it is expected to end before the reservation starts.
-Jobs blocked otherwise get a reservation too, up to `Profile.max_reservations`. A head whose
-start cannot be estimated (running jobs without expected durations) gets no reservation, and
-backfill then proceeds greedily.
+- on held devices too, if it is expected to end before the reservation starts, or if its
+  queue's guarantee covers it and the reserved job, of another queue, would borrow beyond
+  its own queue's (the reservation is then computed again around it; evicting actions lift
+  such reservations for a job its guarantee covers in any queue, so that reclaim returns a
+  guarantee within one cycle).
+Jobs blocked otherwise get a reservation too, up to `Profile.max_reservations`.
+
+A head whose start cannot be estimated (the jobs in its way have no expected duration) gets
+no reservation, and backfill proceeds greedily, unless it fits one node and has waited
+`Profile.reserve_unknown_after_s`: then the running jobs without an estimate are released
+after those with one, the most recently started first (run times in training clusters are
+heavy-tailed: the youngest jobs are the likeliest to end soonest; Gu et al., Tiresias,
+NSDI'19, on the Philly and Microsoft traces), and the devices found are held with an unknown
+start (`math.inf`; no job can be known to end before it, so nothing backfills onto them).
+Without this, smaller jobs take every device that frees one by one, and a job that needs
+two GPUs of one node can wait indefinitely in a full cluster of one-GPU jobs. Only a head
+that fits one node is reserved for blind: holding devices for a gang of many nodes would
+idle them for as long as the oldest of the jobs in its way might run.
 """
 
 from __future__ import annotations
 
 import heapq
+import math
+from collections.abc import Iterable
+from itertools import chain
 
 from trainyard.core.cycle import CAPACITY_CODES, Cycle, Hold, Status
 from trainyard.core.framework import ACTIONS
 from trainyard.core.types import Job
 
 
+def _blind(cycle: Cycle, job: Job) -> bool:
+    """May `job` be reserved for without estimates (see the module docstring)?"""
+    after = cycle.profile.reserve_unknown_after_s
+    if after is None or not job.gpus or cycle.now - job.submit_time < after:
+        return False
+    node_max = cycle.layout.class_node_max
+    return any(job.gpus <= node_max[c] for c in cycle.classes_of(job))
+
+
 def reserve(cycle: Cycle, job: Job) -> Hold | None:
-    """Compute and hold the reservation of `job` (None if its start cannot be estimated)."""
-    if not cycle.estimates:
+    """Compute and hold the reservation of `job` (None if it gets none: its start cannot be
+    estimated and it may not be reserved for blind)."""
+    blind = _blind(cycle, job)
+    if not cycle.estimates and not blind:
         return None  # no job has an expected duration: no start can be estimated
     state = cycle.state
     stmt = cycle.stmt
@@ -33,10 +61,13 @@ def reserve(cycle: Cycle, job: Job) -> Hold | None:
         for jid, p in stmt.placed.items()
         if p.alloc.expected_end is not None
     )
+    order: Iterable[tuple[float, str]] = heapq.merge(cycle.running_ends(), placed)
+    if blind:  # then the running jobs without an estimate, the youngest first
+        order = chain(order, ((math.inf, jid) for jid in cycle.youngest_unestimated()))
     cp = stmt.checkpoint()
     epoch = state.epoch
     found: tuple[float, list[tuple[int, int]]] | None = None
-    for end, jid in heapq.merge(cycle.running_ends(), placed):  # soonest end first
+    for end, jid in order:  # soonest (expected) end first
         a = allocs.get(jid)
         if a is None or a.queue < 0 or not (a.cls in classes or job.gpus == 0):
             continue
@@ -59,8 +90,10 @@ def reserve(cycle: Cycle, job: Job) -> Hold | None:
 
 
 def _fits_before(cycle: Cycle, job: Job, start: float) -> bool:
+    """Is `job` expected to end before a reservation that starts at `start` (never known
+    for a blind reservation, whose start is unknown)?"""
     d = job.expected_duration
-    return d is not None and cycle.now + d <= start
+    return d is not None and start != math.inf and cycle.now + d <= start
 
 
 def _place_on_held(cycle: Cycle, job: Job) -> bool:
@@ -90,6 +123,62 @@ def _place_on_held(cycle: Cycle, job: Job) -> bool:
     if not placed:
         cycle.held_failures[key] = (epoch, job.gpus)
         cycle.status[job.id] = Status("capacity")
+    return placed
+
+
+def _owed(cycle: Cycle, job: Job) -> bool:
+    """Would `job` keep every queue on its path within its guarantee?"""
+    queues = cycle.queues
+    return queues.within_guaranteed(queues.index[job.queue], job.gpus) < 0
+
+
+def lift_holds(cycle: Cycle, job: Job, other_queues: bool = False) -> list[Hold]:
+    """Lift the reservations not in `job`'s way and return `cycle.holds` as it was: its own,
+    and, for a job its queue's guarantee covers, those of jobs that would borrow beyond
+    their own queue's guarantee (the guarantee is the stronger promise; with
+    `other_queues`, only reservations of other queues)."""
+    saved = list(cycle.holds)
+    owed = job.gpus > 0 and _owed(cycle, job)
+    for h in saved:
+        if h.job.id == job.id or (
+            owed
+            and not _owed(cycle, h.job)
+            and not (other_queues and h.job.queue == job.queue)
+        ):
+            cycle.unhold(h)
+            cycle.holds.remove(h)
+    return saved
+
+
+def restore_holds(cycle: Cycle, job: Job, saved: list[Hold], placed: bool) -> None:
+    """After `lift_holds`: if `job` was not placed, hold everything again as it was; if it
+    was, its own reservation is spent and the others lifted are computed again around it."""
+    lifted = [h for h in saved if h not in cycle.holds]
+    if not placed:
+        cycle.holds[:] = saved
+        for h in lifted:
+            cycle.hold(h)
+        return
+    for h in lifted:
+        if h.job.id != job.id:
+            reserve(cycle, h.job)
+
+
+def _place_owed(cycle: Cycle, job: Job) -> bool:
+    """Place a job its queue's guarantee covers on devices held for jobs of other queues
+    that would borrow beyond their own queue's guarantee (`lift_holds`). Inside one queue
+    the job order decides, and the head's reservation stands (the reclaim action lifts it
+    when the queue's guarantee must be taken back from borrowers)."""
+    if not job.gpus or not _owed(cycle, job):
+        return False
+    if all(_owed(cycle, h.job) or h.job.queue == job.queue for h in cycle.holds):
+        return False
+    epoch = cycle.state.epoch
+    saved = lift_holds(cycle, job, other_queues=True)
+    placed = cycle.try_place(job, "backfill")
+    restore_holds(cycle, job, saved, placed)
+    if not placed:
+        cycle.restore_epoch(epoch)  # capacity only shrank: cached failures stay true
     return placed
 
 
@@ -136,7 +225,7 @@ def _backfill_one(cycle: Cycle, job: Job) -> bool:
     st = cycle.status[job.id]
     if st.code not in CAPACITY_CODES:
         return False
-    if cycle.holds and _place_on_held(cycle, job):
+    if cycle.holds and (_place_on_held(cycle, job) or _place_owed(cycle, job)):
         return True
     held = [h for h in cycle.holds if h.job.id != job.id]
     if len(cycle.holds) < cycle.profile.max_reservations and reserve(cycle, job) is not None:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from trainyard.core.actions.backfill import lift_holds, restore_holds
 from trainyard.core.actions.gangplan import CostKey, node_plan, nodes_in
 from trainyard.core.actions.protected import note_protection
 from trainyard.core.cycle import Cycle, Status
@@ -201,19 +202,15 @@ def evict_for(
     if not pool:
         note_protection(cycle, job, budgets, allowed, pool, below_priority)
         return False
-    own = next((h for h in cycle.holds if h.job.id == job.id), None)
     epoch = state.epoch
-    if own is not None:  # the preemptor's own reservation is not in its way
-        cycle.unhold(own)
+    saved = lift_holds(cycle, job)  # its own reservation (and others a guarantee outranks)
     placed = any(
         state.class_free[c] + sum(a.gpus for a in pool if a.cls == c) >= g for c in classes
     ) and _evict_at_levels(cycle, job, action, pool, _levels(cycle, job), allowed, cost, reason)
-    if own is not None:
-        if placed:
-            cycle.holds.remove(own)
-        else:
-            cycle.hold(own)
-            cycle.restore_epoch(epoch)
+    lifted = len(saved) != len(cycle.holds)
+    restore_holds(cycle, job, saved, placed)
+    if lifted and not placed:
+        cycle.restore_epoch(epoch)
     if not placed:
         note_protection(cycle, job, budgets, allowed, pool, below_priority)
     return placed
