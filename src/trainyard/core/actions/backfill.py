@@ -141,9 +141,7 @@ def lift_holds(cycle: Cycle, job: Job, other_queues: bool = False) -> list[Hold]
     owed = job.gpus > 0 and _owed(cycle, job)
     for h in saved:
         if h.job.id == job.id or (
-            owed
-            and not _owed(cycle, h.job)
-            and not (other_queues and h.job.queue == job.queue)
+            owed and not _owed(cycle, h.job) and not (other_queues and h.job.queue == job.queue)
         ):
             cycle.unhold(h)
             cycle.holds.remove(h)
