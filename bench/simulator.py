@@ -9,7 +9,10 @@ Cases (all of them without arguments; the data comes from ``$TRAINYARD_SHARED`` 
 * ``philly-window``: the busy Philly week 2017-10-16 to 2017-10-23 (14,185 jobs; GPU demand
   above 600 GPUs on most days) on 64 nodes x 8 GPUs, every policy side by side.
 * ``philly-full``: the whole Philly trace (82,247 jobs) on 64 x 8 under the default policy:
-  wall seconds and simulated jobs per wall second.
+  wall seconds and simulated jobs per wall second; then the same under `tiresias`.
+* ``weeks``: `default` against `tiresias` on nine Philly weeks from 2017-10-02 (64 x 8, the
+  virtual clusters as queues with `--quota-share 0.5`): average JCT, wait and the worst
+  finish-time-fairness ratio of each.
 * ``tie-break``: which of two queues tied on fair share goes first (`queue_tie_break`:
   declared order, or the queue whose next job is smaller), for `default` and `drf`, on six
   Philly weeks from 2017-10-02 (64 x 8): JCT, wait and the share of GPUs idle while jobs
@@ -50,6 +53,10 @@ WEEKS = tuple(
     (f"2017-{a} 00:00:00", f"2017-{b} 00:00:00")
     for a, b in (("10-02", "10-09"), ("10-09", "10-16"), ("10-16", "10-23"), ("10-23", "10-30"),
                  ("10-30", "11-06"), ("11-06", "11-13"))
+)  # fmt: skip
+EXTRA_WEEKS = tuple(
+    (f"2017-{a} 00:00:00", f"2017-{b} 00:00:00")
+    for a, b in (("11-13", "11-20"), ("11-20", "11-27"), ("11-27", "12-04"))
 )  # fmt: skip
 
 
@@ -95,14 +102,30 @@ def philly_window() -> None:
 
 def philly_full() -> None:
     wl = read_workload(f"philly:{POLLUX / 'philly.csv'}")
-    start = time.perf_counter()
-    result = simulate(wl, parse_cluster("64x8"), FixedDuration(30.0), "default")
-    wall = time.perf_counter() - start
-    summary = summarize(result)
-    out = {"case": "philly-full", "policy": "default", "jobs": len(wl.jobs),
-           "rounds": result.rounds, "wall_s": wall, "jobs_per_s": len(wl.jobs) / wall,
-           **{k: summary[k] for k in KEYS}, **machine()}  # fmt: skip
-    print(json.dumps(out), flush=True)
+    for policy in ("default", "tiresias"):
+        start = time.perf_counter()
+        result = simulate(wl, parse_cluster("64x8"), FixedDuration(30.0), policy)
+        wall = time.perf_counter() - start
+        summary = summarize(result)
+        out = {"case": "philly-full", "policy": policy, "jobs": len(wl.jobs),
+               "rounds": result.rounds, "wall_s": wall, "jobs_per_s": len(wl.jobs) / wall,
+               **{k: summary[k] for k in KEYS}, **machine()}  # fmt: skip
+        print(json.dumps(out), flush=True)
+
+
+def weeks() -> None:
+    cluster = parse_cluster("64x8")
+    for window in (*WEEKS, *EXTRA_WEEKS):
+        wl = read_workload(
+            f"philly:{POLLUX / 'philly.csv'}", options={"start": window[0], "end": window[1]}
+        )
+        for policy in ("tiresias", "default"):
+            start = time.perf_counter()
+            summary = summarize(simulate(wl, cluster, FixedDuration(30.0), policy))
+            out = {"case": "weeks", "window": list(window), "policy": policy,
+                   "jobs": len(wl.jobs), **{k: summary[k] for k in KEYS},
+                   "wall_s": time.perf_counter() - start, **machine()}  # fmt: skip
+            print(json.dumps(out), flush=True)
 
 
 def tie_break() -> None:
@@ -130,6 +153,7 @@ CASES = {
     "philly-window": philly_window,
     "philly-full": philly_full,
     "tie-break": tie_break,
+    "weeks": weeks,
 }
 
 if __name__ == "__main__":
