@@ -129,8 +129,14 @@ class PendingOrder:
             if pos + 1 >= len(self._lists[q]):
                 del self._keys[q]
             elif self._smaller or self._las:
-                key = self._key(q)
-                if key != keys[q]:
+                # the queue's next job changed, its shares did not (a change of share
+                # marks the queue touched, and `_refresh` recomputes its whole key)
+                nxt = self._lists[q][pos + 1]
+                old = keys[q]
+                level = las_level(nxt, self._profile) if self._las else 0
+                size = nxt.gpus if self._smaller else 0
+                if level != old[0] or size != old[2]:
+                    key = (level, old[1], size)
                     keys[q] = key
                     heapq.heappush(heap, (key, q))
         self.visited.append(job)

@@ -150,16 +150,22 @@ def lift_holds(cycle: Cycle, job: Job, other_queues: bool = False) -> list[Hold]
 
 def restore_holds(cycle: Cycle, job: Job, saved: list[Hold], placed: bool) -> None:
     """After `lift_holds`: if `job` was not placed, hold everything again as it was; if it
-    was, its own reservation is spent and the others lifted are computed again around it."""
+    was, its own reservation is spent, and the others lifted are held again as they were
+    where `job` took nothing on their nodes, else computed again around it."""
     lifted = [h for h in saved if h not in cycle.holds]
     if not placed:
         cycle.holds[:] = saved
         for h in lifted:
             cycle.hold(h)
         return
+    nodes = {part[0] for part in cycle.stmt.placed[job.id].alloc.parts}
+    redo = [h for h in lifted if h.job.id != job.id and any(n in nodes for n, _m in h.target)]
+    cycle.holds[:] = [h for h in saved if h.job.id != job.id and h not in redo]
     for h in lifted:
-        if h.job.id != job.id:
-            reserve(cycle, h.job)
+        if h in cycle.holds:
+            cycle.hold(h)
+    for h in redo:
+        reserve(cycle, h.job)
 
 
 def _place_owed(cycle: Cycle, job: Job) -> bool:
