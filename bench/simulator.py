@@ -39,6 +39,7 @@ from trainyard.sim.metrics import summarize
 from trainyard.sim.pollux import PolluxSpeed
 from trainyard.sim.readers import read_workload
 from trainyard.sim.speed import FixedDuration
+from trainyard.sim.workload import Workload
 
 SHARED = Path(os.environ.get("TRAINYARD_SHARED", Path.cwd().parent / "shared"))
 POLLUX = SHARED / "traces" / "pollux"
@@ -86,18 +87,27 @@ def pollux() -> None:
             print(json.dumps(out), flush=True)
 
 
-def philly_window() -> None:
-    wl = read_workload(
-        f"philly:{POLLUX / 'philly.csv'}", options={"start": WINDOW[0], "end": WINDOW[1]}
+def _philly_week(window: tuple[str, str]) -> Workload:
+    return read_workload(
+        f"philly:{POLLUX / 'philly.csv'}", options={"start": window[0], "end": window[1]}
     )
+
+
+def _week_rows(case: str, window: tuple[str, str], policies: tuple[str, ...]) -> None:
+    """Simulate one Philly window on 64 x 8 under each policy; one JSON line each."""
+    wl = _philly_week(window)
     cluster = parse_cluster("64x8")
-    for policy in ("fifo", "priority", "las", "tiresias", "drf", "default"):
+    for policy in policies:
         start = time.perf_counter()
         summary = summarize(simulate(wl, cluster, FixedDuration(30.0), policy))
-        out = {"case": "philly-window", "window": list(WINDOW), "policy": policy,
+        out = {"case": case, "window": list(window), "policy": policy,
                "jobs": len(wl.jobs), **{k: summary[k] for k in KEYS},
                "wall_s": time.perf_counter() - start, **machine()}  # fmt: skip
         print(json.dumps(out), flush=True)
+
+
+def philly_window() -> None:
+    _week_rows("philly-window", WINDOW, ("fifo", "priority", "las", "tiresias", "drf", "default"))
 
 
 def philly_full() -> None:
@@ -114,26 +124,14 @@ def philly_full() -> None:
 
 
 def weeks() -> None:
-    cluster = parse_cluster("64x8")
     for window in (*WEEKS, *EXTRA_WEEKS):
-        wl = read_workload(
-            f"philly:{POLLUX / 'philly.csv'}", options={"start": window[0], "end": window[1]}
-        )
-        for policy in ("tiresias", "default"):
-            start = time.perf_counter()
-            summary = summarize(simulate(wl, cluster, FixedDuration(30.0), policy))
-            out = {"case": "weeks", "window": list(window), "policy": policy,
-                   "jobs": len(wl.jobs), **{k: summary[k] for k in KEYS},
-                   "wall_s": time.perf_counter() - start, **machine()}  # fmt: skip
-            print(json.dumps(out), flush=True)
+        _week_rows("weeks", window, ("tiresias", "default"))
 
 
 def tie_break() -> None:
     cluster = parse_cluster("64x8")
     for window in WEEKS:
-        wl = read_workload(
-            f"philly:{POLLUX / 'philly.csv'}", options={"start": window[0], "end": window[1]}
-        )
+        wl = _philly_week(window)
         for policy in ("default", "drf"):
             for tie in ("declared", "smaller"):
                 profile = get_profile(policy).with_overrides(queue_tie_break=tie)
