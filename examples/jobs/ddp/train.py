@@ -44,7 +44,7 @@ broadcasts its step; every rank loads that file (the directory must be shared, a
 machine), prints ``resumed from step K`` and continues from step K + 1. A checkpoint written at
 one world size resumes at another (the model state is that of the unwrapped module and the
 optimizer state is identical on every rank). A run whose checkpoint already reached ``--steps``
-prints ``done`` at once.
+prints ``done`` at once, with the loss of that step (kept in the checkpoint).
 
 Signals: on SIGTERM each rank sets a flag; the flag is summed across ranks with the step's loss,
 so every rank stops after the same step, rank 0 checkpoints it and every rank exits with code
@@ -178,6 +178,7 @@ def save_checkpoint(
     optimizer: torch.optim.Optimizer,
     world: int,
     keep: int,
+    loss: float,
 ) -> str:
     os.makedirs(directory, exist_ok=True)
     rng: dict[str, Any] = {"torch": torch.get_rng_state(), "python": random.getstate()}
@@ -185,6 +186,7 @@ def save_checkpoint(
         rng["cuda"] = torch.cuda.get_rng_state_all()
     state = {
         "step": step,
+        "loss": loss,  # the mean loss of that step, reported again by a run resumed there
         "world_size": world,
         "model": model.state_dict(),
         "optimizer": optimizer.state_dict(),
@@ -207,7 +209,10 @@ def save_checkpoint(
     return final
 
 
-def load_checkpoint(path: str, model: nn.Module, optimizer: torch.optim.Optimizer) -> int:
+def load_checkpoint(
+    path: str, model: nn.Module, optimizer: torch.optim.Optimizer
+) -> tuple[int, float]:
+    """Restore `path` into the model and optimizer; (its step, that step's mean loss)."""
     state: dict[str, Any] = torch.load(path, map_location="cpu", weights_only=True)
     model.load_state_dict(state["model"])
     optimizer.load_state_dict(state["optimizer"])
@@ -218,7 +223,7 @@ def load_checkpoint(path: str, model: nn.Module, optimizer: torch.optim.Optimize
         cuda_states = state["rng"]["cuda"]
         if len(cuda_states) == torch.cuda.device_count():
             torch.cuda.set_rng_state_all(cuda_states)
-    return int(state["step"])
+    return int(state["step"]), float(state.get("loss", float("nan")))
 
 
 # --- the job --------------------------------------------------------------------------------
@@ -264,8 +269,9 @@ def main(argv: list[str] | None = None) -> int:
             latest[0] = found[-1][0]
     dist.broadcast(latest, src=0)
     start_step = 0
+    last_loss = float("nan")
     if latest.item() >= 0:
-        start_step = load_checkpoint(
+        start_step, last_loss = load_checkpoint(
             _checkpoint_path(directory, int(latest.item())), model, optimizer
         )
         log(f"resumed from step {start_step}")
@@ -278,7 +284,6 @@ def main(argv: list[str] | None = None) -> int:
     global _training
     _training = True
     step = start_step
-    last_loss = float("nan")
     started = time.monotonic()
     try:
         while step < args.steps:
@@ -298,13 +303,13 @@ def main(argv: list[str] | None = None) -> int:
                 log(f"step {step} loss {last_loss:.6f}")
             due = args.checkpoint_every > 0 and step % args.checkpoint_every == 0
             if rank == 0 and (due or step == args.steps or stopping):
-                path = save_checkpoint(directory, step, model, optimizer, world, args.keep)
+                path = save_checkpoint(
+                    directory, step, model, optimizer, world, args.keep, last_loss
+                )
                 log(f"checkpoint step={step} path={path}")
             if stopping:
                 log(f"stopped by SIGTERM at step={step}")
-                dist.barrier()  # rank 0 has written the checkpoint before anyone exits
-                dist.destroy_process_group()
-                return EXIT_SIGTERM
+                _leave(EXIT_SIGTERM)
     except (RuntimeError, dist.DistError) as error:
         # Typically a peer died ("Connection closed by peer") or hung (timeout). Exit at once:
         # tearing down a broken process group can block.
@@ -314,9 +319,22 @@ def main(argv: list[str] | None = None) -> int:
 
     elapsed = time.monotonic() - started
     log(f"done steps={step} final_loss={last_loss:.6f} train_seconds={elapsed:.2f}")
+    _leave(0)
+    return 0
+
+
+def _leave(code: int) -> None:
+    """Leave the process group together, then exit with `code` at once.
+
+    The barrier means every rank has finished (and rank 0 has written its checkpoint) before
+    any rank goes. Exiting with `os._exit` after it skips the interpreter's teardown of gloo's
+    C++ threads: under load a rank could otherwise die in it ("terminate called without an
+    active exception") after its work was done, turning a finished run into a failed one."""
     dist.barrier()
     dist.destroy_process_group()
-    return 0
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 if __name__ == "__main__":

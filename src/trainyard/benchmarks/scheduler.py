@@ -6,8 +6,9 @@ half occupied by running jobs whose sizes and run times follow the Philly trace
 cluster. `pending` jobs (Philly sizes, four tenant queues with equal guaranteed quotas, a few
 priorities) wait. Measured:
 
-- `cycle_ms_p50/p99`: a full `run_cycle` on that snapshot (static layout reused, as the server
-  does while nodes do not change);
+- `cycle_ms_p50/p99`: a full `run_cycle` on that snapshot, with the static layout built once
+  and reused, as the simulator does while nodes do not change (the server builds it in each
+  cycle: `layout_build_ms` is what that adds);
 - `arrival_decision_ms_p99`: the cluster after its decisions were applied until a cycle
   changes nothing (steady, as a server's cluster is a few rounds after a burst: full, with
   a queue; `rounds_to_steady` says how many it took), then one new job arrives and is

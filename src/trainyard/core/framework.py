@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from trainyard.core.types import Job
@@ -132,7 +132,6 @@ class Profile:
     # (the order the queues are listed in) or "smaller" (the queue whose next job asks for
     # fewer GPUs; declared order between equal sizes).
     queue_tie_break: str = "declared"
-    params: dict[str, float] = field(default_factory=dict)
 
     def validate(self) -> None:
         """Raise `UnknownNameError` / `ValueError` for names or knobs that cannot work."""

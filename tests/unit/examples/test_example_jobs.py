@@ -157,6 +157,7 @@ class Story:
     resumed_after_kill: int
     stopped: int
     single: Job
+    again: Job
     seconds: float
 
 
@@ -197,6 +198,12 @@ def story(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Story]:
         single = Job(workdir, "single", 1, ["--steps", str(stopped + 20)])
         jobs.append(single)
         single.wait()
+        seconds = time.monotonic() - started  # the story of phases 1-3
+
+        # 4. Two ranks started again on the finished checkpoint have nothing left to train.
+        again = Job(workdir, "again", 2, ["--steps", str(stopped + 20)])
+        jobs.append(again)
+        again.wait()
         yield Story(
             checkpoints,
             killed,
@@ -206,7 +213,8 @@ def story(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Story]:
             resumed,
             stopped,
             single,
-            time.monotonic() - started,
+            again,
+            seconds,
         )
     finally:
         for job in jobs:
@@ -261,6 +269,19 @@ def test_ddp_two_rank_checkpoint_resumes_at_world_size_one(story: Story) -> None
     assert _checkpoint_steps(story.checkpoints)[-1] == end
     assert len(_checkpoint_steps(story.checkpoints)) <= 3  # --keep 3
     assert story.seconds < 90
+
+
+def test_ddp_resumed_at_its_last_step_reports_the_real_loss_and_succeeds(story: Story) -> None:
+    """A run whose checkpoint already holds the last step trains nothing, reports that step's
+    loss (kept in the checkpoint, not nan) and both ranks exit 0 (a clean teardown)."""
+    assert [r.proc.returncode for r in story.again.ranks] == [0, 0], story.again.describe()
+    end = story.stopped + 20
+    final = re.compile(rf"^done steps={end} final_loss=(\S+) ", re.MULTILINE)
+    first = final.findall(story.single.ranks[0].stdout())
+    second = final.findall(story.again.ranks[0].stdout())
+    assert first and second == first, story.again.describe()
+    assert second[0] != "nan"
+    assert story.again.ranks[1].stderr() == ""
 
 
 # --- DDP under real torchrun -----------------------------------------------------------------
