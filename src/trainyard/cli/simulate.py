@@ -17,7 +17,7 @@ from typing import Annotated, Any
 
 import typer
 
-from trainyard.core import PROFILES, UnknownNameError, get_profile
+from trainyard.core import UnknownNameError, get_profile
 from trainyard.sim.cluster import Cluster, parse_cluster
 from trainyard.sim.engine import QUOTA_SHARE, SimOptions, default_queues, simulate
 from trainyard.sim.metrics import compare, summarize, table
@@ -86,16 +86,15 @@ def _options(values: list[str]) -> dict[str, str]:
 
 
 def _policies(policy: str, compare_list: str | None) -> list[str]:
+    field = "--compare" if compare_list is not None else "--profile"
     names = [p.strip() for p in (compare_list or policy).split(",") if p.strip()]
     if not names:
-        raise WorkloadError("--compare", "give one or more policy names, comma-separated")
+        raise WorkloadError(field, "give one or more profile names, comma-separated")
     for name in names:
         try:
             get_profile(name)
         except UnknownNameError as exc:
-            raise WorkloadError(
-                "--policy", f"{exc} (known: {', '.join(PROFILES.names())})"
-            ) from None
+            raise WorkloadError(field, exc.message) from None  # it lists the known names
     return names
 
 
@@ -128,7 +127,12 @@ def simulate_command(
         str,
         typer.Option("--cluster", "-c", help="NODESxGPUS[:TYPE][@PER_LEAF][+...] or a YAML file."),
     ] = "16x4",
-    policy: Annotated[str, typer.Option("--policy", "-p", help="Scheduling profile.")] = "default",
+    policy: Annotated[
+        str,
+        typer.Option(
+            "--profile", "--policy", "-p", help="Scheduling profile (--policy: the old name)."
+        ),
+    ] = "default",
     compare_list: Annotated[
         str | None,
         typer.Option("--compare", metavar="P1,P2,...", help="Several policies side by side."),
@@ -154,7 +158,12 @@ def simulate_command(
     ] = QUOTA_SHARE,
     profiles: Annotated[
         Path | None,
-        typer.Option("--profiles", help="Pollux profiles folder (default: beside the workload)."),
+        typer.Option(
+            "--pollux-profiles",
+            "--profiles",
+            help="Pollux's measured profiles folder (default: beside the workload; "
+            "--profiles: the old name).",
+        ),
     ] = None,
     report: Annotated[
         Path | None,

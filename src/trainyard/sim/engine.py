@@ -448,7 +448,7 @@ def simulate(
         for s in engine.states
     )
     return SimResult(
-        workload=f"{workload.kind}:{workload.source}",
+        workload=workload.source,  # the spec it was read from (kind:path)
         cluster=cluster.spec,
         policy=prof.name,
         seed=seed,

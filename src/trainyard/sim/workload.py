@@ -48,7 +48,9 @@ class SimJob:
 
 @dataclass(frozen=True)
 class Workload:
-    """Jobs in submission order (ties by id), with where they came from."""
+    """Jobs in submission order (ties by id), with where they came from: `kind` (philly,
+    pollux, gavel, synthetic, ...) and `source`, the spec it was read from (`pollux:PATH`;
+    results and reports label the workload by it)."""
 
     kind: str
     source: str

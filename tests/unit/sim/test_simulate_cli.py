@@ -70,7 +70,9 @@ def test_report_writes_markdown_html_json_and_plots(tmp_path: Path) -> None:
         (["--workload", "philly:/nonexistent.csv"], "no such file"),
         (["--workload", "synthetic:0"], "synthetic:N"),
         (["--cluster", "16"], "--cluster"),
-        (["--policy", "fastest"], "--policy"),
+        (["--profile", "fastest"], "--profile"),
+        (["--policy", "fastest"], "--profile"),  # the old spelling still works
+        (["--compare", "fifo,fastest"], "--compare"),
         (["--load", "0"], "load"),
         (["--interval", "-1"], "--interval"),
         (["--estimates", "psychic"], "--estimates"),
@@ -95,3 +97,21 @@ def test_malformed_trace_row_names_file_line_and_column(tmp_path: Path) -> None:
     result = runner.invoke(app, ["simulate", "--workload", f"philly:{trace}"])
     assert result.exit_code == 2
     assert f"{trace}:3:duration" in result.stderr
+
+
+def test_an_unknown_profile_lists_the_known_ones_once() -> None:
+    result = runner.invoke(app, ["simulate", "--workload", "synthetic:10", "-p", "fastest"])
+    assert result.exit_code == 2
+    assert result.stderr.count("known:") == 1, result.stderr
+    assert "tiresias" in result.stderr
+
+
+def test_the_workload_label_names_its_kind_once(tmp_path: Path) -> None:
+    out = tmp_path / "report"
+    result = runner.invoke(
+        app, ["simulate", "--workload", "synthetic:12", "-p", "fifo", "--report", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    assert "synthetic:12" in (out / "report.md").read_text()
+    assert "synthetic:synthetic" not in (out / "report.md").read_text()
+    assert "synthetic:synthetic" not in (out / "summary.json").read_text()
