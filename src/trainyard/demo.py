@@ -1,12 +1,12 @@
 """A simulated day on a small synthetic cluster, scheduled by the real core (`trainyard demo`).
 
 `trainyard demo` shows the scheduler at work without a server or real jobs (`make up` runs the
-platform itself, with real jobs): jobs arrive over 24 simulated hours (sizes and run times from the Philly distributions in
-`workload.philly`) into three tenant queues on a 64-GPU cluster of *virtual* devices; at
-every arrival and completion the shell builds a `Snapshot`, calls `core.run_cycle`, and
-applies the `Decision` (placements start, evictions return to the queue and lose the work
-since their last checkpoint). It prints the decisions with their explanations, then a
-summary of utilisation and waiting times per queue and per job size.
+platform itself, with real jobs): jobs arrive over 24 simulated hours (sizes and run times
+from the Philly distributions in `workload.philly`) into three tenant queues on a 64-GPU
+cluster of *virtual* devices; at every arrival and completion the shell builds a `Snapshot`,
+calls `core.run_cycle`, and applies the `Decision` (placements start, evictions return to the
+queue and lose the work since their last checkpoint). It prints the decisions with their
+explanations, then a summary of utilisation and waiting times per queue and per job size.
 
 This is a shell around the core, like the server and the simulator: the clock and the event
 queue live here, all decisions come from `run_cycle`. (It is a loop of its own beside the

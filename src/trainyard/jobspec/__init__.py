@@ -4,10 +4,11 @@ This package owns the job spec format, its validation and its conversions: `pars
 turns YAML/JSON text or a mapping into an immutable `JobSpec`, or raises `JobSpecError` whose
 ``field`` is the dotted path of the value at fault and whose message says how to fix it
 (``str(error) == "field: message"``). It never lets another exception escape for user input.
-`JobSpec.resolve` lets the planner choose the GPU count of a ``model:`` spec,
-`JobSpec.to_core_job` gives the scheduling core's `Job`, and `to_dict` / `from_dict` (or
-`to_json` / `from_json`) store a spec as JSON. Modules: `errors` (`JobSpecError`), `fields`
-(the YAML loader and value converters), `spec` (`JobSpec`, `Limits`, the rules).
+`resolve(spec)` lets the planner choose the GPU count of a ``model:`` spec,
+`JobSpec.to_core_job` gives the scheduling core's `Job`, and `JobSpec.to_dict` / `to_json`
+store a spec as JSON (`spec_from_dict` / `spec_from_json` read it back). Modules: `errors`
+(`JobSpecError`), `fields` (the YAML loader and value converters), `spec` (`JobSpec`,
+`Limits`: data only), `parse` (the rules), `resolve` (the planner's part).
 
 The format
 ==========
@@ -84,7 +85,7 @@ or ``cost``), ``flash_attention`` (true or false, default true: the job's attent
 stores no score matrix). Without ``gpus``, ``workers`` and ``nodes`` are chosen too (one worker
 per GPU, ``nodes_of`` per node) and must not be given. With ``gpus`` the planner only chooses
 the layout.
-`JobSpec.resolve` runs the planner and returns the spec with ``gpus``, ``workers``, ``nodes``
+`resolve(spec)` runs the planner and returns the spec with ``gpus``, ``workers``, ``nodes``
 set and ``env`` extended with ``TRAINYARD_PLAN_*`` and ``NCCL_*`` (``NCCL_*`` given by the user
 win); with ``planner.tokens`` and no ``expected_duration_s``, the predicted training time becomes
 ``expected_duration_s``. Until then `JobSpec.gpus` is None and `to_core_job` refuses the spec.
@@ -96,11 +97,12 @@ Limits
 ``max_workers`` per node, ``max_cpus``, ``max_memory_gb``, ``max_command_length``,
 ``max_env_entries``, ``max_restarts``, ``max_spec_bytes``); a request above a limit is an error
 naming the field, the limit and the fix. `Limits()` are generous defaults that catch mistakes;
-`Limits.none()` switches every check off (used by `from_dict` for stored specs).
+`Limits.none()` switches every check off (used by `spec_from_dict` for stored specs).
 """
 
 from trainyard.jobspec.errors import JobSpecError
-from trainyard.jobspec.parse import parse_job_spec, unknown_queue
+from trainyard.jobspec.parse import parse_job_spec, spec_from_dict, spec_from_json, unknown_queue
+from trainyard.jobspec.resolve import PlanFunction, resolve, resolve_plan
 from trainyard.jobspec.spec import (
     FIELDS,
     RESERVED_ENV,
@@ -108,7 +110,6 @@ from trainyard.jobspec.spec import (
     RESOURCE_FIELDS,
     JobSpec,
     Limits,
-    PlanFunction,
 )
 
 __all__ = [
@@ -121,5 +122,9 @@ __all__ = [
     "Limits",
     "PlanFunction",
     "parse_job_spec",
+    "resolve",
+    "resolve_plan",
+    "spec_from_dict",
+    "spec_from_json",
     "unknown_queue",
 ]

@@ -1,10 +1,12 @@
 """`parse_job_spec`: YAML text or a mapping -> a checked `JobSpec`, or a `JobSpecError`
-naming the field (the format is documented in the `trainyard.jobspec` package docstring)."""
+naming the field (the format is documented in the `trainyard.jobspec` package docstring);
+`spec_from_dict` / `spec_from_json` read back what `JobSpec.to_dict` / `to_json` stored."""
 
 from __future__ import annotations
 
 import dataclasses
 import difflib
+import json
 import math
 import re
 import shlex
@@ -239,6 +241,29 @@ def _flatten(raw: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
             if value is not None:
                 values[key], paths[key] = value, f"resources.{key}"
     return values, paths
+
+
+def spec_from_dict(data: Mapping[str, Any], *, source: str = "stored spec") -> JobSpec:
+    """Read back `JobSpec.to_dict` output: every check except the size limits (which may
+    have changed since it was stored)."""
+    return parse_job_spec(data, source=source, limits=Limits.none())
+
+
+def spec_from_json(text: str, *, source: str = "stored spec") -> JobSpec:
+    """Read back `JobSpec.to_json` output."""
+    try:
+        data = json.loads(text)
+    except RecursionError:
+        raise JobSpecError("", f"{source}: nested too deeply", source=source) from None
+    except json.JSONDecodeError as exc:
+        raise JobSpecError(
+            "",
+            f"{source}: malformed JSON: {exc.msg}",
+            source=source,
+            line=exc.lineno,
+            column=exc.colno,
+        ) from None
+    return spec_from_dict(data, source=source)
 
 
 def parse_job_spec(

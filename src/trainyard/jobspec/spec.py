@@ -1,26 +1,23 @@
-"""`JobSpec` and `Limits`: the checked, immutable form of a job spec (parsing: `parse.py`).
+"""`JobSpec` and `Limits`: the checked, immutable form of a job spec (data only).
 
-Owned by `trainyard.jobspec` (the format is documented in its package docstring). Parsing turns
-YAML text or a mapping into a `JobSpec` or raises `JobSpecError` naming the field; `resolve`
-lets the planner choose the GPU count for a ``model:`` spec; `to_core_job` gives the scheduling
-core's view; `to_dict` / `from_dict` store a spec as JSON.
+Owned by `trainyard.jobspec` (the format is documented in its package docstring). Parsing
+(`parse.py`) turns YAML text or a mapping into a `JobSpec` or raises `JobSpecError` naming the
+field, and reads back what `to_dict` / `to_json` stored (`spec_from_dict`, `spec_from_json`);
+`resolve.py` lets the planner choose the GPU count for a ``model:`` spec; `to_core_job` gives
+the scheduling core's view. This module imports neither of them.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Final
 
 from trainyard.core.types import Job
 from trainyard.jobspec.errors import JobSpecError
-from trainyard.planner.errors import PlannerError
-from trainyard.planner.jobplan import JobPlan, plan_job_spec
 from trainyard.planner.model import Model
 
 __all__ = [
@@ -32,10 +29,7 @@ __all__ = [
     "RESOURCE_FIELDS",
     "JobSpec",
     "Limits",
-    "PlanFunction",
 ]
-
-PlanFunction = Callable[[Mapping[str, Any], Path | None], JobPlan]
 
 FIELDS: Final = (
     "name",
@@ -194,12 +188,15 @@ class JobSpec:
     def _resolved_gpus(self) -> int:
         if self.gpus is None:
             raise JobSpecError(
-                "gpus", "not chosen yet: the planner picks it for a model: spec; call resolve()"
+                "gpus",
+                "not chosen yet: the planner picks it for a model: spec; "
+                "call jobspec.resolve(spec)",
             )
         return self.gpus
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-able data with every field (null where unset); `from_dict` reads it back."""
+        """Plain JSON-able data with every field (null where unset); `spec_from_dict` (in
+        `parse.py`) reads it back."""
         out: dict[str, Any] = {}
         for name in FIELDS:
             out[name] = _thaw(getattr(self, name))
@@ -208,102 +205,6 @@ class JobSpec:
     def to_json(self) -> str:
         """`to_dict` as compact JSON with sorted keys (for storing in the database)."""
         return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any], *, source: str = "stored spec") -> JobSpec:
-        """Read back `to_dict` output: every check except the size limits (which may change)."""
-        from trainyard.jobspec.parse import parse_job_spec
-
-        return parse_job_spec(data, source=source, limits=Limits.none())
-
-    @classmethod
-    def from_json(cls, text: str, *, source: str = "stored spec") -> JobSpec:
-        """Read back `to_json` output."""
-        try:
-            data = json.loads(text)
-        except RecursionError:
-            raise JobSpecError("", f"{source}: nested too deeply", source=source) from None
-        except json.JSONDecodeError as exc:
-            raise JobSpecError(
-                "",
-                f"{source}: malformed JSON: {exc.msg}",
-                source=source,
-                line=exc.lineno,
-                column=exc.colno,
-            ) from None
-        from trainyard.jobspec.parse import parse_job_spec
-
-        return parse_job_spec(data, source=source, limits=Limits.none())
-
-    def resolve(
-        self,
-        *,
-        base_dir: Path | None = None,
-        limits: Limits | None = None,
-        plan: PlanFunction | None = None,
-    ) -> JobSpec:
-        """The spec with the planner's choices applied (itself when it has no ``model:``).
-
-        See `resolve_plan`, which also returns the planner's answer.
-        """
-        return self.resolve_plan(base_dir=base_dir, limits=limits, plan=plan)[0]
-
-    def resolve_plan(
-        self,
-        *,
-        base_dir: Path | None = None,
-        limits: Limits | None = None,
-        plan: PlanFunction | None = None,
-    ) -> tuple[JobSpec, JobPlan | None]:
-        """Run the planner for a ``model:`` spec: returns the resolved spec and the `JobPlan`.
-
-        Without ``gpus:`` the planner chooses the count; the resolved spec then runs one worker
-        per GPU, ``planner.nodes_of`` (default 8) per node, and with ``planner.tokens`` an unset
-        `expected_duration_s` becomes the predicted training time. Its `env` gains the plan's
-        variables (``TRAINYARD_PLAN_*`` always replaced by the new plan; ``NCCL_*`` only where
-        the spec does not set them). `base_dir` is where a ``model:`` file is looked up; `plan`
-        replaces `plan_job_spec` (tests, caching); `limits` re-checks the result (default: none).
-        Errors are `JobSpecError` naming the spec field (``planner.max_gpus``, ``model``...).
-        """
-        if self.model is None:
-            return self, None
-        request: dict[str, Any] = {
-            "model": _thaw(self.model),
-            "gpu_type": self.gpu_type,
-            "planner": _thaw(self.planner) if self.planner is not None else {},
-        }
-        if self.gpus is not None:
-            request["gpus"] = self.gpus
-        try:
-            result = (plan or plan_job_spec)(request, base_dir)
-        except PlannerError as exc:
-            raise _from_planner(exc) from None
-        data = self.to_dict()
-        data["gpus"] = result.gpus
-        if self.gpus is None:
-            nodes_of = int((self.planner or {}).get("nodes_of", DEFAULT_NODES_OF))
-            per_node = min(result.gpus, nodes_of)
-            if result.gpus % per_node:
-                raise JobSpecError(
-                    "gpus",
-                    f"the planner chose {result.gpus} GPUs, not a multiple of "
-                    f"planner.nodes_of = {nodes_of}; give gpus: yourself",
-                )
-            data["workers"], data["nodes"] = per_node, result.gpus // per_node
-        tokens_given = self.planner is not None and "tokens" in self.planner
-        if self.expected_duration_s is None and tokens_given and result.options:
-            hours = result.options[0].hours  # the chosen option: the time to train `tokens`
-            if math.isfinite(hours) and hours > 0:
-                data["expected_duration_s"] = hours * 3600.0
-        env = {k: v for k, v in self.env.items() if not k.startswith(PLAN_ENV_PREFIX)}
-        for key, value in result.env.items():
-            if key.startswith(PLAN_ENV_PREFIX) or key not in env:
-                env[key] = value
-        data["env"] = env
-        from trainyard.jobspec.parse import parse_job_spec
-
-        resolved = parse_job_spec(data, source="resolved spec", limits=limits or Limits.none())
-        return resolved, result
 
     def to_core_job(self, job_id: str, submit_time: float, attained_service: float = 0.0) -> Job:
         """The scheduling core's view of this job (needs a resolved spec: `gpus` set)."""
@@ -325,24 +226,6 @@ class JobSpec:
             # one node means one node: the ranks of a single-node job share its devices
             topology=self.core_topology,
         )
-
-
-def _from_planner(exc: PlannerError) -> JobSpecError:
-    """A planner error as a `JobSpecError` naming the job spec field."""
-    name, message = exc.field, exc.message
-    if name == "gpu":
-        name = "gpu_type"
-    elif name == "num_gpus":
-        name = "gpus"
-    elif name in ("model", "gpu_type", "gpus", "planner") or name.startswith(
-        ("model.", "planner.")
-    ):
-        pass
-    elif name in _MODEL_FIELDS or name == "preset":
-        name = f"model.{name}"
-    else:
-        name, message = "model", f"{name}: {message}"
-    return JobSpecError(name, message)
 
 
 # -- parsing ----------------------------------------------------------------------------------

@@ -53,7 +53,7 @@ from trainyard.core import Profile
 from trainyard.exec.gpus import GpuInventory
 from trainyard.exec.local import LocalExecutor
 from trainyard.exec.run import DeviceBusy, LaunchSpec, RunHandle, RunStatus
-from trainyard.jobspec import JobSpec
+from trainyard.jobspec import spec_from_dict
 from trainyard.server import scheduling
 from trainyard.server.db import Device, Job, JobEvent, JobState, Node
 from trainyard.server.db.tokens import issue_token
@@ -384,7 +384,7 @@ class Platform:
         out.append(("requeued", row.id))
 
     def _launch_spec(self, row: Job, attempt: int, token: str) -> LaunchSpec:
-        spec = JobSpec.from_dict(row.spec or {}, source=f"job {row.id} spec")
+        spec = spec_from_dict(row.spec or {}, source=f"job {row.id} spec")
         devices = tuple(
             int(d)
             for entry in row.placement or ()

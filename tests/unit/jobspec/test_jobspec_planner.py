@@ -8,7 +8,15 @@ from typing import Any
 
 import pytest
 
-from trainyard.jobspec import JobSpec, JobSpecError, Limits, parse_job_spec
+from trainyard.jobspec import (
+    JobSpecError,
+    Limits,
+    parse_job_spec,
+    resolve,
+    resolve_plan,
+    spec_from_dict,
+    spec_from_json,
+)
 from trainyard.planner.errors import PlannerError
 from trainyard.planner.jobplan import JobPlan, plan_job_spec
 
@@ -28,12 +36,12 @@ def test_the_planner_form_parses_unresolved() -> None:
     assert spec.model == "gpt3-125m" and dict(spec.planner or {}) == {"max_gpus": 8}
     with pytest.raises(JobSpecError) as exc:
         spec.to_core_job("j", 0.0)
-    assert exc.value.field == "gpus" and "resolve()" in exc.value.message
+    assert exc.value.field == "gpus" and "resolve(spec)" in exc.value.message
 
 
 def test_resolve_chooses_gpus_workers_and_environment() -> None:
     spec = parse_job_spec(PLANNED)
-    resolved, plan = spec.resolve_plan()
+    resolved, plan = resolve_plan(spec)
     expected = plan_job_spec({"model": "gpt3-125m", "gpu_type": "H100", "planner": {"max_gpus": 8}})
     assert plan is not None and plan.gpus == expected.gpus == resolved.gpus
     assert resolved.gpus is not None and 1 <= resolved.gpus <= 8
@@ -48,13 +56,13 @@ def test_resolve_chooses_gpus_workers_and_environment() -> None:
     assert "NCCL_ALGO" in env  # the plan's NCCL settings fill the rest
     job = resolved.to_core_job("j1", 5.0)
     assert (job.gpus, job.gpu_types) == (resolved.gpus, ("H100",))
-    assert resolved.resolve() == resolved  # resolving again changes nothing
+    assert resolve(resolved) == resolved  # resolving again changes nothing
 
 
 def test_a_resolved_spec_round_trips_through_json() -> None:
-    resolved = parse_job_spec(PLANNED).resolve()
-    assert JobSpec.from_json(resolved.to_json()) == resolved
-    assert JobSpec.from_dict(resolved.to_dict()) == resolved
+    resolved = resolve(parse_job_spec(PLANNED))
+    assert spec_from_json(resolved.to_json()) == resolved
+    assert spec_from_dict(resolved.to_dict()) == resolved
 
 
 def test_resolve_across_nodes() -> None:
@@ -62,7 +70,7 @@ def test_resolve_across_nodes() -> None:
         "name: big\ncommand: x\nmodel: gpt3-1.3b\ngpu_type: H100\n"
         "planner: {max_gpus: 64, tokens: 2e10, nodes_of: 8}\n"
     )
-    resolved = spec.resolve()
+    resolved = resolve(spec)
     assert resolved.gpus is not None and resolved.gpus <= 64
     assert resolved.workers == min(resolved.gpus, 8)
     assert resolved.workers * resolved.nodes == resolved.gpus
@@ -73,9 +81,9 @@ def test_flash_attention_off_reaches_the_job_environment() -> None:
         "name: a\ncommand: x\nmodel: gpt3-125m\ngpu_type: A100\ngpus: 4\n"
         "planner: {flash_attention: false}\n"
     )
-    assert spec.resolve().env["TRAINYARD_PLAN_FLASH_ATTENTION"] == "0"
+    assert resolve(spec).env["TRAINYARD_PLAN_FLASH_ATTENTION"] == "0"
     default = parse_job_spec("name: a\ncommand: x\nmodel: gpt3-125m\ngpu_type: A100\ngpus: 4\n")
-    assert default.resolve().env["TRAINYARD_PLAN_FLASH_ATTENTION"] == "1"
+    assert resolve(default).env["TRAINYARD_PLAN_FLASH_ATTENTION"] == "1"
 
 
 def test_model_and_gpus_only_choose_the_layout() -> None:
@@ -83,7 +91,7 @@ def test_model_and_gpus_only_choose_the_layout() -> None:
         "name: a\ncommand: x\nmodel: gpt3-125m\ngpu_type: A100\ngpus: 4\nworkers: 4\n"
     )
     assert not spec.needs_planner
-    resolved = spec.resolve()
+    resolved = resolve(spec)
     assert (resolved.gpus, resolved.workers, resolved.nodes) == (4, 4, 1)
     assert resolved.env["TRAINYARD_PLAN_GPUS"] == "4"
 
@@ -94,19 +102,19 @@ def test_a_model_mapping_and_a_model_file(tmp_path: Path) -> None:
         "gpu_type: H100\ngpus: 2\nworkers: 2\n"
     )
     assert spec.model == {"preset": "gpt3-125m", "global_batch": 64}
-    assert spec.resolve().env["TRAINYARD_PLAN_GLOBAL_BATCH"] == "64"
+    assert resolve(spec).env["TRAINYARD_PLAN_GLOBAL_BATCH"] == "64"
     (tmp_path / "m.yaml").write_text("{preset: gpt3-125m, global_batch: 32}\n")
     from_file = parse_job_spec("name: a\ncommand: x\nmodel: m.yaml\ngpu_type: H100\ngpus: 1\n")
-    assert from_file.resolve(base_dir=tmp_path).env["TRAINYARD_PLAN_GLOBAL_BATCH"] == "32"
+    assert resolve(from_file, base_dir=tmp_path).env["TRAINYARD_PLAN_GLOBAL_BATCH"] == "32"
     with pytest.raises(JobSpecError) as exc:
-        from_file.resolve(base_dir=tmp_path / "elsewhere")
+        resolve(from_file, base_dir=tmp_path / "elsewhere")
     assert exc.value.field == "model" and "not found" in exc.value.message
 
 
 def test_no_model_resolves_to_itself() -> None:
     spec = parse_job_spec("name: a\ncommand: x\ngpus: 2\n")
-    assert spec.resolve() is spec
-    assert spec.resolve_plan() == (spec, None)
+    assert resolve(spec) is spec
+    assert resolve_plan(spec) == (spec, None)
 
 
 def test_a_custom_plan_function_and_its_errors() -> None:
@@ -117,14 +125,14 @@ def test_a_custom_plan_function_and_its_errors() -> None:
         raise PlannerError("planner.tokens", "too many tokens for the deadline")
 
     with pytest.raises(JobSpecError) as exc:
-        parse_job_spec(PLANNED).resolve(plan=fake)
+        resolve(parse_job_spec(PLANNED), plan=fake)
     assert exc.value.field == "planner.tokens"
     assert seen == [{"model": "gpt3-125m", "gpu_type": "H100", "planner": {"max_gpus": 8}}]
 
 
 def test_the_resolved_spec_is_checked_against_limits() -> None:
     with pytest.raises(JobSpecError) as exc:
-        parse_job_spec(PLANNED).resolve(limits=Limits(max_workers=1))
+        resolve(parse_job_spec(PLANNED), limits=Limits(max_workers=1))
     assert exc.value.field == "workers"
 
 
@@ -171,7 +179,7 @@ def test_plan_environment_is_allowed_only_with_model() -> None:
         parse_job_spec(text)
     assert exc.value.field == "env.TRAINYARD_PLAN_TP"
     spec = parse_job_spec(text + "model: gpt3-125m\ngpu_type: H100\n")
-    resolved = spec.resolve()
+    resolved = resolve(spec)
     planned = plan_job_spec({"model": "gpt3-125m", "gpu_type": "H100", "gpus": 1})
     assert resolved.env["TRAINYARD_PLAN_TP"] == planned.env["TRAINYARD_PLAN_TP"] == "1"
     assert "TRAINYARD_PLAN_JSON" in resolved.env  # the hand-written values were replaced
@@ -180,22 +188,22 @@ def test_plan_environment_is_allowed_only_with_model() -> None:
 def test_a_gpu_count_the_model_cannot_use_names_gpus() -> None:
     spec = parse_job_spec("name: a\ncommand: x\nmodel: gpt3-125m\ngpu_type: H100\ngpus: 7\n")
     with pytest.raises(JobSpecError) as exc:
-        spec.resolve()
+        resolve(spec)
     assert exc.value.field == "gpus"
 
 
 def test_a_deadline_no_option_meets_names_the_planner_field() -> None:
     spec = parse_job_spec(PLANNED.replace("{max_gpus: 8}", "{max_gpus: 8, deadline_hours: 1e-9}"))
     with pytest.raises(JobSpecError) as exc:
-        spec.resolve()
+        resolve(spec)
     assert exc.value.field == "planner.deadline_hours"
 
 
 def test_tokens_give_the_expected_duration() -> None:
     text = PLANNED.replace("{max_gpus: 8}", "{max_gpus: 8, tokens: 1.0e+9}")
-    resolved, plan = parse_job_spec(text).resolve_plan()
+    resolved, plan = resolve_plan(parse_job_spec(text))
     assert plan is not None and resolved.expected_duration_s is not None
     assert resolved.expected_duration_s == pytest.approx(plan.options[0].hours * 3600)
-    given = parse_job_spec(text + "expected_duration_s: 60\n").resolve()
+    given = resolve(parse_job_spec(text + "expected_duration_s: 60\n"))
     assert given.expected_duration_s == 60.0
-    assert parse_job_spec(PLANNED).resolve().expected_duration_s is None
+    assert resolve(parse_job_spec(PLANNED)).expected_duration_s is None

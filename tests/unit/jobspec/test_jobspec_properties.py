@@ -14,10 +14,10 @@ from trainyard.jobspec import (
     FIELDS,
     RESERVED_ENV,
     RESOURCE_FIELDS,
-    JobSpec,
     JobSpecError,
     Limits,
     parse_job_spec,
+    spec_from_json,
 )
 
 _LABEL = st.from_regex(r"[a-z]([-a-z0-9]{0,20}[a-z0-9])?", fullmatch=True)
@@ -80,7 +80,7 @@ def test_valid_specs_round_trip(data: dict[str, Any]) -> None:
     stored = spec.to_dict()
     assert list(stored) == list(FIELDS)
     assert parse_job_spec(stored) == spec
-    assert JobSpec.from_json(spec.to_json()) == spec
+    assert spec_from_json(spec.to_json()) == spec
     assert json.loads(spec.to_json()) == stored
 
 

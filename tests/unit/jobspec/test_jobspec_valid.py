@@ -9,7 +9,15 @@ from types import MappingProxyType
 import pytest
 
 from trainyard.core.types import Job
-from trainyard.jobspec import FIELDS, JobSpec, JobSpecError, Limits, parse_job_spec
+from trainyard.jobspec import (
+    FIELDS,
+    JobSpec,
+    JobSpecError,
+    Limits,
+    parse_job_spec,
+    spec_from_dict,
+    spec_from_json,
+)
 
 # Mirrors the draft format of examples/jobs/ddp/job.yaml (name, queue, command list, workers,
 # gpus, cpus, memory_gb, max_restarts).
@@ -165,8 +173,8 @@ def test_json_round_trip(text: str) -> None:
     data = spec.to_dict()
     assert list(data) == list(FIELDS)
     assert json.loads(json.dumps(data)) == data
-    assert JobSpec.from_dict(data) == spec
-    assert JobSpec.from_json(spec.to_json()) == spec
+    assert spec_from_dict(data) == spec
+    assert spec_from_json(spec.to_json()) == spec
     assert parse_job_spec(data) == spec
 
 
@@ -174,12 +182,12 @@ def test_from_dict_ignores_limits_that_changed_since() -> None:
     spec = parse_job_spec("name: a\ncommand: x\ngpus: 64\n")
     with pytest.raises(JobSpecError):
         parse_job_spec(spec.to_dict(), limits=Limits(max_gpus_per_job=8))
-    assert JobSpec.from_dict(spec.to_dict()) == spec
+    assert spec_from_dict(spec.to_dict()) == spec
 
 
 def test_from_json_reports_bad_json() -> None:
     with pytest.raises(JobSpecError) as exc:
-        JobSpec.from_json('{"name": ')
+        spec_from_json('{"name": ')
     assert exc.value.field == "" and exc.value.line == 1
 
 

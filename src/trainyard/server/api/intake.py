@@ -25,7 +25,7 @@ from typing import Any
 from sqlalchemy import insert, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from trainyard.jobspec import JobSpec, JobSpecError, Limits
+from trainyard.jobspec import JobSpec, JobSpecError, Limits, resolve
 from trainyard.server import lifecycle
 from trainyard.server.api.auth import Principal
 from trainyard.server.api.errors import ApiError
@@ -95,7 +95,7 @@ def prepare(
 
 def plan(spec: JobSpec, limits: Limits) -> JobSpec:
     """A ``model:`` spec resolved by the planner: the GPU count (when not given), workers and
-    nodes, and the plan's variables in the job's environment (`JobSpec.resolve_plan`)."""
+    nodes, and the plan's variables in the job's environment (`jobspec.resolve_plan`)."""
     if isinstance(spec.model, str) and spec.model.lower().endswith((".yaml", ".yml")):
         raise ApiError(
             422,
@@ -104,7 +104,7 @@ def plan(spec: JobSpec, limits: Limits) -> JobSpec:
             field="model",
         )
     try:
-        return spec.resolve(limits=limits)
+        return resolve(spec, limits=limits)
     except JobSpecError as error:
         raise spec_error(error) from None
 
