@@ -7,22 +7,23 @@ every error says where and how to fix it. Also owns the `{i}` templates of `coun
 
 from __future__ import annotations
 
-import difflib
 import math
 import re
 import string
 from collections.abc import Mapping
 from typing import Any
 
+from trainyard.errors import FieldError, suggest
 
-class ScenarioError(ValueError):
-    """A scenario cannot be loaded. `field` is where (`pending[3].gpus`), `message` the fix."""
+
+class ScenarioError(FieldError):
+    """A scenario cannot be loaded. `field` is where (`pending[3].gpus`), `message` the fix;
+    `source` (the file), when known, leads the text."""
 
     def __init__(self, field: str, message: str, source: str = "") -> None:
-        text = f"{field}: {message}" if field else message
-        super().__init__(f"{source}: {text}" if source else text)
-        self.field = field
-        self.message = message
+        super().__init__(field, message)
+        if source:
+            self.args = (f"{source}: {self.args[0]}",)
         self.source = source
 
 
@@ -92,7 +93,7 @@ _FORMATTER = string.Formatter()
 
 def unknown_key(key: str, where: str, allowed: list[str]) -> ScenarioError:
     """Error for a key not in `allowed`, with the closest allowed key as a hint."""
-    close = difflib.get_close_matches(key, allowed, n=1)
+    close = suggest(key, allowed)
     hint = f"did you mean {close[0]!r}? " if close else ""
     path = f"{where}.{key}" if where else key
     return ScenarioError(path, f"unknown key; {hint}allowed: {', '.join(allowed)}")

@@ -20,12 +20,12 @@ config file or CLI flag can pick policies safely.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from trainyard.core.types import Job
+from trainyard.errors import suggest
 
 if TYPE_CHECKING:
     from trainyard.core.cycle import Cycle
@@ -39,7 +39,7 @@ class UnknownNameError(KeyError):
     """A registry lookup failed; the message lists what exists."""
 
     def __init__(self, kind: str, name: str, known: list[str]) -> None:
-        close = difflib.get_close_matches(name, known, n=1)
+        close = suggest(name, known)
         hint = f"; did you mean {close[0]!r}?" if close else ""
         self.message = f"unknown {kind} {name!r}{hint} (known: {', '.join(known)})"
         super().__init__(self.message)

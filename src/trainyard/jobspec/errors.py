@@ -6,13 +6,14 @@ the CLI prints it as is and the API turns it into a 4xx answer whose body names 
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable
+
+from trainyard.errors import FieldError, suggest
 
 __all__ = ["JobSpecError", "unknown_field"]
 
 
-class JobSpecError(ValueError):
+class JobSpecError(FieldError):
     """A job spec is invalid.
 
     `field` is the dotted path of the value at fault (``"resources.gpus"``, ``"command[2]"``,
@@ -30,10 +31,7 @@ class JobSpecError(ValueError):
         line: int | None = None,
         column: int | None = None,
     ) -> None:
-        field, message = _printable(field), _printable(message)
-        super().__init__(f"{field}: {message}" if field else message)
-        self.field = field
-        self.message = message
+        super().__init__(_printable(field), _printable(message))
         self.source = source
         self.line = line
         self.column = column
@@ -57,7 +55,7 @@ def unknown_field(key: str, where: str, known: Iterable[str]) -> JobSpecError:
     names = sorted(known)
     if len(key) > 60:
         key = key[:57] + "..."
-    close = difflib.get_close_matches(key.lower().replace("-", "_"), names, n=1, cutoff=0.6)
+    close = suggest(key.lower().replace("-", "_"), names)
     hint = f"did you mean {close[0]!r}? " if close else ""
     path = f"{where}.{key}" if where else key
     return JobSpecError(path, f"unknown field; {hint}known fields: {', '.join(names)}")

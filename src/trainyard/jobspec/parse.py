@@ -5,7 +5,6 @@ naming the field (the format is documented in the `trainyard.jobspec` package do
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import json
 import math
 import re
@@ -13,6 +12,7 @@ import shlex
 from collections.abc import Collection, Mapping
 from typing import Any, Final
 
+from trainyard.errors import suggest
 from trainyard.jobspec.errors import JobSpecError, unknown_field
 from trainyard.jobspec.fields import (
     boolean,
@@ -364,7 +364,7 @@ def _queue(raw: object, queues: Collection[str] | None) -> str:
 def unknown_queue(name: str, queues: Collection[str]) -> JobSpecError:
     """The error for a queue that does not exist, suggesting the closest existing one."""
     known = sorted(queues)
-    close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+    close = suggest(name, known)
     hint = f"did you mean {close[0]!r}? " if close else ""
     shown = ", ".join(known[:20]) + (f" and {len(known) - 20} more" if len(known) > 20 else "")
     return JobSpecError("queue", f"unknown queue {name!r}; {hint}queues: {shown or 'none'}")

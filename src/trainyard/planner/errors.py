@@ -6,27 +6,21 @@ CLI or config loader can point the user at the exact field.
 
 from __future__ import annotations
 
-import difflib
+from trainyard.errors import FieldError, suggest
 
 __all__ = ["PlannerError", "unknown_name"]
 
 
-class PlannerError(ValueError):
+class PlannerError(FieldError):
     """A planner input is invalid.
 
     `field` names the offending field (for example ``"hidden"`` or ``"layout.tp"``);
     `message` says what is wrong and how to fix it.
     """
 
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(f"{field}: {message}")
-        self.field = field
-        self.message = message
-
 
 def unknown_name(field: str, kind: str, name: str, known: list[str]) -> PlannerError:
     """Build the error for a name missing from a registry, suggesting the closest known names."""
-    lowered = {k.lower(): k for k in known}
-    close = difflib.get_close_matches(name.lower(), list(lowered), n=3, cutoff=0.5)
-    hint = f" Did you mean {', '.join(repr(lowered[c]) for c in close)}?" if close else ""
+    close = suggest(name, known, n=3, cutoff=0.5, fold=True)
+    hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
     return PlannerError(field, f"unknown {kind} {name!r}.{hint} Known: {', '.join(sorted(known))}.")

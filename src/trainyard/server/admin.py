@@ -19,7 +19,6 @@ token cache (`trainyard.server.api.auth`) sees revocations and disabled users wi
 from __future__ import annotations
 
 import contextlib
-import difflib
 import enum
 import math
 import re
@@ -32,6 +31,7 @@ from sqlalchemy import and_, delete, func, or_, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
+from trainyard.errors import FieldError, suggest
 from trainyard.server.db import ApiToken, Job, JobState, Queue, Role, Tenant, User
 from trainyard.server.db.tokens import issue_token, revoke_token
 from trainyard.server.lifecycle import HOLDS_DEVICES
@@ -44,13 +44,12 @@ _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw]?)")
 _UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
 
 
-class AdminError(ValueError):
+class AdminError(FieldError):
     """Bad input to an admin function: `field` is what to change, `message` says how."""
 
     def __init__(self, field: str, message: str) -> None:
-        self.field = field
-        self.message = message
-        super().__init__(f"{field}: {message}")
+        super().__init__(field, message)
+        self.args = (f"{field}: {message}",)
 
 
 class Unset(enum.Enum):
@@ -150,7 +149,7 @@ def _find(session: Session, model: type[_Named], name: str, field: str) -> _Name
     row = session.scalars(select(model).where(model.name == name)).one_or_none()
     if row is None:
         what = _LISTS[model]
-        close = difflib.get_close_matches(name, list(session.scalars(select(model.name))), n=1)
+        close = suggest(name, session.scalars(select(model.name)))
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise AdminError(field, f"no {what} {name!r}{hint}; see: trainyard admin {what} list")
     return row

@@ -6,12 +6,12 @@ reads `Node.schedulable` every round, so a running server honours a drain at its
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
+from trainyard.errors import suggest
 from trainyard.server.admin import AdminError
 from trainyard.server.db import Job, Node
 from trainyard.server.lifecycle import HOLDS_DEVICES
@@ -33,7 +33,7 @@ def _node(session: Session, name: str) -> Node:
     row = session.scalars(select(Node).where(Node.name == name)).one_or_none()
     if row is None:
         names = list(session.scalars(select(Node.name)))
-        close = difflib.get_close_matches(name, names, n=1)
+        close = suggest(name, names)
         hint = (
             f"; did you mean {close[0]!r}?" if close else f"; nodes: {', '.join(names) or 'none'}"
         )

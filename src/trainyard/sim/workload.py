@@ -10,17 +10,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from trainyard.errors import FieldError
+
 __all__ = ["SimJob", "Workload", "WorkloadError"]
 
 
-class WorkloadError(ValueError):
-    """A workload file or option is malformed. `where` is ``file:line:column`` (or the option
-    name), `message` says what is wrong and how to fix it."""
+class WorkloadError(FieldError):
+    """A workload file or option is malformed. `field` (also `where`) is ``file:line:column``
+    (or the option name), `message` says what is wrong and how to fix it."""
 
     def __init__(self, where: str, message: str) -> None:
-        super().__init__(f"{where}: {message}")
-        self.where = where
-        self.message = message
+        super().__init__(where, message)
+        self.args = (f"{where}: {message}",)
+
+    @property
+    def where(self) -> str:
+        return self.field
 
 
 @dataclass(frozen=True, slots=True)
