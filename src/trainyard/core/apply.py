@@ -6,7 +6,8 @@ jobs become running. The scenario runner (`scenario_steps`, several cycles) and 
 benchmark (the steady cluster) use it, and the tests use it to check stability ("a cycle on
 its own applied result changes nothing") and the absence of preemption ping-pong. The
 simulator keeps its own job states and applies decisions to them (`sim.engine`); the server
-writes them to its database (`server.apply`). Pure, like the rest of the core.
+writes them to its database (`server.scheduling.write_decision`). Pure, like the rest of the
+core.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The database side of the scheduling loop: snapshot in, decision applied, executor told.
 
 One round (`run_once`): `load_snapshot` reads the cluster from the database, the pure core
-decides (`trainyard.core.run_cycle`), `apply_decision` writes the decision in ONE transaction
+decides (`trainyard.core.run_cycle`), `write_decision` writes the decision in ONE transaction
 and returns an `Applied` saying which jobs the executor must launch and which it must stop.
 
 Decisions taken here:
@@ -66,13 +66,13 @@ from trainyard.server.pending import PendingCache
 __all__ = [
     "Applied",
     "Launch",
-    "apply_decision",
     "load_snapshot",
     "placement_json",
     "ready_to_launch",
     "refresh_gauges",
     "run_once",
     "split_reason",
+    "write_decision",
 ]
 
 log = logging.getLogger(__name__)
@@ -323,7 +323,7 @@ def _write(session: Session, decision: Decision, now: float) -> Applied:
     return Applied(tuple(launch), tuple(deferred), tuple(stop), count, decision=decision)
 
 
-def apply_decision(session: Session, decision: Decision, now: float) -> Applied:
+def write_decision(session: Session, decision: Decision, now: float) -> Applied:
     """Write `decision` in one transaction (committed), or nothing and `retry=True` when a job
     changed since `load_snapshot` read it in this same session."""
     try:
@@ -421,7 +421,7 @@ def run_once(
             metrics.booking_conflicts.inc(len(conflicts), stage="decision")
             log.error("bug signal: the scheduler's decision breaks the booking contract: %s",
                       "; ".join(conflicts[:5]))  # fmt: skip
-        applied = apply_decision(session, decision, now)
+        applied = write_decision(session, decision, now)
         metrics.cycle_seconds.observe(time.perf_counter() - began)
         refresh_gauges(session, metrics)
         session.commit()

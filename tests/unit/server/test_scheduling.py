@@ -13,11 +13,11 @@ from trainyard.server.db import Device, Health, Job, JobEvent, JobState, Node, m
 from trainyard.server.lifecycle import transition
 from trainyard.server.metrics import platform_metrics
 from trainyard.server.scheduling import (
-    apply_decision,
     load_snapshot,
     ready_to_launch,
     run_once,
     split_reason,
+    write_decision,
 )
 
 S = JobState
@@ -212,7 +212,7 @@ def test_a_concurrent_change_makes_apply_retry_and_write_nothing(
             assert row is not None
             transition(other, row, S.CANCELLED, reason="cancelled", now=NOW)
             other.commit()
-        applied = apply_decision(s, decision, NOW)
+        applied = write_decision(s, decision, NOW)
     assert applied.retry and applied.error
     assert not applied.launch and not applied.stop
     job = _fresh(factory, placed)

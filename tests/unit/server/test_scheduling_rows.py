@@ -17,7 +17,7 @@ from trainyard import core
 from trainyard.server.db import Device, Job, JobEvent, JobState, Node, make_session_factory
 from trainyard.server.lifecycle import transition
 from trainyard.server.metrics import platform_metrics
-from trainyard.server.scheduling import apply_decision, load_snapshot, run_once
+from trainyard.server.scheduling import load_snapshot, run_once, write_decision
 
 S = JobState
 NOW = 2000.0
@@ -104,7 +104,7 @@ def test_a_job_cancelled_between_load_and_apply_keeps_its_state_and_reason(
             assert job is not None
             transition(other, job, S.CANCELLED, reason="cancelled by ada", now=NOW)
             other.commit()
-        applied = apply_decision(s, decision, NOW)
+        applied = write_decision(s, decision, NOW)
     assert not applied.retry, applied.error
     assert [launch.job_id for launch in applied.launch] == [placed]
     assert _row(factory, placed).state is S.STARTING
@@ -130,7 +130,7 @@ def test_a_placed_job_changed_concurrently_makes_the_round_retry(
             job.priority = 5
             other.commit()
             assert job.version == 2
-        applied = apply_decision(s, decision, NOW)
+        applied = write_decision(s, decision, NOW)
     assert applied.retry and placed in applied.error
     row = _row(factory, placed)
     assert (row.state, row.placement, row.priority) == (S.PENDING, None, 5)
@@ -181,7 +181,7 @@ def test_reasons_skip_jobs_that_left_pending_even_when_they_changed(
             transition(other, job, S.CANCELLED, reason="cancelled", now=NOW)
             other.commit()
         with _job_updates(engine) as updates:
-            applied = apply_decision(s, decision, NOW)
+            applied = write_decision(s, decision, NOW)
     assert not applied.retry
     assert len(updates) == 1  # attempted, guarded by state = PENDING
     row = _row(factory, job_id)

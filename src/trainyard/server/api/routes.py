@@ -14,8 +14,11 @@ from fastapi.security import HTTPBearer
 from sqlalchemy import text
 from sqlalchemy.orm import Session, sessionmaker
 
+import trainyard.server.api.job_logs as job_logs
+import trainyard.server.api.schemas as schemas
+import trainyard.server.api.services as services
+import trainyard.server.api.token_service as token_service
 from trainyard.jobspec import Limits
-from trainyard.server.api import job_logs, schemas, services, token_service
 from trainyard.server.api.auth import Principal, TokenCache, authenticate, bearer
 from trainyard.server.api.errors import ApiError
 from trainyard.server.api.intake import Intake, Prepared, QueueDirectory, prepare

@@ -13,9 +13,9 @@ from sqlalchemy import ColumnElement, func, or_, select
 from sqlalchemy.orm import Session, selectinload
 from sqlalchemy.orm.exc import StaleDataError
 
+import trainyard.server.api.schemas as schemas
 from trainyard.jobspec import JobSpec, JobSpecError, Limits, parse_job_spec
 from trainyard.server import lifecycle
-from trainyard.server.api import schemas
 from trainyard.server.api.auth import Principal
 from trainyard.server.api.errors import ApiError, not_found
 from trainyard.server.db.base import JobState

@@ -9,7 +9,7 @@ import re
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from trainyard.server.api import schemas
+import trainyard.server.api.schemas as schemas
 from trainyard.server.api.auth import Principal
 from trainyard.server.api.errors import forbidden, not_found
 from trainyard.server.db.base import Role
