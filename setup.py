@@ -36,7 +36,7 @@ COMPILED = [
     "src/trainyard/core/actions/preempt.py",
     "src/trainyard/core/actions/las_preempt.py",
     "src/trainyard/core/plugins/scoring.py",
-    "src/trainyard/core/plugins/order.py",
+    "src/trainyard/core/plugins/job_orders.py",
 ]
 
 

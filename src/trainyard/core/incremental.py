@@ -36,7 +36,7 @@ from trainyard.core.cycle import Cycle, Status, run_actions
 from trainyard.core.explain import build_decision
 from trainyard.core.framework import EVICTORS, JOB_ORDERS, Profile, get_profile
 from trainyard.core.order import share_path
-from trainyard.core.plugins.order import las_level
+from trainyard.core.plugins.job_orders import las_level
 from trainyard.core.snapshot import Snapshot, validate
 from trainyard.core.topology import Layout, build_layout
 from trainyard.core.types import Decision, Job

@@ -31,7 +31,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from trainyard.core.framework import JOB_ORDERS
-from trainyard.core.plugins.order import las_level
+from trainyard.core.plugins.job_orders import las_level
 from trainyard.core.queues import QueueIndex
 from trainyard.core.types import Job
 

@@ -24,7 +24,7 @@ from trainyard.core import (
     run_cycle,
 )
 from trainyard.core.audit import booking_conflicts
-from trainyard.core.plugins.order import las_level
+from trainyard.core.plugins.job_orders import las_level
 
 EPS = 1e-6
 

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from strategies import owed_snapshots
 
 from trainyard.core import Snapshot, apply_decision, get_profile, run_cycle
-from trainyard.core.plugins.order import las_level
+from trainyard.core.plugins.job_orders import las_level
 
 PROFILES_WITH_RECLAIM = ("default", "drf")
 

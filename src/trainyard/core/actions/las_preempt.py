@@ -1,7 +1,7 @@
 """las_preempt: Tiresias-style preemption by attained service.
 
 A pending job evicts running jobs of the same queue, of no higher priority, whose
-least-attained-service level (`plugins.order.las_level`: attained GPU-seconds bucketed at
+least-attained-service level (`plugins.job_orders.las_level`: attained GPU-seconds bucketed at
 `Profile.las_thresholds`) is strictly higher than its own: jobs that have already received
 more service give way to jobs that have received less (Gu et al., "Tiresias", NSDI'19, the
 discretised 2D-LAS scheduler). Victims: the most served level first, then the most recently
@@ -17,7 +17,7 @@ from __future__ import annotations
 from trainyard.core.actions.victims import by_queue, evict_for
 from trainyard.core.cycle import Cycle
 from trainyard.core.framework import ACTIONS, EVICTORS, Profile
-from trainyard.core.plugins.order import las_level
+from trainyard.core.plugins.job_orders import las_level
 from trainyard.core.state import Alloc
 from trainyard.core.types import Job
 
