@@ -36,7 +36,7 @@ from trainyard.core import get_profile
 from trainyard.sim.cluster import parse_cluster
 from trainyard.sim.engine import simulate
 from trainyard.sim.metrics import summarize
-from trainyard.sim.pollux import PolluxSpeed
+from trainyard.sim.pollux_speed import PolluxSpeed
 from trainyard.sim.readers import read_workload
 from trainyard.sim.speed import FixedDuration
 from trainyard.sim.workload import Workload

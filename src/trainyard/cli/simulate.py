@@ -53,7 +53,7 @@ def _workload_file(spec: str) -> Path | None:
 def _speed(spec: str, profiles: Path | None, restart_s: float) -> SpeedModel:
     kind = spec.partition(":")[0].strip().lower()
     if kind == "pollux":
-        from trainyard.sim.pollux import PolluxSpeed
+        from trainyard.sim.pollux_speed import PolluxSpeed
 
         if profiles is None:
             found = _workload_file(spec)
@@ -66,7 +66,7 @@ def _speed(spec: str, profiles: Path | None, restart_s: float) -> SpeedModel:
             )
         return PolluxSpeed(profiles)
     if kind == "gavel":
-        from trainyard.sim.gavel import GavelSpeed
+        from trainyard.sim.gavel_speed import GavelSpeed
 
         found = _workload_file(spec)
         if found is None:

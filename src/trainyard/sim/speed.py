@@ -2,9 +2,10 @@
 trace-duration model.
 
 This module owns the contract between the engine and the per-workload speed models
-(`FixedDuration` here; `trainyard.sim.pollux` and `trainyard.sim.gavel` for measured
-profiles). A job needs `work(job)` units; on a placement it makes `rate(...)` units per second
-of simulated time, except for `first_start_s` seconds after its first start and `restart_s`
+(`FixedDuration` here; `trainyard.sim.pollux_speed` and `trainyard.sim.gavel_speed` for
+measured profiles; the workloads themselves are read by `trainyard.sim.readers`). A job
+needs `work(job)` units; on a placement it makes `rate(...)` units per second of simulated
+time, except for `first_start_s` seconds after its first start and `restart_s`
 seconds after every restart, in which it makes none (Pollux's re-scale delay; checkpoint
 restore).
 """

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from trainyard.sim.gavel import GavelSpeed
+from trainyard.sim.gavel_speed import GavelSpeed
 from trainyard.sim.workload import SimJob, WorkloadError
 
 REPO = Path(__file__).resolve().parents[3]

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from trainyard.sim.pollux import EPOCHS, PolluxSpeed, normalise_placement
+from trainyard.sim.pollux_speed import EPOCHS, PolluxSpeed, normalise_placement
 from trainyard.sim.workload import SimJob, WorkloadError
 
 REPO = Path(__file__).resolve().parents[3]
