@@ -18,9 +18,9 @@ from sqlalchemy import select, text
 
 from trainyard.jobspec import Limits
 from trainyard.server.api import create_app
+from trainyard.server.api.job_logs import JobLogs
 from trainyard.server.db import ApiToken, Job, JobState, User, make_session_factory
 from trainyard.server.db.tokens import issue_token
-from trainyard.server.joblogs import JobLogs
 from trainyard.server.lifecycle import transition
 
 with warnings.catch_warnings():

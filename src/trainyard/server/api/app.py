@@ -18,9 +18,9 @@ from starlette.types import Scope
 from trainyard.jobspec import Limits
 from trainyard.server.api.errors import ApiError, error_body
 from trainyard.server.api.intake import Intake, QueueDirectory
+from trainyard.server.api.job_logs import JobLogs
 from trainyard.server.api.routes import ApiContext, ops, v1
 from trainyard.server.db.session import make_engine, make_session_factory
-from trainyard.server.joblogs import JobLogs
 
 log = logging.getLogger(__name__)
 

@@ -22,8 +22,8 @@ from trainyard.jobspec import Limits
 from trainyard.server.api.auth import Principal, TokenCache, authenticate, bearer
 from trainyard.server.api.errors import ApiError
 from trainyard.server.api.intake import Intake, Prepared, QueueDirectory, prepare
+from trainyard.server.api.job_logs import JobLogs
 from trainyard.server.db.base import JobState
-from trainyard.server.joblogs import JobLogs
 from trainyard.server.metrics import PLATFORM
 
 _bearer = HTTPBearer(auto_error=False, description="an API token: `Bearer ty_...`")
