@@ -38,7 +38,7 @@ from trainyard.planner.collectives import Topology
 from trainyard.planner.compute import StepTime, _inter, _intra, step_time
 from trainyard.planner.errors import PlannerError
 from trainyard.planner.hardware import GPU
-from trainyard.planner.layout import Layout
+from trainyard.planner.layout import ParallelLayout
 from trainyard.planner.model import Model
 from trainyard.planner.search import (
     HEADROOM,
@@ -126,7 +126,7 @@ def _topologies(spans: set[tuple[int, int, int]], gpu: GPU) -> list[Topology]:
 
 
 def group_topologies(
-    layout: Layout,
+    layout: ParallelLayout,
     gpu: GPU,
     gpus_per_node: Sequence[int],
     *,
@@ -173,7 +173,7 @@ def group_topologies(
 
 def placement_step_time(
     model: Model,
-    layout: Layout,
+    layout: ParallelLayout,
     gpu: GPU,
     gpus_per_node: Sequence[int],
     *,
@@ -187,7 +187,7 @@ def placement_step_time(
 
 def _slowest(
     model: Model,
-    layout: Layout,
+    layout: ParallelLayout,
     gpu: GPU,
     nodes_of: int,
     tp_topos: list[Topology],
@@ -239,7 +239,7 @@ def search_allocation(
         )
     topologies: dict[tuple[int, int, int], tuple[list[Topology], list[Topology]]] = {}
 
-    def timer(layout: Layout) -> StepTime:
+    def timer(layout: ParallelLayout) -> StepTime:
         shape = (layout.tp, layout.pp, layout.dp)
         if shape not in topologies:
             topologies[shape] = group_topologies(layout, gpu, counts, order=order)

@@ -2,7 +2,7 @@
 bubble and the exposed part of the data-parallel gradient reduction.
 
 This module owns the planner's time model (`step_time` and its `StepTime` breakdown). It is pure
-arithmetic over `Model`, `Layout` and `GPU`, with collective times from
+arithmetic over `Model`, `ParallelLayout` and `GPU`, with collective times from
 `trainyard.planner.collectives`. Times are seconds.
 
 Terms (n = GPUs, p = pp, t = tp, d = dp, m = micro-batches per pipeline, v = virtual stages,
@@ -74,7 +74,7 @@ from typing import Final
 from trainyard.planner.collectives import Link, Topology, best, ib_link
 from trainyard.planner.errors import PlannerError
 from trainyard.planner.hardware import GPU
-from trainyard.planner.layout import Layout
+from trainyard.planner.layout import ParallelLayout
 from trainyard.planner.memory import layer_activation_bytes
 from trainyard.planner.model import Model
 
@@ -182,7 +182,7 @@ def gemm_efficiency(
     return calibration.gemm_max * hidden / (hidden + half)
 
 
-def memory_bound_bytes(model: Model, layout: Layout) -> float:
+def memory_bound_bytes(model: Model, layout: ParallelLayout) -> float:
     """Stored-activation bytes the memory-bound kernels of one GPU touch per iteration, summed
     over passes (before the `Calibration.traffic` factor; see the module docstring)."""
     stored = layer_activation_bytes(model, dataclasses.replace(layout, recompute="none"))
@@ -239,7 +239,7 @@ def _all_reduce_s(nbytes: float, topo: Topology) -> float:
 
 def step_time(
     model: Model,
-    layout: Layout,
+    layout: ParallelLayout,
     gpu: GPU,
     nodes_of: int = 8,
     *,

@@ -1,14 +1,14 @@
 """Evaluation of the time model (`trainyard.planner.compute`) against published throughput.
 
 This module owns reading ``<shared>/planner/published_configs.csv`` (sources in SOURCES.md next
-to it), turning each row into a `Model`, `Layout` and `GPU`, predicting the achieved TFLOP/s per
-GPU and comparing it with the published value. It only reads the file.
+to it), turning each row into a `Model`, `ParallelLayout` and `GPU`, predicting the achieved
+TFLOP/s per GPU and comparing it with the published value. It only reads the file.
 
 Row conventions (all documented here, none guessed per row):
 
 * GPU: the catalogue's A100-80GB, H100-SXM or V100-32GB picked from `gpu_type`, with the dense
   peak from `gpu_peak_tflops` (default A100 312, H100 989, V100 125 when the cell is empty).
-* Layout: tp, pp from the row; dp from `data_parallel`, else num_gpus/(tp·pp); a missing
+* ParallelLayout: tp, pp from the row; dp from `data_parallel`, else num_gpus/(tp·pp); a missing
   micro-batch is taken as 1 (SC21_T1 and the 2020/2021 README tables do not give it; 1 is the
   smallest, and SC'21 §5.1 uses small micro-batches for its large runs). Rows noting ZeRO-3 use
   `zero=3`.
@@ -57,7 +57,7 @@ from trainyard.planner.compute import (
 )
 from trainyard.planner.errors import PlannerError
 from trainyard.planner.hardware import GPU, gpu
-from trainyard.planner.layout import Layout, Recompute
+from trainyard.planner.layout import ParallelLayout, Recompute
 from trainyard.planner.model import Model
 
 __all__ = [
@@ -176,8 +176,9 @@ def _recompute(row: dict[str, str]) -> Recompute:
     return "none" if row.get("table_id") in _NO_RECOMPUTE_TABLES else "full"
 
 
-def row_inputs(row: dict[str, str]) -> tuple[Model, Layout, GPU] | str:
-    """The `Model`, `Layout` and `GPU` a CSV row describes, or why it cannot be evaluated."""
+def row_inputs(row: dict[str, str]) -> tuple[Model, ParallelLayout, GPU] | str:
+    """The `Model`, `ParallelLayout` and `GPU` a CSV row describes, or why it cannot be
+    evaluated."""
     needed = ("num_layers", "hidden_size", "num_attention_heads", "seq_len", "vocab_size")
     for field in (*needed, "global_batch_size", "tensor_parallel", "pipeline_parallel"):
         if _int(row, field) is None:
@@ -195,7 +196,7 @@ def row_inputs(row: dict[str, str]) -> tuple[Model, Layout, GPU] | str:
     found = re.search(r"\bv=(\d+)", notes)
     v = int(found.group(1)) if found and pp > 1 else 1
     model = Model(row.get("model", "") or "row", layers, hidden, heads, seq, vocab, batch)
-    layout = Layout(
+    layout = ParallelLayout(
         tp=tp,
         pp=pp,
         dp=dp,
@@ -217,7 +218,7 @@ class Case:
     table_id: str
     model_name: str
     model: Model
-    layout: Layout
+    layout: ParallelLayout
     gpu: GPU
     published: float
     tp_overlap: float

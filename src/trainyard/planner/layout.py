@@ -1,7 +1,8 @@
-"""A training job's parallel layout (`Layout`) and its validity against a `Model`.
+"""A training job's parallel layout (`ParallelLayout`) and its validity against a `Model`.
 
 This module owns what a layout is and which layouts are legal for a model; the memory and time
-models take a `Layout` that `Layout.check(model)` has accepted. `Layout` is frozen.
+models take a `ParallelLayout` that `ParallelLayout.check(model)` has accepted. It is frozen.
+(Not the core's `topology.Layout`, the static index of a cluster: hence the longer name.)
 
 Nomenclature: tp = tensor-parallel size, pp = pipeline stages, dp = data-parallel size,
 micro_batch = sequences per micro-batch, virtual_stages = model chunks per GPU (interleaved
@@ -16,14 +17,14 @@ from typing import Literal
 from trainyard.planner.errors import PlannerError
 from trainyard.planner.model import Model
 
-__all__ = ["RECOMPUTE_MODES", "Layout", "Recompute"]
+__all__ = ["RECOMPUTE_MODES", "ParallelLayout", "Recompute"]
 
 Recompute = Literal["none", "selective", "full"]
 RECOMPUTE_MODES: tuple[str, ...] = ("none", "selective", "full")
 
 
 @dataclass(frozen=True)
-class Layout:
+class ParallelLayout:
     """How a job is split over GPUs and which memory-saving options it uses.
 
     `fp32_grads` keeps fp32 gradient buffers (Megatron's default "main grads"; with ZeRO 0 this

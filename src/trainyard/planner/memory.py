@@ -1,7 +1,7 @@
 """Memory per GPU of a training layout: model states (weights, gradients, optimizer) and
 activations, for the pipeline stage that needs the most.
 
-This module owns the memory model; it is pure arithmetic over `Model` and `Layout`.
+This module owns the memory model; it is pure arithmetic over `Model` and `ParallelLayout`.
 Units: bytes internally, GB = 1e9 bytes in `MemoryBreakdown` (the unit `GPU.memory_gb` uses).
 
 Model states, mixed-precision Adam (Rajbhandari et al., ZeRO, arXiv:1910.02054 §5): per
@@ -39,7 +39,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from trainyard.planner.layout import Layout
+from trainyard.planner.layout import ParallelLayout
 from trainyard.planner.model import Model
 
 __all__ = ["GB", "MemoryBreakdown", "layer_activation_bytes", "memory_per_gpu", "stage_memory"]
@@ -63,7 +63,7 @@ class MemoryBreakdown:
         return self.weights + self.grads + self.optimizer + self.activations
 
 
-def layer_activation_bytes(model: Model, layout: Layout) -> float:
+def layer_activation_bytes(model: Model, layout: ParallelLayout) -> float:
     """Bytes of activations one transformer layer keeps for one micro-batch (Korthikanti T2)."""
     s, b, h, a, t = model.seq_len, layout.micro_batch, model.hidden, model.heads, layout.tp
     sbh = s * b * h
@@ -76,7 +76,7 @@ def layer_activation_bytes(model: Model, layout: Layout) -> float:
     return sbh * (10 + 24 / t + attention / t)
 
 
-def _state_bytes(params: float, layout: Layout) -> tuple[float, float, float]:
+def _state_bytes(params: float, layout: ParallelLayout) -> tuple[float, float, float]:
     grad_bytes = 4 if layout.fp32_grads else 2
     dp = layout.dp
     weights = 2 * params / (dp if layout.zero >= 3 else 1)
@@ -85,7 +85,7 @@ def _state_bytes(params: float, layout: Layout) -> tuple[float, float, float]:
     return weights, grads, optimizer
 
 
-def _stage(model: Model, layout: Layout, first: bool, last: bool) -> tuple[float, ...]:
+def _stage(model: Model, layout: ParallelLayout, first: bool, last: bool) -> tuple[float, ...]:
     t, p, h = layout.tp, layout.pp, model.hidden
     s, b = model.seq_len, layout.micro_batch
     layers = model.layers // p
@@ -109,7 +109,7 @@ def _stage(model: Model, layout: Layout, first: bool, last: bool) -> tuple[float
     return (*_state_bytes(params / t, layout), acts)
 
 
-def stage_memory(model: Model, layout: Layout) -> list[MemoryBreakdown]:
+def stage_memory(model: Model, layout: ParallelLayout) -> list[MemoryBreakdown]:
     """Memory of the GPUs of the first and the last pipeline stage (one entry when pp = 1).
 
     Raises `PlannerError` (naming the field) if the layout does not fit the model's shape.
@@ -129,7 +129,7 @@ def stage_memory(model: Model, layout: Layout) -> list[MemoryBreakdown]:
     return out
 
 
-def memory_per_gpu(model: Model, layout: Layout) -> MemoryBreakdown:
+def memory_per_gpu(model: Model, layout: ParallelLayout) -> MemoryBreakdown:
     """Memory of the most loaded GPU (first or last pipeline stage) for `model` under `layout`.
 
     Raises `PlannerError` (naming the field) if the layout does not fit the model's shape.

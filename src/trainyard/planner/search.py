@@ -1,10 +1,10 @@
-"""Layout search: every valid parallel layout of a model on N GPUs, filtered by memory and ranked
-by predicted throughput (`search`, `best`).
+"""Layout search: every valid parallel layout (`ParallelLayout`) of a model on N GPUs, filtered
+by memory and ranked by predicted throughput (`search`, `best`).
 
 This module owns the enumeration; memory comes from `trainyard.planner.memory`, time from
 `trainyard.planner.compute`. It is pure and deterministic.
 
-Search space (each layout is then checked with `Layout.check`):
+Search space (each layout is then checked with `ParallelLayout.check`):
 
 * tp: divisors of min(nodes_of, heads) that divide heads, kv_heads, hidden and ffn_hidden (a
   tensor-parallel group stays inside one node);
@@ -45,7 +45,7 @@ from typing import Final
 from trainyard.planner.compute import StepTime, step_time
 from trainyard.planner.errors import PlannerError
 from trainyard.planner.hardware import GPU
-from trainyard.planner.layout import RECOMPUTE_MODES, Layout, Recompute
+from trainyard.planner.layout import RECOMPUTE_MODES, ParallelLayout, Recompute
 from trainyard.planner.memory import MemoryBreakdown, memory_per_gpu
 from trainyard.planner.model import Model
 
@@ -58,7 +58,7 @@ VIRTUAL_STAGES: Final = (1, 2, 3, 4)
 _Key = tuple[int, int, int, int, int, str, bool]
 _RECOMPUTES: Final[tuple[Recompute, ...]] = ("none", "selective", "full")
 # Times one layout (`compute.step_time` with the topology of the placement at hand).
-Timer = Callable[[Layout], StepTime]
+Timer = Callable[[ParallelLayout], StepTime]
 
 
 @dataclass(frozen=True)
@@ -69,7 +69,7 @@ class Plan:
     FLOPs (72-factor, no recompute), as `StepTime` does.
     """
 
-    layout: Layout
+    layout: ParallelLayout
     memory: MemoryBreakdown
     time: StepTime
     tokens_per_s: float
@@ -109,7 +109,7 @@ def _shapes(model: Model, num_gpus: int, nodes_of: int) -> list[tuple[int, int, 
     return out
 
 
-def _fits(model: Model, layout: Layout, budget: float) -> MemoryBreakdown | None:
+def _fits(model: Model, layout: ParallelLayout, budget: float) -> MemoryBreakdown | None:
     mem = memory_per_gpu(model, layout)
     return mem if mem.total <= budget else None
 
@@ -125,7 +125,9 @@ def _smallest_fitting_count(model: Model, num_gpus: int, gpu: GPU, nodes_of: int
                     counts.add((tp * pp * dp, tp, pp, dp))
     for n, tp, pp, dp in sorted(counts):
         zero = 3 if dp > 1 else 0
-        lean = Layout(tp=tp, pp=pp, dp=dp, zero=zero, recompute="full", sequence_parallel=tp > 1)
+        lean = ParallelLayout(
+            tp=tp, pp=pp, dp=dp, zero=zero, recompute="full", sequence_parallel=tp > 1
+        )
         if _fits(model, lean, budget) is not None:
             return n
     return None
@@ -198,7 +200,7 @@ def _uniform_plans(
 ) -> list[Plan]:
     """`_enumerate` timed on uniform nodes of `nodes_of` GPUs (what `search` ranks)."""
 
-    def timer(layout: Layout) -> StepTime:
+    def timer(layout: ParallelLayout) -> StepTime:
         return step_time(model, layout, gpu, nodes_of)
 
     return _enumerate(model, gpu, shapes, timer, flash_attention=flash_attention)
@@ -231,7 +233,7 @@ def _enumerate(
                 if v > 1 and (pp == 1 or model.layers % (v * pp) or m % pp):
                     continue
                 for recompute in recomputes:
-                    base = Layout(
+                    base = ParallelLayout(
                         tp=tp,
                         pp=pp,
                         dp=dp,
@@ -252,7 +254,7 @@ def _best_zero(
     timer: Timer,
     budget: float,
     times: dict[_Key, StepTime],
-    base: Layout,
+    base: ParallelLayout,
 ) -> Plan | None:
     """`base` with the lowest ZeRO stage that fits (see the module docstring), or None."""
     stages = (0, 1, 2, 3) if base.dp > 1 else (0,)

@@ -17,7 +17,7 @@ from trainyard.planner.collectives import Topology
 from trainyard.planner.compute import step_time
 from trainyard.planner.errors import PlannerError
 from trainyard.planner.hardware import gpu
-from trainyard.planner.layout import Layout
+from trainyard.planner.layout import ParallelLayout
 from trainyard.planner.model import Model, preset
 from trainyard.planner.search import search
 
@@ -38,7 +38,7 @@ def test_node_of_rank_fills_nodes_in_order() -> None:
 def test_hand_checked_uneven_dp_group() -> None:
     # (8, 4, 4), tp=4, dp=4, Megatron order: DP group of tp-rank 0 is ranks 0, 4, 8, 12 on nodes
     # 0, 0, 1, 2: three nodes, 2 ranks on the most loaded, 1 on the least loaded.
-    lay = Layout(tp=4, dp=4, sequence_parallel=True)
+    lay = ParallelLayout(tp=4, dp=4, sequence_parallel=True)
     tp_topos, dp_topos = group_topologies(lay, A100, (8, 4, 4))
     assert [_shape(t) for t in tp_topos] == [(1, 4)]
     assert sorted(_shape(t) for t in dp_topos) == [(3, 1), (3, 2)]
@@ -53,7 +53,7 @@ def test_hand_checked_uneven_dp_group() -> None:
 def test_megatron_order_example() -> None:
     # Megatron's docstring example: 16 GPUs, tp=2, pp=4 -> DP groups [0, 2], [1, 3], ...
     # which stay inside a node of 8; with the tp-pp-dp order the DP group is {0, 8}.
-    lay = Layout(tp=2, pp=4, dp=2, sequence_parallel=True)
+    lay = ParallelLayout(tp=2, pp=4, dp=2, sequence_parallel=True)
     _, megatron = group_topologies(lay, A100, (8, 8))
     _, strided = group_topologies(lay, A100, (8, 8), order="tp-pp-dp")
     assert [_shape(t) for t in megatron] == [(1, 2)]
@@ -66,7 +66,7 @@ def test_tp_never_crosses_a_node() -> None:
     assert 8 not in tps and 4 in tps
     assert 8 in {p.layout.tp for p in search_allocation(MID, A100, (8, 8), top=ALL)}
     with pytest.raises(PlannerError) as err:
-        group_topologies(Layout(tp=8, dp=2), A100, (8, 4, 4))
+        group_topologies(ParallelLayout(tp=8, dp=2), A100, (8, 4, 4))
     assert err.value.field == "tp"
 
 
@@ -143,5 +143,5 @@ def test_no_split_and_no_fit_are_clear() -> None:
 
 def test_layout_must_use_the_allocation() -> None:
     with pytest.raises(PlannerError) as err:
-        placement_step_time(MID, Layout(tp=2, dp=2), A100, (8,))
+        placement_step_time(MID, ParallelLayout(tp=2, dp=2), A100, (8,))
     assert err.value.field == "layout"

@@ -19,7 +19,7 @@ from trainyard.planner.compute import (
 )
 from trainyard.planner.errors import PlannerError
 from trainyard.planner.hardware import gpu
-from trainyard.planner.layout import Layout
+from trainyard.planner.layout import ParallelLayout
 from trainyard.planner.model import Model
 
 A100 = gpu("A100")
@@ -27,7 +27,7 @@ SMALL = Model("small", layers=8, hidden=1024, heads=16, seq_len=1024, vocab=3200
 
 
 def test_single_gpu_is_gemm_time_plus_memory_bound_time() -> None:
-    r = step_time(SMALL, Layout(), A100)
+    r = step_time(SMALL, ParallelLayout(), A100)
     b, s, n, h, v, a = 64, 1024, 8, 1024, 32000, 16
     flops = 72 * b * s * n * h * h * (1 + s / (6 * h) + v / (16 * n * h))
     g = CALIBRATION.gemm_max * h / (h + CALIBRATION.gemm_half)  # A100 is the reference peak
@@ -36,7 +36,7 @@ def test_single_gpu_is_gemm_time_plus_memory_bound_time() -> None:
     per_layer = s * h * (34 + 5 * a * s / h)
     traffic = (3 * per_layer * n + 3 * 4 * s * v) * b
     memory_s = CALIBRATION.traffic * traffic / 2.039e12
-    assert memory_bound_bytes(SMALL, Layout()) == pytest.approx(traffic)
+    assert memory_bound_bytes(SMALL, ParallelLayout()) == pytest.approx(traffic)
     assert r.memory_bound_s == pytest.approx(memory_s)
     assert r.compute_s == pytest.approx(flops / (312e12 * g) + memory_s)
     assert r.efficiency == pytest.approx(flops / (312e12 * r.compute_s))
@@ -52,39 +52,43 @@ def test_memory_bound_bytes_by_recompute_flash_and_parallelism() -> None:
     rest = 34 * s * h
     logits = 3 * 4 * s * v
     per_seq = {
-        Layout(): 3 * (rest + scores) * n + logits,
-        Layout(recompute="full"): 4 * (rest + scores) * n + logits,
-        Layout(recompute="selective"): (3 * rest + 4 * scores) * n + logits,
-        Layout(flash_attention=True): 3 * rest * n + logits,
-        Layout(recompute="selective", flash_attention=True): 3 * rest * n + logits,
+        ParallelLayout(): 3 * (rest + scores) * n + logits,
+        ParallelLayout(recompute="full"): 4 * (rest + scores) * n + logits,
+        ParallelLayout(recompute="selective"): (3 * rest + 4 * scores) * n + logits,
+        ParallelLayout(flash_attention=True): 3 * rest * n + logits,
+        ParallelLayout(recompute="selective", flash_attention=True): 3 * rest * n + logits,
     }
     for layout, expected in per_seq.items():
         assert memory_bound_bytes(SMALL, layout) == pytest.approx(64 * expected), layout
     # tp = 4 without sequence parallelism splits all but the 10·s·b·h of norms and dropout.
     tp4 = (3 * (s * h * (10 + 24 / 4) + scores / 4) * n + logits / 4) * 64
-    assert memory_bound_bytes(SMALL, Layout(tp=4)) == pytest.approx(tp4)
+    assert memory_bound_bytes(SMALL, ParallelLayout(tp=4)) == pytest.approx(tp4)
     sp4 = (3 * (rest + scores) / 4 * n + logits / 4) * 64
-    assert memory_bound_bytes(SMALL, Layout(tp=4, sequence_parallel=True)) == pytest.approx(sp4)
+    assert memory_bound_bytes(SMALL, ParallelLayout(tp=4, sequence_parallel=True)) == pytest.approx(
+        sp4
+    )
     # Two stages: half the layers each; the logits are charged to every stage.
     pp2 = (3 * (rest + scores) * n / 2 + logits) * 64
-    assert memory_bound_bytes(SMALL, Layout(pp=2)) == pytest.approx(pp2)
+    assert memory_bound_bytes(SMALL, ParallelLayout(pp=2)) == pytest.approx(pp2)
 
 
 def test_flash_attention_is_faster_and_leaner_than_stored_scores() -> None:
     from trainyard.planner.memory import memory_per_gpu
 
-    plain = step_time(SMALL, Layout(), A100)
-    flash = step_time(SMALL, Layout(flash_attention=True), A100)
+    plain = step_time(SMALL, ParallelLayout(), A100)
+    flash = step_time(SMALL, ParallelLayout(flash_attention=True), A100)
     assert flash.memory_bound_s < plain.memory_bound_s
     assert flash.iteration_s < plain.iteration_s
     assert flash.flops == plain.flops
-    lean = memory_per_gpu(SMALL, Layout(flash_attention=True)).activations
-    assert lean < memory_per_gpu(SMALL, Layout()).activations
-    assert lean == pytest.approx(memory_per_gpu(SMALL, Layout(recompute="selective")).activations)
+    lean = memory_per_gpu(SMALL, ParallelLayout(flash_attention=True)).activations
+    assert lean < memory_per_gpu(SMALL, ParallelLayout()).activations
+    assert lean == pytest.approx(
+        memory_per_gpu(SMALL, ParallelLayout(recompute="selective")).activations
+    )
 
 
 def test_efficiency_override_and_full_recompute_hand_computed() -> None:
-    r = step_time(SMALL, Layout(recompute="full"), A100, efficiency=0.5)
+    r = step_time(SMALL, ParallelLayout(recompute="full"), A100, efficiency=0.5)
     f96 = SMALL.flops_per_iteration(recompute=True)
     assert r.compute_s == pytest.approx(f96 / (312e12 * 0.5))
     # Executed FLOPs run at 50 % of peak; model FLOPs are 72/96 of them.
@@ -118,54 +122,54 @@ def test_gemm_efficiency_saturates_and_needs_larger_gemms_on_faster_gpus() -> No
 
 def test_calibration_override_changes_only_the_compute_term() -> None:
     slow = Calibration(gemm_max=0.3, gemm_half=0.0, traffic=0.0)
-    r = step_time(SMALL, Layout(tp=2, dp=2), A100, calibration=slow)
-    base = step_time(SMALL, Layout(tp=2, dp=2), A100)
+    r = step_time(SMALL, ParallelLayout(tp=2, dp=2), A100, calibration=slow)
+    base = step_time(SMALL, ParallelLayout(tp=2, dp=2), A100)
     assert r.memory_bound_s == 0.0
     assert r.compute_s == pytest.approx(r.flops / (4 * 312e12 * 0.3))
     assert (r.tp_comm_s, r.dp_comm_s) == (base.tp_comm_s, base.dp_comm_s)
 
 
 def test_tensor_parallel_adds_all_reduces_and_full_recompute_adds_half_more() -> None:
-    base = step_time(SMALL, Layout(tp=4), A100)
-    full = step_time(SMALL, Layout(tp=4, recompute="full"), A100)
+    base = step_time(SMALL, ParallelLayout(tp=4), A100)
+    full = step_time(SMALL, ParallelLayout(tp=4, recompute="full"), A100)
     assert base.tp_comm_s > 0
     assert full.tp_comm_s == pytest.approx(1.5 * base.tp_comm_s)
-    hidden = step_time(SMALL, Layout(tp=4), A100, tp_overlap=0.5)
+    hidden = step_time(SMALL, ParallelLayout(tp=4), A100, tp_overlap=0.5)
     assert hidden.tp_comm_s == pytest.approx(0.5 * base.tp_comm_s)
 
 
 def test_data_parallel_exposed_share_and_zero3_volume() -> None:
-    plain = step_time(SMALL, Layout(dp=16), A100)
+    plain = step_time(SMALL, ParallelLayout(dp=16), A100)
     assert plain.dp_comm_s > 0
     assert plain.dp_exposed_s == pytest.approx(0.5 * plain.dp_comm_s)
-    none_hidden = step_time(SMALL, Layout(dp=16), A100, dp_overlap=0.0)
+    none_hidden = step_time(SMALL, ParallelLayout(dp=16), A100, dp_overlap=0.0)
     assert none_hidden.dp_exposed_s == pytest.approx(plain.dp_comm_s)
-    zero3 = step_time(SMALL, Layout(dp=16, zero=3), A100)
+    zero3 = step_time(SMALL, ParallelLayout(dp=16, zero=3), A100)
     assert zero3.dp_comm_s > plain.dp_comm_s
 
 
 def test_bubble_is_p_minus_1_over_m_v() -> None:
-    layout = Layout(pp=4, micro_batch=1)
+    layout = ParallelLayout(pp=4, micro_batch=1)
     r = step_time(SMALL, layout, A100)
     m = layout.microbatches(SMALL)
     assert r.bubble_s == pytest.approx(3 / m * (r.compute_s + r.tp_comm_s))
-    inter = step_time(SMALL, Layout(pp=4, micro_batch=1, virtual_stages=2), A100)
+    inter = step_time(SMALL, ParallelLayout(pp=4, micro_batch=1, virtual_stages=2), A100)
     assert inter.bubble_s == pytest.approx(r.bubble_s / 2)
 
 
 LAYOUTS = [
-    Layout(),
-    Layout(tp=2),
-    Layout(tp=8, pp=2, dp=4),
-    Layout(tp=4, pp=4, dp=2, micro_batch=2, recompute="full", virtual_stages=2),
-    Layout(dp=32, zero=3, recompute="selective"),
-    Layout(tp=16, pp=1, dp=2, sequence_parallel=True),
+    ParallelLayout(),
+    ParallelLayout(tp=2),
+    ParallelLayout(tp=8, pp=2, dp=4),
+    ParallelLayout(tp=4, pp=4, dp=2, micro_batch=2, recompute="full", virtual_stages=2),
+    ParallelLayout(dp=32, zero=3, recompute="selective"),
+    ParallelLayout(tp=16, pp=1, dp=2, sequence_parallel=True),
 ]
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("device", ["A100", "H100", "V100"])
-def test_times_are_finite_and_never_negative(layout: Layout, device: str) -> None:
+def test_times_are_finite_and_never_negative(layout: ParallelLayout, device: str) -> None:
     r = step_time(SMALL, layout, gpu(device))
     parts = (r.compute_s, r.tp_comm_s, r.bubble_s, r.dp_comm_s, r.dp_exposed_s)
     assert all(math.isfinite(x) and x >= 0 for x in parts)
@@ -176,10 +180,10 @@ def test_times_are_finite_and_never_negative(layout: Layout, device: str) -> Non
 
 def test_more_gpus_never_increase_compute_time() -> None:
     for make in (
-        lambda k: Layout(dp=k),
-        lambda k: Layout(tp=k),
-        lambda k: Layout(pp=k, micro_batch=1),
-        lambda k: Layout(tp=2, pp=2, dp=k),
+        lambda k: ParallelLayout(dp=k),
+        lambda k: ParallelLayout(tp=k),
+        lambda k: ParallelLayout(pp=k, micro_batch=1),
+        lambda k: ParallelLayout(tp=2, pp=2, dp=k),
     ):
         times = [step_time(SMALL, make(k), A100).compute_s for k in (1, 2, 4, 8)]
         assert all(b <= a for a, b in itertools.pairwise(times))
@@ -189,11 +193,13 @@ def test_bubble_shrinks_with_more_micro_batches() -> None:
     fractions = []
     for batch in (8, 16, 32, 64, 128):
         model = Model("m", 8, 1024, 16, 1024, 32000, global_batch=batch)
-        r = step_time(model, Layout(pp=4, micro_batch=1), A100)
+        r = step_time(model, ParallelLayout(pp=4, micro_batch=1), A100)
         fractions.append(r.bubble_s / (r.compute_s + r.tp_comm_s))
     assert all(b < a for a, b in itertools.pairwise(fractions))
     # Same global batch, smaller micro-batches: more of them, smaller bubble.
-    bubbles = [step_time(SMALL, Layout(pp=4, micro_batch=b), A100).bubble_s for b in (8, 4, 2, 1)]
+    bubbles = [
+        step_time(SMALL, ParallelLayout(pp=4, micro_batch=b), A100).bubble_s for b in (8, 4, 2, 1)
+    ]
     assert all(b < a for a, b in itertools.pairwise(bubbles))
 
 
@@ -209,16 +215,16 @@ def test_bubble_shrinks_with_more_micro_batches() -> None:
 )
 def test_bad_arguments_name_the_field(kwargs: dict[str, Any], field: str) -> None:
     with pytest.raises(PlannerError) as exc:
-        step_time(SMALL, Layout(), A100, **kwargs)
+        step_time(SMALL, ParallelLayout(), A100, **kwargs)
     assert exc.value.field == field
 
 
 def test_bad_layout_and_inputs_name_the_field() -> None:
     with pytest.raises(PlannerError) as exc:
-        step_time(SMALL, Layout(tp=3), A100)
+        step_time(SMALL, ParallelLayout(tp=3), A100)
     assert exc.value.field == "tp"
     with pytest.raises(PlannerError) as exc:
-        step_time(SMALL, Layout(dp=3), A100)
+        step_time(SMALL, ParallelLayout(dp=3), A100)
     assert exc.value.field == "micro_batch"
     with pytest.raises(PlannerError) as exc:
         flops_executed(SMALL, "some")

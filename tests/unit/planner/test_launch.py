@@ -16,7 +16,7 @@ from trainyard.planner.compute import step_time
 from trainyard.planner.errors import PlannerError
 from trainyard.planner.hardware import GPU, gpu
 from trainyard.planner.launch import NCCL_ALGO_NAMES, LaunchSettings, launch_settings
-from trainyard.planner.layout import Layout
+from trainyard.planner.layout import ParallelLayout
 from trainyard.planner.memory import memory_per_gpu
 from trainyard.planner.model import Model, preset
 from trainyard.planner.search import Plan, search
@@ -25,7 +25,7 @@ A100 = gpu("A100")
 H100 = gpu("H100")
 GPT3 = preset("gpt3-175b")
 # gpt3-175b on 1024 A100s: tp 8 inside a node, 16 stages of 2 chunks, dp 8 across nodes.
-GPT3_LAYOUT = Layout(
+GPT3_LAYOUT = ParallelLayout(
     tp=8, pp=16, dp=8, zero=1, recompute="selective", sequence_parallel=True, virtual_stages=2
 )
 TINY = Model("tiny", layers=2, hidden=256, heads=4, seq_len=128, vocab=1000, global_batch=256)
@@ -33,7 +33,7 @@ NCCL_ALGOS = {"Ring", "Tree", "CollnetDirect", "CollnetChain", "NVLS", "NVLSTree
 NCCL_FUNCTIONS = {"allreduce", "reducescatter", "allgather"}
 
 
-def _plan(model: Model, layout: Layout, g: GPU = A100) -> Plan:
+def _plan(model: Model, layout: ParallelLayout, g: GPU = A100) -> Plan:
     """A Plan for a fixed layout (independent of the search's ranking)."""
     t = step_time(model, layout, g)
     return Plan(layout, memory_per_gpu(model, layout), t, 0.0, t.tflops_per_gpu, t.mfu)
@@ -184,7 +184,7 @@ def test_search_plan_fills_its_nodes_and_has_valid_nccl() -> None:
 
 def test_single_gpu_model_has_no_collectives() -> None:
     model = preset("gpt3-125m")
-    s = launch_settings(model, _plan(model, Layout()), A100)
+    s = launch_settings(model, _plan(model, ParallelLayout()), A100)
     assert (s.nodes, s.gpus_per_node) == (1, 1)
     assert s.torchrun == ("--standalone", "--nnodes=1", "--nproc-per-node=1")
     assert s.collectives == () and s.nccl_env == {} and s.notes == ()
@@ -207,13 +207,13 @@ def test_single_gpu_model_has_no_collectives() -> None:
 @pytest.mark.parametrize(
     ("layout", "accumulation"),
     [
-        (Layout(), 256),
-        (Layout(dp=8, micro_batch=2), 16),  # 256 / (8 x 2)
-        (Layout(tp=2, pp=2, dp=4, micro_batch=4, zero=2), 16),  # 256 / (4 x 4)
-        (Layout(dp=64, micro_batch=4, zero=3), 1),
+        (ParallelLayout(), 256),
+        (ParallelLayout(dp=8, micro_batch=2), 16),  # 256 / (8 x 2)
+        (ParallelLayout(tp=2, pp=2, dp=4, micro_batch=4, zero=2), 16),  # 256 / (4 x 4)
+        (ParallelLayout(dp=64, micro_batch=4, zero=3), 1),
     ],
 )
-def test_deepspeed_batch_arithmetic(layout: Layout, accumulation: int) -> None:
+def test_deepspeed_batch_arithmetic(layout: ParallelLayout, accumulation: int) -> None:
     model = preset("gpt3-1.3b")
     model = dataclasses.replace(model, global_batch=256)
     ds = launch_settings(model, _plan(model, layout), A100).deepspeed
@@ -232,7 +232,7 @@ def test_deepspeed_batch_arithmetic(layout: Layout, accumulation: int) -> None:
 
 def test_llama3_70b_gqa_and_llama_shape_flags() -> None:
     model = preset("llama3-70b")
-    layout = Layout(tp=8, pp=4, dp=2, recompute="full", sequence_parallel=True)
+    layout = ParallelLayout(tp=8, pp=4, dp=2, recompute="full", sequence_parallel=True)
     flags = _flags(launch_settings(model, _plan(model, layout, H100), H100).megatron)
     assert flags["--group-query-attention"] == ""
     assert flags["--num-query-groups"] == "8"
@@ -251,7 +251,7 @@ def test_llama3_70b_gqa_and_llama_shape_flags() -> None:
 
 def test_fp16_model_and_fp32_grads() -> None:
     model = dataclasses.replace(preset("gpt3-1.3b"), precision="fp16")
-    layout = Layout(dp=8, fp32_grads=True)
+    layout = ParallelLayout(dp=8, fp32_grads=True)
     s = launch_settings(model, _plan(model, layout), A100)
     flags = _flags(s.megatron)
     assert "--fp16" in flags and "--bf16" not in flags
@@ -265,7 +265,7 @@ def test_fp16_model_and_fp32_grads() -> None:
 
 def test_tree_choice_sets_tree_for_allreduce_only() -> None:
     # 1.9 MB over 32 nodes x 4 GPUs: tree with LL wins in the model.
-    s = launch_settings(TINY, _plan(TINY, Layout(pp=2, dp=128), H100), H100)
+    s = launch_settings(TINY, _plan(TINY, ParallelLayout(pp=2, dp=128), H100), H100)
     (dp,) = s.collectives
     assert (dp.algorithm, dp.protocol) == ("tree", "ll")
     assert s.nccl_env == {"NCCL_ALGO": "allreduce:Tree", "NCCL_PROTO": "allreduce:LL"}
@@ -273,14 +273,14 @@ def test_tree_choice_sets_tree_for_allreduce_only() -> None:
 
 
 def test_hierarchical_maps_to_nccl_tree() -> None:
-    s = launch_settings(TINY, _plan(TINY, Layout(pp=2, dp=32), H100), H100)
+    s = launch_settings(TINY, _plan(TINY, ParallelLayout(pp=2, dp=32), H100), H100)
     (dp,) = s.collectives
     assert dp.algorithm == "hierarchical"
     assert s.nccl_env["NCCL_ALGO"] == "allreduce:Tree"
 
 
 def test_differing_algorithms_follow_the_dominant_collective_and_say_so() -> None:
-    s = launch_settings(TINY, _plan(TINY, Layout(tp=2, dp=128), H100), H100)
+    s = launch_settings(TINY, _plan(TINY, ParallelLayout(tp=2, dp=128), H100), H100)
     tp, dp = s.collectives
     assert tp.nccl_functions == dp.nccl_functions == ("allreduce",)
     assert tp.algorithm != dp.algorithm
@@ -320,7 +320,7 @@ def test_bad_nodes_of_names_the_field(gpt3: LaunchSettings, nodes_of: object) ->
 
 
 def test_bad_inputs_name_the_field() -> None:
-    plan = _plan(TINY, Layout(dp=2), H100)
+    plan = _plan(TINY, ParallelLayout(dp=2), H100)
     with pytest.raises(PlannerError) as err:
         launch_settings("tiny", plan, H100)  # type: ignore[arg-type]
     assert err.value.field == "model"
@@ -333,11 +333,11 @@ def test_bad_inputs_name_the_field() -> None:
 
 
 def test_partial_nodes_and_invalid_layouts_are_rejected() -> None:
-    plan = _plan(TINY, Layout(dp=4), H100)
+    plan = _plan(TINY, ParallelLayout(dp=4), H100)
     with pytest.raises(PlannerError) as err:
         launch_settings(TINY, plan, H100, nodes_of=3)  # 4 GPUs do not fill nodes of 3
     assert err.value.field == "nodes_of"
-    bad = dataclasses.replace(plan, layout=Layout(tp=3))
+    bad = dataclasses.replace(plan, layout=ParallelLayout(tp=3))
     with pytest.raises(PlannerError) as err:
         launch_settings(TINY, bad, H100)
     assert err.value.field == "tp"
@@ -345,7 +345,7 @@ def test_partial_nodes_and_invalid_layouts_are_rejected() -> None:
 
 def test_multi_node_needs_a_network() -> None:
     no_net = dataclasses.replace(H100, network_gb_s=0.0)
-    plan = _plan(TINY, Layout(dp=16), H100)
+    plan = _plan(TINY, ParallelLayout(dp=16), H100)
     with pytest.raises(PlannerError) as err:
         launch_settings(TINY, plan, no_net)
     assert err.value.field == "network_gb_s"

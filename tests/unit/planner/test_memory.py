@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from trainyard.planner.errors import PlannerError
-from trainyard.planner.layout import Layout
+from trainyard.planner.layout import ParallelLayout
 from trainyard.planner.memory import GB, layer_activation_bytes, memory_per_gpu
 from trainyard.planner.model import Model
 
@@ -18,7 +18,7 @@ SBH = 128 * 2 * 256
 
 
 def acts(**kw: Any) -> float:
-    return layer_activation_bytes(MODEL, Layout(micro_batch=2, **kw))
+    return layer_activation_bytes(MODEL, ParallelLayout(micro_batch=2, **kw))
 
 
 def test_no_parallelism_is_34sbh_plus_5as2b() -> None:
@@ -47,18 +47,18 @@ def test_korthikanti_table2(kw: dict[str, Any], per_sbh: float) -> None:
     [(0, 16), (1, 4 + 12 / 8), (2, 2 + 14 / 8), (3, 16 / 8)],
 )
 def test_zero_model_states_match_rajbhandari(zero: int, bytes_per_param: float) -> None:
-    mem = memory_per_gpu(MODEL, Layout(dp=8, zero=zero))
+    mem = memory_per_gpu(MODEL, ParallelLayout(dp=8, zero=zero))
     states = mem.weights + mem.grads + mem.optimizer
     assert states * GB == pytest.approx(bytes_per_param * MODEL.params)
 
 
 def test_megatron_fp32_grads_is_18_bytes_per_param() -> None:
-    mem = memory_per_gpu(MODEL, Layout(fp32_grads=True))
+    mem = memory_per_gpu(MODEL, ParallelLayout(fp32_grads=True))
     assert (mem.weights + mem.grads + mem.optimizer) * GB == pytest.approx(18 * MODEL.params)
 
 
 def test_single_stage_activations_include_embedding_and_output_layer() -> None:
-    mem = memory_per_gpu(MODEL, Layout(micro_batch=2))
+    mem = memory_per_gpu(MODEL, ParallelLayout(micro_batch=2))
     layers = 8 * 54 * SBH
     dropout = SBH  # one micro-batch in flight
     output = 4 * SBH + 4 * 128 * 2 * 1024
@@ -69,7 +69,7 @@ def test_single_stage_activations_include_embedding_and_output_layer() -> None:
 
 def test_first_pipeline_stage_holds_pp_microbatches() -> None:
     # pp = 4: 2 layers per stage, 4 micro-batches in flight on stage 1 (32 per iteration).
-    mem = memory_per_gpu(MODEL, Layout(pp=4, micro_batch=2))
+    mem = memory_per_gpu(MODEL, ParallelLayout(pp=4, micro_batch=2))
     assert mem.stage == "first"
     assert mem.activations * GB == pytest.approx(4 * 2 * 54 * SBH + 4 * SBH)
     params = 2 * MODEL.layer_params + 1024 * 256 + 128 * 256
@@ -78,13 +78,13 @@ def test_first_pipeline_stage_holds_pp_microbatches() -> None:
 
 def test_fewer_microbatches_than_stages_limits_in_flight() -> None:
     # global_batch 64 / (dp 16 x mb 2) = 2 micro-batches < pp 4.
-    mem = memory_per_gpu(MODEL, Layout(pp=4, dp=16, micro_batch=2))
+    mem = memory_per_gpu(MODEL, ParallelLayout(pp=4, dp=16, micro_batch=2))
     assert mem.activations * GB == pytest.approx(2 * 2 * 54 * SBH + 2 * SBH)
 
 
 def test_interleaving_multiplies_first_stage_activations() -> None:
-    plain = memory_per_gpu(MODEL, Layout(pp=4, micro_batch=2))
-    inter = memory_per_gpu(MODEL, Layout(pp=4, micro_batch=2, virtual_stages=2))
+    plain = memory_per_gpu(MODEL, ParallelLayout(pp=4, micro_batch=2))
+    inter = memory_per_gpu(MODEL, ParallelLayout(pp=4, micro_batch=2, virtual_stages=2))
     layers = 8 * 54 * SBH
     assert inter.activations * GB - 4 * SBH == pytest.approx(layers * (1 + 3 / 8))
     assert plain.activations * GB - 4 * SBH == pytest.approx(layers)
@@ -93,7 +93,7 @@ def test_interleaving_multiplies_first_stage_activations() -> None:
 def test_last_stage_wins_with_a_large_vocabulary() -> None:
     big_vocab = Model("v", layers=8, hidden=256, heads=8, seq_len=128, vocab=256_000,
                       global_batch=64)  # fmt: skip
-    mem = memory_per_gpu(big_vocab, Layout(pp=2, micro_batch=2, recompute="full"))
+    mem = memory_per_gpu(big_vocab, ParallelLayout(pp=2, micro_batch=2, recompute="full"))
     assert mem.stage == "last"
 
 
@@ -115,7 +115,7 @@ def test_last_stage_wins_with_a_large_vocabulary() -> None:
 )
 def test_bad_layout_names_the_field(kw: dict[str, Any], field: str) -> None:
     with pytest.raises(PlannerError) as err:
-        memory_per_gpu(MODEL, Layout(**kw))
+        memory_per_gpu(MODEL, ParallelLayout(**kw))
     assert err.value.field == field
 
 
@@ -123,5 +123,5 @@ def test_tp_must_divide_kv_heads() -> None:
     gqa = Model("g", layers=8, hidden=256, heads=8, kv_heads=2, seq_len=128, vocab=1024,
                 global_batch=64)  # fmt: skip
     with pytest.raises(PlannerError) as err:
-        memory_per_gpu(gqa, Layout(tp=4))
+        memory_per_gpu(gqa, ParallelLayout(tp=4))
     assert err.value.field == "tp" and "kv_heads" in err.value.message

@@ -9,7 +9,7 @@ import itertools
 from hypothesis import given
 from hypothesis import strategies as st
 
-from trainyard.planner.layout import Layout
+from trainyard.planner.layout import ParallelLayout
 from trainyard.planner.memory import GB, memory_per_gpu, stage_memory
 from trainyard.planner.model import Model
 
@@ -17,7 +17,7 @@ EPS = 1e-9
 
 
 @st.composite
-def cases(draw: st.DrawFn) -> tuple[Model, Layout]:
+def cases(draw: st.DrawFn) -> tuple[Model, ParallelLayout]:
     heads = draw(st.sampled_from([1, 2, 4, 8, 16]))
     kv = draw(st.sampled_from([k for k in (1, 2, 4, 8, 16) if heads % k == 0]))
     head_dim = draw(st.sampled_from([8, 16, 64, 128]))
@@ -34,7 +34,7 @@ def cases(draw: st.DrawFn) -> tuple[Model, Layout]:
         gated_mlp=draw(st.booleans()),
         tied_embeddings=draw(st.booleans()),
     )
-    layout = Layout(
+    layout = ParallelLayout(
         tp=draw(st.sampled_from([t for t in (1, 2, 4) if kv % t == 0])),
         pp=draw(st.sampled_from([p for p in (1, 2, 4) if layers % p == 0])),
         dp=draw(st.sampled_from([1, 2, 4, 8])),
@@ -47,26 +47,26 @@ def cases(draw: st.DrawFn) -> tuple[Model, Layout]:
     return model, layout
 
 
-def total(model: Model, layout: Layout) -> float:
+def total(model: Model, layout: ParallelLayout) -> float:
     return memory_per_gpu(model, layout).total
 
 
 @given(cases())
-def test_more_zero_sharding_never_increases_memory(case: tuple[Model, Layout]) -> None:
+def test_more_zero_sharding_never_increases_memory(case: tuple[Model, ParallelLayout]) -> None:
     model, layout = case
     totals = [total(model, dataclasses.replace(layout, zero=z)) for z in range(4)]
     assert all(b <= a + EPS for a, b in itertools.pairwise(totals))
 
 
 @given(cases())
-def test_more_dp_never_increases_memory(case: tuple[Model, Layout]) -> None:
+def test_more_dp_never_increases_memory(case: tuple[Model, ParallelLayout]) -> None:
     model, layout = case
     more = dataclasses.replace(layout, dp=layout.dp * 2)
     assert total(model, more) <= total(model, layout) + EPS
 
 
 @given(cases())
-def test_more_tp_never_increases_memory(case: tuple[Model, Layout]) -> None:
+def test_more_tp_never_increases_memory(case: tuple[Model, ParallelLayout]) -> None:
     model, layout = case
     if model.kv_heads % (2 * layout.tp):
         return
@@ -75,7 +75,9 @@ def test_more_tp_never_increases_memory(case: tuple[Model, Layout]) -> None:
 
 
 @given(cases())
-def test_more_pp_never_increases_memory_beyond_dropout_masks(case: tuple[Model, Layout]) -> None:
+def test_more_pp_never_increases_memory_beyond_dropout_masks(
+    case: tuple[Model, ParallelLayout],
+) -> None:
     model, layout = case
     if model.layers % (2 * layout.pp):
         return
@@ -96,7 +98,7 @@ def test_more_pp_never_increases_memory_beyond_dropout_masks(case: tuple[Model, 
 
 
 @given(cases())
-def test_recompute_never_increases_activations(case: tuple[Model, Layout]) -> None:
+def test_recompute_never_increases_activations(case: tuple[Model, ParallelLayout]) -> None:
     model, layout = case
     acts = [
         memory_per_gpu(model, dataclasses.replace(layout, recompute=r)).activations
@@ -106,6 +108,6 @@ def test_recompute_never_increases_activations(case: tuple[Model, Layout]) -> No
 
 
 @given(cases())
-def test_all_parts_positive(case: tuple[Model, Layout]) -> None:
+def test_all_parts_positive(case: tuple[Model, ParallelLayout]) -> None:
     mem = memory_per_gpu(*case)
     assert min(mem.weights, mem.grads, mem.optimizer, mem.activations) > 0

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from trainyard.planner.layout import Layout
+from trainyard.planner.layout import ParallelLayout
 from trainyard.planner.memory import memory_per_gpu
 from trainyard.planner.model import preset
 
@@ -53,5 +53,5 @@ def test_sc21_layouts_are_valid_and_fit_in_80gb() -> None:
             int(row[k]) for k in ("tensor_parallel", "pipeline_parallel", "data_parallel")
         )
         assert tp * pp * dp == int(row["num_gpus"])
-        layout = Layout(tp=tp, pp=pp, dp=dp, recompute="full", fp32_grads=True)
+        layout = ParallelLayout(tp=tp, pp=pp, dp=dp, recompute="full", fp32_grads=True)
         assert memory_per_gpu(m, layout).total < 80, row["model"]

@@ -17,7 +17,7 @@ import pytest
 from trainyard.planner.compute import step_time
 from trainyard.planner.errors import PlannerError
 from trainyard.planner.hardware import gpu
-from trainyard.planner.layout import Layout
+from trainyard.planner.layout import ParallelLayout
 from trainyard.planner.memory import memory_per_gpu
 from trainyard.planner.model import Model, preset
 from trainyard.planner.search import HEADROOM, best, search
@@ -93,9 +93,9 @@ def test_memory_filter_drops_layouts_that_do_not_fit() -> None:
     for p in search(model, 16, small_gpu, top=10_000):
         assert p.memory.total <= HEADROOM * 40.0
     # Without sharding, 13B of Adam states alone (16 bytes/param) are far beyond one A100.
-    alone = memory_per_gpu(model, Layout(dp=16))
+    alone = memory_per_gpu(model, ParallelLayout(dp=16))
     assert alone.total > HEADROOM * 80
-    assert all(p.layout != Layout(dp=16) for p in search(model, 16, A100, top=10_000))
+    assert all(p.layout != ParallelLayout(dp=16) for p in search(model, 16, A100, top=10_000))
 
 
 @pytest.mark.parametrize(
@@ -169,7 +169,7 @@ def test_best_plan_beats_every_published_sc21_layout() -> None:
         assert model.hidden == int(row["hidden_size"])
         assert model.global_batch == int(row["global_batch_size"])
         n, tp, pp = int(row["num_gpus"]), int(row["tensor_parallel"]), int(row["pipeline_parallel"])
-        published = Layout(tp=tp, pp=pp, dp=n // (tp * pp), recompute="full")
+        published = ParallelLayout(tp=tp, pp=pp, dp=n // (tp * pp), recompute="full")
         reference = step_time(model, published, a100)
         plan = best(model, n, a100, flash_attention=False)
         print(f"{model.name:<14}{n:>6} best {plan.layout} {plan.time.iteration_s:.2f} s, "
