@@ -24,9 +24,8 @@ from os import PathLike
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from trainyard import scenario_schema as sf
+from trainyard import yamlio
 from trainyard.core import (
     Decision,
     Job,
@@ -348,11 +347,12 @@ def load_scenario(source: str | PathLike[str] | Mapping[str, Any]) -> Scenario:
     except OSError as exc:
         raise ScenarioError("", f"cannot read the file ({exc.strerror})", str(path)) from None
     try:
-        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as exc:
+        data = json.loads(text) if path.suffix == ".json" else yamlio.load_yaml(text)
+    except json.JSONDecodeError as exc:
         detail = " ".join(str(exc).split())
-        kind = "JSON" if path.suffix == ".json" else "YAML"
-        raise ScenarioError("", f"not valid {kind}: {detail}", str(path)) from None
+        raise ScenarioError("", f"not valid JSON: {detail}", str(path)) from None
+    except yamlio.YamlError as exc:  # the one YAML loader: a key given twice is refused too
+        raise ScenarioError("", f"not valid YAML: {exc}", str(path)) from None
     try:
         return parse_scenario(data)
     except ScenarioError as exc:

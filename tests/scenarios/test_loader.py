@@ -293,6 +293,13 @@ def test_files_yaml_and_json_agree(tmp_path: Path) -> None:
         ("empty.yaml", "", "the scenario must be a mapping"),
         ("field.yaml", "nodes: [{name: a, gpus: -8}]\n", "nodes[0].gpus: must be >= 0"),
         ("bool-key.yaml", "nodes: []\non: 1\n", "quote them"),
+        # the one YAML loader (`trainyard.yamlio`), as for job specs: a key given twice is
+        # refused, with where, rather than the last one silently kept
+        (
+            "twice.yaml",
+            "nodes: [{name: a, gpus: 8}]\nnodes: [{name: b, gpus: 8}]\n",
+            "line 2, column 1: found duplicate key 'nodes'",
+        ),
     ],
 )
 def test_file_errors_name_the_file(tmp_path: Path, name: str, text: str | None, fragment: str):

@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-import yaml
 from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from trainyard import yamlio
 from trainyard.planner.allocation import search_allocation
 from trainyard.planner.errors import PlannerError
 from trainyard.planner.evaluate import evaluate
@@ -92,11 +92,9 @@ def _job(path: Path, as_json: bool) -> None:
         typer.echo(f"error: --job: file {path} not found", err=True)
         raise typer.Exit(2)
     try:
-        spec = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        typer.echo(
-            f"error: --job: {path} is not valid YAML: {' '.join(str(exc).split())}", err=True
-        )
+        spec = yamlio.load_yaml(path.read_text())
+    except yamlio.YamlError as exc:
+        typer.echo(f"error: --job: {path} is not valid YAML: {exc}", err=True)
         raise typer.Exit(2) from None
     if not isinstance(spec, dict):
         typer.echo(f"error: --job: {path} must be a mapping (a job spec)", err=True)

@@ -1,8 +1,9 @@
 """Reading a job spec document and converting its raw values, each check naming its path.
 
-Owned by `trainyard.jobspec`: the YAML loader (safe, rejects duplicate keys, reports line and
-column), and small typed converters (`integer`, `number`, `text`, `boolean`, `string_map`) that
-raise `JobSpecError` with the field path and the fix. No knowledge of which fields exist.
+Owned by `trainyard.jobspec`: reading the document (`trainyard.yamlio`, the one YAML loader:
+safe, rejects duplicate keys, reports line and column), and small typed converters
+(`integer`, `number`, `text`, `boolean`, `string_map`) that raise `JobSpecError` with the
+field path and the fix. No knowledge of which fields exist.
 """
 
 from __future__ import annotations
@@ -12,8 +13,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-import yaml
-
+from trainyard import yamlio
 from trainyard.jobspec.errors import JobSpecError
 
 __all__ = ["boolean", "describe", "integer", "load_yaml", "number", "string_map", "text"]
@@ -22,51 +22,17 @@ __all__ = ["boolean", "describe", "integer", "load_yaml", "number", "string_map"
 INT_MIN, INT_MAX = -(2**31), 2**31 - 1  # what every database stores as an integer
 
 
-class _Loader(yaml.SafeLoader):
-    """`yaml.SafeLoader` that refuses a key given twice in one mapping (PyYAML keeps the last)."""
-
-
-def _construct_mapping(loader: _Loader, node: yaml.MappingNode) -> dict[Any, Any]:
-    seen: set[Any] = set()
-    for key_node, _value in node.value:
-        key = loader.construct_object(key_node)
-        try:
-            duplicate = key in seen
-        except TypeError:  # an unhashable key: the default constructor reports it
-            break
-        if duplicate:
-            raise yaml.constructor.ConstructorError(
-                "while constructing a mapping",
-                node.start_mark,
-                f"found duplicate key {key!r}; give each field once",
-                key_node.start_mark,
-            )
-        seen.add(key)
-    return loader.construct_mapping(node)
-
-
-_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-
-
 def load_yaml(text: str, source: str) -> object:
-    """Parse one YAML document; a syntax error becomes `JobSpecError` with line and column."""
+    """Parse one YAML document (`trainyard.yamlio`: duplicate keys refused); a problem becomes
+    `JobSpecError` with line and column."""
     try:
-        return yaml.load(text, Loader=_Loader)  # a SafeLoader subclass
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        problem = exc.problem or exc.context or "malformed YAML"
-        line = mark.line + 1 if mark is not None else None
-        column = mark.column + 1 if mark is not None else None
-        where = f"line {line}, column {column}: " if line is not None else ""
-        raise JobSpecError(
-            "",
-            f"{source}: malformed YAML at {where}{problem}",
-            source=source,
-            line=line,
-            column=column,
-        ) from None
-    except yaml.YAMLError as exc:
-        raise JobSpecError("", f"{source}: malformed YAML: {exc}", source=source) from None
+        return yamlio.load_yaml(text)
+    except yamlio.YamlError as exc:
+        if exc.line is None:
+            message = f"{source}: malformed YAML: {exc.problem}"
+        else:
+            message = f"{source}: malformed YAML at {exc}"
+        raise JobSpecError("", message, source=source, line=exc.line, column=exc.column) from None
     except RecursionError:
         raise JobSpecError(
             "", f"{source}: nested too deeply to be a job spec", source=source

@@ -19,8 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from trainyard import yamlio
 from trainyard.planner.errors import PlannerError, unknown_name
 
 __all__ = ["ALIASES", "CATALOGUE", "GPU", "gpu", "load_catalogue"]
@@ -143,9 +142,9 @@ def load_catalogue(path: str | Path, base: dict[str, GPU] | None = None) -> dict
     """
     result = dict(CATALOGUE if base is None else base)
     try:
-        data: Any = yaml.safe_load(Path(path).read_text())
-    except yaml.YAMLError as exc:
-        raise PlannerError("catalogue", f"{path} is not valid YAML: {exc}") from exc
+        data: Any = yamlio.load_yaml(Path(path).read_text())
+    except yamlio.YamlError as exc:
+        raise PlannerError("catalogue", f"{path} is not valid YAML: {exc}") from None
     if data is None:
         return result
     if not isinstance(data, dict):

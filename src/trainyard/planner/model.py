@@ -34,8 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-
+from trainyard import yamlio
 from trainyard.planner.errors import PlannerError, unknown_name
 
 __all__ = ["PRESETS", "Model", "Precision", "load_model", "model_from_mapping", "preset"]
@@ -222,9 +221,9 @@ def load_model(path: str | Path) -> Model:
     (name, layers, hidden, heads, seq_len, vocab, global_batch) for a new model.
     """
     try:
-        data: Any = yaml.safe_load(Path(path).read_text())
-    except yaml.YAMLError as exc:
-        raise PlannerError("model", f"{path} is not valid YAML: {exc}") from exc
+        data: Any = yamlio.load_yaml(Path(path).read_text())
+    except yamlio.YamlError as exc:
+        raise PlannerError("model", f"{path} is not valid YAML: {exc}") from None
     if not isinstance(data, dict):
         raise PlannerError("model", f"{path} must be a mapping of model fields")
     return model_from_mapping(data)
