@@ -12,6 +12,9 @@ SRC    := $(shell find src -name '*.py' -o -name '*.typed') setup.py pyproject.t
 $(STAMP): $(SRC)
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
+	@# setuptools builds from build/lib*, which keeps modules that were renamed or removed
+	@# since; they would be installed again beside their new names
+	rm -rf build/lib* src/trainyard.egg-info
 	$(BIN)/python -m pip install --quiet -c constraints.txt '.[dev,torch]'
 	@touch $(STAMP)
 
