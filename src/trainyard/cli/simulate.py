@@ -13,14 +13,18 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import typer
+from rich import box
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
 
 from trainyard.core import UnknownNameError, get_profile
 from trainyard.sim.cluster import Cluster, parse_cluster
 from trainyard.sim.engine import QUOTA_SHARE, SimOptions, default_queues, simulate
-from trainyard.sim.metrics import compare, summarize, table
+from trainyard.sim.metrics import compare, summarize, table_rows
 from trainyard.sim.records import SimResult
 from trainyard.sim.speed import FixedDuration, SpeedModel
 from trainyard.sim.workload import Workload, WorkloadError
@@ -214,6 +218,22 @@ def simulate_command(
         f"{len(wl.jobs)} jobs of {workload} on {cl.gpus} simulated GPUs ({cl.spec}), "
         f"rounds every {interval:g} s"
     )
-    typer.echo(table(summaries))
+    _print_table(summaries)
     if written and report is not None:
         typer.echo(f"report: {report / 'report.md'} ({len(written)} files)")
+
+
+def _print_table(summaries: dict[str, dict[str, Any]]) -> None:
+    """The comparison as a rich table, one row per policy (numbers right-aligned), never
+    wrapped: a narrow or absent terminal gets it at its natural width."""
+    header, rows = table_rows(summaries)
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    for i, title in enumerate(header):
+        justify: Literal["left", "right"] = "left" if i == 0 else "right"
+        table.add_column(title, justify=justify, no_wrap=True, min_width=widths[i])
+    for row in rows:
+        table.add_row(*(escape(cell) for cell in row))
+    natural = sum(w + 3 for w in widths)  # a cell, its padding and the column gap
+    console = Console(highlight=False)
+    Console(highlight=False, width=max(console.width, natural)).print(table)

@@ -44,7 +44,7 @@ from typing import Any
 
 from trainyard.sim.records import JobRecord, Sample, SimResult
 
-__all__ = ["compare", "percentile", "summarize", "table", "window"]
+__all__ = ["compare", "percentile", "summarize", "table_rows", "window"]
 
 _DIGITS = 4
 
@@ -263,7 +263,7 @@ def _cell(value: Any, kind: str, size: float) -> str:
 
 
 def table_rows(summaries: Mapping[str, Mapping[str, Any]]) -> tuple[list[str], list[list[str]]]:
-    """The comparison as a header and formatted rows (shared by `table` and the report)."""
+    """The comparison as a header and formatted rows (the CLI's table and the report)."""
     header = ["policy"]
     columns: list[list[str]] = []
     for key, title, kind in _COLUMNS:
@@ -276,17 +276,3 @@ def table_rows(summaries: Mapping[str, Mapping[str, Any]]) -> tuple[list[str], l
         columns.append([_cell(v, kind, size) for v in values])
     rows = [[label, *(col[i] for col in columns)] for i, label in enumerate(summaries)]
     return header, rows
-
-
-def table(summaries: Mapping[str, Mapping[str, Any]]) -> str:
-    """A plain-text aligned table, one row per policy (policy left-aligned, numbers right)."""
-    header, rows = table_rows(summaries)
-    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
-
-    def line(cells: Sequence[str]) -> str:
-        first = cells[0].ljust(widths[0])
-        rest = (c.rjust(w) for c, w in zip(cells[1:], widths[1:], strict=True))
-        return "  ".join([first, *rest]).rstrip()
-
-    rule = "  ".join("-" * w for w in widths)
-    return "\n".join([line(header), rule, *(line(r) for r in rows)]) + "\n"

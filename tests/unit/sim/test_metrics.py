@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from trainyard.sim.metrics import compare, percentile, summarize, table, window
+from trainyard.sim.metrics import compare, percentile, summarize, table_rows, window
 from trainyard.sim.records import JobRecord, Sample, SimResult
 
 
@@ -249,17 +249,15 @@ def test_compare_labels_and_order() -> None:
     assert compare([]) == {}
 
 
-def test_table() -> None:
-    text = table(compare([tiny(), result(TINY_JOBS, TINY_SAMPLES, 28, policy="gavel")]))
-    lines = text.splitlines()
-    assert len(lines) == 4  # header, rule, two policies
-    assert lines[0].startswith("policy")
-    assert lines[2].startswith("fifo ") and lines[3].startswith("gavel")
-    assert len({len(line) for line in lines}) == 1  # aligned columns
+def test_table_rows() -> None:
+    runs = [tiny(), result(TINY_JOBS, TINY_SAMPLES, 28, policy="gavel")]
+    header, rows = table_rows(compare(runs))
+    assert header[0] == "policy" and [r[0] for r in rows] == ["fifo", "gavel"]
+    assert all(len(r) == len(header) for r in rows)
     for title in ("JCT avg (s)", "JCT p99 (s)", "wait avg (s)", "util %", "frag %", "rho avg"):
-        assert title in lines[0]
+        assert title in header
     # fifo: 3 jobs, 3 done, JCT avg 18.67 s, util 82.1 %, rho max 1.86, 1 preemption
-    cells = lines[2].split()
+    cells = rows[0]
     assert cells[:4] == ["fifo", "3", "3", "18.67"]
     assert "82.1" in cells and "1.86" in cells and cells[-1] == "1"
 
@@ -271,7 +269,7 @@ def test_table_units_and_missing() -> None:
         result(long_job, (Sample(0, 1, 0, 0, 0),), 3 * 3600, policy="long"),
         result((job("z", "q", 1, 0, None, None, 0, 1),), (), 10, policy="stuck"),
     ]
-    lines = table(compare(runs)).splitlines()
-    assert "JCT avg (h)" in lines[0]
-    assert lines[2].split()[3] == "3.00"
-    assert lines[3].split()[3] == "-"
+    header, rows = table_rows(compare(runs))
+    assert "JCT avg (h)" in header
+    assert rows[0][3] == "3.00"
+    assert rows[1][3] == "-"

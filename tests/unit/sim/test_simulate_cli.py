@@ -115,3 +115,15 @@ def test_the_workload_label_names_its_kind_once(tmp_path: Path) -> None:
     assert "synthetic:12" in (out / "report.md").read_text()
     assert "synthetic:synthetic" not in (out / "report.md").read_text()
     assert "synthetic:synthetic" not in (out / "summary.json").read_text()
+
+
+def test_the_comparison_is_one_rich_table_never_wrapped() -> None:
+    result = runner.invoke(
+        app, ["simulate", "--workload", "synthetic:30", "--compare", "fifo,tiresias"]
+    )
+    assert result.exit_code == 0, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    header = next(line for line in lines if "policy" in line)
+    assert "JCT avg" in header and header.rstrip().endswith("preempt")  # no title cut short
+    rows = [line for line in lines if line.split()[0] in ("fifo", "tiresias")]
+    assert len(rows) == 2 and "…" not in "".join(rows)
