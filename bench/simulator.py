@@ -13,6 +13,8 @@ Cases (all of them without arguments; the data comes from ``$TRAINYARD_SHARED`` 
 * ``weeks``: `default` against `tiresias` on nine Philly weeks from 2017-10-02 (64 x 8, the
   virtual clusters as queues with `--quota-share 0.5`): average JCT, wait and the worst
   finish-time-fairness ratio of each.
+* ``ablation``: `default` on the busy Philly week with each of item 7's changes taken out
+  (`Profile.with_overrides`).
 * ``tie-break``: which of two queues tied on fair share goes first (`queue_tie_break`:
   declared order, or the queue whose next job is smaller), for `default` and `drf`, on six
   Philly weeks from 2017-10-02 (64 x 8): JCT, wait and the share of GPUs idle while jobs
@@ -123,6 +125,29 @@ def philly_full() -> None:
         print(json.dumps(out), flush=True)
 
 
+ABLATION = {
+    "default": {},
+    "no blind reservation": {"reserve_unknown_after_s": None},
+    "blind reservation at once": {"reserve_unknown_after_s": 0.0},
+    "plain drf order": {"queue_order": "drf"},
+    "before item 7": {"queue_order": "drf", "reserve_unknown_after_s": None},
+}
+
+
+def ablation() -> None:
+    """`default` on the busy Philly week with one of issue 11 item 7's changes taken out."""
+    wl = _philly_week(WINDOW)
+    cluster = parse_cluster("64x8")
+    for variant, changes in ABLATION.items():
+        profile = get_profile("default").with_overrides(**changes)
+        start = time.perf_counter()
+        summary = summarize(simulate(wl, cluster, FixedDuration(30.0), profile))
+        out = {"case": "ablation", "window": list(WINDOW), "variant": variant,
+               "jobs": len(wl.jobs), **{k: summary[k] for k in KEYS},
+               "wall_s": time.perf_counter() - start, **machine()}  # fmt: skip
+        print(json.dumps(out), flush=True)
+
+
 def weeks() -> None:
     for window in (*WEEKS, *EXTRA_WEEKS):
         _week_rows("weeks", window, ("tiresias", "default"))
@@ -152,6 +177,7 @@ CASES = {
     "philly-full": philly_full,
     "tie-break": tie_break,
     "weeks": weeks,
+    "ablation": ablation,
 }
 
 if __name__ == "__main__":

@@ -86,14 +86,9 @@ class Scheduler:
         got = self._prefix.get(q)
         if got is None:
             profile = self.profile
-            name = self.cycle.queues.name(q)
-            jobs = sorted(
-                (self._key(j, profile), las_level(j, profile))
-                for j in self.snapshot.pending
-                if j.queue == name
-            )
-            prefix = list(accumulate((lvl for _k, lvl in jobs), max))
-            got = self._prefix[q] = ([k for k, _l in jobs], prefix)
+            jobs = self.cycle.order.queue_jobs(q)  # already in job order
+            prefix = list(accumulate((las_level(j, profile) for j in jobs), max))
+            got = self._prefix[q] = ([self._key(j, profile) for j in jobs], prefix)
         return got
 
     def _raises_levels(self, job: Job) -> bool:

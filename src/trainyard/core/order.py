@@ -142,6 +142,10 @@ class PendingOrder:
         self.visited.append(job)
         return job
 
+    def queue_jobs(self, q: int) -> list[Job]:
+        """Queue `q`'s pending jobs in job order (queue orders `drf` and `las_drf`)."""
+        return self._lists.get(q, [])
+
     def rest(self) -> list[Job]:
         """Drain the iterator (jobs never considered, in order)."""
         return list(self)
