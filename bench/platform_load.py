@@ -44,13 +44,13 @@ from typing import Any
 import httpx
 
 from trainyard.exec.procfs import free_port
-from trainyard.sim.metrics import percentile
+from trainyard.stats import percentile
 
 SPEC = {"name": "bench", "queue": "default", "command": ["true"], "gpus": 1, "cpus": 0.1}
 
 
 def _ms(values: list[float], p: float) -> float:
-    """Nearest-rank percentile `p` (0-100] of seconds, in milliseconds."""
+    """`trainyard.stats.percentile` `p` (nearest rank) of seconds, in milliseconds."""
     return round(1000 * (percentile(values, p) or float("nan")), 2)
 
 

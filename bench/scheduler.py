@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from trainyard.benchmarks.scheduler import run
+from trainyard.sim.timing import run
 
 SIZES = ((1_024, 1_000), (10_240, 5_000), (102_400, 20_000))
 

@@ -24,7 +24,7 @@ def scheduler(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Time scheduling cycles on a half-occupied synthetic cluster (virtual devices)."""
-    from trainyard.benchmarks.scheduler import run
+    from trainyard.sim.timing import run
 
     if gpus < 8 or pending < 0 or arrivals < 1 or repeats < 0:
         typer.echo("error: --gpus must be >= 8, --pending >= 0, --arrivals >= 1", err=True)

@@ -1,4 +1,4 @@
-"""`trainyard demo`: a simulated day through the real scheduling core (what `make up` runs)."""
+"""`trainyard demo`: a simulated day through the real scheduling core (a simulator run)."""
 
 from __future__ import annotations
 

@@ -36,7 +36,7 @@ from __future__ import annotations
 import heapq
 import math
 from bisect import bisect_right
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from trainyard.core import (
@@ -58,10 +58,12 @@ from trainyard.sim.records import JobRecord, Sample, SimResult
 from trainyard.sim.speed import SpeedModel
 from trainyard.sim.workload import SimJob, Workload, WorkloadError
 
-__all__ = ["QUOTA_SHARE", "SimOptions", "default_queues", "simulate"]
+__all__ = ["QUOTA_SHARE", "Observer", "SimOptions", "default_queues", "simulate"]
 
 _INF = math.inf
 heapq_t = list[tuple[float, int, str, int]]  # (time, sequence, job id, run version)
+# Called after every scheduling round with the round's snapshot and decision (`simulate`).
+Observer = Callable[[Snapshot, Decision], None]
 
 
 class _State:
@@ -131,8 +133,10 @@ class _Engine:
         profile: Profile,
         options: SimOptions,
         queues: tuple[Queue, ...],
+        observer: Observer | None = None,
     ) -> None:
         self.workload = workload
+        self.observer = observer
         self.cluster = cluster
         self.speed = speed
         self.profile = profile
@@ -164,6 +168,7 @@ class _Engine:
                 queue=sim.queue,
                 gpus=sim.gpus,
                 priority=sim.priority,
+                preemptible=sim.preemptible,
                 submit_time=sim.submit_time,
                 min_runtime=options.min_runtime_s,
                 expected_duration=estimate,
@@ -375,6 +380,8 @@ class _Engine:
         )
         decision = run_cycle(snapshot, self.profile, self.layout)
         self._apply(decision, t)
+        if self.observer is not None:
+            self.observer(snapshot, decision)
         fragmented = any(r.code == "fragmented" for r in decision.pending.values())
         free = self.total - self.allocated
         self._sample(t, free if fragmented and self.pending else 0)
@@ -424,12 +431,16 @@ def simulate(
     *,
     queues: Sequence[Queue] | None = None,
     seed: int = 0,
+    observer: Observer | None = None,
 ) -> SimResult:
-    """Run `workload` on `cluster` under `profile`; deterministic for the same inputs."""
+    """Run `workload` on `cluster` under `profile`; deterministic for the same inputs.
+
+    `observer`, if given, sees every round's snapshot and decision after they are applied
+    (`trainyard demo` prints them); it cannot change the run."""
     prof = get_profile(profile) if isinstance(profile, str) else profile
     opts = options or SimOptions()
     qs = tuple(queues) if queues is not None else default_queues(workload, cluster, speed)
-    engine = _Engine(workload, cluster, speed, prof, opts, qs)
+    engine = _Engine(workload, cluster, speed, prof, opts, qs, observer)
     with gc_paused():
         engine.run()
     records = tuple(

@@ -14,8 +14,9 @@ Definitions (all times in seconds of simulated time):
 - Waiting time: the part of the window where `pending_jobs > 0`.
 - JCT = end - submit over finished jobs; queueing delay = first start - submit over jobs that
   started. Averages are arithmetic means, the median is the usual one (mean of the two middle
-  values for an even count), and pN is the nearest-rank percentile: the value of rank
-  ceil(N/100 * n) (1-based) among the n sorted values (p99 of 3 values is the largest).
+  values for an even count), and pN is `trainyard.stats.percentile` (numpy's
+  ``inverted_cdf``, the nearest rank): the value of rank ceil(N/100 * n) (1-based) among the
+  n sorted values (p99 of 3 values is the largest).
 - makespan = last end - first submit (finished jobs; None when none finished).
 - utilisation = ∫ allocated dt / ∫ total_gpus dt over the window; `utilisation_while_waiting`
   is the same over the waiting time only (None when nothing ever waited).
@@ -43,8 +44,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from trainyard.sim.records import JobRecord, Sample, SimResult
+from trainyard.stats import percentile
 
-__all__ = ["compare", "percentile", "summarize", "table_rows", "window"]
+__all__ = ["compare", "summarize", "table_rows", "window"]
 
 _DIGITS = 4
 
@@ -54,21 +56,6 @@ def _r(x: float | None) -> float | None:
     if x is None or math.isnan(x) or math.isinf(x):
         return None
     return round(x, _DIGITS) + 0.0
-
-
-def percentile(values: Sequence[float], p: float) -> float | None:
-    """Nearest-rank percentile, 0 < p <= 100: the sorted value of rank ceil(p/100 * n).
-
-    None for no values.
-    """
-    if not 0 < p <= 100:
-        raise ValueError(f"percentile must be in (0, 100], got {p}")
-    if not values:
-        return None
-    ordered = sorted(values)
-    # round() first so that e.g. 0.99 * 300 = 297.00000000000006 still ranks 297
-    rank = max(1, math.ceil(round(p * len(ordered) / 100, 9)))
-    return ordered[rank - 1]
 
 
 def _mean(values: Sequence[float]) -> float | None:
@@ -225,7 +212,7 @@ _COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("jobs", "jobs", "int"),
     ("finished", "done", "int"),
     ("jct_avg", "JCT avg", "dur"),
-    ("jct_median", "JCT p50", "dur"),
+    ("jct_median", "JCT median", "dur"),
     ("jct_p99", "JCT p99", "dur"),
     ("queueing_delay_avg", "wait avg", "dur"),
     ("queueing_delay_p99", "wait p99", "dur"),

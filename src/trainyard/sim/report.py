@@ -44,8 +44,9 @@ DEFINITIONS: tuple[tuple[str, str], ...] = (
     ("JCT", "job completion time, end - submit, over finished jobs"),
     ("wait (queueing delay)", "first start - submit, over jobs that started"),
     (
-        "p50 / p99",
-        "p50 is the median; p99 is the nearest-rank percentile, the sorted value of "
+        "median / p99",
+        "the median is the usual one (mean of the two middle values for an even count); "
+        "p99 is the nearest-rank percentile (numpy's inverted_cdf), the sorted value of "
         "rank ceil(0.99 n)",
     ),
     ("makespan", "last job end - first submission"),

@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 import trainyard.core.state
-from trainyard.benchmarks.scheduler import snapshot
 from trainyard.core import Decision, apply_decision, run_cycle
+from trainyard.sim.workload.cluster import snapshot
 
 SRC = Path(__file__).resolve().parents[3] / "src"
 CASES = [(64, 60, seed) for seed in range(4)] + [(256, 200, 9)]

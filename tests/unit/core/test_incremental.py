@@ -7,7 +7,6 @@ from dataclasses import replace
 
 import pytest
 
-from trainyard.benchmarks.scheduler import _job, snapshot
 from trainyard.core import (
     Decision,
     Job,
@@ -22,6 +21,7 @@ from trainyard.core import (
     run_cycle,
 )
 from trainyard.core.incremental import Scheduler
+from trainyard.sim.workload.cluster import random_job, snapshot
 
 SMALLER_FIRST = get_profile("drf").with_overrides(name="drf-smaller", queue_tie_break="smaller")
 
@@ -51,7 +51,7 @@ def test_arrival_matches_full_cycle(profile: str | Profile, seed: int) -> None:
     rng = random.Random(seed)
     for k in range(25):
         queue = rng.choice(("research", "product", "vision", "speech"))
-        job = replace(_job(rng, 900_000 + k, queue, steady.now), submit_time=steady.now)
+        job = replace(random_job(rng, 900_000 + k, queue, steady.now), submit_time=steady.now)
         if k % 5 == 0:
             job = replace(job, priority=2)  # ranks ahead of everything: full-cycle path
         fast = sched.decide_arrival(job)

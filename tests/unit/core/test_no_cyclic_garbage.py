@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import gc
 
-from trainyard.benchmarks.scheduler import snapshot
 from trainyard.core import apply_decision, run_cycle
 from trainyard.core.incremental import Scheduler
 from trainyard.runtime import gc_paused
+from trainyard.sim.workload.cluster import snapshot
 
 
 def test_a_cycle_creates_no_reference_cycles() -> None:

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
-from trainyard.sim.metrics import compare, percentile, summarize, table_rows, window
+from trainyard.sim.metrics import compare, summarize, table_rows, window
 from trainyard.sim.records import JobRecord, Sample, SimResult
 
 
@@ -61,21 +59,6 @@ TINY_SAMPLES = (
 
 def tiny() -> SimResult:
     return result(TINY_JOBS, TINY_SAMPLES, end_time=28)
-
-
-def test_percentile_nearest_rank() -> None:
-    assert percentile([], 99) is None
-    assert percentile([5.0], 99) == 5.0
-    # ranks ceil(p/100 * 4) of [1, 2, 3, 4]: p25 -> 1, p50 -> 2, p75 -> 3, p99 -> 4, p100 -> 4
-    assert [percentile([4, 3, 2, 1], p) for p in (25, 50, 75, 99, 100)] == [1, 2, 3, 4, 4]
-    # p99 of 1..300: rank ceil(297.0) = 297 (no float drift to 298)
-    assert percentile(list(range(1, 301)), 99) == 297
-    # p99 of 1..101: rank ceil(99.99) = 100
-    assert percentile(list(range(1, 102)), 99) == 100
-    with pytest.raises(ValueError):
-        percentile([1.0], 0)
-    with pytest.raises(ValueError):
-        percentile([1.0], 101)
 
 
 def test_counts_jct_and_queueing_delay() -> None:

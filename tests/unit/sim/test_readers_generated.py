@@ -15,8 +15,7 @@ from pathlib import Path
 import pytest
 
 from trainyard.sim.readers import read_workload
-from trainyard.sim.workload import WorkloadError
-from trainyard.workload import arrivals
+from trainyard.sim.workload import WorkloadError, arrivals
 
 R50 = "ResNet-50 (batch size 64)"
 

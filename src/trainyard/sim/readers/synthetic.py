@@ -1,8 +1,8 @@
 """Synthetic Philly-like workloads: no file needed.
 
-Rules: `n` jobs; submission times from `trainyard.workload.arrivals.sample_arrivals` (Philly's
+Rules: `n` jobs; submission times from `trainyard.sim.workload.arrivals.sample_arrivals` (Philly's
 diurnal profile and burst-preserving gap distribution, the first job at 0 = midnight of the
-trace clock; `load` compresses the gaps); sizes from `trainyard.workload.philly.sample_gpus`
+trace clock; `load` compresses the gaps); sizes from `trainyard.sim.workload.philly.sample_gpus`
 and run times from `sample_duration`; queue ``q<k>`` with ``k`` uniform over the ``queues``
 option (default 1). One `random.Random(seed)` draws all arrivals first, then per job the size,
 the run time and (with more than one queue) the queue. Ids are ``syn-I``.
@@ -15,8 +15,8 @@ from collections.abc import Mapping
 
 from trainyard.sim.readers._common import check_options, positive_int_option
 from trainyard.sim.workload import SimJob, Workload
-from trainyard.workload.arrivals import sample_arrivals
-from trainyard.workload.philly import sample_duration, sample_gpus
+from trainyard.sim.workload.arrivals import sample_arrivals
+from trainyard.sim.workload.philly import sample_duration, sample_gpus
 
 __all__ = ["DEFAULT_JOBS", "OPTIONS", "synthetic"]
 

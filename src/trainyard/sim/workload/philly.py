@@ -2,7 +2,7 @@
 
 Source: the 82,247 jobs of `pollux/philly.csv` (the Philly trace as shipped with the Pollux
 OSDI'21 artifact; Jeon et al., ATC'19, CC-BY-4.0), counted once with
-`python -m trainyard.workload.philly PATH` (see `fit` below) and stored here as numbers, so
+`python -m trainyard.sim.workload.philly PATH` (see `fit` below) and stored here as numbers, so
 nothing at run time depends on the trace file.
 """
 
@@ -16,6 +16,8 @@ import random
 import sys
 from collections import Counter
 from pathlib import Path
+
+from trainyard.stats import percentile
 
 # GPUs per job -> number of Philly jobs of that size (82,247 in all).
 GPU_COUNTS: dict[int, int] = {
@@ -31,7 +33,7 @@ GPU_COUNTS: dict[int, int] = {
     128: 3,
 }
 
-# Run time quantiles (q, seconds), all sizes together.
+# Run time quantiles (q, seconds), all sizes together (`trainyard.stats.percentile`).
 DURATION_QUANTILES: tuple[tuple[float, float], ...] = (
     (0.0, 1.0),
     (0.05, 48.0),
@@ -42,10 +44,10 @@ DURATION_QUANTILES: tuple[tuple[float, float], ...] = (
     (0.5, 1144.0),
     (0.6, 1821.0),
     (0.7, 2549.0),
-    (0.8, 4243.0),
-    (0.9, 11264.0),
-    (0.95, 43642.0),
-    (0.99, 254611.0),
+    (0.8, 4244.0),
+    (0.9, 11266.0),
+    (0.95, 43648.0),
+    (0.99, 254884.0),
     (1.0, 4628226.0),
 )
 
@@ -73,6 +75,12 @@ def sample_duration(rng: random.Random) -> float:
     return qs[-1][1]
 
 
+def _quantile(values: list[float], q: float) -> float:
+    found = percentile(values, 100 * q)
+    assert found is not None
+    return found
+
+
 def fit(path: Path) -> dict[str, object]:
     """Recount the numbers above from a Philly CSV (columns num_gpus, duration)."""
     sizes: Counter[int] = Counter()
@@ -82,8 +90,7 @@ def fit(path: Path) -> dict[str, object]:
             sizes[int(row["num_gpus"])] += 1
             durations.append(float(row["duration"]))
     durations.sort()
-    n = len(durations)
-    quantiles = [(q, durations[int(q * (n - 1))]) for q, _d in DURATION_QUANTILES]
+    quantiles = [(q, _quantile(durations, q)) for q, _d in DURATION_QUANTILES]
     return {"gpu_counts": dict(sorted(sizes.items())), "duration_quantiles": quantiles}
 
 

@@ -39,6 +39,8 @@ class SimJob:
       synthetic). None when the speed model derives it (Pollux, Gavel).
     - `application`: the model type (Pollux application, Gavel job type) for speed models.
     - `batch_size`: global batch size (Pollux).
+    - `priority`: the job's priority (higher may preempt lower, per the profile).
+    - `preemptible`: False for a job the scheduler may never evict.
     """
 
     id: str
@@ -49,6 +51,7 @@ class SimJob:
     application: str | None = None
     batch_size: int | None = None
     priority: int = 0
+    preemptible: bool = True
 
 
 @dataclass(frozen=True)

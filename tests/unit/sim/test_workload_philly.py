@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from trainyard.workload import philly
+from trainyard.sim.workload import philly
 
 
 def _trace() -> Path | None:

@@ -3,7 +3,7 @@ the inter-arrival gap distribution, kept as numbers in code.
 
 Source: the 82,247 submission timestamps of `pollux/philly.csv` (the Philly trace as shipped
 with the Pollux OSDI'21 artifact; Jeon et al., ATC'19, CC-BY-4.0), counted once with
-`python -m trainyard.workload.arrivals PATH` (see `fit`) and stored here, so nothing at run
+`python -m trainyard.sim.workload.arrivals PATH` (see `fit`) and stored here, so nothing at run
 time depends on the trace file.
 
 Model (a time-warped renewal process):
@@ -32,6 +32,8 @@ import json
 import random
 import sys
 from pathlib import Path
+
+from trainyard.stats import percentile
 
 __all__ = [
     "GAP_QUANTILES",
@@ -91,14 +93,14 @@ GAP_QUANTILES: tuple[tuple[float, float], ...] = (
     (0.7, 28.434),
     (0.75, 48.046),
     (0.8, 100.354),
-    (0.85, 196.619),
-    (0.9, 355.397),
+    (0.85, 196.669),
+    (0.9, 355.46),
     (0.95, 521.568),
     (0.99, 765.914),
-    (0.995, 1029.842),
-    (0.999, 2341.498),
-    (0.9995, 10207.543),
-    (0.9999, 50240.204),
+    (0.995, 1032.26),
+    (0.999, 2366.69),
+    (0.9995, 10510.866),
+    (0.9999, 50461.358),
     (1.0, 245749.322),
 )
 
@@ -176,6 +178,12 @@ def _seconds(stamp: str) -> float:
     return moment.toordinal() * _DAY + moment.hour * _HOUR + moment.minute * 60 + moment.second
 
 
+def _quantile(values: list[float], q: float) -> float:
+    found = percentile(values, 100 * q)
+    assert found is not None
+    return found
+
+
 def fit(path: Path) -> dict[str, object]:
     """Recount the numbers above from a Philly CSV (column ``timestamp``)."""
     with path.open(newline="") as fh:
@@ -188,7 +196,7 @@ def fit(path: Path) -> dict[str, object]:
     taus = [operational_time(s - midnight, shares) for s in stamps]
     gaps = sorted(b - a for a, b in itertools.pairwise(taus))
     n = len(gaps)
-    quantiles = [(q, round(gaps[int(q * (n - 1))], 3)) for q in _Q_GRID]
+    quantiles = [(q, round(_quantile(gaps, q), 3)) for q in _Q_GRID]
     mean_gap = round((stamps[-1] - stamps[0]) / n, 3)
     return {"hourly_share": list(shares), "gap_quantiles": quantiles, "mean_gap_s": mean_gap}
 
