@@ -1,6 +1,6 @@
 """`trainyard admin`: operator commands straight on the server's database (on its machine).
 
-Thin shell over `trainyard.server.admin`: `tenant add|list`, `user add|list|role|disable|
+Thin shell over `trainyard.server.services.admin`: `tenant add|list`, `user add|list|role|disable|
 enable`, `token issue|revoke`, `queue add|set|list|rm`. `--home PATH` (default
 `$TRAINYARD_HOME` or ~/.trainyard) and `--db URL` (default the home's SQLite file) go after
 the command or right after `admin`. The database is migrated to head first and, when empty,
@@ -28,8 +28,8 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
-from trainyard.server import admin as svc
 from trainyard.server.config import ServerConfig, default_home
+from trainyard.server.services import admin as svc
 
 T = TypeVar("T")
 

@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 
 from trainyard.cli.admin import Db, Home, Json, _json, _run, _table, _when, admin_app
-from trainyard.server import admin_nodes as svc
+from trainyard.server.services import nodes as svc
 
 node_app = typer.Typer(help="Nodes: list, drain, undrain.", no_args_is_help=True)
 admin_app.add_typer(node_app, name="node")

@@ -22,7 +22,7 @@ from rich.console import Console
 from trainyard.server.config import DEFAULT_HOST, DEFAULT_PORT, ServerConfig, default_home
 
 if TYPE_CHECKING:  # the server stack is imported when `up` runs, not for every command
-    from trainyard.server.platform import StepReport
+    from trainyard.server.loop.platform import StepReport
     from trainyard.server.serve import Server, Started
 
 _TERMINAL = {"SUCCEEDED", "FAILED", "CANCELLED"}

@@ -8,6 +8,10 @@ This package owns everything that has state outside a scheduling cycle:
   installed wheel can create and upgrade its own database.
 - `lifecycle.py`: the job state machine; every job state change goes through its `transition`,
   which records an event in the same transaction.
+- `api/`: the REST API (thin routers, wire schemas, auth, errors).
+- `services/`: the work behind the routes and `trainyard admin`.
+- `loop/`: the scheduler loop (`Platform.step`, one scheduling round, the pending cache).
+- `serve.py` (the process: API + loop), `bootstrap.py`, `config.py`, `metrics.py`.
 
 The scheduling core (`trainyard.core`) never imports from here.
 """

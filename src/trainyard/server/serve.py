@@ -42,13 +42,13 @@ from trainyard.exec.gpus import GpuInventory, discover
 from trainyard.exec.local import LocalExecutor
 from trainyard.exec.watch import ExitWatcher
 from trainyard.jobspec import Limits
-from trainyard.server.api import create_app
-from trainyard.server.api.job_logs import JobLogs
+from trainyard.server.api.app import create_app
 from trainyard.server.bootstrap import bootstrap, write_secret
 from trainyard.server.config import ServerConfig
 from trainyard.server.db import Node, init_db, make_session_factory
 from trainyard.server.lifecycle import RetryPolicy
-from trainyard.server.platform import Platform, StepReport
+from trainyard.server.loop.platform import Platform, StepReport
+from trainyard.server.services.logs import JobLogs
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ from trainyard.errors import FieldError, suggest
 from trainyard.jobspec import JobSpecError
 from trainyard.planner.errors import PlannerError
 from trainyard.scenario_schema import ScenarioError
-from trainyard.server.admin import AdminError
+from trainyard.server.services.admin import AdminError
 from trainyard.sim.workload import WorkloadError
 
 KINDS = (SnapshotError, JobSpecError, ScenarioError, PlannerError, AdminError, WorkloadError)

@@ -14,7 +14,7 @@ from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session
 
 from trainyard.jobspec import Limits
-from trainyard.server.api import create_app
+from trainyard.server.api.app import create_app
 from trainyard.server.db import (
     Base,
     Device,

@@ -26,7 +26,7 @@ from schemathesis import Case, Response
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 from sqlalchemy import create_engine, func, select
 
-from trainyard.server.api import create_app
+from trainyard.server.api.app import create_app
 from trainyard.server.db import Base
 
 __all__ = ["api"]  # the fixture, imported for pytest

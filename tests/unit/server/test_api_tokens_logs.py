@@ -17,11 +17,11 @@ from api_fixtures import NOW, ApiWorld, api
 from sqlalchemy import select, text
 
 from trainyard.jobspec import Limits
-from trainyard.server.api import create_app
-from trainyard.server.api.job_logs import JobLogs
+from trainyard.server.api.app import create_app
 from trainyard.server.db import ApiToken, Job, JobState, User, make_session_factory
 from trainyard.server.db.tokens import issue_token
 from trainyard.server.lifecycle import transition
+from trainyard.server.services.logs import JobLogs
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")

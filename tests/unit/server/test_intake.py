@@ -18,8 +18,8 @@ from sqlalchemy.orm import Session, sessionmaker
 from trainyard.jobspec import Limits
 from trainyard.server.api.auth import Principal
 from trainyard.server.api.errors import ApiError
-from trainyard.server.api.intake import Intake, Prepared, QueueDirectory, prepare
 from trainyard.server.db import Job, JobEvent, JobState, Queue, Role, Tenant, make_session_factory
+from trainyard.server.services.intake import Intake, Prepared, QueueDirectory, prepare
 
 __all__ = ["api"]  # the fixture, imported for pytest
 

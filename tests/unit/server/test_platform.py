@@ -21,7 +21,7 @@ from trainyard.exec.local import LocalExecutor
 from trainyard.exec.run import RunHandle
 from trainyard.server.db import Job, JobEvent, JobState, Node, make_session_factory
 from trainyard.server.lifecycle import RetryPolicy, transition
-from trainyard.server.platform import Platform
+from trainyard.server.loop.platform import Platform
 
 S = JobState
 FAST_RETRY = RetryPolicy(base_s=0.05, cap_s=0.05)

@@ -29,8 +29,8 @@ from trainyard.exec.gpus import Gpu, GpuInventory
 from trainyard.exec.local import LocalExecutor
 from trainyard.server.db import JobEvent, JobState, make_session_factory
 from trainyard.server.lifecycle import RetryPolicy
+from trainyard.server.loop.platform import Platform
 from trainyard.server.metrics import platform_metrics
-from trainyard.server.platform import Platform
 
 S = JobState
 INVENTORY = GpuInventory(

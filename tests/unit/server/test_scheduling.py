@@ -11,14 +11,14 @@ from sqlalchemy.orm import Session, sessionmaker
 from trainyard import core
 from trainyard.server.db import Device, Health, Job, JobEvent, JobState, Node, make_session_factory
 from trainyard.server.lifecycle import transition
-from trainyard.server.metrics import platform_metrics
-from trainyard.server.scheduling import (
+from trainyard.server.loop.scheduling import (
     load_snapshot,
     ready_to_launch,
     run_once,
     split_reason,
     write_decision,
 )
+from trainyard.server.metrics import platform_metrics
 
 S = JobState
 NOW = 2000.0

@@ -16,8 +16,8 @@ from sqlalchemy.orm import Session, sessionmaker
 from trainyard import core
 from trainyard.server.db import Device, Job, JobEvent, JobState, Node, make_session_factory
 from trainyard.server.lifecycle import transition
+from trainyard.server.loop.scheduling import load_snapshot, run_once, write_decision
 from trainyard.server.metrics import platform_metrics
-from trainyard.server.scheduling import load_snapshot, run_once, write_decision
 
 S = JobState
 NOW = 2000.0

@@ -1,12 +1,8 @@
-"""The REST API of the control plane (FastAPI): `create_app(engine_or_url)`.
+"""The REST API of the control plane (FastAPI): `app.create_app(engine_or_url)`.
 
-Modules: `app` (the application factory and error handlers), `routes` (thin routers),
-`services` (the work, one transaction per request), `schemas` (pydantic models of the wire
-format, separate from the database models), `auth` (bearer tokens and roles), `errors`
-(`ApiError`, the `{"error": {"field", "message"}}` body).
+Modules: `app` (the application factory and error handlers), `routes` (thin routers over
+`trainyard.server.services`), `schemas` (pydantic models of the wire format, separate from the
+database models), `auth` (bearer tokens and roles), `errors` (`ApiError`, the
+`{"error": {"field", "message"}}` body). The package imports none of them itself, so a
+service may import `auth`, `errors` or `schemas` without loading the application.
 """
-
-from trainyard.server.api.app import create_app
-from trainyard.server.api.errors import ApiError
-
-__all__ = ["ApiError", "create_app"]

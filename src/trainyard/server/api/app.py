@@ -17,10 +17,10 @@ from starlette.types import Scope
 
 from trainyard.jobspec import Limits
 from trainyard.server.api.errors import ApiError, error_body
-from trainyard.server.api.intake import Intake, QueueDirectory
-from trainyard.server.api.job_logs import JobLogs
 from trainyard.server.api.routes import ApiContext, ops, v1
 from trainyard.server.db.session import make_engine, make_session_factory
+from trainyard.server.services.intake import Intake, QueueDirectory
+from trainyard.server.services.logs import JobLogs
 
 log = logging.getLogger(__name__)
 

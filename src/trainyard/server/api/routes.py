@@ -14,17 +14,17 @@ from fastapi.security import HTTPBearer
 from sqlalchemy import text
 from sqlalchemy.orm import Session, sessionmaker
 
-import trainyard.server.api.job_logs as job_logs
 import trainyard.server.api.schemas as schemas
-import trainyard.server.api.services as services
-import trainyard.server.api.token_service as token_service
+import trainyard.server.services.jobs as jobs
+import trainyard.server.services.logs as logs
+import trainyard.server.services.tokens as tokens
 from trainyard.jobspec import Limits
 from trainyard.server.api.auth import Principal, TokenCache, authenticate, bearer
 from trainyard.server.api.errors import ApiError
-from trainyard.server.api.intake import Intake, Prepared, QueueDirectory, prepare
-from trainyard.server.api.job_logs import JobLogs
 from trainyard.server.db.base import JobState
 from trainyard.server.metrics import PLATFORM
+from trainyard.server.services.intake import Intake, Prepared, QueueDirectory, prepare
+from trainyard.server.services.logs import JobLogs
 
 _bearer = HTTPBearer(auto_error=False, description="an API token: `Bearer ty_...`")
 _ERRORS: dict[int | str, dict[str, Any]] = {
@@ -178,25 +178,25 @@ def list_jobs(
     request: Request,
     ctx: Ctx,
     state: JobState | None = None,
-    limit: Annotated[int, Query(ge=1, le=services.LIST_LIMIT)] = services.LIST_LIMIT,
+    limit: Annotated[int, Query(ge=1, le=jobs.LIST_LIMIT)] = jobs.LIST_LIMIT,
 ) -> schemas.JobList:
     """The caller's tenant's jobs, newest first, optionally in one state."""
     with ctx.unit(request) as (session, who, _now):
-        return services.list_jobs(session, who, state=state, limit=limit)
+        return jobs.list_jobs(session, who, state=state, limit=limit)
 
 
 @v1.get("/jobs/{job_id}", response_model=schemas.JobDetail)
 def describe_job(request: Request, ctx: Ctx, job_id: str) -> schemas.JobDetail:
     """A job: state, placement, pending reason, estimated start and every event."""
     with ctx.unit(request) as (session, who, _now):
-        return services.describe_job(session, who, job_id)
+        return jobs.describe_job(session, who, job_id)
 
 
 @v1.post("/jobs/{job_id}/cancel", response_model=schemas.SubmitOut)
 def cancel_job(request: Request, ctx: Ctx, job_id: str) -> schemas.SubmitOut:
     """Cancel a job (its processes are stopped by the executor)."""
     with ctx.unit(request) as (session, who, now):
-        out = services.cancel_job(session, who, job_id, now=now)
+        out = jobs.cancel_job(session, who, job_id, now=now)
     ctx.notify()
     return out
 
@@ -210,15 +210,15 @@ def job_logs_route(
     request: Request,
     ctx: Ctx,
     job_id: str,
-    rank: Annotated[int | None, Query(ge=0, le=job_logs.MAX_RANK)] = None,
-    attempt: Annotated[int | None, Query(ge=0, le=job_logs.MAX_ATTEMPT)] = None,
+    rank: Annotated[int | None, Query(ge=0, le=logs.MAX_RANK)] = None,
+    attempt: Annotated[int | None, Query(ge=0, le=logs.MAX_ATTEMPT)] = None,
     follow: bool = False,
 ) -> StreamingResponse:
     """A job's output (stdout and stderr) by rank, of its latest attempt unless `attempt` is
     given; several ranks' lines are prefixed `[rank r] `. `follow` streams new lines until
     the attempt ends."""
     with ctx.unit(request) as (session, who, _now):
-        lines = job_logs.open_logs(
+        lines = logs.open_logs(
             session, who, ctx.logs, ctx.sessions, job_id, rank=rank, attempt=attempt,
             follow=follow,
         )  # fmt: skip
@@ -229,21 +229,21 @@ def job_logs_route(
 def create_token(request: Request, ctx: Ctx, body: schemas.TokenIn) -> schemas.NewTokenOut:
     """Create an API token for the caller; the token text is in this answer only."""
     with ctx.unit(request) as (session, who, now):
-        return token_service.create_token(session, who, body, now=now)
+        return tokens.create_token(session, who, body, now=now)
 
 
 @v1.get("/tokens", response_model=schemas.TokenList)
 def list_tokens(request: Request, ctx: Ctx) -> schemas.TokenList:
     """The caller's tokens (an admin: every user's of the tenant), never their secrets."""
     with ctx.unit(request) as (session, who, _now):
-        return token_service.list_tokens(session, who)
+        return tokens.list_tokens(session, who)
 
 
 @v1.delete("/tokens/{token_id}", response_model=schemas.TokenOut)
 def revoke_token(request: Request, ctx: Ctx, token_id: str) -> schemas.TokenOut:
     """Revoke a token from now on (kept for the audit trail)."""
     with ctx.unit(request) as (session, who, now):
-        out = token_service.revoke(session, who, token_id, now=now)
+        out = tokens.revoke(session, who, token_id, now=now)
     ctx.tokens.clear()  # a cached copy must not outlive the revocation
     return out
 
@@ -252,14 +252,14 @@ def revoke_token(request: Request, ctx: Ctx, token_id: str) -> schemas.TokenOut:
 def list_queues(request: Request, ctx: Ctx) -> schemas.QueueList:
     """Queues the caller may submit to, with their quotas and job counts."""
     with ctx.unit(request) as (session, who, _now):
-        return services.list_queues(session, who)
+        return jobs.list_queues(session, who)
 
 
 @v1.get("/nodes", response_model=schemas.NodeList)
 def list_nodes(request: Request, ctx: Ctx) -> schemas.NodeList:
     """The cluster's nodes and devices (virtual devices are marked)."""
     with ctx.unit(request) as (session, who, _now):
-        return services.list_nodes(session, who)
+        return jobs.list_nodes(session, who)
 
 
 @v1.get("/whoami", response_model=schemas.WhoAmI)
@@ -273,7 +273,7 @@ def whoami(request: Request, ctx: Ctx) -> schemas.WhoAmI:
 def metrics(ctx: Ctx) -> PlainTextResponse:
     """Prometheus metrics (text exposition format 0.0.4); no authentication."""
     with ctx.sessions() as session:
-        services.refresh_job_gauges(session)
+        jobs.refresh_job_gauges(session)
     return PlainTextResponse(
         PLATFORM.registry.render(), media_type="text/plain; version=0.0.4; charset=utf-8"
     )

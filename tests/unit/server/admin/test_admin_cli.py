@@ -18,7 +18,7 @@ from sqlalchemy import Engine
 from typer.testing import CliRunner, Result
 
 from trainyard.cli.main import app
-from trainyard.server.api import create_app
+from trainyard.server.api.app import create_app
 from trainyard.server.db import JobState, make_engine, make_session_factory
 
 with warnings.catch_warnings():
@@ -274,7 +274,7 @@ def test_database_failure_mid_command_is_one_line(
 ) -> None:
     from sqlalchemy.exc import OperationalError
 
-    from trainyard.server import admin as svc
+    from trainyard.server.services import admin as svc
 
     def locked(*_args: Any, **_kwargs: Any) -> None:
         raise OperationalError("SELECT 1", {}, Exception("database is locked"))

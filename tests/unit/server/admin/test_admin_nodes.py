@@ -16,8 +16,8 @@ from typer.testing import CliRunner, Result
 from trainyard.cli.main import app
 from trainyard.server.db import Device, Job, JobState, Node, make_session_factory
 from trainyard.server.lifecycle import transition
+from trainyard.server.loop.scheduling import run_once
 from trainyard.server.metrics import platform_metrics
-from trainyard.server.scheduling import run_once
 
 
 def _admin(db_url: str, home: Path, *args: str) -> Result:

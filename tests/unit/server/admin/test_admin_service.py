@@ -1,4 +1,4 @@
-"""`trainyard.server.admin` on SQLite and PostgreSQL: every rule, every error leaving the
+"""`trainyard.server.services.admin` on SQLite and PostgreSQL: every rule, every error leaving the
 database as it was, and queue trees the scheduler accepts."""
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from trainyard.core.snapshot import validate
-from trainyard.server import admin as svc
-from trainyard.server.admin import AdminError
 from trainyard.server.db import ApiToken, Job, JobEvent, JobState, Queue, Tenant
 from trainyard.server.db.tokens import issue_token, verify_token
-from trainyard.server.scheduling import load_snapshot
+from trainyard.server.loop.scheduling import load_snapshot
+from trainyard.server.services import admin as svc
+from trainyard.server.services.admin import AdminError
 
 NOW = 1_000_000.0
 S = JobState

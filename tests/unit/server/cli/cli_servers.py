@@ -29,7 +29,7 @@ from typer.testing import CliRunner, Result
 
 from trainyard.cli.main import app
 from trainyard.exec.procfs import free_port
-from trainyard.server.api import create_app
+from trainyard.server.api.app import create_app
 from trainyard.server.config import ServerConfig
 from trainyard.server.db import make_session_factory
 from trainyard.server.lifecycle import RetryPolicy

@@ -29,11 +29,11 @@ from trainyard.jobspec import JobSpec, JobSpecError, Limits, resolve
 from trainyard.server import lifecycle
 from trainyard.server.api.auth import Principal
 from trainyard.server.api.errors import ApiError
-from trainyard.server.api.services import read_spec, spec_error, submittable_by
 from trainyard.server.db.base import new_id
 from trainyard.server.db.cluster import Queue
 from trainyard.server.db.jobs import Job, JobEvent
 from trainyard.server.metrics import PLATFORM
+from trainyard.server.services.jobs import read_spec, spec_error, submittable_by
 
 log = logging.getLogger(__name__)
 MAX_BATCH = 1000

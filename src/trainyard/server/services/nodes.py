@@ -1,5 +1,5 @@
 """Operator actions on nodes: list them, drain one (no new jobs placed on it; running jobs
-keep running) and return it to service. Same conventions as `trainyard.server.admin`: plain
+keep running) and return it to service. Same conventions as `trainyard.server.services.admin`: plain
 results, `AdminError` naming the field for bad input, nothing written on error. The scheduler
 reads `Node.schedulable` every round, so a running server honours a drain at its next round.
 """
@@ -12,9 +12,9 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
 from trainyard.errors import suggest
-from trainyard.server.admin import AdminError
 from trainyard.server.db import Job, Node
 from trainyard.server.lifecycle import HOLDS_DEVICES
+from trainyard.server.services.admin import AdminError
 
 
 @dataclass(frozen=True)

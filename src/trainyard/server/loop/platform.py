@@ -54,7 +54,6 @@ from trainyard.exec.gpus import GpuInventory
 from trainyard.exec.local import LocalExecutor
 from trainyard.exec.run import DeviceBusy, LaunchSpec, RunHandle, RunStatus
 from trainyard.jobspec import spec_from_dict
-from trainyard.server import scheduling
 from trainyard.server.db import Device, Job, JobEvent, JobState, Node
 from trainyard.server.db.tokens import issue_token
 from trainyard.server.lifecycle import (
@@ -64,8 +63,9 @@ from trainyard.server.lifecycle import (
     restarts_left,
     transition,
 )
+from trainyard.server.loop import scheduling
+from trainyard.server.loop.pending import PendingCache
 from trainyard.server.metrics import PLATFORM, PlatformMetrics
-from trainyard.server.pending import PendingCache
 
 __all__ = ["Platform", "StepReport"]
 

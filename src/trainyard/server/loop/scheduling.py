@@ -60,8 +60,8 @@ from trainyard.server.db import Job as JobRow
 from trainyard.server.db import Node as NodeRow
 from trainyard.server.db import Queue as QueueRow
 from trainyard.server.lifecycle import HOLDS_DEVICES, IllegalTransition, transition
+from trainyard.server.loop.pending import PendingCache
 from trainyard.server.metrics import PLATFORM, PlatformMetrics
-from trainyard.server.pending import PendingCache
 
 __all__ = [
     "Applied",

@@ -19,9 +19,9 @@ from trainyard.exec import logs
 from trainyard.exec.local import log_paths
 from trainyard.server.api.auth import Principal
 from trainyard.server.api.errors import ApiError
-from trainyard.server.api.services import own_job
 from trainyard.server.db.base import JobState
 from trainyard.server.db.jobs import Job
+from trainyard.server.services.jobs import own_job
 
 MAX_RANK = 65_535
 MAX_ATTEMPT = 1_000_000
