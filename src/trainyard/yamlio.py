@@ -3,12 +3,14 @@
 PyYAML's `safe_load` keeps the last of two equal keys, silently; a job spec or a scenario that
 says `gpus:` twice is a mistake to report, not to guess about. `load_yaml` parses one document
 with `StrictLoader` and raises `YamlError` with the line and column (1-based, when known) of
-the problem; each caller turns that into its own `FieldError` (`JobSpecError`,
+the problem (and, when the line has a value that starts with an unquoted brace, how to quote
+it: YAML opens a mapping there); each caller turns that into its own `FieldError` (`JobSpecError`,
 `ScenarioError`), so every document the product reads is held to the same rules.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import yaml
@@ -53,6 +55,18 @@ def _construct_mapping(loader: StrictLoader, node: yaml.MappingNode) -> dict[Any
 StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
+# A value that starts with an unquoted brace: `name: {i}-x` or `- {i}` (YAML opens a mapping).
+_BRACE_VALUE = re.compile(r"(:|^\s*-)\s+\{")
+
+
+def _brace_hint(text: str, line: int | None) -> str:
+    """The quoting hint when the line at fault has a value that starts with a brace."""
+    lines = text.splitlines()
+    if line is not None and 1 <= line <= len(lines) and _BRACE_VALUE.search(lines[line - 1]):
+        return '; a value that starts with a brace must be quoted ("{i}-x", "n{i}")'
+    return ""
+
+
 def load_yaml(text: str) -> object:
     """Parse one YAML document with `StrictLoader`; any problem is a `YamlError`."""
     try:
@@ -62,6 +76,6 @@ def load_yaml(text: str) -> object:
         problem = exc.problem or exc.context or "malformed YAML"
         line = mark.line + 1 if mark is not None else None
         column = mark.column + 1 if mark is not None else None
-        raise YamlError(problem, line, column) from None
+        raise YamlError(problem + _brace_hint(text, line), line, column) from None
     except yaml.YAMLError as exc:
         raise YamlError(" ".join(str(exc).split())) from None

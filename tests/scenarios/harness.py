@@ -19,7 +19,7 @@ import yaml
 
 from trainyard.core import Decision, Snapshot, apply_decision, run_cycle
 from trainyard.scenario import load_scenario, parse_step
-from trainyard.scenario_steps import apply_step
+from trainyard.scenario.steps import apply_step
 
 from .invariants import check_decision, queue_gpus
 

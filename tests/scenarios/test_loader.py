@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from trainyard import scenario_schema as sf
 from trainyard.core import Job, Node, Queue
 from trainyard.scenario import ScenarioError, decision_to_dict, load_scenario, schedule
+from trainyard.scenario import schema as sf
 
 BASE: dict[str, Any] = {
     "now": 100,
@@ -43,8 +43,8 @@ def run(*placement: dict[str, Any], **job: Any) -> dict[str, Any]:
 BAD = [
     ("negative-gpus", pending({"id": "x", "queue": "b", "gpus": -1}), "pending[3].gpus", ">= 0"),
     ("unknown-key", pending({"id": "x", "gpu": 2}), "pending[3].gpu", "did you mean 'gpus'"),
-    ("string-gpus", pending({"id": "x", "gpus": "two"}), "pending[3].gpus", "an integer"),
-    ("float-gpus", pending({"id": "x", "gpus": 1.5}), "pending[3].gpus", "an integer"),
+    ("string-gpus", pending({"id": "x", "gpus": "two"}), "pending[3].gpus", "a whole number"),
+    ("float-gpus", pending({"id": "x", "gpus": 1.5}), "pending[3].gpus", "a whole number"),
     ("bool-gpus", pending({"id": "x", "gpus": True}), "pending[3].gpus", "a boolean"),
     ("bool-field", pending({"id": "x", "preemptible": "yes"}), "pending[3].preemptible", "true"),
     ("nan", with_(now=float("nan")), "now", "finite"),
@@ -341,3 +341,51 @@ def test_schedule_profile_override_and_unknown_name() -> None:
     assert schedule(scenario, "las").profile == "las"
     with pytest.raises(ScenarioError, match="unknown profile 'nope'"):
         schedule(scenario, "nope")
+
+
+# The YAML pitfalls docs/scenarios.md says the loader reports, each with its fix.
+YAML_PITFALLS = [
+    (
+        "brace-value",
+        "nodes:\n  - name: {i}\n    count: 2\n    gpus: 8\n",
+        'quote a value with braces, "n{i}"',
+    ),
+    (
+        "brace-parse",
+        "nodes:\n  - name: {i}-x\n    count: 2\n    gpus: 8\n",
+        'a value that starts with a brace must be quoted ("{i}-x", "n{i}")',
+    ),
+    (
+        "boolean-id",
+        "nodes: [{name: a, gpus: 8}]\npending:\n  - id: on\n    gpus: 1\n",
+        "YAML reads unquoted on/off/yes/no/true/false as booleans: quote the value",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"), [p[1:] for p in YAML_PITFALLS], ids=[p[0] for p in YAML_PITFALLS]
+)
+def test_yaml_pitfalls_are_reported_with_the_fix(tmp_path: Path, text: str, fragment: str) -> None:
+    path = tmp_path / "pitfall.yaml"
+    path.write_text(text)
+    with pytest.raises(ScenarioError) as err:
+        load_scenario(path)
+    assert fragment in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_exponent_without_a_dot_is_the_number_it_means(tmp_path: Path) -> None:
+    path = tmp_path / "exp.yaml"
+    path.write_text("now: 1e3\nnodes: [{name: a, gpus: 8}]\npending: [{id: p, gpus: 1}]\n")
+    assert load_scenario(path).snapshot.now == 1000.0
+
+
+def test_a_mistake_has_the_same_words_in_a_scenario_and_a_job_spec() -> None:
+    from trainyard.jobspec import JobSpecError, parse_job_spec
+
+    with pytest.raises(ScenarioError) as scenario_err:
+        load_scenario(pending({"id": "x", "gpus": "two"}))
+    with pytest.raises(JobSpecError) as spec_err:
+        parse_job_spec({"name": "x", "command": ["true"], "gpus": "two"})
+    assert scenario_err.value.message == spec_err.value.message

@@ -19,7 +19,7 @@ from rich.table import Table
 
 from trainyard.core import Decision, NodeDevices, SnapshotError, UnknownNameError
 from trainyard.scenario import ScenarioError, decision_to_dict, decision_to_json, load_scenario
-from trainyard.scenario_steps import run_steps
+from trainyard.scenario.steps import run_steps
 
 _SHOWN_NODES = 6  # nodes listed per row before "+N more"
 

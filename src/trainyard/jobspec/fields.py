@@ -3,17 +3,18 @@
 Owned by `trainyard.jobspec`: reading the document (`trainyard.yamlio`, the one YAML loader:
 safe, rejects duplicate keys, reports line and column), and small typed converters
 (`integer`, `number`, `text`, `boolean`, `string_map`) that raise `JobSpecError` with the
-field path and the fix. No knowledge of which fields exist.
+field path and the fix. The checks shared with scenarios, and `describe`, are
+`trainyard.fields`'; this module adds the job spec's own (database integer range, non-empty
+Unicode text, environment maps). No knowledge of which fields exist.
 """
 
 from __future__ import annotations
 
-import math
-import re
 from collections.abc import Mapping
 from typing import Any
 
-from trainyard import yamlio
+from trainyard import fields, yamlio
+from trainyard.fields import describe
 from trainyard.jobspec.errors import JobSpecError
 
 __all__ = ["boolean", "describe", "integer", "load_yaml", "number", "string_map", "text"]
@@ -39,60 +40,15 @@ def load_yaml(text: str, source: str) -> object:
         ) from None
 
 
-def describe(raw: object) -> str:
-    """A few words for the type of a raw value, for messages ("a string 'x'")."""
-    if raw is None:
-        return "null"
-    if isinstance(raw, bool):
-        return f"a boolean ({str(raw).lower()})"
-    if isinstance(raw, Mapping):
-        return "a mapping"
-    if isinstance(raw, list | tuple):
-        return "a list"
-    if isinstance(raw, str):
-        shown = raw if len(raw) <= 40 else raw[:37] + "..."
-        return f"a string {shown!r}"
-    if isinstance(raw, int | float):
-        return f"the number {raw!r}"
-    return type(raw).__name__
-
-
-# YAML 1.1 reads 1e3 or 2.5E-4 (no dot, or no sign in the exponent) as strings; JSON does not.
-_EXPONENT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
-
-
 def number(raw: object, where: str, *, low: float | None = None, positive: bool = False) -> float:
-    """A finite number; `low` is the smallest allowed value, `positive` requires > 0.
-    A string in exponent form (``1e3``, which YAML 1.1 leaves a string) is read as a number."""
-    if isinstance(raw, str) and _EXPONENT.fullmatch(raw.strip()):
-        raw = float(raw)
-    if isinstance(raw, bool) or not isinstance(raw, int | float):
-        raise JobSpecError(where, f"must be a number, got {describe(raw)}")
-    value = float(raw)
-    if not math.isfinite(value):
-        raise JobSpecError(where, f"must be a finite number, got {raw!r}")
-    if positive and value <= 0:
-        raise JobSpecError(where, f"must be greater than 0, got {raw!r}")
-    if low is not None and value < low:
-        raise JobSpecError(where, f"must be >= {low:g}, got {raw!r}")
-    return value
+    """A finite number (`trainyard.fields.number`); `low` is the smallest allowed value,
+    `positive` requires > 0."""
+    return fields.number(raw, where, JobSpecError, low=low, positive=positive)
 
 
 def integer(raw: object, where: str, *, low: int | None = None) -> int:
-    """A whole number (``2.0`` and ``1e3`` are read as 2 and 1000); `low` is the smallest
-    allowed value."""
-    if isinstance(raw, str) and _EXPONENT.fullmatch(raw.strip()):
-        raw = float(raw)  # 1e3: a string to YAML 1.1
-    if isinstance(raw, float) and math.isfinite(raw) and raw == int(raw):
-        raw = int(raw)
-    if isinstance(raw, bool) or not isinstance(raw, int):
-        hint = " (remove the quotes)" if isinstance(raw, str) and raw.strip().isdigit() else ""
-        raise JobSpecError(where, f"must be a whole number, got {describe(raw)}{hint}")
-    if low is not None and raw < low:
-        raise JobSpecError(where, f"must be >= {low}, got {raw}")
-    if not INT_MIN <= raw <= INT_MAX:
-        raise JobSpecError(where, f"is out of range: must be between {INT_MIN} and {INT_MAX}")
-    return raw
+    """A whole number that a database stores (`trainyard.fields.integer`)."""
+    return fields.integer(raw, where, JobSpecError, low=low, bounds=(INT_MIN, INT_MAX))
 
 
 def unicode_text(raw: str, where: str) -> str:
@@ -112,8 +68,7 @@ def unicode_text(raw: str, where: str) -> str:
 
 def text(raw: object, where: str) -> str:
     """A non-empty string without NUL characters (numbers are not silently converted)."""
-    if not isinstance(raw, str):
-        raise JobSpecError(where, f"must be a string, got {describe(raw)}")
+    raw = fields.string(raw, where, JobSpecError)
     if not raw.strip():
         raise JobSpecError(where, "must not be empty")
     return unicode_text(raw, where)
@@ -121,9 +76,7 @@ def text(raw: object, where: str) -> str:
 
 def boolean(raw: object, where: str) -> bool:
     """`true` or `false`."""
-    if not isinstance(raw, bool):
-        raise JobSpecError(where, f"must be true or false, got {describe(raw)}")
-    return raw
+    return fields.boolean(raw, where, JobSpecError)
 
 
 def scalar_string(raw: object, where: str) -> str:

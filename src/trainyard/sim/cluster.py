@@ -25,7 +25,7 @@ from typing import Final
 
 from trainyard.core import Node, Queue, Topology
 from trainyard.scenario import load_scenario
-from trainyard.scenario_schema import ScenarioError
+from trainyard.scenario.schema import ScenarioError
 from trainyard.sim.workload import WorkloadError
 
 __all__ = ["Cluster", "parse_cluster"]

@@ -8,7 +8,7 @@ from trainyard.core.errors import SnapshotError
 from trainyard.errors import FieldError, suggest
 from trainyard.jobspec import JobSpecError
 from trainyard.planner.errors import PlannerError
-from trainyard.scenario_schema import ScenarioError
+from trainyard.scenario.schema import ScenarioError
 from trainyard.server.services.admin import AdminError
 from trainyard.sim.workload import WorkloadError
 

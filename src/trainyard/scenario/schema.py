@@ -1,19 +1,21 @@
 """The field kinds and checks of the scenario format (see `trainyard.scenario`).
 
-Owns `ScenarioError` and the small, typed converters that turn raw YAML/JSON values into
-dataclass fields: each names the path of the value it checks (`pending[3].gpus`) so that
-every error says where and how to fix it. Also owns the `{i}` templates of `count` entries.
+Owns `ScenarioError`, the field kinds of each record and `convert`, which turns raw YAML/JSON
+values into dataclass fields through the checks shared with job specs (`trainyard.fields`):
+each names the path of the value it checks (`pending[3].gpus`) so that every error says
+where and how to fix it. Also owns the `{i}` templates of `count` entries.
 """
 
 from __future__ import annotations
 
-import math
 import re
 import string
 from collections.abc import Mapping
 from typing import Any
 
+from trainyard import fields
 from trainyard.errors import FieldError, suggest
+from trainyard.fields import describe
 
 
 class ScenarioError(FieldError):
@@ -87,7 +89,6 @@ PROFILE: dict[str, Spec] = {
     "locality_wait_s": ("float", 0),
     "queue_tie_break": ("str", None),
 }
-_TYPE_WORDS = {"str": "a string", "int": "an integer", "float": "a number", "bool": "true/false"}
 _FORMATTER = string.Formatter()
 
 
@@ -113,15 +114,6 @@ def as_mapping(raw: object, where: str, allowed: list[str]) -> dict[str, Any]:
     return dict(raw)
 
 
-def describe(raw: object) -> str:
-    if raw is None:
-        return "null"
-    if isinstance(raw, bool):
-        return "a boolean"
-    words = {str: "a string", int: "an integer", float: "a number", list: "a list"}
-    return "a mapping" if isinstance(raw, Mapping) else words.get(type(raw), type(raw).__name__)
-
-
 def as_list(raw: object, where: str) -> list[Any]:
     if not isinstance(raw, list):
         raise ScenarioError(where, f"must be a list, got {describe(raw)}")
@@ -129,23 +121,15 @@ def as_list(raw: object, where: str) -> list[Any]:
 
 
 def scalar(kind: str, raw: object, where: str, low: float | None) -> Any:
+    """One value of `kind` ("str", "int", "float", "bool"), by the shared `trainyard.fields`
+    checks (the same words as a job spec's)."""
     if kind == "bool":
-        if not isinstance(raw, bool):
-            raise ScenarioError(where, f"must be true or false, got {raw!r}")
-        return raw
+        return fields.boolean(raw, where, ScenarioError)
     if kind == "str":
-        if not isinstance(raw, str):
-            raise ScenarioError(where, f"must be a string, got {describe(raw)} {raw!r}")
-        return raw
-    ok = isinstance(raw, int) if kind == "int" else isinstance(raw, int | float)
-    if isinstance(raw, bool) or not ok:
-        raise ScenarioError(where, f"must be {_TYPE_WORDS[kind]}, got {describe(raw)} {raw!r}")
-    assert isinstance(raw, int | float)
-    if not math.isfinite(raw):
-        raise ScenarioError(where, f"must be a finite number, got {raw!r}")
-    if low is not None and raw < low:
-        raise ScenarioError(where, f"must be >= {low:g}, got {raw!r}")
-    return raw if kind == "int" else float(raw)
+        return fields.string(raw, where, ScenarioError)
+    if kind == "int":
+        return fields.integer(raw, where, ScenarioError, low=low)
+    return fields.number(raw, where, ScenarioError, low=low)
 
 
 def convert(spec: Spec, raw: object, where: str) -> Any:

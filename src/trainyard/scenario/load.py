@@ -1,4 +1,4 @@
-"""Cluster scenarios as data: load a YAML/JSON file into a core `Snapshot`, write a `Decision`.
+"""Loading a scenario: a YAML/JSON file (or mapping) into a core `Snapshot`, and one cycle on it.
 
 A scenario describes one moment of a cluster (nodes, topology, queues, running and pending
 jobs, `now`) and optionally the profile to schedule it with. The format is documented in
@@ -9,8 +9,7 @@ plus a few helpers for writing big clusters by hand (`count`/`start` with `{i}` 
 Guarantees: a scenario that loads is a valid snapshot (`trainyard.core.validate` has run).
 Any problem, including one found by the core's validation, raises `ScenarioError` whose
 `field` is the path of the offending value *as written in the file* (`pending[3].gpus`) and
-whose message says how to fix it. `decision_to_dict` is deterministic: same decision, same
-dict, keys always in the same order. Nothing here runs a cycle except `schedule`.
+whose message says how to fix it. Nothing here runs a cycle except `schedule`.
 """
 
 from __future__ import annotations
@@ -24,7 +23,6 @@ from os import PathLike
 from pathlib import Path
 from typing import Any
 
-from trainyard import scenario_schema as sf
 from trainyard import yamlio
 from trainyard.core import (
     Decision,
@@ -42,14 +40,13 @@ from trainyard.core import (
     run_cycle,
     validate,
 )
-from trainyard.scenario_schema import ScenarioError
+from trainyard.scenario import schema as sf
+from trainyard.scenario.schema import ScenarioError
 
 __all__ = [
     "Scenario",
     "ScenarioError",
     "Step",
-    "decision_to_dict",
-    "decision_to_json",
     "load_scenario",
     "parse_scenario",
     "parse_step",
@@ -366,51 +363,3 @@ def schedule(scenario: Scenario, profile: str | Profile | None = None) -> Decisi
         return run_cycle(scenario.snapshot, chosen)
     except UnknownNameError as exc:
         raise ScenarioError("profile", exc.message) from None
-
-
-def _devices(nodes: tuple[NodeDevices, ...]) -> list[dict[str, Any]]:
-    return [{"node": nd.node, "devices": list(nd.devices)} for nd in nodes]
-
-
-def decision_to_dict(decision: Decision) -> dict[str, Any]:
-    """A JSON-ready dict of `decision` with a fixed key order (see docs/scenarios.md)."""
-    return {
-        "profile": decision.profile,
-        "now": decision.now,
-        "placements": [
-            {
-                "job": p.job_id,
-                "queue": p.queue,
-                "gpus": p.gpus,
-                "gpu_type": p.gpu_type,
-                "action": p.action,
-                "nodes": _devices(p.nodes),
-                "after_evictions": list(p.after_evictions),
-            }
-            for p in decision.placements
-        ],
-        "evictions": [
-            {
-                "job": e.job_id,
-                "queue": e.queue,
-                "gpus": e.gpus,
-                "action": e.action,
-                "for_job": e.for_job,
-                "reason": e.reason,
-            }
-            for e in decision.evictions
-        ],
-        "reservations": [
-            {"job": r.job_id, "start_time": r.start_time, "nodes": _devices(r.nodes)}
-            for r in decision.reservations
-        ],
-        "pending": {
-            jid: {"code": r.code, "message": r.message, "estimated_start": r.estimated_start}
-            for jid, r in decision.pending.items()
-        },
-    }
-
-
-def decision_to_json(decision: Decision) -> str:
-    """`decision_to_dict` as indented JSON text (ends with a newline)."""
-    return json.dumps(decision_to_dict(decision), indent=2) + "\n"

@@ -24,7 +24,8 @@ from trainyard.core import (
     run_cycle,
     validate,
 )
-from trainyard.scenario import Scenario, ScenarioError, Step
+from trainyard.scenario.load import Scenario, Step
+from trainyard.scenario.schema import ScenarioError
 
 __all__ = ["Round", "apply_step", "run_steps"]
 
