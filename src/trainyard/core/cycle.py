@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 
 from trainyard.core.explain import build_decision
-from trainyard.core.framework import ACTIONS, SCORERS, Profile, get_profile
+from trainyard.core.framework import ACTIONS, SCORERS, Profile, Scorer, get_profile
 from trainyard.core.order import PendingOrder
 from trainyard.core.placement import (
     Candidate,
@@ -99,7 +99,9 @@ class Cycle:
         # pending job -> (time a protected victim's min_runtime ends, that victim)
         self.protected_until: dict[str, tuple[float, str]] = {}
         self.hints: dict[str, str] = {}  # pending job -> a clause its capacity reason adds
-        self.scorers = [(SCORERS.get(n), w) for n, w in profile.scorers if w]
+        self.scorers: list[tuple[Scorer[ClusterState, Candidate], float]] = [
+            (SCORERS.get(n), w) for n, w in profile.scorers if w
+        ]
 
     def job(self, job_id: str) -> Job:
         """A pending job of this cycle by id."""
