@@ -5,15 +5,24 @@
 the raw pending status of every job. Actions (`actions/`) use `Cycle.try_place` and the
 statement; at the end `explain.build_decision` turns the statement's records and the statuses
 into an immutable `Decision`. Nothing here does I/O or reads a clock: `snapshot.now` is time.
+
+What goes on `Cycle`: only what several modules share (every action, or an action and the
+explanation: `head`, `holds`, `status`, `hints`, `protected_until`, `settled_epoch`, and the
+caches behind `try_place`). State that one action module keeps for itself (memos, caches,
+indexes) is a slotted dataclass defined in that module and reached through
+`cycle.state_of(ThatState)`: created empty on first use, one per cycle, keyed by the class
+(as the Kubernetes scheduler framework keys its CycleState), so `Cycle` does not know it.
+Fetch it once per action call into a local, not per job or candidate, on hot paths.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TypeVar, cast
 
 from trainyard.core.explain import build_decision
-from trainyard.core.framework import ACTIONS, SCORERS, Profile, get_profile
+from trainyard.core.framework import ACTIONS, SCORERS, Profile, Scorer, get_profile
 from trainyard.core.order import PendingOrder
 from trainyard.core.placement import (
     Candidate,
@@ -31,6 +40,8 @@ from trainyard.core.topology import Layout, build_layout
 from trainyard.core.types import ActionName, Decision, Job, PendingCode
 
 CAPACITY_CODES: frozenset[PendingCode] = frozenset({"capacity", "fragmented", "resources"})
+
+S = TypeVar("S")
 
 
 @dataclass(slots=True)
@@ -62,10 +73,6 @@ class Cycle:
         self.profile = profile
         self.now = snapshot.now
         # Jobs submitted at or before this time may span nodes (Profile.may_split, inlined).
-        # Whether any job has an expected duration: without one no reservation can be estimated.
-        self.estimates = any(r.job.expected_duration is not None for r in snapshot.running) or any(
-            j.expected_duration is not None for j in snapshot.pending
-        )
         self.split_before = (
             snapshot.now - profile.locality_wait_s if profile.split_small_jobs else -math.inf
         )
@@ -85,30 +92,25 @@ class Cycle:
         self.head: Job | None = None  # first job allocate could not fit (backfill reserves it)
         self.order = PendingOrder(self)
         self._classes: dict[tuple[tuple[str, ...], float], tuple[int, ...]] = {}
-        self._fail: dict[tuple[object, ...], tuple[int, int]] = {}
-        self.held_memo: dict[tuple[object, ...], bool] = {}
-        self.held_failures: dict[tuple[object, ...], tuple[int, int]] = {}
-        self.backfill_failures: dict[tuple[object, ...], tuple[int, int, Status]] = {}
-        self._running_ends: list[tuple[float, str]] | None = None
-        self._youngest: list[str] | None = None
+        self._fail: dict[tuple[object, ...], tuple[int, int]] = {}  # see try_place
         self.settled_epoch = self.state.epoch  # capacity epoch that allocate/backfill saw
-        self.extra_jobs: dict[str, Job] = {}  # arrivals decided incrementally
-        self._by_id: dict[str, Job] | None = None
-        self.victims_by_queue: dict[int, list[Alloc]] | None = None  # see actions/victims.py
-        self.protected_allocs: list[Alloc] | None = None  # see actions/protected.py
+        # Notes the actions leave for the explanation (explain.py):
         # pending job -> (time a protected victim's min_runtime ends, that victim)
         self.protected_until: dict[str, tuple[float, str]] = {}
         self.hints: dict[str, str] = {}  # pending job -> a clause its capacity reason adds
-        self.scorers = [(SCORERS.get(n), w) for n, w in profile.scorers if w]
+        self.scorers: list[tuple[Scorer[ClusterState, Candidate], float]] = [
+            (SCORERS.get(n), w) for n, w in profile.scorers if w
+        ]
+        self._states: dict[type, object] = {}  # see state_of
 
-    def job(self, job_id: str) -> Job:
-        """A pending job of this cycle by id."""
-        found = self.extra_jobs.get(job_id)
-        if found is not None:
-            return found
-        if self._by_id is None:
-            self._by_id = {j.id: j for j in self.snapshot.pending}
-        return self._by_id[job_id]
+    def state_of(self, kind: type[S]) -> S:
+        """This cycle's instance of an action module's own state class `kind` (a dataclass
+        whose fields all have defaults), created on first use (see the module docstring)."""
+        found = self._states.get(kind)
+        if found is None:
+            found = kind()
+            self._states[kind] = found
+        return cast(S, found)
 
     # -- helpers used by actions ---------------------------------------------------------
 
@@ -245,30 +247,6 @@ class Cycle:
             return False
         self.commit(job, cand, action, after_evictions)
         return True
-
-    def running_ends(self) -> list[tuple[float, str]]:
-        """(expected end, job id) of the snapshot's running jobs, soonest first (cached; the
-        caller skips jobs no longer running)."""
-        if self._running_ends is None:
-            self._running_ends = sorted(
-                (r.started_at + r.job.expected_duration, r.job.id)
-                for r in self.snapshot.running
-                if r.job.expected_duration is not None
-            )
-        return self._running_ends
-
-    def youngest_unestimated(self) -> list[str]:
-        """Ids of the snapshot's running jobs without an expected duration, the most recently
-        started first (cached; the caller skips jobs no longer running)."""
-        if self._youngest is None:
-            self._youngest = [
-                jid
-                for _start, jid in sorted(
-                    (-r.started_at, r.job.id) for r in self.snapshot.running
-                     if r.job.expected_duration is None
-                )
-            ]  # fmt: skip
-        return self._youngest
 
     def restore_epoch(self, epoch: int) -> None:
         """After a change that left capacity the same or smaller (a rolled-back trial, holds

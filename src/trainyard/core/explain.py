@@ -249,8 +249,9 @@ def _reason(cycle: Cycle, job: Job, st: Status, start: float | None) -> PendingR
     return PendingReason(code, msg, start)
 
 
-def build_decision(cycle: Cycle, only: tuple[str, ...] | None = None) -> Decision:
-    """The immutable result of `cycle`; `only` limits the pending reasons to those jobs."""
+def build_decision(cycle: Cycle, only: tuple[Job, ...] | None = None) -> Decision:
+    """The immutable result of `cycle`; `only` limits the pending reasons to those jobs
+    (pending jobs of the cycle, or arrivals `incremental.Scheduler` decided on it)."""
     stmt = cycle.stmt
     classes = cycle.layout.classes
     placements = tuple(
@@ -278,7 +279,7 @@ def build_decision(cycle: Cycle, only: tuple[str, ...] | None = None) -> Decisio
         _served_first(cycle)
     cache: dict[tuple[object, ...], PendingReason] = {}
     pending: dict[str, PendingReason] = {}
-    jobs = cycle.snapshot.pending if only is None else [cycle.job(j) for j in only]
+    jobs = cycle.snapshot.pending if only is None else only
     for job in jobs:
         st = cycle.status.get(job.id)
         if st is None:

@@ -16,23 +16,28 @@ Plugins answer narrow questions; each protocol says how several of them combine:
 A `Profile` names one choice for each, plus a few numeric knobs. Everything is found by name in
 a `Registry`, whose error for a wrong name lists the known names and the closest match, so a
 config file or CLI flag can pick policies safely.
+
+This is the core's lowest layer: it imports nothing of the core but `types` (a test checks
+it). So the protocols that take the cycle (`Cycle`), the cluster state (`ClusterState`) or
+candidate placements (`Candidate`) are generic in those types, and the modules that own
+them name the concrete form (`Scorer[ClusterState, Candidate]` in `placement.py`). The
+registries hold plugins with those arguments as `Any`: registering one still checks its
+arity and result; its argument types are checked in the module that defines it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from trainyard.core.types import Job
 from trainyard.errors import suggest
 
-if TYPE_CHECKING:
-    from trainyard.core.cycle import Cycle
-    from trainyard.core.placement import Candidate
-    from trainyard.core.state import ClusterState
-
 T = TypeVar("T")
+CycleT = TypeVar("CycleT")  # the working context of one cycle (`cycle.Cycle`)
+StateT = TypeVar("StateT")  # the mutable cluster state (`state.ClusterState`)
+CandT = TypeVar("CandT")  # a candidate placement (`placement.Candidate`)
 
 
 class UnknownNameError(KeyError):
@@ -80,20 +85,20 @@ class JobOrder(Protocol):
     def __call__(self, job: Job, profile: Profile) -> tuple[Any, ...]: ...
 
 
-Scorer = Callable[["ClusterState", Job, "list[Candidate]"], "list[float]"]
+Scorer = Callable[[StateT, Job, list[CandT]], list[float]]
 """Rates each candidate placement in [0, 1]; higher is better (one call per decision)."""
 
+Action = Callable[[CycleT], None]
+"""One step of the cycle, run on its working context."""
 
-Action = Callable[["Cycle"], None]
-
-Evictor = Callable[["Cycle", Job], bool]
+Evictor = Callable[[CycleT, Job], bool]
 """Places one pending job by evicting others if the action's rules allow; True if placed."""
 
 JOB_ORDERS: Registry[JobOrder] = Registry("job order")
 QUEUE_ORDERS: Registry[str] = Registry("queue order")
-SCORERS: Registry[Scorer] = Registry("placement scorer")
-ACTIONS: Registry[Action] = Registry("action")
-EVICTORS: Registry[Evictor] = Registry("evicting action")
+SCORERS: Registry[Scorer[Any, Any]] = Registry("placement scorer")
+ACTIONS: Registry[Action[Any]] = Registry("action")
+EVICTORS: Registry[Evictor[Any]] = Registry("evicting action")
 PROFILES: Registry[Profile] = Registry("profile")
 
 QUEUE_ORDERS.register("drf", "drf")

@@ -188,8 +188,7 @@ class Scheduler:
         return True
 
     def _delta(self, job: Job) -> Decision:
-        self.cycle.extra_jobs[job.id] = job
-        return build_decision(self.cycle, only=(job.id,))
+        return build_decision(self.cycle, only=(job,))
 
     def forget(self, job_id: str) -> None:
         """Undo everything done for arrivals since the last full cycle."""
@@ -198,4 +197,3 @@ class Scheduler:
         cycle.holds[:] = self._holds
         self.stale = False
         cycle.status.pop(job_id, None)
-        cycle.extra_jobs.pop(job_id, None)

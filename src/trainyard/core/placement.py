@@ -251,7 +251,10 @@ def cpu_only_candidates(state: ClusterState, job: Job) -> list[Candidate]:
 
 
 def choose(
-    state: ClusterState, job: Job, cands: list[Candidate], scorers: list[tuple[Scorer, float]]
+    state: ClusterState,
+    job: Job,
+    cands: list[Candidate],
+    scorers: list[tuple[Scorer[ClusterState, Candidate], float]],
 ) -> Candidate:
     """The candidate with the highest weighted score (the first on ties)."""
     if len(cands) == 1 or not scorers:

@@ -120,6 +120,48 @@ def test_the_checker_sees_forbidden_imports() -> None:
     assert names == ["trainyard.core", "trainyard.core.types"]
 
 
+# framework.py is the core's lowest layer (plugin protocols, registries, `Profile`): every
+# other core module may build on it, so it may build on nothing of the core but `types`.
+FRAMEWORK_MAY_IMPORT = {"trainyard.core.types", "trainyard.errors"}
+
+
+def framework_violations(source: str) -> list[str]:
+    """The imports of `source` (as framework.py) that are neither the standard library nor
+    `FRAMEWORK_MAY_IMPORT`; under `if TYPE_CHECKING:` too (ast sees every import)."""
+    bad = []
+    for name in imports_of(source, "trainyard.core.framework", is_package=False):
+        if name.split(".")[0] in sys.stdlib_module_names:
+            continue
+        if any(name == m or name.startswith(m + ".") for m in FRAMEWORK_MAY_IMPORT):
+            continue
+        bad.append(name)
+    return sorted(set(bad))
+
+
+def test_framework_is_the_lowest_layer_of_the_core() -> None:
+    bad = framework_violations((CORE / "framework.py").read_text())
+    assert not bad, f"core/framework.py imports {bad}: it must stay the core's lowest layer"
+
+
+def test_the_layer_check_sees_imports_above_framework() -> None:
+    source = (
+        "from typing import TYPE_CHECKING\n"
+        "from trainyard.core.types import Job\n"
+        "from trainyard.errors import suggest\n"
+        "from . import state\n"
+        "if TYPE_CHECKING:\n"
+        "    from trainyard.core.cycle import Cycle\n"
+        "import numpy\n"
+    )
+    assert framework_violations(source) == [
+        "numpy",
+        "trainyard.core",
+        "trainyard.core.cycle",
+        "trainyard.core.cycle.Cycle",
+        "trainyard.core.state",
+    ]
+
+
 IMPORT_PROBE = """
 import json, sys
 before = set(sys.modules)

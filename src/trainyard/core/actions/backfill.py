@@ -23,6 +23,10 @@ Without this, smaller jobs take every device that frees one by one, and a job th
 two GPUs of one node can wait indefinitely in a full cluster of one-GPU jobs. Only a head
 that fits one node is reserved for blind: holding devices for a gang of many nodes would
 idle them for as long as the oldest of the jobs in its way might run.
+
+`BackfillState` is what this module keeps for itself over a cycle (`Cycle.state_of`): the
+snapshot's running jobs in the orders a reservation releases them, and the memos that let a
+full cluster reject thousands of jobs cheaply.
 """
 
 from __future__ import annotations
@@ -30,11 +34,68 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from itertools import chain
 
 from trainyard.core.cycle import CAPACITY_CODES, Cycle, Hold, Status
 from trainyard.core.framework import ACTIONS
 from trainyard.core.types import Job
+
+ShapeKey = tuple[object, ...]
+
+
+@dataclass(slots=True)
+class BackfillState:
+    """Backfill's own state in one cycle (see the module docstring)."""
+
+    # Whether any job has an expected duration (without one no start can be estimated).
+    estimates: bool | None = None
+    # (expected end, job id) of the snapshot's running jobs, soonest first
+    running_ends: list[tuple[float, str]] | None = None
+    # ids of the snapshot's running jobs without an expected duration, youngest first
+    youngest: list[str] | None = None
+    # (epoch, shape) -> would the job fit if no device were held (`_blocked_by_holds`)
+    held_memo: dict[ShapeKey, bool] = field(default_factory=dict)
+    # (holds lifted, shape) -> (epoch, fewest GPUs) that did not fit (`_place_on_held`)
+    held_failures: dict[ShapeKey, tuple[int, int]] = field(default_factory=dict)
+    # (queue, shape, holds lifted) -> (epoch, GPUs, status) of a failure (`place_backfill`)
+    backfill_failures: dict[ShapeKey, tuple[int, int, Status]] = field(default_factory=dict)
+
+
+def _estimates(cycle: Cycle, st: BackfillState) -> bool:
+    """Does any job of the snapshot have an expected duration (computed once)?"""
+    if st.estimates is None:
+        snap = cycle.snapshot
+        st.estimates = any(r.job.expected_duration is not None for r in snap.running) or any(
+            j.expected_duration is not None for j in snap.pending
+        )
+    return st.estimates
+
+
+def _running_ends(cycle: Cycle, st: BackfillState) -> list[tuple[float, str]]:
+    """(expected end, job id) of the snapshot's running jobs, soonest first (computed once;
+    the caller skips jobs no longer running)."""
+    if st.running_ends is None:
+        st.running_ends = sorted(
+            (r.started_at + r.job.expected_duration, r.job.id)
+            for r in cycle.snapshot.running
+            if r.job.expected_duration is not None
+        )
+    return st.running_ends
+
+
+def _youngest_unestimated(cycle: Cycle, st: BackfillState) -> list[str]:
+    """Ids of the snapshot's running jobs without an expected duration, the most recently
+    started first (computed once; the caller skips jobs no longer running)."""
+    if st.youngest is None:
+        st.youngest = [
+            jid
+            for _start, jid in sorted(
+                (-r.started_at, r.job.id) for r in cycle.snapshot.running
+                 if r.job.expected_duration is None
+            )
+        ]  # fmt: skip
+    return st.youngest
 
 
 def _blind(cycle: Cycle, job: Job) -> bool:
@@ -49,8 +110,9 @@ def _blind(cycle: Cycle, job: Job) -> bool:
 def reserve(cycle: Cycle, job: Job) -> Hold | None:
     """Compute and hold the reservation of `job` (None if it gets none: its start cannot be
     estimated and it may not be reserved for blind)."""
+    st = cycle.state_of(BackfillState)
     blind = _blind(cycle, job)
-    if not cycle.estimates and not blind:
+    if not _estimates(cycle, st) and not blind:
         return None  # no job has an expected duration: no start can be estimated
     state = cycle.state
     stmt = cycle.stmt
@@ -61,9 +123,9 @@ def reserve(cycle: Cycle, job: Job) -> Hold | None:
         for jid, p in stmt.placed.items()
         if p.alloc.expected_end is not None
     )
-    order: Iterable[tuple[float, str]] = heapq.merge(cycle.running_ends(), placed)
+    order: Iterable[tuple[float, str]] = heapq.merge(_running_ends(cycle, st), placed)
     if blind:  # then the running jobs without an estimate, the youngest first
-        order = chain(order, ((math.inf, jid) for jid in cycle.youngest_unestimated()))
+        order = chain(order, ((math.inf, jid) for jid in _youngest_unestimated(cycle, st)))
     cp = stmt.checkpoint()
     epoch = state.epoch
     found: tuple[float, list[tuple[int, int]]] | None = None
@@ -96,7 +158,7 @@ def _fits_before(cycle: Cycle, job: Job, start: float) -> bool:
     return d is not None and start != math.inf and cycle.now + d <= start
 
 
-def _place_on_held(cycle: Cycle, job: Job) -> bool:
+def _place_on_held(cycle: Cycle, st: BackfillState, job: Job) -> bool:
     """Try `job` with the holds lifted it ends before (they are re-held on what is left)."""
     lifted = [h for h in cycle.holds if _fits_before(cycle, job, h.start)]
     if not lifted:
@@ -111,7 +173,7 @@ def _place_on_held(cycle: Cycle, job: Job) -> bool:
         job.cpus / g,
         job.memory_gb / g,
     )
-    failed = cycle.held_failures.get(key)
+    failed = st.held_failures.get(key)
     if failed is not None and failed[0] == epoch and job.gpus >= failed[1]:
         return False  # same holds lifted, capacity not grown: it did not fit then either
     for h in lifted:
@@ -121,7 +183,7 @@ def _place_on_held(cycle: Cycle, job: Job) -> bool:
         cycle.hold(h)
     cycle.restore_epoch(epoch)  # capacity only shrank: cached failures stay true
     if not placed:
-        cycle.held_failures[key] = (epoch, job.gpus)
+        st.held_failures[key] = (epoch, job.gpus)
         cycle.status[job.id] = Status("capacity")
     return placed
 
@@ -189,6 +251,10 @@ def _place_owed(cycle: Cycle, job: Job) -> bool:
 def place_backfill(cycle: Cycle, job: Job) -> bool:
     """Backfill one job: place it if it delays no reservation; otherwise reserve for it (while
     reservations are left) or record that a reservation holds it back."""
+    return _place_backfill(cycle, cycle.state_of(BackfillState), job)
+
+
+def _place_backfill(cycle: Cycle, st: BackfillState, job: Job) -> bool:
     full = len(cycle.holds) >= cycle.profile.max_reservations
     key: tuple[object, ...] | None = None
     if full:  # no reservation left to give: the outcome is a function of the job's shape
@@ -204,7 +270,7 @@ def place_backfill(cycle: Cycle, job: Job) -> bool:
             job.memory_gb / g,
             lifted,
         )
-        seen = cycle.backfill_failures.get(key)
+        seen = st.backfill_failures.get(key)
         if (
             seen is not None
             and seen[0] == cycle.state.epoch
@@ -212,29 +278,28 @@ def place_backfill(cycle: Cycle, job: Job) -> bool:
         ):
             cycle.status[job.id] = seen[2]  # a job of this shape, no bigger, failed already
             return False
-    if _backfill_one(cycle, job):
+    if _backfill_one(cycle, st, job):
         return True
     if key is not None:
-        cycle.backfill_failures[key] = (cycle.state.epoch, job.gpus, cycle.status[job.id])
+        st.backfill_failures[key] = (cycle.state.epoch, job.gpus, cycle.status[job.id])
     return False
 
 
-def _backfill_one(cycle: Cycle, job: Job) -> bool:
+def _backfill_one(cycle: Cycle, st: BackfillState, job: Job) -> bool:
     blocker = _quota_for_holds(cycle, job)
     if blocker is not None:
         cycle.status[job.id] = Status("reservation", other_job=blocker)
         return False
     if cycle.try_place(job, "backfill"):
         return True
-    st = cycle.status[job.id]
-    if st.code not in CAPACITY_CODES:
+    if cycle.status[job.id].code not in CAPACITY_CODES:
         return False
-    if cycle.holds and (_place_on_held(cycle, job) or _place_owed(cycle, job)):
+    if cycle.holds and (_place_on_held(cycle, st, job) or _place_owed(cycle, job)):
         return True
     held = [h for h in cycle.holds if h.job.id != job.id]
     if len(cycle.holds) < cycle.profile.max_reservations and reserve(cycle, job) is not None:
         return False
-    if held and _blocked_by_holds(cycle, job):
+    if held and _blocked_by_holds(cycle, st, job):
         cycle.status[job.id] = Status("reservation", other_job=held[0].job.id)
     return False
 
@@ -266,11 +331,12 @@ def _quota_for_holds(cycle: Cycle, job: Job) -> str | None:
 def backfill(cycle: Cycle) -> None:
     if cycle.head is not None and cycle.head.id in cycle.status:
         reserve(cycle, cycle.head)
+    st = cycle.state_of(BackfillState)
     for job in cycle.order:
-        place_backfill(cycle, job)
+        _place_backfill(cycle, st, job)
 
 
-def _blocked_by_holds(cycle: Cycle, job: Job) -> bool:
+def _blocked_by_holds(cycle: Cycle, st: BackfillState, job: Job) -> bool:
     """Would `job` fit if no device were held? (Only to explain; changes nothing.)"""
     state = cycle.state
     held = sum(state.allocs[h.hold_id].gpus for h in cycle.holds if h.hold_id in state.allocs)
@@ -285,8 +351,9 @@ def _blocked_by_holds(cycle: Cycle, job: Job) -> bool:
         job.cpus,
         job.memory_gb,
     )
-    if key in cycle.held_memo:
-        return cycle.held_memo[key]
+    memo = st.held_memo
+    if key in memo:
+        return memo[key]
     cp = cycle.stmt.checkpoint()
     epoch = cycle.state.epoch
     for h in cycle.holds:
@@ -294,7 +361,7 @@ def _blocked_by_holds(cycle: Cycle, job: Job) -> bool:
     fits = cycle.find(job) is not None
     cycle.stmt.rollback(cp)
     cycle.restore_epoch(epoch)
-    cycle.held_memo[key] = fits
+    memo[key] = fits
     return fits
 
 

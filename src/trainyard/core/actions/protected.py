@@ -7,21 +7,33 @@ whose protection ends first, cover the request), the job's pending reason says w
 waits for and when ("waiting for job X's minimum run time to end at t=T"), and its estimated
 start is that time unless its reservation starts earlier. The bound counts GPUs, not
 placements, so it is an estimate like any other ETA. The protected jobs are listed once per
-cycle, soonest protection end first.
+cycle, soonest protection end first (`ProtectedState`, this module's own state in a cycle,
+`Cycle.state_of`); the bound found for a job goes to `Cycle.protected_until`, which the
+explanation reads.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from trainyard.core.cycle import Cycle
 from trainyard.core.state import Alloc
 from trainyard.core.types import Job
 
 
+@dataclass(slots=True)
+class ProtectedState:
+    """The cycle's running preemptible jobs inside their `min_runtime`, soonest end first
+    (None until first needed)."""
+
+    allocs: list[Alloc] | None = None
+
+
 def _protected(cycle: Cycle) -> list[Alloc]:
     """Running preemptible jobs still inside their `min_runtime`, soonest end first."""
-    found = cycle.protected_allocs
+    st = cycle.state_of(ProtectedState)
+    found = st.allocs
     if found is None:
         now = cycle.now
         found = [
@@ -33,7 +45,7 @@ def _protected(cycle: Cycle) -> list[Alloc]:
             and now - a.started_at < a.job.min_runtime
         ]
         found.sort(key=_protection_end)
-        cycle.protected_allocs = found
+        st.allocs = found
     return found
 
 

@@ -23,11 +23,15 @@ stop), which costs nothing and is preferred; a preemptor placed by reclaim or pr
 a backfill reservation's target are held again before the preemptor is placed, so evictions
 never hand a reservation's devices to someone else. A plan is committed only if the
 preemptor then fits, so nothing is evicted for a job that could not start.
+
+`VictimsState` (`Cycle.state_of`) keeps that fixed pool, per queue, for all the evicting
+actions of a cycle.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from trainyard.core.actions.backfill import lift_holds, restore_holds
 from trainyard.core.actions.gangplan import CostKey, node_plan, nodes_in
@@ -38,6 +42,14 @@ from trainyard.core.types import ActionName, Job
 
 _DOMAINS_PLANNED = 32  # qualifying domains planned per level, smallest shortfall first
 _DOMAINS_TRIED = 6  # planned domains tried on the statement per level, cheapest plan first
+
+
+@dataclass(slots=True)
+class VictimsState:
+    """This module's own state in one cycle: the evictable running jobs per queue, lowest
+    priority first, listed before the cycle's first eviction (None until then)."""
+
+    by_queue: dict[int, list[Alloc]] | None = None
 
 
 def eligible(cycle: Cycle, alloc: Alloc) -> bool:
@@ -145,7 +157,8 @@ def _try(
 def by_queue(cycle: Cycle) -> dict[int, list[Alloc]]:
     """Running jobs that may be evicted at all in this cycle, per queue (computed once; jobs
     evicted since are filtered out by the caller through `cycle.state.allocs`)."""
-    cached = cycle.victims_by_queue
+    st = cycle.state_of(VictimsState)
+    cached = st.by_queue
     if cached is None:
         cached = {}
         for a in cycle.state.allocs.values():
@@ -153,7 +166,7 @@ def by_queue(cycle: Cycle) -> dict[int, list[Alloc]]:
                 cached.setdefault(a.queue, []).append(a)
         for allocs in cached.values():  # lowest priority first: preempt takes a prefix
             allocs.sort(key=lambda a: a.job.priority)
-        cycle.victims_by_queue = cached
+        st.by_queue = cached
     return cached
 
 
