@@ -281,6 +281,24 @@ class Cycle:
         if res.hold_id in self.state.allocs:
             self.stmt.release(res.hold_id)
 
+    def try_place_held(self, job: Job, action: ActionName) -> bool:
+        """`try_place` with `job`'s own reservation lifted (it is not in its way): spent when
+        the job is placed (wherever it lands), held again when it is not. A job placed with
+        its reservation still standing would leave devices held for a job that runs."""
+        hold = None
+        for h in self.holds:
+            if h.job.id == job.id:
+                hold = h
+                break
+        if hold is None:
+            return self.try_place(job, action)
+        self.unhold(hold)
+        if self.try_place(job, action):
+            self.holds.remove(hold)
+            return True
+        self.hold(hold)
+        return False
+
     def refresh_holds(self, skip: str = "") -> None:
         """Hold again every free device of each reservation's target (after evictions freed
         some of them); `skip` names a job whose own reservation stays lifted."""
@@ -326,15 +344,8 @@ def _settle(cycle: Cycle) -> None:
     """After evictions, let waiting jobs (not the victims) use what the plans left free, so
     that the next cycle on the applied decision has nothing left to do (stability)."""
     state = cycle.state
-    own = {h.job.id: h for h in cycle.holds}
+    own = {h.job.id for h in cycle.holds}
     for job in cycle.pending_jobs():  # quota-blocked ones too: evictions lowered usage
-        hold = own.get(job.id)
-        if job.gpus and not any(state.class_free) and hold is None:
+        if job.gpus and not any(state.class_free) and job.id not in own:
             continue  # no GPU free anywhere: no GPU job can start (its status is set)
-        if hold is not None:  # a job's own reservation is not in its way
-            cycle.unhold(hold)
-        if cycle.try_place(job, "backfill"):
-            if hold is not None:
-                cycle.holds.remove(hold)
-        elif hold is not None:
-            cycle.hold(hold)
+        cycle.try_place_held(job, "backfill")

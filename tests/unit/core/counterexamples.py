@@ -112,3 +112,48 @@ OWN_RESERVATION_BLOCKS_SETTLE = Snapshot(
         Job("p3", queue="q0", gpus=1, priority=1),
     ),
 )
+
+# `p3` (2 GPUs, queue q2) gets a reservation of unknown start on n0; `p0` (priority 1) then
+# preempts `r2` and `p3` is placed by preempt in the room left over, on n2, with its own
+# reservation still standing: the 2 GPUs held on n0 kept `p5` (3 GPUs) waiting although it
+# fits. A placed job's reservation is spent (found by hypothesis, 2026-12-02).
+_ONE_GPU_OFF = {"cpus": 16.0, "memory_gb": 128.0, "schedulable": False}
+_NO_GPU = {"gpus": 0, "preemptible": False}
+SPENT_RESERVATION_HELD = Snapshot(
+    10_000.0,
+    (
+        Node("n0", 3, cpus=16.0, memory_gb=128.0),
+        Node("n1", 1, **_ONE_GPU_OFF),
+        Node("n2", 4, cpus=16.0, memory_gb=128.0),
+        *(Node(f"n{k}", 1, **_ONE_GPU_OFF) for k in range(3, 7)),
+    ),
+    Topology(),
+    queues=(
+        Queue("q0", guaranteed=3, limit=14, weight=0.5),
+        Queue("q1", weight=0.5),
+        Queue("q2", parent="q0", guaranteed=3, weight=0.5),
+        Queue("q3", weight=0.5),
+    ),
+    running=(
+        RunningJob(Job("r0", queue="q0", submit_time=0, **_NO_GPU), (NodeDevices("n0", ()),), 0.0),
+        RunningJob(Job("r1", queue="q0", submit_time=0, **_NO_GPU), (NodeDevices("n0", ()),), 0.0),
+        RunningJob(
+            Job("r2", queue="q2", gpus=12, submit_time=0),
+            (
+                NodeDevices("n0", (0, 1, 2)),
+                NodeDevices("n1", (0,)),
+                NodeDevices("n2", (0, 1, 2, 3)),
+                *(NodeDevices(f"n{k}", (0,)) for k in range(3, 7)),
+            ),
+            0.0,
+        ),
+    ),
+    pending=(
+        Job("p0", queue="q2", gpus=1, priority=1, submit_time=0.0, preemptible=False),
+        Job("p1", queue="q0", submit_time=0.0, **_NO_GPU),
+        Job("p2", queue="q0", submit_time=0.0, **_NO_GPU),
+        Job("p3", queue="q2", gpus=2, submit_time=0.0),
+        Job("p4", queue="q0", submit_time=0.0, **_NO_GPU),
+        Job("p5", queue="q0", gpus=3, submit_time=0.0),
+    ),
+)

@@ -7,7 +7,12 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from checks import check_decision, check_reservations_honoured, cycles_until_quiet
+from checks import (
+    check_decision,
+    check_reservations_honoured,
+    check_work_conserving,
+    cycles_until_quiet,
+)
 from counterexamples import (
     CPU_JOB_BLOCKS_PREEMPTION,
     EVICTION_FREES_QUOTA,
@@ -15,6 +20,7 @@ from counterexamples import (
     OWN_RESERVATION_BLOCKS_SETTLE,
     RESERVED_MEMORY,
     RESERVED_QUOTA,
+    SPENT_RESERVATION_HELD,
 )
 from strategies import NOW, PROFILE_NAMES
 
@@ -200,3 +206,13 @@ def test_a_job_is_not_kept_from_freed_room_by_its_own_reservation() -> None:
     check_decision(OWN_RESERVATION_BLOCKS_SETTLE, decision, "default")
     assert [e.job_id for e in decision.evictions] == ["r0"]
     assert {"p0", "p3"} <= set(placed(decision))
+
+
+def test_a_placed_job_holds_no_reservation() -> None:
+    """Whatever action places a job that has a reservation (here preempt, in the room its
+    evictions left over), the reservation is spent: the devices it held go to others."""
+    decision = run_cycle(SPENT_RESERVATION_HELD, "default")
+    check_decision(SPENT_RESERVATION_HELD, decision, "default")
+    check_work_conserving(SPENT_RESERVATION_HELD, decision, "default")
+    assert {"p0", "p3", "p5"} <= set(placed(decision))
+    assert not decision.reservations

@@ -116,7 +116,7 @@ def las_preempt(cycle: Cycle) -> None:
     for job in cycle.pending_jobs():
         if job.gpus == 0 or job.id not in cycle.status:
             continue
-        if state.epoch != cycle.settled_epoch and cycle.try_place(job, "las_preempt"):
+        if state.epoch != cycle.settled_epoch and cycle.try_place_held(job, "las_preempt"):
             continue  # earlier evictions freed more than their preemptor needed
         q = qindex[job.queue]
         if q not in index.by_queue:

@@ -64,7 +64,7 @@ def preempt(cycle: Cycle) -> None:
             continue
         if job.priority <= lowest:  # no running job has a lower priority than this one
             if cycle.state.epoch != cycle.settled_epoch:
-                cycle.try_place(job, "preempt")  # room that earlier evictions left over
+                cycle.try_place_held(job, "preempt")  # room that earlier evictions left over
             continue
         key = (
             job.queue,
@@ -76,7 +76,7 @@ def preempt(cycle: Cycle) -> None:
         )
         if job.gpus >= failed.get(key, 1 << 30):
             continue
-        if cycle.state.epoch != cycle.settled_epoch and cycle.try_place(job, "preempt"):
+        if cycle.state.epoch != cycle.settled_epoch and cycle.try_place_held(job, "preempt"):
             continue  # earlier evictions freed more than their preemptor needed
         if not preempt_for(cycle, job):
             failed[key] = min(failed.get(key, 1 << 30), job.gpus)

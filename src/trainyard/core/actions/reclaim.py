@@ -120,7 +120,7 @@ def reclaim(cycle: Cycle) -> None:
             continue
         if cycle.quota_blocker(job) >= 0:
             continue
-        if cycle.state.epoch != cycle.settled_epoch and cycle.try_place(job, "reclaim"):
+        if cycle.state.epoch != cycle.settled_epoch and cycle.try_place_held(job, "reclaim"):
             continue  # earlier evictions freed more than their preemptor needed
         if not reclaim_for(cycle, job):
             failed[key] = min(failed.get(key, 1 << 30), job.gpus)
