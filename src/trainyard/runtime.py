@@ -1,5 +1,5 @@
 """Process-level settings for shells that run scheduling cycles: the server's loop
-(`server.scheduling`), the simulator (`sim.engine`), the demo and the scheduler benchmark.
+(`server.loop.scheduling`), the simulator (`sim.engine`, which the demo runs) and the cycle timing.
 
 `gc_paused()` suspends Python's cyclic garbage collector around a cycle. A cycle over a large
 cluster allocates hundreds of thousands of short-lived objects; with the collector on, each

@@ -1,7 +1,7 @@
 """`trainyard schedule`: run a scenario file through the scheduling core and show decisions.
 
 Thin shell over `trainyard.scenario`: load the file, run one cycle (or, when the scenario
-has `steps:`, every cycle of them, `scenario_steps.run_steps`), print each decision as
+has `steps:`, every cycle of them, `scenario.steps.run_steps`), print each decision as
 tables (default) or as JSON (`--json`: one decision in the format of docs/scenarios.md, or
 `{"cycles": [...]}` with the step and cycle of each). Input errors (bad file, bad field,
 unknown profile) print one `error: ...` line on stderr and exit with code 2, never a

@@ -2,12 +2,12 @@
 
 The result is the snapshot the next cycle would see if every eviction stopped at once and
 every placement started at once (at `decision.now`): evicted jobs go back to pending, placed
-jobs become running. The scenario runner (`scenario_steps`, several cycles) and the scheduler
-benchmark (the steady cluster) use it, and the tests use it to check stability ("a cycle on
-its own applied result changes nothing") and the absence of preemption ping-pong. The
-simulator keeps its own job states and applies decisions to them (`sim.engine`); the server
-writes them to its database (`server.scheduling.write_decision`). Pure, like the rest of the
-core.
+jobs become running. The scenario runner (`trainyard.scenario.steps`, several cycles) and
+the scheduler timing (`trainyard.sim.timing`, the steady cluster) use it, and the tests use
+it to check stability ("a cycle on its own applied result changes nothing") and the absence
+of preemption ping-pong. The simulator keeps its own job states and applies decisions to
+them (`sim.engine`); the server writes them to its database
+(`server.loop.scheduling.write_decision`). Pure, like the rest of the core.
 """
 
 from __future__ import annotations
