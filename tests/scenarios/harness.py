@@ -48,12 +48,16 @@ EXPECT_KEYS = {
     "no_reservation": "true: the decision holds no reservation",
     "queue_gpus": "{queue: GPUs it holds after the decision (with descendants)}",
     "empty": "true/false: the decision changes nothing",
+    "resized": "{job: GPUs after} exactly these jobs are resized, to these sizes",
+    "resize_reason": "{job: substring} of a resize's reason",
+    "sizes": "{job: GPUs} a placed job's size (an elastic job may start smaller)",
 }
 HISTORY_KEYS = {
     "max_evictions_per_job": "over all cycles of the step, no job is evicted more often",
     "total_evictions_max": "over all cycles of the step",
     "quiet_after": "cycles after the first N of the step change nothing",
     "no_churn": "true: no job placed in one cycle of the step is evicted in a later one",
+    "max_resizes_per_job": "over all cycles of the step, no job is resized more often",
 }
 STEP_KEYS = {"finish", "submit", "advance", "repeat", "expect", "history"}
 
@@ -189,6 +193,14 @@ def check_expect(exp: dict[str, Any], snap: Snapshot, dec: Decision, after: Snap
         assert got == exp["queue_gpus"], f"{where}: queue GPUs {got}"
     if "empty" in exp:
         assert dec.is_empty == exp["empty"], f"{where}: decision {dec}"
+    resized = {z.job_id: z for z in dec.resizes}
+    if "resized" in exp:
+        got = {j: z.gpus for j, z in resized.items()}
+        assert got == exp["resized"], f"{where}: resized {got}; {[z.reason for z in dec.resizes]}"
+    for job, text in exp.get("resize_reason", {}).items():
+        assert text in resized[job].reason, f"{where}: {job}: {resized[job].reason}"
+    for job, gpus in exp.get("sizes", {}).items():
+        assert _span(dec, job, where).gpus == gpus, f"{where}: {job}: {_span(dec, job, where)}"
 
 
 def check_history(exp: dict[str, Any], history: list[Decision], where: str) -> None:
@@ -209,6 +221,11 @@ def check_history(exp: dict[str, Any], history: list[Decision], where: str) -> N
                     f"cycle {k} ({e.action} for {e.for_job}) with no new work in between"
                 )
             started.update((p.job_id, k) for p in d.placements)
+    if "max_resizes_per_job" in exp:
+        resized = Counter(z.job_id for d in history for z in d.resizes)
+        worst_resized = resized.most_common(1)
+        limit = exp["max_resizes_per_job"]
+        assert not worst_resized or worst_resized[0][1] <= limit, f"{where}: {resized}"
     if "quiet_after" in exp:
         n = exp["quiet_after"]
         busy = [k for k, d in enumerate(history) if k >= n and not d.is_empty]

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import Counter
 
 from trainyard.core import Decision, Job, Node, Snapshot
-from trainyard.core.audit import booking_conflicts
+from trainyard.core.audit import as_restarts, booking_conflicts
 
 CODES = {"capacity", "fragmented", "resources", "quota", "reservation", "order", "unresolvable"}
 
@@ -31,6 +31,8 @@ def queue_gpus(snapshot: Snapshot, jobs: list[tuple[Job, int]]) -> Counter[str]:
 
 
 def check_decision(snap: Snapshot, dec: Decision) -> None:
+    # a resize is checked as what it is carried out as: the old run stops, a new one starts
+    snap, dec = as_restarts(snap, dec)
     nodes = {n.name: n for n in snap.nodes}
     pending = {j.id: j for j in snap.pending}
     running = {r.job.id: r for r in snap.running}
@@ -56,6 +58,11 @@ def check_decision(snap: Snapshot, dec: Decision) -> None:
         job = pending.get(p.job_id)
         assert job is not None, f"{p.job_id}: placed but it was not pending"
         assert p.queue == job.queue, f"{job.id}: placement names queue {p.queue}"
+        if job.is_elastic:  # any size in its range
+            lo = job.min_gpus if job.min_gpus is not None else job.gpus
+            hi = job.max_gpus if job.max_gpus is not None else job.gpus
+            assert lo <= p.gpus <= hi, f"{job.id}: {p.gpus} GPUs outside [{lo}, {hi}]"
+            job = job.with_gpus(p.gpus)
         assert p.gpus == job.gpus, f"{job.id}: gang split: got {p.gpus} of {job.gpus} GPUs"
         assert len({nd.node for nd in p.nodes}) == len(p.nodes), f"{job.id}: node listed twice"
         if job.gpus == 0:
@@ -146,6 +153,9 @@ def _check_evictions(snap: Snapshot, dec: Decision, running, pending, placed) ->
             assert victim.attained_service > winner.attained_service, (
                 f"{e.job_id}: LAS-preempted by a job with more service"
             )
+        elif e.action == "resize":
+            assert e.for_job == f"{e.job_id}@resized", f"{e.job_id}: resized for {e.for_job}"
+            assert victim.is_elastic, f"{e.job_id}: a rigid job resized"
         else:
             raise AssertionError(f"{e.job_id}: eviction by action {e.action}")
 
@@ -170,7 +180,8 @@ def _check_quota(snap: Snapshot, dec: Decision, running, pending) -> None:
 
 
 def _check_pending(snap: Snapshot, dec: Decision, placed, evicted) -> None:
-    expected = {j.id for j in snap.pending if j.id not in placed} | set(evicted)
+    expected = {j.id for j in snap.pending if j.id not in placed}
+    expected |= {e for e, ev in evicted.items() if ev.action != "resize"}  # resized: running
     assert set(dec.pending) == expected, f"pending explained {set(dec.pending) ^ expected}"
     for jid, reason in dec.pending.items():
         assert reason.code in CODES, f"{jid}: unknown code {reason.code}"

@@ -23,6 +23,7 @@ from trainyard.core.snapshot import Snapshot, SnapshotError, validate
 from trainyard.core.topology import Layout, build_layout
 from trainyard.core.types import (
     Decision,
+    Elastic,
     Eviction,
     Job,
     Node,
@@ -31,7 +32,9 @@ from trainyard.core.types import (
     Placement,
     Queue,
     Reservation,
+    Resize,
     RunningJob,
+    StepSample,
     Topology,
 )
 
@@ -42,6 +45,7 @@ __all__ = [
     "PROFILES",
     "SCORERS",
     "Decision",
+    "Elastic",
     "Eviction",
     "Job",
     "Layout",
@@ -52,9 +56,11 @@ __all__ = [
     "Profile",
     "Queue",
     "Reservation",
+    "Resize",
     "RunningJob",
     "Snapshot",
     "SnapshotError",
+    "StepSample",
     "Topology",
     "UnknownNameError",
     "actions",

@@ -21,10 +21,11 @@ logs a breach as a bug signal. Pure, like the rest of the core.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from itertools import combinations
 
 from trainyard.core.snapshot import Snapshot
-from trainyard.core.types import Decision, Job, NodeDevices
+from trainyard.core.types import Decision, Eviction, Job, NodeDevices, Placement
 
 _EPS = 1e-6
 _EXACT_LIMIT = 12  # evictions per node above which the stop orders are bounded, not listed
@@ -32,8 +33,35 @@ _EXACT_LIMIT = 12  # evictions per node above which the stop orders are bounded,
 Load = tuple[float, float]
 
 
+def as_restarts(snapshot: Snapshot, decision: Decision) -> tuple[Snapshot, Decision]:
+    """`decision` with every resize written as what it is carried out as: the job's run at
+    its old size stops (an eviction) and a run at its new size starts (a placement of the
+    pending job ``<id>@resized``, which waits for the old run and whatever else it names)."""
+    if not decision.resizes:
+        return snapshot, decision
+    running = {r.job.id: r.job for r in snapshot.running}
+    types = {n.name: n.gpu_type for n in snapshot.nodes}
+    pending = list(snapshot.pending)
+    evictions = list(decision.evictions)
+    placements = list(decision.placements)
+    for z in decision.resizes:
+        job = running[z.job_id]
+        new_id = f"{z.job_id}@resized"
+        pending.append(replace(job.with_gpus(z.gpus), id=new_id))
+        evictions.append(Eviction(z.job_id, z.queue, z.from_gpus, "resize", new_id, z.reason))
+        waits = (z.job_id, *z.after_evictions)
+        gpu_type = types.get(z.nodes[0].node, "") if z.nodes and z.gpus else ""
+        placements.append(Placement(new_id, z.queue, z.nodes, "resize", gpu_type, waits))
+    return (
+        replace(snapshot, pending=tuple(pending)),
+        replace(decision, evictions=tuple(evictions), placements=tuple(placements), resizes=()),
+    )
+
+
 def booking_conflicts(snapshot: Snapshot, decision: Decision) -> list[str]:
-    """Every breach of the booking contract by `decision` (see the module docstring)."""
+    """Every breach of the booking contract by `decision` (see the module docstring); a
+    resize is checked as the stop of its old run and the start of its new one."""
+    snapshot, decision = as_restarts(snapshot, decision)
     if not decision.placements:
         return []
     evicted = {e.job_id for e in decision.evictions}

@@ -89,6 +89,9 @@ class Cycle:
         self.stmt = Statement(self.state)
         self.status: dict[str, Status] = {}
         self.holds: list[Hold] = []
+        # capacity came free after the jobs that wanted it were tried (a reservation spent
+        # by a job placed elsewhere, a placement of this cycle retracted): `_settle` offers it
+        self.resettle = False
         self.head: Job | None = None  # first job allocate could not fit (backfill reserves it)
         self.order = PendingOrder(self)
         self._classes: dict[tuple[tuple[str, ...], float], tuple[int, ...]] = {}
@@ -295,6 +298,7 @@ class Cycle:
         self.unhold(hold)
         if self.try_place(job, action):
             self.holds.remove(hold)
+            self.resettle = True  # what it held elsewhere is free
             return True
         self.hold(hold)
         return False
@@ -333,7 +337,7 @@ def run_actions(cycle: Cycle) -> None:
     """Run the profile's actions on a fresh `Cycle`, then settle and mark unreached jobs."""
     for name in cycle.profile.actions:
         ACTIONS.get(name)(cycle)
-    if cycle.stmt.evicted:
+    if cycle.stmt.evicted or cycle.stmt.resized or cycle.resettle:
         _settle(cycle)
     head = cycle.head.id if cycle.head else ""
     for job in cycle.order.rest():  # jobs a strict order never reached
@@ -341,8 +345,9 @@ def run_actions(cycle: Cycle) -> None:
 
 
 def _settle(cycle: Cycle) -> None:
-    """After evictions, let waiting jobs (not the victims) use what the plans left free, so
-    that the next cycle on the applied decision has nothing left to do (stability)."""
+    """After evictions, shrinks, or a reservation spent by a job placed elsewhere, let waiting
+    jobs (not the victims) use what is left free, so that the next cycle on the applied
+    decision has nothing left to do (stability)."""
     state = cycle.state
     own = {h.job.id for h in cycle.holds}
     for job in cycle.pending_jobs():  # quota-blocked ones too: evictions lowered usage

@@ -23,6 +23,7 @@ from trainyard.core.types import (
     PendingReason,
     Placement,
     Reservation,
+    Resize,
 )
 
 if TYPE_CHECKING:
@@ -254,6 +255,7 @@ def build_decision(cycle: Cycle, only: tuple[Job, ...] | None = None) -> Decisio
     (pending jobs of the cycle, or arrivals `incremental.Scheduler` decided on it)."""
     stmt = cycle.stmt
     classes = cycle.layout.classes
+    resized = stmt.resized
     placements = tuple(
         Placement(
             jid,
@@ -264,6 +266,18 @@ def build_decision(cycle: Cycle, only: tuple[Job, ...] | None = None) -> Decisio
             p.after_evictions,
         )
         for jid, p in stmt.placed.items()
+        if jid not in resized
+    )
+    resizes = tuple(
+        Resize(
+            jid,
+            r.alloc.job.queue,
+            r.alloc.gpus,
+            _nodes(cycle, stmt.placed[jid].alloc.parts),
+            r.reason,
+            stmt.placed[jid].after_evictions,
+        )
+        for jid, r in resized.items()
     )
     evictions = tuple(
         Eviction(jid, e.alloc.job.queue, e.alloc.gpus, e.action, e.for_job, e.reason)
@@ -319,4 +333,5 @@ def build_decision(cycle: Cycle, only: tuple[Job, ...] | None = None) -> Decisio
         evictions=evictions,
         reservations=reservations,
         pending=pending,
+        resizes=resizes,
     )

@@ -137,6 +137,11 @@ class Profile:
     # (the order the queues are listed in) or "smaller" (the queue whose next job asks for
     # fewer GPUs; declared order between equal sizes).
     queue_tie_break: str = "declared"
+    # Elastic jobs (action `resize`): a job grows only for at least this relative goodput
+    # gain (0.1: +10%), and not within `resize_hold_s` of its last (re)start, so that jobs
+    # are not restarted for noise (every resize costs a checkpoint and a relaunch).
+    resize_min_gain: float = 0.1
+    resize_hold_s: float = 300.0
 
     def validate(self) -> None:
         """Raise `UnknownNameError` / `ValueError` for names or knobs that cannot work."""

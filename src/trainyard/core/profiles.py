@@ -66,8 +66,8 @@ _BUILTIN = (
     Profile(
         name="default",
         description="LAS then DRF across queues, quotas + reclaim, priority then LAS, "
-        "backfill, preemption",
-        actions=("allocate", "backfill", "reclaim", "preempt", "las_preempt"),
+        "backfill, elastic resize by goodput, preemption",
+        actions=("allocate", "backfill", "resize", "reclaim", "preempt", "las_preempt"),
         job_order="default",
         queue_order="las_drf",
         locality_wait_s=900.0,

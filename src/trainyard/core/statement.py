@@ -4,7 +4,8 @@ Every action changes the state only through a `Statement`: `allocate` and `evict
 once (so the next placement sees them) and append to an undo log; `checkpoint()` marks a point,
 `rollback(cp)` undoes everything after it, in reverse. A gang is placed whole or not at all,
 and a preemption plan (evictions + the preemptor's placement) is kept only if the preemptor
-fits: otherwise the whole plan is rolled back. Undo logs instead of copies keep this O(change).
+fits: otherwise the whole plan is rolled back. A resize (`resize`, then the job's new
+`allocate`) is whole the same way. Undo logs instead of copies keep this O(change).
 
 An evicted job keeps its devices, CPU and memory until it has stopped, so `allocate` itself
 works out which evictions of this statement a placement must wait for, whichever action made
@@ -34,6 +35,15 @@ class Placed:
 
 
 @dataclass(slots=True)
+class Resized:
+    """A running job restarted at another size in this cycle (decision record): `alloc` is
+    what it held; its new placement is in `Statement.placed` (action ``resize``)."""
+
+    alloc: Alloc
+    reason: str
+
+
+@dataclass(slots=True)
 class Evicted:
     """An eviction made in this cycle (decision record)."""
 
@@ -51,6 +61,7 @@ class Statement:
         self._log: list[tuple[str, Alloc, Placed | None]] = []
         self.placed: dict[str, Placed] = {}
         self.evicted: dict[str, Evicted] = {}
+        self.resized: dict[str, Resized] = {}
         # node -> allocations of the jobs evicted so far with a part there (kept with the log)
         self._stopping: dict[int, list[Alloc]] = {}
 
@@ -87,6 +98,17 @@ class Statement:
             self._stopping.setdefault(part[0], []).append(alloc)
         return alloc
 
+    def resize(self, job_id: str, reason: str) -> Alloc:
+        """Take a running job off its devices to restart it at another size; the caller
+        places it again (`allocate` with action ``resize``) or rolls back. Like an evicted
+        job, it keeps its devices until it has stopped: placements on them wait for it."""
+        alloc = self.state.give(job_id)
+        self._log.append(("resize", alloc, None))
+        self.resized[job_id] = Resized(alloc, reason)
+        for part in alloc.parts:
+            self._stopping.setdefault(part[0], []).append(alloc)
+        return alloc
+
     def _awaited(self, alloc: Alloc, named: tuple[str, ...]) -> tuple[str, ...]:
         """`named` plus the evicted jobs whose devices, CPU or memory `alloc` would use (the
         state has not taken `alloc` yet)."""
@@ -99,6 +121,8 @@ class Statement:
             held_cpu = 0.0
             held_mem = 0.0
             for v in victims:
+                if v.job.id == alloc.job.id:
+                    continue  # its own earlier placement (a resize): the same run restarts
                 for vn, _vmask, vcpu, vmem in v.parts:
                     if vn == n:
                         held_cpu += vcpu
@@ -108,7 +132,7 @@ class Statement:
             )
             for v in victims:
                 jid = v.job.id
-                if jid in named or jid in extra:
+                if jid in named or jid in extra or jid == alloc.job.id:
                     continue
                 if short or any(vn == n and vmask & mask for vn, vmask, _c, _m in v.parts):
                     extra.append(jid)
@@ -126,8 +150,11 @@ class Statement:
                 self.placed.pop(jid, None)
             else:
                 state.take(alloc)
-                if op == "evict":
-                    self.evicted.pop(jid, None)
+                if op in ("evict", "resize"):
+                    if op == "evict":
+                        self.evicted.pop(jid, None)
+                    else:
+                        self.resized.pop(jid, None)
                     for part in alloc.parts:
                         self._stopping[part[0]].remove(alloc)
                         if not self._stopping[part[0]]:

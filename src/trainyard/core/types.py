@@ -1,8 +1,9 @@
 """Plain, immutable values that flow into and out of the scheduling core.
 
 This module owns the vocabulary of the core: the cluster (`Node`, `Topology`), the tenants
-(`Queue`), the work (`Job`, `RunningJob`) and the result of a cycle (`Placement`, `Eviction`,
-`Reservation`, `PendingReason`, `Decision`). Everything here is a frozen dataclass; nobody
+(`Queue`), the work (`Job`, `RunningJob`, an elastic job's `Elastic` with its `StepSample`s)
+and the result of a cycle (`Placement`, `Eviction`, `Resize`, `Reservation`, `PendingReason`,
+`Decision`). Everything here is a frozen dataclass; nobody
 mutates these values. The mutable index the cycle works on lives in `state.py`.
 
 Nomenclature:
@@ -15,7 +16,7 @@ Nomenclature:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal, NamedTuple
 
 PendingCode = Literal[
@@ -28,7 +29,7 @@ PendingCode = Literal[
     "unresolvable",  # can never run on this cluster as configured
 ]
 
-ActionName = Literal["allocate", "backfill", "reclaim", "preempt", "las_preempt"]
+ActionName = Literal["allocate", "backfill", "reclaim", "preempt", "las_preempt", "resize"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +92,37 @@ class Queue:
     usage: float = 0.0
 
 
+class StepSample(NamedTuple):
+    """One observed training step of an elastic job: `step_time` seconds per step of a global
+    batch of `batch` samples on `gpus` GPUs spread over `nodes` nodes (the shell or the SDK
+    reports what the job measured)."""
+
+    gpus: int
+    nodes: int
+    batch: int
+    step_time: float
+
+
+@dataclass(frozen=True, slots=True)
+class Elastic:
+    """What the goodput model knows of an elastic job (`core.goodput`).
+
+    - `batch`: the global batch the job trains at when it cannot adapt (and the initial batch
+      of the statistical-efficiency gain); `max_batch`: the largest it may adapt to (equal to
+      `batch`: a fixed global batch); `max_local_batch`: the largest per-GPU batch (0: any).
+    - `samples`: observed steps at the sizes it has run (newest last).
+    - `grad_sqr`, `grad_var`: the gradient's squared norm and variance at `batch`, when the job
+      reports them (Pollux's statistical efficiency; 0 and 0: efficiency 1 at every batch).
+    """
+
+    batch: int = 0
+    max_batch: int = 0
+    max_local_batch: int = 0
+    samples: tuple[StepSample, ...] = ()
+    grad_sqr: float = 0.0
+    grad_var: float = 0.0
+
+
 @dataclass(frozen=True, slots=True)
 class Job:
     """A gang of `gpus` devices (0: a CPU-only job on one node).
@@ -103,7 +135,11 @@ class Job:
     - `min_runtime`: seconds a started job runs before it may be preempted.
     - `expected_duration`: seconds, when known (for reservations, backfill, shortest-first).
     - `attained_service`: GPU-seconds received so far (least-attained-service ordering).
-    - `min_gpus`/`max_gpus`: elastic bounds, read by the resize action (a later issue).
+    - `min_gpus`/`max_gpus`: elastic bounds: the resize action may start the job at, or move
+      it to, any size in [min_gpus, max_gpus] (None: `gpus`); `gpus` is the size it asks for
+      when pending and the size it holds when running. A job without them is rigid.
+    - `elastic`: what the goodput model knows of it (observed steps, batch range, gradient
+      statistics); None for a rigid job, or an elastic one that reported nothing yet.
     """
 
     id: str
@@ -123,6 +159,22 @@ class Job:
     min_gpus: int | None = None
     max_gpus: int | None = None
     name: str = ""
+    elastic: Elastic | None = None
+
+    def with_gpus(self, gpus: int) -> Job:
+        """This job at another size (an elastic job started small, grown or shrunk): its CPU
+        and memory scale with its GPUs, as they are per-GPU needs of the same program."""
+        if gpus == self.gpus:
+            return self
+        f = gpus / self.gpus if self.gpus else 1.0
+        return replace(self, gpus=gpus, cpus=self.cpus * f, memory_gb=self.memory_gb * f)
+
+    @property
+    def is_elastic(self) -> bool:
+        """Whether the resize action may change this job's size."""
+        lo = self.min_gpus if self.min_gpus is not None else self.gpus
+        hi = self.max_gpus if self.max_gpus is not None else self.gpus
+        return self.gpus > 0 and lo < hi
 
 
 class NodeDevices(NamedTuple):
@@ -181,6 +233,23 @@ class Reservation(NamedTuple):
     nodes: tuple[NodeDevices, ...]
 
 
+class Resize(NamedTuple):
+    """Restart running `job_id` from `from_gpus` GPUs on `nodes` (its new placement, whole).
+    The job checkpoints, stops and starts again at the new size; `after_evictions` are jobs
+    (evicted or resized) whose devices the new placement uses and that must stop first."""
+
+    job_id: str
+    queue: str
+    from_gpus: int
+    nodes: tuple[NodeDevices, ...]
+    reason: str
+    after_evictions: tuple[str, ...] = ()
+
+    @property
+    def gpus(self) -> int:
+        return sum(len(nd.devices) for nd in self.nodes)
+
+
 class PendingReason(NamedTuple):
     """Why a job is still pending after the cycle, for a person to read."""
 
@@ -199,8 +268,9 @@ class Decision:
     evictions: tuple[Eviction, ...] = ()
     reservations: tuple[Reservation, ...] = ()
     pending: dict[str, PendingReason] = field(default_factory=dict)
+    resizes: tuple[Resize, ...] = ()
 
     @property
     def is_empty(self) -> bool:
         """True when the cycle changes nothing in the cluster."""
-        return not self.placements and not self.evictions
+        return not self.placements and not self.evictions and not self.resizes

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from trainyard import fields
+from trainyard.core import Elastic, StepSample
 from trainyard.errors import FieldError, suggest
 from trainyard.fields import describe
 
@@ -53,6 +54,20 @@ JOB: dict[str, Spec] = {
     "min_gpus": ("int?", 0),
     "max_gpus": ("int?", 0),
     "name": ("str", None),
+    "elastic": ("elastic", None),  # a mapping of ELASTIC fields (`elastic` below)
+}
+ELASTIC: dict[str, Spec] = {
+    "batch": ("int", 0),
+    "max_batch": ("int", 0),
+    "max_local_batch": ("int", 0),
+    "grad_sqr": ("float", 0),
+    "grad_var": ("float", 0),
+}
+STEP_SAMPLE: dict[str, Spec] = {
+    "gpus": ("int", 1),
+    "nodes": ("int", 1),
+    "batch": ("int", 1),
+    "step_time": ("float", 0),
 }
 NODE: dict[str, Spec] = {
     "name": ("str", None),
@@ -88,6 +103,8 @@ PROFILE: dict[str, Spec] = {
     "split_small_jobs": ("bool", None),
     "locality_wait_s": ("float", 0),
     "queue_tie_break": ("str", None),
+    "resize_min_gain": ("float", 0),
+    "resize_hold_s": ("float", 0),
 }
 _FORMATTER = string.Formatter()
 
@@ -132,8 +149,25 @@ def scalar(kind: str, raw: object, where: str, low: float | None) -> Any:
     return fields.number(raw, where, ScenarioError, low=low)
 
 
+def elastic(raw: object, where: str) -> Elastic:
+    """An elastic job's goodput data: ELASTIC fields plus `samples` (STEP_SAMPLE mappings)."""
+    data = as_mapping(raw, where, [*ELASTIC, "samples"])
+    values = convert_fields(data, ELASTIC, where)
+    samples = []
+    for k, entry in enumerate(as_list(data.get("samples", []), f"{where}.samples")):
+        at = f"{where}.samples[{k}]"
+        fields_ = convert_fields(as_mapping(entry, at, list(STEP_SAMPLE)), STEP_SAMPLE, at)
+        for key in STEP_SAMPLE:
+            if key not in fields_:
+                raise ScenarioError(f"{at}.{key}", f"is required; give {', '.join(STEP_SAMPLE)}")
+        samples.append(StepSample(**fields_))
+    return Elastic(samples=tuple(samples), **values)
+
+
 def convert(spec: Spec, raw: object, where: str) -> Any:
     kind, low = spec
+    if kind == "elastic":
+        return None if raw is None else elastic(raw, where)
     if kind.endswith("?"):
         return None if raw is None else scalar(kind[:-1], raw, where, low)
     if kind in ("strs", "ints", "floats"):

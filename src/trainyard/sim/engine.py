@@ -75,6 +75,7 @@ class _State:
         "end",
         "first_start",
         "gpu_type",
+        "gpus",
         "isolated",
         "job",
         "last_t",
@@ -84,6 +85,7 @@ class _State:
         "preemptions",
         "progress",
         "rate",
+        "resizes",
         "restarts",
         "run_time",
         "running",
@@ -112,6 +114,8 @@ class _State:
         self.run_time = 0.0
         self.preemptions = 0
         self.restarts = 0
+        self.resizes = 0
+        self.gpus = sim.gpus  # held while running (an elastic job's size changes)
         self.version = 0
         self.running: RunningJob | None = None
         self.isolated = isolated
@@ -147,6 +151,10 @@ class _Engine:
         self.thresholds = tuple(profile.las_thresholds)
         self.rate_at = getattr(speed, "rate_at", None)
         self.next_change = getattr(speed, "next_change", None)
+        # elastic jobs: what the speed model tells the scheduler (batch range, gradient
+        # statistics) and the steps a job observes on a placement (`core.goodput` fits them)
+        self.elastic_info = getattr(speed, "elastic_info", None)
+        self.observe = getattr(speed, "observe", None)
         known = {q.name for q in queues}
         self.states: list[_State] = []
         seen: set[str] = set()
@@ -174,7 +182,11 @@ class _Engine:
                 expected_duration=estimate,
                 name=sim.application or "",
                 gpu_types=self._gpu_types(sim),
+                min_gpus=sim.min_gpus,
+                max_gpus=None if sim.max_gpus is None else min(sim.max_gpus, cluster.gpus),
             )
+            if job.is_elastic and self.elastic_info is not None:
+                job = replace(job, elastic=self.elastic_info(sim))
             self.states.append(_State(sim, job, work, isolated))
         self.by_id = {s.sim.id: s for s in self.states}
         self.pending: dict[str, _State] = {}
@@ -254,15 +266,15 @@ class _Engine:
 
     def _push_crossing(self, s: _State, t: float) -> None:
         """Queue the time `s` (running) next crosses an LAS threshold, after time `t`."""
-        held = s.attained + s.sim.gpus * (t - s.started)
+        held = s.attained + s.gpus * (t - s.started)
         level = bisect_right(self.thresholds, held)
         if level < len(self.thresholds):
-            at = s.started + (self.thresholds[level] - s.attained) / s.sim.gpus
+            at = s.started + (self.thresholds[level] - s.attained) / s.gpus
             self.seq += 1
             heapq.heappush(self.crossings, (at, self.seq, s.sim.id, s.version))
 
     def _running_entry(self, s: _State, t: float) -> RunningJob:
-        attained = s.attained + s.sim.gpus * (t - s.started)
+        attained = s.attained + s.gpus * (t - s.started)
         job = replace(s.job, attained_service=attained)
         return RunningJob(job=job, placement=s.placement, started_at=s.started)
 
@@ -279,6 +291,12 @@ class _Engine:
         s.penalty_until = t + (self.speed.first_start_s if first else self.speed.restart_s)
         s.placement = nodes
         s.per_node = tuple(sorted((len(nd.devices) for nd in nodes), reverse=True))
+        s.gpus = sum(s.per_node)
+        s.job = s.job.with_gpus(s.gpus)  # an elastic job may start at another size
+        if s.job.elastic is not None and self.observe is not None:
+            s.job = replace(
+                s.job, elastic=self.observe(s.sim, s.per_node, s.progress, s.job.elastic)
+            )
         s.gpu_type = self.node_type[nodes[0].node]
         s.version += 1
         self._set_rate(s)
@@ -286,7 +304,7 @@ class _Engine:
         del self.pending[s.sim.id]
         self.pending_gpus -= s.sim.gpus
         self.running[s.sim.id] = s
-        self.allocated += s.sim.gpus
+        self.allocated += s.gpus
         self.seq += 1
         heapq.heappush(self.done, (self._finish_time(s), self.seq, s.sim.id, s.version))
         self._push_crossing(s, t)
@@ -295,13 +313,14 @@ class _Engine:
 
     def _stop(self, s: _State, t: float) -> None:
         self._advance(s, t)
-        s.attained += s.sim.gpus * (t - s.started)
+        s.attained += s.gpus * (t - s.started)
         s.run_time += t - s.started
         s.version += 1
         s.running = None
-        s.job = replace(s.job, attained_service=s.attained)
+        # pending again at its requested size (an elastic job may start smaller)
+        s.job = replace(s.job.with_gpus(s.sim.gpus), attained_service=s.attained)
         del self.running[s.sim.id]
-        self.allocated -= s.sim.gpus
+        self.allocated -= s.gpus
 
     def _sample(self, t: float, fragmented_free: int = 0) -> None:
         new = Sample(t, self.allocated, len(self.pending), self.pending_gpus, fragmented_free)
@@ -364,6 +383,13 @@ class _Engine:
             s.preemptions += 1
             self.pending[s.sim.id] = s
             self.pending_gpus += s.sim.gpus
+        for z in decision.resizes:  # checkpoint, stop, start again at the new size
+            s = self.by_id[z.job_id]
+            self._stop(s, t)
+            s.resizes += 1
+            self.pending[s.sim.id] = s
+            self.pending_gpus += s.sim.gpus
+            self._start(s, z.nodes, t)
         for p in decision.placements:
             self._start(self.by_id[p.job_id], p.nodes, t)
 
@@ -455,6 +481,8 @@ def simulate(
             preemptions=s.preemptions,
             restarts=s.restarts,
             isolated_time=s.isolated,
+            gpu_seconds=s.attained + (s.gpus * (engine.now - s.started) if s.running else 0.0),
+            resizes=s.resizes,
         )
         for s in engine.states
     )

@@ -31,7 +31,8 @@ Definitions (all times in seconds of simulated time):
   and rho = JCT / T_fair (finished jobs with isolated_time > 0). rho <= 1 means the job
   finished no later than on its fair share of a dedicated cluster. Reported: mean, max and
   the share of those jobs with rho <= 1.
-- GPU-hours = sum of gpus * run_time / 3600 (restart penalties included).
+- GPU-hours = sum of GPU-seconds held / 3600 (gpus * run_time for a rigid job; restart
+  penalties included).
 
 Floats are rounded to 4 decimals (`round(x, 4)`) so the JSON of a summary is byte-stable.
 """
@@ -119,7 +120,7 @@ def _queue_summary(records: Sequence[JobRecord]) -> dict[str, Any]:
         "jct_avg": _r(_mean(jcts)),
         "queueing_delay_avg": _r(_mean(delays)),
         "queueing_delay_p99": _r(percentile(delays, 99)),
-        "gpu_hours": _r(math.fsum(r.gpus * r.run_time for r in records) / 3600),
+        "gpu_hours": _r(math.fsum(r.held for r in records) / 3600),
     }
 
 
@@ -181,7 +182,7 @@ def summarize(result: SimResult) -> dict[str, Any]:
         "preemptions": sum(r.preemptions for r in recs),
         "restarts": sum(r.restarts for r in recs),
         "jobs_preempted": sum(1 for r in recs if r.preemptions > 0),
-        "gpu_hours": _r(math.fsum(r.gpus * r.run_time for r in recs) / 3600),
+        "gpu_hours": _r(math.fsum(r.held for r in recs) / 3600),
         "queues": by_queue,
     }
 

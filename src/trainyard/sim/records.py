@@ -22,6 +22,8 @@ class JobRecord:
     - `isolated_time`: how long it would take alone on an idle cluster at its requested size
       (its speed model's isolated rate, plus the first-start penalty): the reference of
       finish-time fairness.
+    - `gpu_seconds`: GPU-seconds it held (an elastic job's size changes; None: `gpus` x
+      `run_time`); `resizes`: restarts at another size (elastic jobs).
     """
 
     id: str
@@ -34,6 +36,13 @@ class JobRecord:
     preemptions: int
     restarts: int
     isolated_time: float
+    gpu_seconds: float | None = None
+    resizes: int = 0
+
+    @property
+    def held(self) -> float:
+        """GPU-seconds held."""
+        return self.gpu_seconds if self.gpu_seconds is not None else self.gpus * self.run_time
 
     @property
     def jct(self) -> float | None:

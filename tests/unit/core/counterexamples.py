@@ -157,3 +157,26 @@ SPENT_RESERVATION_HELD = Snapshot(
         Job("p5", queue="q0", gpus=3, submit_time=0.0),
     ),
 )
+
+# Allocate places `p5` (q2) on n0; reclaim then takes n0 back for `p0` (q4 is owed its
+# guarantee; `p0` needs memory of two nodes), retracting `p5`'s tentative placement, and
+# `p5` was never tried again although n0 and n2 still had a GPU each (found by hypothesis,
+# 2026-12-02). A retracted placement is offered what is left by the settle step.
+RETRACTED_PLACEMENT_NOT_RETRIED = Snapshot(
+    10_000.0,
+    (
+        Node("n0", 2, cpus=16.0, memory_gb=128.0, path=("spine0", "leaf0")),
+        Node("n2", 3, cpus=16.0, memory_gb=128.0, path=("spine0", "leaf0")),
+    ),
+    Topology(levels=("spine", "leaf")),
+    queues=(
+        Queue("q0", weight=0.5),
+        Queue("q2", guaranteed=2, weight=0.5),
+        Queue("q4", guaranteed=2, weight=0.5),
+    ),
+    pending=(
+        Job("p0", queue="q4", gpus=2, memory_gb=200.0, preemptible=False),
+        Job("p5", queue="q2", gpus=2),
+        Job("p6", queue="q2", gpus=1),
+    ),
+)

@@ -7,7 +7,12 @@ what is left, except under strict FIFO); reservations honoured.
 from __future__ import annotations
 
 from checks import check_decision, check_reservations_honoured, check_work_conserving
-from counterexamples import GANG_NEEDS_TWO_LEAVES, RESERVED_MEMORY, SPENT_RESERVATION_HELD
+from counterexamples import (
+    GANG_NEEDS_TWO_LEAVES,
+    RESERVED_MEMORY,
+    RETRACTED_PLACEMENT_NOT_RETRIED,
+    SPENT_RESERVATION_HELD,
+)
 from hypothesis import example, given, settings
 from strategies import PROFILE_NAMES, SETTINGS, contested_snapshots, snapshots
 
@@ -42,6 +47,7 @@ def test_decisions_are_deterministic(snapshot: Snapshot) -> None:
 @given(snapshots())
 @example(GANG_NEEDS_TWO_LEAVES)
 @example(SPENT_RESERVATION_HELD)
+@example(RETRACTED_PLACEMENT_NOT_RETRIED)
 def test_no_job_that_fits_is_left_waiting(snapshot: Snapshot) -> None:
     for name in PROFILE_NAMES:
         check_work_conserving(snapshot, run_cycle(snapshot, name), name)

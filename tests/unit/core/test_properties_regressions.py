@@ -20,6 +20,7 @@ from counterexamples import (
     OWN_RESERVATION_BLOCKS_SETTLE,
     RESERVED_MEMORY,
     RESERVED_QUOTA,
+    RETRACTED_PLACEMENT_NOT_RETRIED,
     SPENT_RESERVATION_HELD,
 )
 from strategies import NOW, PROFILE_NAMES
@@ -216,3 +217,14 @@ def test_a_placed_job_holds_no_reservation() -> None:
     check_work_conserving(SPENT_RESERVATION_HELD, decision, "default")
     assert {"p0", "p3", "p5"} <= set(placed(decision))
     assert not decision.reservations
+
+
+def test_a_retracted_placement_is_tried_again() -> None:
+    """A placement of this cycle that a later action takes back (reclaim for a guarantee) is
+    offered what is left, as an evicted job's freed room is."""
+    snap = RETRACTED_PLACEMENT_NOT_RETRIED
+    for name in ("drf", "default"):
+        decision = run_cycle(snap, name)
+        check_decision(snap, decision, name)
+        check_work_conserving(snap, decision, name)
+    assert set(placed(run_cycle(snap, "drf"))) == {"p0", "p5", "p6"}

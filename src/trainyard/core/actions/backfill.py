@@ -220,6 +220,8 @@ def restore_holds(cycle: Cycle, job: Job, saved: list[Hold], placed: bool) -> No
         for h in lifted:
             cycle.hold(h)
         return
+    if any(h.job.id == job.id for h in saved):
+        cycle.resettle = True  # its reservation is spent: what it held is free
     nodes = {part[0] for part in cycle.stmt.placed[job.id].alloc.parts}
     redo = [h for h in lifted if h.job.id != job.id and any(n in nodes for n, _m in h.target)]
     cycle.holds[:] = [h for h in saved if h.job.id != job.id and h not in redo]

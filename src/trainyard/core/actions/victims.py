@@ -147,6 +147,7 @@ def _try(
         if a.placed_now:
             cycle.stmt.release(jid)
             cycle.status[jid] = Status("capacity")
+            cycle.resettle = True  # it may fit elsewhere: `_settle` tries it again
         else:
             cycle.stmt.evict(jid, action, job.id, reason)
             evicted.append(jid)

@@ -41,6 +41,9 @@ class SimJob:
     - `batch_size`: global batch size (Pollux).
     - `priority`: the job's priority (higher may preempt lower, per the profile).
     - `preemptible`: False for a job the scheduler may never evict.
+    - `min_gpus`/`max_gpus`: an elastic job's size range (None: rigid at `gpus`); the
+      scheduler may start, grow and shrink it within it, and its speed model says how fast it
+      runs at each size.
     """
 
     id: str
@@ -52,6 +55,8 @@ class SimJob:
     batch_size: int | None = None
     priority: int = 0
     preemptible: bool = True
+    min_gpus: int | None = None
+    max_gpus: int | None = None
 
 
 @dataclass(frozen=True)

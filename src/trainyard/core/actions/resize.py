@@ -1,0 +1,283 @@
+"""The resize action: elastic jobs start at any size in their range, shrink to make room for
+waiting jobs and grow into idle GPUs, by goodput (`core.goodput`).
+
+Only jobs with a size range (`Job.min_gpus < Job.max_gpus`, `Job.is_elastic`) are resized;
+rigid jobs are never touched, and the action costs nothing on a cluster without elastic jobs.
+Every change goes through the cycle's `Statement` (`Statement.resize` takes a running job off
+its devices, its new placement is then allocated, or the whole change is rolled back), and
+every resize carries its reason. Three passes, in this order:
+
+1. **Start smaller.** A waiting elastic job that did not fit at its requested size starts at
+   the largest size in its range that fits now (a placement of action ``resize``).
+2. **Shrink for waiting jobs.** A job still waiting for capacity (rigid, or elastic at its
+   minimum) gets GPUs from running elastic jobs, which shrink in place (they keep a subset
+   of their devices). Donors give in order of how far they are above their fair share
+   (cluster GPUs / jobs running or waiting), so no job is shrunk below its fair share while
+   another stays above it, and never below `min_gpus`. A donor's queue gives only what it
+   holds above its guarantee, unless the waiting job is of the same queue or its own queue
+   is owed its guarantee. The plan is kept only if the waiting job then fits.
+3. **Grow into idle GPUs.** While GPUs are idle, the running elastic job with the largest
+   gain in speedup per added GPU grows, if the gain is at least `Profile.resize_min_gain` of
+   its goodput and it has run `Profile.resize_hold_s` since its last (re)start (hysteresis:
+   a resize costs a checkpoint and a relaunch). Growing only ever uses idle GPUs, and while a
+   queue owed its guarantee has a job waiting, only that queue's jobs grow (reclaim would
+   take anything else back at once).
+
+Without arrivals or completions nothing shrinks (no job waits for capacity that a shrink
+could give) and growth stops when no GPU is idle, so resizes do not ping-pong.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from trainyard.core.cycle import CAPACITY_CODES, Cycle
+from trainyard.core.framework import ACTIONS
+from trainyard.core.goodput import GoodputModel, fit, packed_nodes
+from trainyard.core.placement import job_demand
+from trainyard.core.state import Alloc
+from trainyard.core.types import Job
+
+__all__ = ["ResizeState", "resize"]
+
+
+@dataclass(slots=True)
+class ResizeState:
+    """Goodput models fitted in this cycle, by job id."""
+
+    models: dict[str, GoodputModel] = field(default_factory=dict)
+    per_node: int = 0  # GPUs of the largest node (for the nodes a packed gang spans)
+
+
+def _bounds(job: Job) -> tuple[int, int]:
+    lo = job.min_gpus if job.min_gpus is not None else job.gpus
+    hi = job.max_gpus if job.max_gpus is not None else job.gpus
+    return max(1, lo), max(1, hi)
+
+
+def _model(rs: ResizeState, job: Job) -> GoodputModel:
+    found = rs.models.get(job.id)
+    if found is None:
+        found = fit(job)
+        rs.models[job.id] = found
+    return found
+
+
+def resize(cycle: Cycle) -> None:
+    state = cycle.state
+    running = [a for a in state.allocs.values() if a.queue >= 0 and a.job.is_elastic]
+    waiting = cycle.pending_jobs()
+    if not running and not any(j.is_elastic for j in waiting):
+        return
+    rs = cycle.state_of(ResizeState)
+    if not rs.per_node:
+        rs.per_node = max((n.gpus for n in cycle.snapshot.nodes), default=1)
+    _start_smaller(cycle, waiting)
+    _shrink_for_waiting(cycle)
+    _grow(cycle, rs)
+
+
+# -- 1. start smaller ---------------------------------------------------------------------
+
+
+def _start_smaller(cycle: Cycle, waiting: list[Job]) -> None:
+    state = cycle.state
+    own = {h.job.id: h.hold_id for h in cycle.holds}
+    for job in waiting:
+        if not job.is_elastic or job.id not in cycle.status:
+            continue
+        if cycle.status[job.id].code not in CAPACITY_CODES:
+            continue
+        lo, _hi = _bounds(job)
+        room = state.free_of(cycle.classes_of(job))
+        held = state.allocs.get(own.get(job.id, ""))
+        if held is not None:  # its own reservation is not in its way
+            room += held.gpus
+        for k in range(min(job.gpus - 1, room), lo - 1, -1):
+            if cycle.try_place_held(job.with_gpus(k), "resize"):
+                break
+
+
+# -- 2. shrink for waiting jobs -----------------------------------------------------------
+
+
+def _donors(cycle: Cycle) -> list[Alloc]:
+    stmt = cycle.stmt
+    return [
+        a
+        for a in cycle.state.allocs.values()
+        if a.queue >= 0
+        and a.job.is_elastic
+        and a.job.preemptible  # a resize stops the job: the same protections as an eviction
+        and cycle.now - a.started_at >= a.job.min_runtime
+        and not a.placed_now
+        and a.job.id not in stmt.resized
+        and a.job.id not in stmt.evicted
+    ]
+
+
+def _shrink_for_waiting(cycle: Cycle) -> None:
+    status = cycle.status
+    waiting = [
+        j
+        for j in cycle.pending_jobs()
+        if j.gpus and j.id in status and status[j.id].code in CAPACITY_CODES
+    ]
+    if not waiting:
+        return
+    if not _donors(cycle):
+        return
+    active = sum(1 for a in cycle.state.allocs.values() if a.queue >= 0) + len(waiting)
+    fair = max(1, sum(cycle.layout.class_capacity) // max(1, active))
+    for job in waiting:
+        if job.id not in status:
+            continue  # placed meanwhile
+        classes = set(cycle.classes_of(job))
+        usable = [a for a in _donors(cycle) if a.cls in classes]
+        if usable:
+            _shrink_plan(cycle, job, usable, fair)
+
+
+def _plan(cycle: Cycle, job: Job, usable: list[Alloc], need: int, fair: int) -> dict[str, int]:
+    """GPUs each donor gives so that `need` more are free: first what donors hold above their
+    fair share, most above first, then down to their minimum, from donors already giving
+    first (one restart each). A donor of another queue gives only what its queue holds above
+    its guarantee, unless `job`'s own queue is owed its guarantee."""
+    queues = cycle.queues
+    qi = queues.index[job.queue]
+    owed = queues.within_guaranteed(qi, job.gpus) < 0
+    by_queue: dict[int, int] = {}
+    plan: dict[str, int] = {}
+    got = 0
+    order = sorted(usable, key=lambda a: (-(a.gpus - fair), -a.gpus, a.job.id))
+    for floor in (fair, 0):
+        if floor == 0:
+            order.sort(key=lambda a: a.job.id not in plan)
+        for a in order:
+            if got >= need:
+                return plan
+            lo, _hi = _bounds(a.job)
+            give = a.gpus - plan.get(a.job.id, 0) - max(lo, floor)
+            if a.queue != qi and not owed:
+                give = min(give, queues.over_guaranteed(a.queue) - by_queue.get(a.queue, 0))
+            give = min(give, need - got)
+            if give > 0:
+                plan[a.job.id] = plan.get(a.job.id, 0) + give
+                by_queue[a.queue] = by_queue.get(a.queue, 0) + give
+                got += give
+    return plan if got >= need else {}
+
+
+def _shrink_plan(cycle: Cycle, job: Job, usable: list[Alloc], fair: int) -> bool:
+    lo, _hi = _bounds(job)
+    need_gpus = lo if job.is_elastic else job.gpus
+    room = cycle.state.free_of(cycle.classes_of(job))
+    plan = _plan(cycle, job, usable, need_gpus - room, fair) if need_gpus > room else {}
+    if not plan:
+        return False
+    stmt = cycle.stmt
+    cp = stmt.checkpoint()
+    epoch = cycle.state.epoch
+    for a in usable:
+        give = plan.get(a.job.id, 0)
+        if give:
+            reason = f"shrunk {a.gpus} -> {a.gpus - give}: job {job.id} needs the GPUs"
+            _shrink(cycle, a, a.gpus - give, reason)
+    if cycle.try_place(job.with_gpus(need_gpus), "resize"):
+        return True
+    stmt.rollback(cp)
+    cycle.restore_epoch(epoch)
+    return False
+
+
+def _shrink(cycle: Cycle, a: Alloc, gpus: int, reason: str) -> None:
+    """Restart `a`'s job on `gpus` of its own devices: whole nodes kept first (those where it
+    holds most), so that what it frees is as whole as possible."""
+    old = cycle.stmt.resize(a.job.id, reason)
+    job = old.job.with_gpus(gpus)
+    cpu, mem = job_demand(job)
+    parts: list[tuple[int, int, float, float]] = []
+    left = gpus
+    for n, mask, _c, _m in sorted(old.parts, key=lambda p: -p[1].bit_count()):
+        if left <= 0:
+            break
+        keep = 0
+        bits = mask
+        while bits and keep.bit_count() < left:
+            low = bits & -bits
+            keep |= low
+            bits ^= low
+        left -= keep.bit_count()
+        k = keep.bit_count()
+        parts.append((n, keep, cpu * k, mem * k))
+    end = old.expected_end
+    alloc = Alloc(job, old.queue, old.cls, parts, cycle.now, True, end, gpus)
+    cycle.stmt.allocate(alloc, "resize")
+
+
+# -- 3. grow into idle GPUs ---------------------------------------------------------------
+
+
+def _grow(cycle: Cycle, rs: ResizeState) -> None:
+    state = cycle.state
+    prof = cycle.profile
+    stmt = cycle.stmt
+    queues = cycle.queues
+    owed = {
+        j.queue
+        for j in cycle.pending_jobs()
+        if j.gpus and queues.within_guaranteed(queues.index[j.queue], j.gpus) < 0
+    }
+    ready = [
+        a
+        for a in _donors(cycle)
+        if cycle.now - a.started_at >= prof.resize_hold_s
+        and a.gpus < _bounds(a.job)[1]
+        and (not owed or a.job.queue in owed)  # reclaim would take it back at once
+    ]
+    while ready and any(state.class_free):
+        best: tuple[float, Alloc, int, float] | None = None
+        for a in ready:
+            free = state.free_of(cycle.classes_of(a.job))
+            _lo, hi = _bounds(a.job)
+            top = min(hi, a.gpus + free)
+            if top <= a.gpus:
+                continue
+            m = _model(rs, a.job)
+            one = m.goodput(1, 1)
+            now_gp = m.goodput(a.gpus, len(a.parts))
+            for k in _sizes(a.gpus, top, rs.per_node):
+                gp = m.goodput(k, packed_nodes(k, rs.per_node))
+                if now_gp > 0 and gp < now_gp * (1.0 + prof.resize_min_gain):
+                    continue
+                per_gpu = (gp - now_gp) / (one if one > 0 else 1.0) / (k - a.gpus)
+                if best is None or per_gpu > best[0]:
+                    best = (per_gpu, a, k, gp / now_gp - 1.0 if now_gp > 0 else 1.0)
+        if best is None:
+            return
+        _per_gpu, a, k, gain = best
+        ready.remove(a)
+        cp = stmt.checkpoint()
+        epoch = state.epoch
+        old = a.gpus
+        stmt.resize(a.job.id, f"grown {old} -> {k}: +{gain:.0%} goodput from idle GPUs")
+        if not cycle.try_place(a.job.with_gpus(k), "resize"):
+            stmt.rollback(cp)
+            cycle.restore_epoch(epoch)
+
+
+def _sizes(now: int, top: int, per_node: int) -> list[int]:
+    """Sizes to try above `now` up to `top`: every one within a node, then whole nodes, and
+    `top` itself."""
+    out = [k for k in range(now + 1, min(top, per_node) + 1)]
+    k = (now // per_node + 1) * per_node if per_node else top
+    while k <= top:
+        if k > per_node and k not in out:
+            out.append(k)
+        k += per_node
+    if top not in out:
+        out.append(top)
+    return out
+
+
+ACTIONS.register("resize", resize)
