@@ -17,7 +17,8 @@ every resize carries its reason. Three passes, in this order:
    holds above its guarantee, unless the waiting job is of the same queue or its own queue
    is owed its guarantee. The plan is kept only if the waiting job then fits.
 3. **Grow into idle GPUs.** While GPUs are idle, the running elastic job with the largest
-   gain in speedup per added GPU grows, if the gain is at least `Profile.resize_min_gain` of
+   gain in speedup per added GPU grows (to at most twice the largest size it has been
+   measured at: the model is not trusted further from its data), if the gain is at least `Profile.resize_min_gain` of
    its goodput and it has run `Profile.resize_hold_s` since its last (re)start (hysteresis:
    a resize costs a checkpoint and a relaunch). Growing only ever uses idle GPUs, and while a
    queue owed its guarantee has a job waiting, only that queue's jobs grow (reclaim would
@@ -53,6 +54,15 @@ def _bounds(job: Job) -> tuple[int, int]:
     lo = job.min_gpus if job.min_gpus is not None else job.gpus
     hi = job.max_gpus if job.max_gpus is not None else job.gpus
     return max(1, lo), max(1, hi)
+
+
+def _explored(job: Job) -> int:
+    """The largest size a job may grow to now: twice the largest it has been measured at (the
+    model is trusted that far beyond its data, as Pollux bounds its jobs), within `max_gpus`."""
+    _lo, hi = _bounds(job)
+    samples = job.elastic.samples if job.elastic is not None else ()
+    seen = max((s.gpus for s in samples), default=job.gpus)
+    return min(hi, max(2 * max(seen, job.gpus), 1))
 
 
 def _model(rs: ResizeState, job: Job) -> GoodputModel:
@@ -239,8 +249,7 @@ def _grow(cycle: Cycle, rs: ResizeState) -> None:
         best: tuple[float, Alloc, int, float] | None = None
         for a in ready:
             free = state.free_of(cycle.classes_of(a.job))
-            _lo, hi = _bounds(a.job)
-            top = min(hi, a.gpus + free)
+            top = min(_explored(a.job), a.gpus + free)
             if top <= a.gpus:
                 continue
             m = _model(rs, a.job)
