@@ -44,15 +44,26 @@ CAPACITY_CODES: frozenset[PendingCode] = frozenset({"capacity", "fragmented", "r
 S = TypeVar("S")
 
 
-@dataclass(slots=True)
 class Status:
-    """Why a job is pending right now (raw; `explain` renders it for people)."""
+    """Why a job is pending right now (raw; `explain` renders it for people).
 
-    code: PendingCode
-    blocker: int = -1  # queue index that blocks (quota)
-    other_job: str = ""  # reserved job that would be delayed / head of line
-    # quota: (rule, allocated, bound) when the job was refused: "limit" or "guaranteed"
-    quota: tuple[str, int, int] = ("", 0, 0)
+    A plain slotted class, not a dataclass: mypyc runs a dataclass's generated `__init__` as
+    interpreted code, and a cycle records a status for thousands of jobs."""
+
+    __slots__ = ("blocker", "code", "other_job", "quota")
+
+    def __init__(
+        self,
+        code: PendingCode,
+        blocker: int = -1,
+        other_job: str = "",
+        quota: tuple[str, int, int] = ("", 0, 0),
+    ) -> None:
+        self.code = code
+        self.blocker = blocker  # queue index that blocks (quota)
+        self.other_job = other_job  # reserved job that would be delayed / head of line
+        # quota: (rule, allocated, bound) when the job was refused: "limit" or "guaranteed"
+        self.quota = quota
 
 
 @dataclass(slots=True)
