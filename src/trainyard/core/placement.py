@@ -18,12 +18,14 @@ Only candidate *shapes* (node, GPU count) are computed here; device bits are cho
 
 from __future__ import annotations
 
+from typing import Final
+
 from trainyard.core.framework import Profile, Scorer
 from trainyard.core.resources import bits, lowest, lowest_n
 from trainyard.core.state import ClusterState
 from trainyard.core.types import Job
 
-_SCAN_LIMIT = 64  # nodes looked at per free-count bucket before giving up on CPU/memory
+_SCAN_LIMIT: Final = 64  # nodes looked at per free-count bucket before giving up on CPU/memory
 
 
 class Candidate:
@@ -297,7 +299,7 @@ def pick_devices(state: ClusterState, n: int, k: int) -> int:
     return out
 
 
-_DEVICES: dict[int, tuple[int, ...]] = {}
+_DEVICES: Final[dict[int, tuple[int, ...]]] = {}
 
 
 def devices_of(mask: int) -> tuple[int, ...]:

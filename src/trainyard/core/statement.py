@@ -16,10 +16,12 @@ contract independently.
 
 from __future__ import annotations
 
+from typing import Final
+
 from trainyard.core.state import Alloc, ClusterState
 from trainyard.core.types import ActionName
 
-_EPS = 1e-9
+_EPS: Final = 1e-9
 
 
 # The two records are plain slotted classes, not dataclasses: mypyc runs a dataclass's
