@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TypeVar, cast
+from typing import Final, TypeVar, cast
 
 from trainyard.core.explain import build_decision
 from trainyard.core.framework import ACTIONS, SCORERS, Profile, Scorer, get_profile
@@ -39,20 +39,31 @@ from trainyard.core.statement import Statement
 from trainyard.core.topology import Layout, build_layout
 from trainyard.core.types import ActionName, Decision, Job, PendingCode
 
-CAPACITY_CODES: frozenset[PendingCode] = frozenset({"capacity", "fragmented", "resources"})
+CAPACITY_CODES: Final[frozenset[PendingCode]] = frozenset({"capacity", "fragmented", "resources"})
 
 S = TypeVar("S")
 
 
-@dataclass(slots=True)
 class Status:
-    """Why a job is pending right now (raw; `explain` renders it for people)."""
+    """Why a job is pending right now (raw; `explain` renders it for people).
 
-    code: PendingCode
-    blocker: int = -1  # queue index that blocks (quota)
-    other_job: str = ""  # reserved job that would be delayed / head of line
-    # quota: (rule, allocated, bound) when the job was refused: "limit" or "guaranteed"
-    quota: tuple[str, int, int] = ("", 0, 0)
+    A plain slotted class, not a dataclass: mypyc runs a dataclass's generated `__init__` as
+    interpreted code, and a cycle records a status for thousands of jobs."""
+
+    __slots__ = ("blocker", "code", "other_job", "quota")
+
+    def __init__(
+        self,
+        code: PendingCode,
+        blocker: int = -1,
+        other_job: str = "",
+        quota: tuple[str, int, int] = ("", 0, 0),
+    ) -> None:
+        self.code = code
+        self.blocker = blocker  # queue index that blocks (quota)
+        self.other_job = other_job  # reserved job that would be delayed / head of line
+        # quota: (rule, allocated, bound) when the job was refused: "limit" or "guaranteed"
+        self.quota = quota
 
 
 @dataclass(slots=True)
@@ -95,6 +106,7 @@ class Cycle:
         self.head: Job | None = None  # first job allocate could not fit (backfill reserves it)
         self.order = PendingOrder(self)
         self._classes: dict[tuple[tuple[str, ...], float], tuple[int, ...]] = {}
+        self._any_class: tuple[int, ...] | None = None  # classes_of a job that takes any GPU
         self._fail: dict[tuple[object, ...], tuple[int, int]] = {}  # see try_place
         self.settled_epoch = self.state.epoch  # capacity epoch that allocate/backfill saw
         # Notes the actions leave for the explanation (explain.py):
@@ -118,6 +130,12 @@ class Cycle:
     # -- helpers used by actions ---------------------------------------------------------
 
     def classes_of(self, job: Job) -> tuple[int, ...]:
+        if not job.gpu_types and job.gpu_memory_gb == 0.0:  # the common case: any GPU
+            found = self._any_class
+            if found is None:
+                found = self.layout.classes_for((), 0.0)
+                self._any_class = found
+            return found
         key = (job.gpu_types, job.gpu_memory_gb)
         found = self._classes.get(key)
         if found is None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from trainyard.core.placement import devices_of
 from trainyard.core.types import (
@@ -29,7 +29,12 @@ from trainyard.core.types import (
 if TYPE_CHECKING:
     from trainyard.core.cycle import Cycle, Status
 
-_WAITS_FOR_ROOM = frozenset({"capacity", "fragmented", "resources", "reservation"})
+_WAITS_FOR_ROOM: Final = frozenset({"capacity", "fragmented", "resources", "reservation"})
+
+
+# The result types are NamedTuples, whose generated `__new__` runs as interpreted code even
+# when this module is compiled; a decision holds thousands of them, so they are made with
+# `tuple.__new__`, which is what that `__new__` does (the values are the same).
 
 
 def _nodes(
@@ -38,8 +43,8 @@ def _nodes(
     names = cycle.layout.names
     if len(parts) == 1:
         p = parts[0]
-        return (NodeDevices(names[p[0]], devices_of(p[1])),)
-    return tuple([NodeDevices(names[p[0]], devices_of(p[1])) for p in parts])
+        return (tuple.__new__(NodeDevices, (names[p[0]], devices_of(p[1]))),)
+    return tuple([tuple.__new__(NodeDevices, (names[p[0]], devices_of(p[1]))) for p in parts])
 
 
 def _in(seconds: float) -> str:
@@ -257,16 +262,21 @@ def build_decision(cycle: Cycle, only: tuple[Job, ...] | None = None) -> Decisio
     classes = cycle.layout.classes
     resized = stmt.resized
     placements = tuple(
-        Placement(
-            jid,
-            p.alloc.job.queue,
-            _nodes(cycle, p.alloc.parts),
-            p.action,
-            classes[p.alloc.cls][0] if p.alloc.cls >= 0 else "",
-            p.after_evictions,
-        )
-        for jid, p in stmt.placed.items()
-        if jid not in resized
+        [
+            tuple.__new__(
+                Placement,
+                (
+                    jid,
+                    p.alloc.job.queue,
+                    _nodes(cycle, p.alloc.parts),
+                    p.action,
+                    classes[p.alloc.cls][0] if p.alloc.cls >= 0 else "",
+                    p.after_evictions,
+                ),
+            )
+            for jid, p in stmt.placed.items()
+            if jid not in resized
+        ]
     )
     resizes = tuple(
         Resize(
@@ -280,8 +290,10 @@ def build_decision(cycle: Cycle, only: tuple[Job, ...] | None = None) -> Decisio
         for jid, r in resized.items()
     )
     evictions = tuple(
-        Eviction(jid, e.alloc.job.queue, e.alloc.gpus, e.action, e.for_job, e.reason)
-        for jid, e in stmt.evicted.items()
+        [
+            Eviction(jid, e.alloc.job.queue, e.alloc.gpus, e.action, e.for_job, e.reason)
+            for jid, e in stmt.evicted.items()
+        ]
     )
     reservations = tuple(
         Reservation(h.job.id, None if h.start == math.inf else h.start, _nodes(cycle, h.target))

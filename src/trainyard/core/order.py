@@ -27,11 +27,11 @@ queue's next job changes.
 from __future__ import annotations
 
 import heapq
+from bisect import bisect_right
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from trainyard.core.framework import JOB_ORDERS
-from trainyard.core.plugins.job_orders import las_level
 from trainyard.core.queues import QueueIndex
 from trainyard.core.types import Job
 
@@ -64,6 +64,8 @@ class PendingOrder:
         self._smaller = profile.queue_tie_break == "smaller"
         self._las = profile.queue_order == "las_drf"
         self._profile = profile
+        # `las_level` of the job orders, inlined: read once, not per job from the profile
+        self._thresholds = profile.las_thresholds
         pending = cycle.snapshot.pending
         if self._global:
             self._all = sorted(pending, key=lambda j: key(j, profile))
@@ -88,7 +90,7 @@ class PendingOrder:
 
     def _key(self, q: int) -> QueueKey:
         head = self._lists[q][self._pos_q[q]]
-        level = las_level(head, self._profile) if self._las else 0
+        level = bisect_right(self._thresholds, head.attained_service) if self._las else 0
         return (level, share_path(self.queues, q), head.gpus if self._smaller else 0)
 
     def _refresh(self) -> None:
@@ -133,7 +135,7 @@ class PendingOrder:
                 # marks the queue touched, and `_refresh` recomputes its whole key)
                 nxt = self._lists[q][pos + 1]
                 old = keys[q]
-                level = las_level(nxt, self._profile) if self._las else 0
+                level = bisect_right(self._thresholds, nxt.attained_service) if self._las else 0
                 size = nxt.gpus if self._smaller else 0
                 if level != old[0] or size != old[2]:
                     key = (level, old[1], size)

@@ -18,28 +18,33 @@ Only candidate *shapes* (node, GPU count) are computed here; device bits are cho
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import Final
 
 from trainyard.core.framework import Profile, Scorer
 from trainyard.core.resources import bits, lowest, lowest_n
 from trainyard.core.state import ClusterState
 from trainyard.core.types import Job
 
-_SCAN_LIMIT = 64  # nodes looked at per free-count bucket before giving up on CPU/memory
+_SCAN_LIMIT: Final = 64  # nodes looked at per free-count bucket before giving up on CPU/memory
 
 
-@dataclass(slots=True)
 class Candidate:
     """A possible placement: class, (node, gpus) parts, and the level it spans.
 
     `level`: the innermost level containing all parts: `depth` for one node, -1 for the whole
     cluster. `domain`: the domain id at that level (node index when `level == depth`).
+
+    A plain slotted class, not a dataclass: mypyc runs a dataclass's generated `__init__` as
+    interpreted code, and a cycle makes one or more candidates per placement tried.
     """
 
-    cls: int
-    parts: list[tuple[int, int]]
-    level: int
-    domain: int
+    __slots__ = ("cls", "domain", "level", "parts")
+
+    def __init__(self, cls: int, parts: list[tuple[int, int]], level: int, domain: int) -> None:
+        self.cls = cls
+        self.parts = parts
+        self.level = level
+        self.domain = domain
 
 
 def job_demand(job: Job) -> tuple[float, float]:
@@ -294,7 +299,7 @@ def pick_devices(state: ClusterState, n: int, k: int) -> int:
     return out
 
 
-_DEVICES: dict[int, tuple[int, ...]] = {}
+_DEVICES: Final[dict[int, tuple[int, ...]]] = {}
 
 
 def devices_of(mask: int) -> tuple[int, ...]:

@@ -14,13 +14,15 @@ all times and in O(levels) per change:
 
 from __future__ import annotations
 
+from typing import Final
+
 from trainyard.core.queues import QueueIndex
 from trainyard.core.resources import mask_of
 from trainyard.core.snapshot import Snapshot, SnapshotError, double_booking, placement_error
 from trainyard.core.topology import Layout
 from trainyard.core.types import Job
 
-PHANTOM_QUEUE = -1
+PHANTOM_QUEUE: Final = -1
 """Queue index of reservation holds: they take devices but count against no quota."""
 
 

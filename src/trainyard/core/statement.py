@@ -17,40 +17,50 @@ contract independently.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import Final
 
 from trainyard.core.state import Alloc, ClusterState
 from trainyard.core.types import ActionName
 
-_EPS = 1e-9
+_EPS: Final = 1e-9
 
 
-@dataclass(slots=True)
+# The records are plain slotted classes, not dataclasses: mypyc runs a dataclass's
+# generated `__init__` as interpreted code, and a cycle records thousands of placements.
+
+
 class Placed:
     """A placement made in this cycle (decision record)."""
 
-    alloc: Alloc
-    action: ActionName
-    after_evictions: tuple[str, ...]
+    __slots__ = ("action", "after_evictions", "alloc")
+
+    def __init__(self, alloc: Alloc, action: ActionName, after_evictions: tuple[str, ...]) -> None:
+        self.alloc = alloc
+        self.action = action
+        self.after_evictions = after_evictions
 
 
-@dataclass(slots=True)
 class Resized:
     """A running job restarted at another size in this cycle (decision record): `alloc` is
     what it held; its new placement is in `Statement.placed` (action ``resize``)."""
 
-    alloc: Alloc
-    reason: str
+    __slots__ = ("alloc", "reason")
+
+    def __init__(self, alloc: Alloc, reason: str) -> None:
+        self.alloc = alloc
+        self.reason = reason
 
 
-@dataclass(slots=True)
 class Evicted:
     """An eviction made in this cycle (decision record)."""
 
-    alloc: Alloc
-    action: ActionName
-    for_job: str
-    reason: str
+    __slots__ = ("action", "alloc", "for_job", "reason")
+
+    def __init__(self, alloc: Alloc, action: ActionName, for_job: str, reason: str) -> None:
+        self.alloc = alloc
+        self.action = action
+        self.for_job = for_job
+        self.reason = reason
 
 
 class Statement:

@@ -12,13 +12,14 @@ Level numbering: 0 is the outermost topology level (e.g. spine), `depth - 1` the
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final
 
 from trainyard.core.resources import DeviceClass, full_mask, mask_of
 from trainyard.core.types import Node, Topology
 
-ISLAND = "island"
-NODE = "node"
-CLUSTER = "cluster"
+ISLAND: Final = "island"
+NODE: Final = "node"
+CLUSTER: Final = "cluster"
 
 
 @dataclass(slots=True)

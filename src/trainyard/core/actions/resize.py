@@ -18,11 +18,11 @@ every resize carries its reason. Three passes, in this order:
    is owed its guarantee. The plan is kept only if the waiting job then fits.
 3. **Grow into idle GPUs.** While GPUs are idle, the running elastic job with the largest
    gain in speedup per added GPU grows (to at most twice the largest size it has been
-   measured at: the model is not trusted further from its data), if the gain is at least `Profile.resize_min_gain` of
-   its goodput and it has run `Profile.resize_hold_s` since its last (re)start (hysteresis:
-   a resize costs a checkpoint and a relaunch). Growing only ever uses idle GPUs, and while a
-   queue owed its guarantee has a job waiting, only that queue's jobs grow (reclaim would
-   take anything else back at once).
+   measured at: the model is not trusted further from its data), if the gain is at least
+   `Profile.resize_min_gain` of its goodput and it has run `Profile.resize_hold_s` since its
+   last (re)start (hysteresis: a resize costs a checkpoint and a relaunch). Growing only
+   ever uses idle GPUs, and while a queue owed its guarantee has a job waiting, only that
+   queue's jobs grow (reclaim would take anything else back at once).
 
 Without arrivals or completions nothing shrinks (no job waits for capacity that a shrink
 could give) and growth stops when no GPU is idle, so resizes do not ping-pong.

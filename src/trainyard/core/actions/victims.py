@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Final
 
 from trainyard.core.actions.backfill import lift_holds, restore_holds
 from trainyard.core.actions.gangplan import CostKey, node_plan, nodes_in
@@ -40,8 +41,8 @@ from trainyard.core.cycle import Cycle, Status
 from trainyard.core.state import Alloc
 from trainyard.core.types import ActionName, Job
 
-_DOMAINS_PLANNED = 32  # qualifying domains planned per level, smallest shortfall first
-_DOMAINS_TRIED = 6  # planned domains tried on the statement per level, cheapest plan first
+_DOMAINS_PLANNED: Final = 32  # qualifying domains planned per level, smallest shortfall first
+_DOMAINS_TRIED: Final = 6  # planned domains tried on the statement per level, cheapest plan first
 
 
 @dataclass(slots=True)

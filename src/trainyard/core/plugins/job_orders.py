@@ -12,12 +12,12 @@
 from __future__ import annotations
 
 from bisect import bisect_right
-from typing import Any
+from typing import Any, Final
 
 from trainyard.core.framework import JOB_ORDERS, Profile
 from trainyard.core.types import Job
 
-_INF = float("inf")
+_INF: Final = float("inf")
 
 
 def las_level(job: Job, profile: Profile) -> int:
