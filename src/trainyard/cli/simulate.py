@@ -54,9 +54,10 @@ def _workload_file(spec: str) -> Path | None:
     return None
 
 
-def _speed(spec: str, profiles: Path | None, restart_s: float) -> SpeedModel:
+def _speed(spec: str, profiles: Path | None, restart_s: float, rigid: bool) -> SpeedModel:
     kind = spec.partition(":")[0].strip().lower()
     if kind == "pollux":
+        from trainyard.sim.pollux_jobs import PolluxJobs
         from trainyard.sim.pollux_speed import PolluxSpeed
 
         if profiles is None:
@@ -68,7 +69,7 @@ def _speed(spec: str, profiles: Path | None, restart_s: float) -> SpeedModel:
                 "the Pollux workload needs the measured profiles: give --profiles DIR "
                 "(pollux/profiles beside the workloads folder)",
             )
-        return PolluxSpeed(profiles)
+        return PolluxSpeed(profiles) if rigid else PolluxJobs(profiles)
     if kind == "gavel":
         from trainyard.sim.gavel_speed import GavelSpeed
 
@@ -169,6 +170,14 @@ def simulate_command(
             "--profiles: the old name).",
         ),
     ] = None,
+    rigid: Annotated[
+        bool,
+        typer.Option(
+            "--rigid",
+            help="Pollux workloads: run every job at its trace size and batch (by default "
+            "they are elastic, adapting GPUs and batch size, as in Pollux's evaluation).",
+        ),
+    ] = False,
     report: Annotated[
         Path | None,
         typer.Option("--report", metavar="DIR", help="Write report.md/html and plots here."),
@@ -187,7 +196,10 @@ def simulate_command(
             workload, seed=seed, load=load, options=_options(option or []), shared=_shared()
         )
         cl = parse_cluster(cluster)
-        speed = _speed(workload, profiles, restart_penalty)
+        speed = _speed(workload, profiles, restart_penalty, rigid)
+        elastic = getattr(speed, "elastic_workload", None)
+        if elastic is not None:
+            wl = elastic(wl)
         results = _run(wl, cl, speed, names, opts, seed, quota_share)
     except (WorkloadError, OSError) as exc:
         typer.echo(f"error: {' '.join(str(exc).split())}", err=True)

@@ -191,6 +191,7 @@ class _Engine:
         self.by_id = {s.sim.id: s for s in self.states}
         self.pending: dict[str, _State] = {}
         self.running: dict[str, _State] = {}
+        self.elastic_running: set[str] = set()  # ids (sorted when iterated for determinism)
         self.done: heapq_t = []  # (end time, seq, id, version)
         self.crossings: heapq_t = []  # (time, seq, id, version): LAS level changes
         self.wakes: list[float] = []  # min_runtime expiries (victims become eligible)
@@ -304,6 +305,8 @@ class _Engine:
         del self.pending[s.sim.id]
         self.pending_gpus -= s.sim.gpus
         self.running[s.sim.id] = s
+        if s.job.is_elastic:
+            self.elastic_running.add(s.sim.id)
         self.allocated += s.gpus
         self.seq += 1
         heapq.heappush(self.done, (self._finish_time(s), self.seq, s.sim.id, s.version))
@@ -320,6 +323,7 @@ class _Engine:
         # pending again at its requested size (an elastic job may start smaller)
         s.job = replace(s.job.with_gpus(s.sim.gpus), attained_service=s.attained)
         del self.running[s.sim.id]
+        self.elastic_running.discard(s.sim.id)
         self.allocated -= s.gpus
 
     def _sample(self, t: float, fragmented_free: int = 0) -> None:
@@ -412,6 +416,19 @@ class _Engine:
         free = self.total - self.allocated
         self._sample(t, free if fragmented and self.pending else 0)
 
+    def _grow_at(self) -> float:
+        """When a round could grow an elastic job into idle GPUs: the end of the resize hold
+        of the earliest running elastic job below its maximum, while GPUs are idle."""
+        if self.allocated >= self.total or not self.elastic_running:
+            return _INF
+        hold = self.profile.resize_hold_s
+        at = _INF
+        for jid in self.elastic_running:
+            s = self.running[jid]
+            if s.job.max_gpus is not None and s.gpus < s.job.max_gpus:
+                at = min(at, s.started + hold)
+        return at
+
     def run(self) -> None:
         jobs = self.states
         limit = self.opt.max_time_s if self.opt.max_time_s is not None else _INF
@@ -423,6 +440,7 @@ class _Engine:
                 when = min(when, self._valid_top(self.crossings))
                 if self.wakes:
                     when = min(when, self.wakes[0])
+            when = min(when, self._grow_at())
             if when == _INF:
                 break  # jobs nothing can ever place (e.g. a GPU type the cluster lacks)
             t = max(self.earliest, self._round_at(when))
@@ -438,7 +456,7 @@ class _Engine:
             while self.wakes and self.wakes[0] <= t:
                 heapq.heappop(self.wakes)
             self.now = t
-            if self.pending:
+            if self.pending or self._grow_at() <= t:
                 self._cycle(t)
             self.earliest = t + step if step > 0 else t
         ends = [s.end for s in jobs if s.end is not None]

@@ -96,7 +96,7 @@ def reclaim_for(cycle: Cycle, job: Job) -> bool:
     per_queue = by_queue(cycle)
     allocs = cycle.state.allocs
     if not any(
-        a.gpus > spare and a.job.id in allocs
+        a.gpus > spare and allocs.get(a.job.id) is a
         for vq, spare in budgets.items()
         for a in per_queue.get(vq, ())
     ):

@@ -55,10 +55,13 @@ class VictimsState:
 
 def eligible(cycle: Cycle, alloc: Alloc) -> bool:
     """Rules common to every eviction. A job placed earlier in this cycle has not started:
-    taking it back costs nothing (it is retracted, not evicted), so it is eligible too."""
+    taking it back costs nothing (it is retracted, not evicted), so it is eligible too; a
+    job resized in this cycle is not (it runs: its resize stands)."""
     job = alloc.job
     if alloc.queue < 0 or not job.preemptible:
         return False
+    if alloc.placed_now and job.id in cycle.stmt.resized:
+        return False  # a running job restarted at another size in this cycle: not retractable
     return alloc.placed_now or cycle.now - alloc.started_at >= job.min_runtime
 
 
@@ -158,7 +161,8 @@ def _try(
 
 def by_queue(cycle: Cycle) -> dict[int, list[Alloc]]:
     """Running jobs that may be evicted at all in this cycle, per queue (computed once; jobs
-    evicted since are filtered out by the caller through `cycle.state.allocs`)."""
+    evicted or resized since are filtered out by the caller: `cycle.state.allocs` no longer
+    holds them)."""
     st = cycle.state_of(VictimsState)
     cached = st.by_queue
     if cached is None:
@@ -203,7 +207,7 @@ def evict_for(
     if candidates is not None:
         for a in candidates:
             budget = budgets.get(a.queue, 0)
-            if 0 < a.gpus <= budget and a.cls in classes and a.job.id in allocs:
+            if 0 < a.gpus <= budget and a.cls in classes and allocs.get(a.job.id) is a:
                 pool.append(a)
     else:
         per_queue = by_queue(cycle)
@@ -211,7 +215,7 @@ def evict_for(
             for a in per_queue.get(vq, ()):
                 if below_priority is not None and a.job.priority >= below_priority:
                     break  # sorted by priority: the rest is no lower
-                usable = 0 < a.gpus <= budget and a.cls in classes and a.job.id in allocs
+                usable = 0 < a.gpus <= budget and a.cls in classes and allocs.get(a.job.id) is a
                 if usable and (prefilter is None or prefilter(a)):
                     pool.append(a)
     if not pool:

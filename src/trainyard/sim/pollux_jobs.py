@@ -1,0 +1,131 @@
+"""Pollux workloads as Pollux's evaluation runs them: elastic jobs that adapt their batch size.
+
+`PolluxJobs` is the speed model of a Pollux run with elastic jobs (the default of
+`trainyard simulate --workload pollux:F`; `--rigid` runs the trace's fixed sizes with
+`PolluxSpeed`). It owns what lies between the simulator's truth and the scheduler's view:
+
+- `elastic_workload`: each job may run on 1 up to `max_gpus(job)` GPUs: twice-explored sizes up
+  to 64 and the application's maximum batch over its smallest profiled per-GPU batch (the
+  artifact's bound for its Pollux jobs); ncf runs at a fixed batch on one GPU, so it stays
+  rigid. A job asks for its trace `num_replicas` when it is pending.
+- Progress: an elastic job's rate is `PolluxElastic`'s (the best batch on its placement in
+  its epoch); a rigid one's is `PolluxSpeed`'s, so a mixed workload runs both.
+- The scheduler's view (`core.Elastic`, through the engine's `elastic_info` and `observe`
+  hooks): the batch range and per-GPU cap, the gradient statistics at the initial batch in
+  the job's current epoch, and one `core.StepSample` per placement the job has run on (the
+  step time of the batch it chose there), as a real job's SDK would report them. The core
+  fits its own goodput model to these (`core.goodput`); it never sees the profiles.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from pathlib import Path
+
+from trainyard.core import Elastic, StepSample
+from trainyard.sim.pollux_elastic import PolluxElastic
+from trainyard.sim.pollux_speed import PolluxSpeed
+from trainyard.sim.workload import SimJob, Workload
+
+__all__ = ["MAX_GPUS", "PolluxJobs"]
+
+MAX_GPUS = 64  # the artifact's simulator cap on a Pollux job's replicas
+_SAMPLES_KEPT = 8
+
+
+class PolluxJobs:
+    """Speed model for Pollux workloads whose jobs may be elastic (see the module docstring)."""
+
+    name = "pollux-elastic"
+    first_start_s = 30.0
+    restart_s = 30.0
+
+    def __init__(self, profiles_dir: Path) -> None:
+        self.rigid = PolluxSpeed(profiles_dir)
+        self.adaptive = PolluxElastic(speed=self.rigid)
+
+    # -- which jobs are elastic ---------------------------------------------------------------
+
+    def max_gpus(self, job: SimJob) -> int:
+        """The most GPUs the job can use: its maximum batch over its smallest per-GPU batch,
+        at most `MAX_GPUS`; 1 for an application run at a fixed batch (ncf)."""
+        if job.application in self.adaptive.fixed_batch:
+            return 1
+        _init, top = self.adaptive.bounds(job)
+        lo_local, _cap = self.adaptive.local_range(job)
+        return max(1, min(MAX_GPUS, int(top // max(lo_local, 1.0))))
+
+    def elastic_workload(self, workload: Workload) -> Workload:
+        """Every job elastic on [1, max_gpus], asking for its trace size when pending."""
+        jobs = []
+        for job in workload.jobs:
+            top = self.max_gpus(job)
+            if top > 1:
+                gpus = min(job.gpus, top)
+                job = replace(job, gpus=gpus, min_gpus=1, max_gpus=top)
+            jobs.append(job)
+        return replace(workload, jobs=tuple(jobs))
+
+    # -- SpeedModel ---------------------------------------------------------------------------
+
+    @staticmethod
+    def _elastic(job: SimJob) -> bool:
+        return job.min_gpus is not None or job.max_gpus is not None
+
+    def work(self, job: SimJob) -> float:
+        return self.rigid.work(job)
+
+    def next_change(self, job: SimJob, progress: float) -> float:
+        return self.rigid.next_change(job, progress)
+
+    def rate_at(
+        self, job: SimJob, per_node: tuple[int, ...], gpu_type: str, progress: float
+    ) -> float:
+        model = self.adaptive if self._elastic(job) else self.rigid
+        return model.rate_at(job, per_node, gpu_type, progress)
+
+    def rate(self, job: SimJob, per_node: tuple[int, ...], gpu_type: str) -> float:
+        return self.rate_at(job, per_node, gpu_type, 0.0)
+
+    def isolated_rate(self, job: SimJob) -> float:
+        return self.rate(job, PolluxSpeed.packed(job.gpus), "")
+
+    def isolated_time(self, job: SimJob) -> float:
+        model = self.adaptive if self._elastic(job) else self.rigid
+        return model.isolated_time(job)
+
+    # -- what the scheduler is told -----------------------------------------------------------
+
+    def _stats(self, job: SimJob, progress: float) -> tuple[float, float]:
+        app = self.rigid.apps[job.application or ""]
+        sqr, var = app.stats[app.bszs[0]][self.adaptive.epoch(job, progress)]
+        return sqr, var
+
+    def elastic_info(self, job: SimJob) -> Elastic:
+        """The scheduler's first view of an elastic job: its batch range, no samples yet."""
+        init, top = self.adaptive.bounds(job)
+        _lo, cap = self.adaptive.local_range(job)
+        sqr, var = self._stats(job, 0.0)
+        return Elastic(
+            batch=init,
+            max_batch=top,
+            max_local_batch=math.floor(cap),
+            grad_sqr=sqr,
+            grad_var=var,
+        )
+
+    def observe(
+        self, job: SimJob, per_node: tuple[int, ...], progress: float, info: Elastic
+    ) -> Elastic:
+        """`info` after the job started on `per_node` at `progress`: the step it measures
+        there (at the batch it chose) replaces any earlier sample of that shape, and the
+        gradient statistics are those of its current epoch."""
+        epoch = self.adaptive.epoch(job, progress)
+        choice = self.adaptive.best_batch(job, per_node, epoch)
+        seen = self.adaptive.step_samples(job, per_node, choice.batch)
+        sample = StepSample(sum(per_node), len(per_node), choice.batch, seen.total)
+        kept = [s for s in info.samples if (s.gpus, s.nodes) != (sample.gpus, sample.nodes)]
+        kept.append(sample)
+        sqr, var = self._stats(job, progress)
+        return replace(info, samples=tuple(kept[-_SAMPLES_KEPT:]), grad_sqr=sqr, grad_var=var)

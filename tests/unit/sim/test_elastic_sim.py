@@ -1,0 +1,93 @@
+"""Elastic jobs in the simulator: they grow into idle GPUs, shrink for arrivals, and are
+accounted by the GPU-seconds they held; Pollux workloads run elastic unless `--rigid`."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from test_pollux_speed import shared_pollux
+
+from trainyard.core import Elastic, StepSample
+from trainyard.sim.cluster import parse_cluster
+from trainyard.sim.engine import SimOptions, simulate
+from trainyard.sim.metrics import summarize
+from trainyard.sim.workload import SimJob, Workload
+
+
+class Scaling:
+    """A job's work in GPU-seconds at perfect scaling less 5% per doubling; it reports
+    what it measures on each placement, as an SDK would."""
+
+    name = "scaling"
+    first_start_s = 0.0
+    restart_s = 30.0
+
+    def work(self, job: SimJob) -> float:
+        assert job.duration is not None
+        return job.duration
+
+    def rate(self, job: SimJob, per_node: tuple[int, ...], gpu_type: str) -> float:
+        k = sum(per_node)
+        return k * 0.95 ** (k.bit_length() - 1)
+
+    def isolated_rate(self, job: SimJob) -> float:
+        return self.rate(job, (job.gpus,), "")
+
+    def elastic_info(self, job: SimJob) -> Elastic:
+        return Elastic(batch=64, max_batch=64)
+
+    def observe(self, job: SimJob, per_node: tuple[int, ...], progress: float, info: Elastic):
+        k = sum(per_node)
+        step = 64 / self.rate(job, per_node, "")
+        sample = StepSample(k, len(per_node), 64, step)
+        return replace(info, samples=(*info.samples, sample))
+
+
+def _workload(*jobs: SimJob) -> Workload:
+    return Workload(kind="test", source="test", jobs=jobs)
+
+
+def test_an_elastic_job_grows_into_idle_gpus_and_finishes_sooner() -> None:
+    job = SimJob("e", 0.0, 2, duration=40_000.0, min_gpus=1, max_gpus=16)
+    rigid = replace(job, min_gpus=None, max_gpus=None)
+    cluster = parse_cluster("4x4")
+    grown = simulate(_workload(job), cluster, Scaling(), "default")
+    fixed = simulate(_workload(rigid), cluster, Scaling(), "default")
+    (g,), (f,) = grown.records, fixed.records
+    assert g.resizes >= 1 and f.resizes == 0
+    assert g.end is not None and f.end is not None and g.end < 0.6 * f.end
+    assert g.gpu_seconds is not None and g.gpu_seconds > g.gpus * g.run_time  # it held more
+    assert summarize(grown)["gpu_hours"] == pytest.approx(g.gpu_seconds / 3600, abs=1e-3)
+
+
+def test_an_arrival_gets_gpus_from_an_elastic_job() -> None:
+    big = SimJob("e", 0.0, 2, duration=400_000.0, min_gpus=1, max_gpus=8)
+    late = SimJob("r", 20_000.0, 6, duration=3_600.0)
+    result = simulate(
+        _workload(big, late), parse_cluster("2x4"), Scaling(), "default", SimOptions()
+    )
+    rec = {r.id: r for r in result.records}
+    assert rec["r"].first_start is not None
+    assert rec["r"].first_start - rec["r"].submit <= 120  # within two rounds, by a shrink
+    assert rec["e"].preemptions == 0 and rec["e"].resizes >= 2  # grown, then shrunk
+
+
+def test_pollux_workloads_run_elastic_unless_rigid() -> None:
+    from trainyard.sim.pollux_jobs import PolluxJobs
+
+    speed = PolluxJobs(shared_pollux() / "profiles")
+    jobs = (
+        SimJob("c", 0.0, 2, application="cifar10", batch_size=128),
+        SimJob("n", 0.0, 1, application="ncf", batch_size=32768),
+    )
+    work = speed.elastic_workload(_workload(*jobs))
+    c, n = work.jobs
+    assert (c.min_gpus, c.gpus) == (1, 2) and c.max_gpus is not None and c.max_gpus > 2
+    assert n.min_gpus is None and n.max_gpus is None  # a fixed batch on one GPU: rigid
+    info = speed.elastic_info(c)
+    assert info.batch == 128 and info.max_batch > 128 and info.grad_sqr > 0
+    seen = speed.observe(c, (2,), 0.0, info)
+    assert [(s.gpus, s.nodes) for s in seen.samples] == [(2, 1)]
+    result = simulate(work, parse_cluster("4x4"), speed, "default")
+    assert all(r.end is not None for r in result.records)
