@@ -6,6 +6,9 @@ Cases (all of them without arguments; the data comes from ``$TRAINYARD_SHARED`` 
 * ``pollux``: the 8 Pollux workloads at loads 0.5, 1.0, 1.5 and 2.0 on 16 nodes x 4 GPUs,
   policies tiresias, default, las and fifo; the average JCT over the 8 workloads next to
   Pollux's published Tiresias mean (`results-jobload/tiresias-<load>/summary.json`).
+* ``pollux-elastic``: the same workloads with elastic jobs (adaptive GPUs and batch size,
+  `sim/pollux_jobs.py`) under `default`, next to Pollux's published mean
+  (`results-jobload/pollux-<load>/summary.json`).
 * ``philly-window``: the busy Philly week 2017-10-16 to 2017-10-23 (14,185 jobs; GPU demand
   above 600 GPUs on most days) on 64 nodes x 8 GPUs, every policy side by side.
 * ``philly-full``: the whole Philly trace (82,247 jobs) on 64 x 8 under the default policy:
@@ -38,6 +41,7 @@ from trainyard.core import get_profile
 from trainyard.sim.cluster import parse_cluster
 from trainyard.sim.engine import simulate
 from trainyard.sim.metrics import summarize
+from trainyard.sim.pollux_jobs import PolluxJobs
 from trainyard.sim.pollux_speed import PolluxSpeed
 from trainyard.sim.readers import read_workload
 from trainyard.sim.speed import FixedDuration
@@ -87,6 +91,32 @@ def pollux() -> None:
                 "per_workload": jcts, "wall_s": time.perf_counter() - start, **machine(),
             }  # fmt: skip
             print(json.dumps(out), flush=True)
+
+
+def pollux_elastic() -> None:
+    """Issue 13: the 8 Pollux workloads with elastic jobs (sim/pollux_jobs.py) under
+    `default` (resize by goodput), next to Pollux's published means per load."""
+    speed = PolluxJobs(POLLUX / "profiles")
+    cluster = parse_cluster("16x4")
+    for load, folder in LOADS.items():
+        summary = POLLUX / "results-jobload" / f"pollux-{load}" / "summary.json"
+        published = json.loads(summary.read_text())
+        start = time.perf_counter()
+        jcts, theirs = [], []
+        for w in range(1, 9):
+            wl = speed.elastic_workload(
+                read_workload(f"pollux:{POLLUX / folder / f'workload-{w}.csv'}")
+            )
+            jcts.append(summarize(simulate(wl, cluster, speed, "default"))["jct_avg"])
+            theirs.append(published["avgs"].get(f"workload-{w}"))
+        mean = statistics.mean(jcts)
+        out = {
+            "case": "pollux-elastic", "load": float(load), "policy": "default", "jct_avg": mean,
+            "published_pollux": published["mean"], "vs_pollux": mean / published["mean"],
+            "per_workload": jcts, "pollux_per_workload": theirs,
+            "wall_s": time.perf_counter() - start, **machine(),
+        }  # fmt: skip
+        print(json.dumps(out), flush=True)
 
 
 def _philly_week(window: tuple[str, str]) -> Workload:
@@ -173,6 +203,7 @@ def tie_break() -> None:
 
 CASES = {
     "pollux": pollux,
+    "pollux-elastic": pollux_elastic,
     "philly-window": philly_window,
     "philly-full": philly_full,
     "tie-break": tie_break,
