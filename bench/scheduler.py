@@ -18,7 +18,8 @@ if __name__ == "__main__":
     parser.add_argument("--gpus", type=int)
     parser.add_argument("--pending", type=int)
     parser.add_argument("--profile", default="default")
+    parser.add_argument("--elastic", type=float, default=0.0, help="share of elastic jobs")
     args = parser.parse_args()
     sizes = ((args.gpus, args.pending),) if args.gpus and args.pending else SIZES
     for gpus, pending in sizes:
-        print(json.dumps(run(gpus, pending, profile=args.profile)), flush=True)
+        print(json.dumps(run(gpus, pending, profile=args.profile, elastic_share=args.elastic)))

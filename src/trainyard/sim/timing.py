@@ -28,7 +28,7 @@ from trainyard.core import apply_decision, build_layout, run_cycle
 from trainyard.core import state as state_module
 from trainyard.core.incremental import Scheduler
 from trainyard.runtime import gc_paused
-from trainyard.sim.workload.cluster import NOW, random_job, snapshot
+from trainyard.sim.workload.cluster import NOW, elastic, random_job, snapshot
 from trainyard.stats import percentile
 
 __all__ = ["run"]
@@ -47,9 +47,13 @@ def run(
     arrivals: int = 50,
     profile: str = "default",
     seed: int = 0,
+    elastic_share: float = 0.0,
 ) -> dict[str, Any]:
-    """Measure and return the figures as a JSON-ready dict."""
+    """Measure and return the figures as a JSON-ready dict; `elastic_share` of the jobs are
+    elastic (`sim.workload.cluster.elastic`)."""
     snap = snapshot(gpus, pending, seed)
+    if elastic_share > 0:
+        snap = elastic(snap, elastic_share, seed)
     t0 = time.perf_counter()
     layout = build_layout(snap.nodes, snap.topology)
     layout_ms = (time.perf_counter() - t0) * 1e3
@@ -106,6 +110,8 @@ def run(
         "cycle_ms_p99": _ms(times, 99, 2),
         "placements": len(decision.placements),
         "evictions": len(decision.evictions),
+        "elastic_share": elastic_share,
+        "resizes": len(decision.resizes),
         "reservations": len(decision.reservations),
         "placements_per_s": round(len(decision.placements) / (p50 / 1e3), 1),
         "arrival_decision_ms_p50": _ms(arrival, 50, 3),

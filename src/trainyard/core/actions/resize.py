@@ -135,17 +135,29 @@ def _shrink_for_waiting(cycle: Cycle) -> None:
     ]
     if not waiting:
         return
-    if not _donors(cycle):
+    donors = _donors(cycle)
+    if not donors:
         return
     active = sum(1 for a in cycle.state.allocs.values() if a.queue >= 0) + len(waiting)
     fair = max(1, sum(cycle.layout.class_capacity) // max(1, active))
+    stmt = cycle.stmt
+    spare = sum(a.gpus - _bounds(a.job)[0] for a in donors)  # all donors could give
+    failed: dict[tuple[object, ...], int] = {}  # shape -> fewest GPUs no plan could free
     for job in waiting:
         if job.id not in status:
             continue  # placed meanwhile
+        need = _bounds(job)[0] if job.is_elastic else job.gpus
+        if need > spare + cycle.state.free_of(cycle.classes_of(job)):
+            continue  # the donors together cannot free enough
+        key = (job.queue, job.gpu_types, job.gpu_memory_gb, job.topology, cycle.state.epoch)
+        if need >= failed.get(key, 1 << 30):
+            continue
         classes = set(cycle.classes_of(job))
-        usable = [a for a in _donors(cycle) if a.cls in classes]
-        if usable:
-            _shrink_plan(cycle, job, usable, fair)
+        usable = [a for a in donors if a.cls in classes and a.job.id not in stmt.resized]
+        if usable and _shrink_plan(cycle, job, usable, fair):
+            spare = sum(a.gpus - _bounds(a.job)[0] for a in donors if a.job.id not in stmt.resized)
+        else:
+            failed[key] = min(failed.get(key, 1 << 30), need)
 
 
 def _plan(cycle: Cycle, job: Job, usable: list[Alloc], need: int, fair: int) -> dict[str, int]:

@@ -4,7 +4,8 @@ The cluster has 8 GPUs per node (virtual H100s, 80 GB), 32 nodes per leaf switch
 leaves per spine. It starts half occupied by running jobs whose sizes and run times follow the
 Philly trace (`sim.workload.philly`), scattered at random so that free capacity is fragmented
 as in a cluster that has lived a while. `pending` jobs (Philly sizes, four tenant queues with
-equal guaranteed quotas, a few priorities) wait. Everything is drawn from one seed, so a
+equal guaranteed quotas, a few priorities) wait. `elastic` makes a share of the jobs elastic
+(for timing the resize action). Everything is drawn from one seed, so a
 snapshot is the same on every machine. `trainyard.sim.timing` times cycles on it; tests use it
 as a large realistic state.
 """
@@ -14,10 +15,20 @@ from __future__ import annotations
 import random
 from dataclasses import replace
 
-from trainyard.core import Job, Node, NodeDevices, Queue, RunningJob, Snapshot, Topology
+from trainyard.core import (
+    Elastic,
+    Job,
+    Node,
+    NodeDevices,
+    Queue,
+    RunningJob,
+    Snapshot,
+    StepSample,
+    Topology,
+)
 from trainyard.sim.workload.philly import sample_duration, sample_gpus
 
-__all__ = ["GPUS_PER_NODE", "NOW", "cluster", "random_job", "snapshot"]
+__all__ = ["GPUS_PER_NODE", "NOW", "cluster", "elastic", "random_job", "snapshot"]
 
 GPUS_PER_NODE = 8
 NODES_PER_LEAF = 32
@@ -121,3 +132,35 @@ def snapshot(gpus: int, pending: int, seed: int = 0) -> Snapshot:
     running = _scatter(rng, nodes, running_jobs)
     waiting = tuple(random_job(rng, i + k, rng.choice(names), NOW) for k in range(pending))
     return Snapshot(NOW, nodes, topo, queues, tuple(running), waiting)
+
+
+def _elastic_job(rng: random.Random, job: Job, nodes: int) -> Job:
+    """`job` elastic on [1, 2 x its size] (at most 64), having measured one step at its size
+    (compute-bound, a little sync), with Pollux-like gradient statistics."""
+    k = job.gpus
+    step = 0.2 * (1.0 + 0.05 * (k > 1) + 0.1 * (nodes > 1)) * rng.uniform(0.8, 1.2)
+    info = Elastic(
+        batch=64,
+        max_batch=64 * 32,
+        max_local_batch=256,
+        samples=(StepSample(k, nodes, 64 * k, step),),
+        grad_sqr=1.0,
+        grad_var=rng.uniform(1.0, 8.0),
+    )
+    return replace(job, min_gpus=1, max_gpus=min(64, 2 * k), elastic=info)
+
+
+def elastic(snap: Snapshot, share: float, seed: int = 0) -> Snapshot:
+    """`snap` with `share` of its GPU jobs (running and pending, drawn at random) elastic."""
+    rng = random.Random(seed + 7)
+    running = tuple(
+        replace(r, job=_elastic_job(rng, r.job, len(r.placement)))
+        if r.job.gpus and rng.random() < share
+        else r
+        for r in snap.running
+    )
+    pending = tuple(
+        _elastic_job(rng, j, -(-j.gpus // GPUS_PER_NODE)) if j.gpus and rng.random() < share else j
+        for j in snap.pending
+    )
+    return replace(snap, running=running, pending=pending)
