@@ -54,6 +54,7 @@ from trainyard.core import (
 from trainyard.runtime import gc_paused
 from trainyard.sim.cluster import Cluster
 from trainyard.sim.config import QUOTA_SHARE, SimOptions, default_queues
+from trainyard.sim.jobstate import JobState, isolated_time
 from trainyard.sim.records import JobRecord, Sample, SimResult
 from trainyard.sim.speed import SpeedModel
 from trainyard.sim.workload import SimJob, Workload, WorkloadError
@@ -64,68 +65,6 @@ _INF = math.inf
 heapq_t = list[tuple[float, int, str, int]]  # (time, sequence, job id, run version)
 # Called after every scheduling round with the round's snapshot and decision (`simulate`).
 Observer = Callable[[Snapshot, Decision], None]
-
-
-class _State:
-    """One job's simulated life (mutable, engine-private)."""
-
-    __slots__ = (
-        "attained",
-        "change_at",
-        "end",
-        "first_start",
-        "gpu_type",
-        "gpus",
-        "isolated",
-        "job",
-        "last_t",
-        "penalty_until",
-        "per_node",
-        "placement",
-        "preemptions",
-        "progress",
-        "rate",
-        "resizes",
-        "restarts",
-        "run_time",
-        "running",
-        "sim",
-        "started",
-        "version",
-        "work",
-    )  # fmt: skip
-
-    def __init__(self, sim: SimJob, job: Job, work: float, isolated: float) -> None:
-        self.sim = sim
-        self.job = job
-        self.work = work
-        self.progress = 0.0
-        self.attained = 0.0
-        self.started = 0.0
-        self.penalty_until = 0.0
-        self.last_t = 0.0
-        self.rate = 0.0
-        self.change_at = _INF
-        self.placement: tuple[NodeDevices, ...] = ()
-        self.per_node: tuple[int, ...] = ()
-        self.gpu_type = ""
-        self.first_start: float | None = None
-        self.end: float | None = None
-        self.run_time = 0.0
-        self.preemptions = 0
-        self.restarts = 0
-        self.resizes = 0
-        self.gpus = sim.gpus  # held while running (an elastic job's size changes)
-        self.version = 0
-        self.running: RunningJob | None = None
-        self.isolated = isolated
-
-
-def _isolated_time(speed: SpeedModel, sim: SimJob) -> float:
-    exact = getattr(speed, "isolated_time", None)
-    if exact is not None:
-        return float(exact(sim))
-    return speed.first_start_s + speed.work(sim) / speed.isolated_rate(sim)
 
 
 class _Engine:
@@ -156,7 +95,7 @@ class _Engine:
         self.elastic_info = getattr(speed, "elastic_info", None)
         self.observe = getattr(speed, "observe", None)
         known = {q.name for q in queues}
-        self.states: list[_State] = []
+        self.states: list[JobState] = []
         seen: set[str] = set()
         for sim in workload.jobs:
             if sim.id in seen:
@@ -169,7 +108,7 @@ class _Engine:
                     sim.id, f"asks for {sim.gpus} GPUs; the cluster has {cluster.gpus}"
                 )
             work = speed.work(sim)
-            isolated = _isolated_time(speed, sim)
+            isolated = isolated_time(speed, sim)
             estimate = isolated if options.estimates == "exact" else None
             job = Job(
                 id=sim.id,
@@ -187,10 +126,10 @@ class _Engine:
             )
             if job.is_elastic and self.elastic_info is not None:
                 job = replace(job, elastic=self.elastic_info(sim))
-            self.states.append(_State(sim, job, work, isolated))
+            self.states.append(JobState(sim, job, work, isolated))
         self.by_id = {s.sim.id: s for s in self.states}
-        self.pending: dict[str, _State] = {}
-        self.running: dict[str, _State] = {}
+        self.pending: dict[str, JobState] = {}
+        self.running: dict[str, JobState] = {}
         self.elastic_running: set[str] = set()  # ids (sorted when iterated for determinism)
         self.done: heapq_t = []  # (end time, seq, id, version)
         self.crossings: heapq_t = []  # (time, seq, id, version): LAS level changes
@@ -221,7 +160,7 @@ class _Engine:
 
     # -- progress -----------------------------------------------------------------------------
 
-    def _set_rate(self, s: _State) -> None:
+    def _set_rate(self, s: JobState) -> None:
         if self.rate_at is not None and self.next_change is not None:
             s.rate = float(self.rate_at(s.sim, s.per_node, s.gpu_type, s.progress))
             s.change_at = float(self.next_change(s.sim, s.progress))
@@ -233,7 +172,7 @@ class _Engine:
                 s.sim.id, f"speed model {self.speed.name} gives rate {s.rate} on {s.per_node}"
             )
 
-    def _advance(self, s: _State, t: float) -> None:
+    def _advance(self, s: JobState, t: float) -> None:
         """Integrate `s`'s progress up to time `t`."""
         clock = max(s.last_t, s.penalty_until)
         while clock < t and s.progress < s.work:
@@ -249,7 +188,7 @@ class _Engine:
                 clock = t
         s.last_t = max(s.last_t, t)
 
-    def _finish_time(self, s: _State) -> float:
+    def _finish_time(self, s: JobState) -> float:
         """When `s` completes if it keeps running (piecewise, without changing `s`)."""
         clock = max(s.last_t, s.penalty_until)
         progress, rate, change = s.progress, s.rate, s.change_at
@@ -265,7 +204,7 @@ class _Engine:
 
     # -- attained service and LAS levels ------------------------------------------------------
 
-    def _push_crossing(self, s: _State, t: float) -> None:
+    def _push_crossing(self, s: JobState, t: float) -> None:
         """Queue the time `s` (running) next crosses an LAS threshold, after time `t`."""
         held = s.attained + s.gpus * (t - s.started)
         level = bisect_right(self.thresholds, held)
@@ -274,14 +213,14 @@ class _Engine:
             self.seq += 1
             heapq.heappush(self.crossings, (at, self.seq, s.sim.id, s.version))
 
-    def _running_entry(self, s: _State, t: float) -> RunningJob:
+    def _running_entry(self, s: JobState, t: float) -> RunningJob:
         attained = s.attained + s.gpus * (t - s.started)
         job = replace(s.job, attained_service=attained)
         return RunningJob(job=job, placement=s.placement, started_at=s.started)
 
     # -- transitions --------------------------------------------------------------------------
 
-    def _start(self, s: _State, nodes: tuple[NodeDevices, ...], t: float) -> None:
+    def _start(self, s: JobState, nodes: tuple[NodeDevices, ...], t: float) -> None:
         first = s.first_start is None
         if first:
             s.first_start = t
@@ -314,7 +253,7 @@ class _Engine:
         if self.opt.min_runtime_s > 0:
             heapq.heappush(self.wakes, t + self.opt.min_runtime_s)
 
-    def _stop(self, s: _State, t: float) -> None:
+    def _stop(self, s: JobState, t: float) -> None:
         self._advance(s, t)
         s.attained += s.gpus * (t - s.started)
         s.run_time += t - s.started
@@ -456,7 +395,7 @@ class _Engine:
             while self.wakes and self.wakes[0] <= t:
                 heapq.heappop(self.wakes)
             self.now = t
-            if self.pending or self._grow_at() <= t:
+            if self.pending or self._grow_at() <= t:  # after this round's events
                 self._cycle(t)
             self.earliest = t + step if step > 0 else t
         ends = [s.end for s in jobs if s.end is not None]
