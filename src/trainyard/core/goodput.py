@@ -15,7 +15,11 @@ OSDI'21, section 3.2) without its overlap exponent. The four parameters are fitt
 samples by least squares on relative error, pulled towards a prior scaled from the newest
 sample (overhead 2%, synchronisation 5% in a node and 15% across nodes of a one-GPU step),
 with the weight of a twentieth of a sample, in relative step time: with one sample the prior
-decides the shape, with samples at several sizes the data do.
+decides the shape, with samples at several sizes the data do. Until a job has run across
+nodes, its network synchronisation is taken to cost what it measured inside a node
+(optimism under uncertainty, as Pollux's model assumes before it has multi-node data): a
+job that never crossed a node could otherwise never find out that crossing pays, and once
+it has, the measurement decides.
 
 Statistical efficiency. A step of batch B is worth `gain(B)` steps of the job's base batch
 B0: gain = (var + sqr) / (var * B0 / B + sqr) with the gradient's squared norm `sqr` and
@@ -169,6 +173,8 @@ def fit(job: Job) -> GoodputModel:
             params = [max(0.0, x) for x in solved]
             if params[1] <= 0.0:
                 params[1] = prior[1]
+    if not any(s.nodes > 1 for s in samples):
+        params[3] = params[2]  # never measured across nodes: optimistic, as Pollux's model
     return GoodputModel(
         overhead=params[0],
         per_sample=params[1],

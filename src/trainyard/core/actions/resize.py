@@ -5,7 +5,7 @@ Only jobs with a size range (`Job.min_gpus < Job.max_gpus`, `Job.is_elastic`) ar
 rigid jobs are never touched, and the action costs nothing on a cluster without elastic jobs.
 Every change goes through the cycle's `Statement` (`Statement.resize` takes a running job off
 its devices, its new placement is then allocated, or the whole change is rolled back), and
-every resize carries its reason. Three passes, in this order:
+every resize carries its reason. Four passes, in this order:
 
 1. **Start smaller.** A waiting elastic job that did not fit at its requested size starts at
    the largest size in its range that fits now (a placement of action ``resize``).
@@ -16,7 +16,10 @@ every resize carries its reason. Three passes, in this order:
    another stays above it, and never below `min_gpus`. A donor's queue gives only what it
    holds above its guarantee, unless the waiting job is of the same queue or its own queue
    is owed its guarantee. The plan is kept only if the waiting job then fits.
-3. **Grow into idle GPUs.** While GPUs are idle, the running elastic job with the largest
+3. **Rebalance.** The movable elastic jobs of each device class are moved towards the
+   sizes that maximise their weighted speedups (`actions/rebalance.py`): a job that grew
+   into a quiet cluster gives GPUs back to later jobs that gain more per GPU.
+4. **Grow into idle GPUs.** While GPUs are idle, the running elastic job with the largest
    gain in speedup per added GPU grows (to at most twice the largest size it has been
    measured at: the model is not trusted further from its data), if the gain is at least
    `Profile.resize_min_gain` of its goodput and it has run `Profile.resize_hold_s` since its
@@ -32,6 +35,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from trainyard.core.actions.rebalance import Entry, plan_targets, sizes_above, weight
 from trainyard.core.cycle import CAPACITY_CODES, Cycle
 from trainyard.core.framework import ACTIONS
 from trainyard.core.goodput import GoodputModel, fit, packed_nodes
@@ -84,6 +88,7 @@ def resize(cycle: Cycle) -> None:
         rs.per_node = max((n.gpus for n in cycle.snapshot.nodes), default=1)
     _start_smaller(cycle, waiting)
     _shrink_for_waiting(cycle)
+    _rebalance(cycle, rs)
     _grow(cycle, rs)
 
 
@@ -237,19 +242,133 @@ def _shrink(cycle: Cycle, a: Alloc, gpus: int, reason: str) -> None:
     cycle.stmt.allocate(alloc, "resize")
 
 
-# -- 3. grow into idle GPUs ---------------------------------------------------------------
+# -- 3. rebalance (actions/rebalance.py) -------------------------------------------------
+
+
+def _rebalance(cycle: Cycle, rs: ResizeState) -> None:
+    if _owed(cycle):
+        return  # reclaim acts first
+    state = cycle.state
+    hold = cycle.profile.resize_hold_s
+    by_cls: dict[int, list[Alloc]] = {}
+    for a in _donors(cycle):
+        if cycle.now - a.started_at >= hold:
+            by_cls.setdefault(a.cls, []).append(a)
+    for c, allocs in sorted(by_cls.items()):
+        if len(allocs) < 2:
+            continue  # one job alone: growth (below) is all there is
+        entries = []
+        for a in allocs:
+            lo, _hi = _bounds(a.job)
+            m = _model(rs, a.job)
+            one = m.goodput(1, 1)
+            if one > 0.0:
+                hi = max(a.gpus, _explored(a.job))
+                entries.append(Entry(a, lo, hi, weight(a.job.attained_service), m, one))
+        plan_targets(entries, state.class_free[c], rs.per_node)
+        _move(cycle, rs, entries, c)
+
+
+def _give(
+    cycle: Cycle, shrinkers: list[Entry], need: int, grow_q: set[int]
+) -> list[tuple[Entry, int]]:
+    """GPUs each shrinking job gives so that `need` are freed (fewer if they cannot)."""
+    queues = cycle.queues
+    plan: list[tuple[Entry, int]] = []
+    by_queue: dict[int, int] = {}
+    got = 0
+    for e in shrinkers:
+        if got >= need:
+            break
+        a = e.alloc
+        give = min(a.gpus - e.target, need - got)
+        if grow_q != {a.queue}:
+            give = min(give, queues.over_guaranteed(a.queue) - by_queue.get(a.queue, 0))
+        if give > 0:
+            plan.append((e, give))
+            by_queue[a.queue] = by_queue.get(a.queue, 0) + give
+            got += give
+    return plan
+
+
+def _move(cycle: Cycle, rs: ResizeState, entries: list[Entry], c: int) -> None:
+    """Move jobs towards their targets where it is worth a restart (module docstring of
+    `actions/rebalance.py`)."""
+    prof = cycle.profile
+    per_node = rs.per_node
+    growers: list[tuple[float, Entry]] = []
+    for e in entries:
+        a = e.alloc
+        if e.target > a.gpus:
+            now_gp = e.model.goodput(a.gpus, len(a.parts))
+            new_gp = e.model.goodput(e.target, packed_nodes(e.target, per_node))
+            if now_gp > 0.0 and new_gp >= now_gp * (1.0 + prof.resize_min_gain):
+                growers.append((new_gp / now_gp - 1.0, e))
+    if not growers:
+        return
+    growers.sort(key=lambda t: (-t[0], t[1].alloc.job.id))
+
+    def loss(e: Entry) -> float:
+        k = e.alloc.gpus
+        return e.weight * (e.inverse(e.target, per_node) - e.inverse(k, per_node)) / (k - e.target)
+
+    shrinkers = sorted(
+        (e for e in entries if e.target < e.alloc.gpus), key=lambda e: (loss(e), e.alloc.job.id)
+    )
+    free = cycle.state.class_free[c]
+    grow_q = {e.alloc.queue for _g, e in growers}
+    need = sum(e.target - e.alloc.gpus for _g, e in growers) - free
+    plan = _give(cycle, shrinkers, need, grow_q) if need > 0 else []
+    got = sum(g for _e, g in plan)
+    while growers and need > got:  # what cannot be freed: the smallest gains wait
+        _gain, e = growers.pop()
+        need -= e.target - e.alloc.gpus
+    if not growers:
+        return
+    plan = _give(cycle, shrinkers, need, grow_q) if need > 0 else []
+    stmt = cycle.stmt
+    state = cycle.state
+    cp = stmt.checkpoint()
+    epoch = state.epoch
+    to = ", ".join(sorted(e.alloc.job.id for _g, e in growers)[:3])
+    for e, give in plan:
+        a = e.alloc
+        reason = f"shrunk {a.gpus} -> {a.gpus - give}: rebalanced to {to} (more goodput per GPU)"
+        _shrink(cycle, a, a.gpus - give, reason)
+    grown = 0
+    for gain, e in growers:
+        a = e.alloc
+        g_cp = stmt.checkpoint()
+        g_epoch = state.epoch
+        stmt.resize(a.job.id, f"grown {a.gpus} -> {e.target}: +{gain:.0%} goodput (rebalanced)")
+        if cycle.try_place(a.job.with_gpus(e.target), "resize"):
+            grown += 1
+        else:
+            stmt.rollback(g_cp)
+            cycle.restore_epoch(g_epoch)
+    if not grown:
+        stmt.rollback(cp)
+        cycle.restore_epoch(epoch)
+
+
+# -- 4. grow into idle GPUs ---------------------------------------------------------------
+
+
+def _owed(cycle: Cycle) -> set[str]:
+    """Queues owed their guarantee with a job waiting."""
+    queues = cycle.queues
+    return {
+        j.queue
+        for j in cycle.pending_jobs()
+        if j.gpus and queues.within_guaranteed(queues.index[j.queue], j.gpus) < 0
+    }
 
 
 def _grow(cycle: Cycle, rs: ResizeState) -> None:
     state = cycle.state
     prof = cycle.profile
     stmt = cycle.stmt
-    queues = cycle.queues
-    owed = {
-        j.queue
-        for j in cycle.pending_jobs()
-        if j.gpus and queues.within_guaranteed(queues.index[j.queue], j.gpus) < 0
-    }
+    owed = _owed(cycle)
     ready = [
         a
         for a in _donors(cycle)
@@ -267,7 +386,7 @@ def _grow(cycle: Cycle, rs: ResizeState) -> None:
             m = _model(rs, a.job)
             one = m.goodput(1, 1)
             now_gp = m.goodput(a.gpus, len(a.parts))
-            for k in _sizes(a.gpus, top, rs.per_node):
+            for k in sizes_above(a.gpus, top, rs.per_node):
                 gp = m.goodput(k, packed_nodes(k, rs.per_node))
                 if now_gp > 0 and gp < now_gp * (1.0 + prof.resize_min_gain):
                     continue
@@ -285,20 +404,6 @@ def _grow(cycle: Cycle, rs: ResizeState) -> None:
         if not cycle.try_place(a.job.with_gpus(k), "resize"):
             stmt.rollback(cp)
             cycle.restore_epoch(epoch)
-
-
-def _sizes(now: int, top: int, per_node: int) -> list[int]:
-    """Sizes to try above `now` up to `top`: every one within a node, then whole nodes, and
-    `top` itself."""
-    out = [k for k in range(now + 1, min(top, per_node) + 1)]
-    k = (now // per_node + 1) * per_node if per_node else top
-    while k <= top:
-        if k > per_node and k not in out:
-            out.append(k)
-        k += per_node
-    if top not in out:
-        out.append(top)
-    return out
 
 
 ACTIONS.register("resize", resize)

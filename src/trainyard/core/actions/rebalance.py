@@ -1,0 +1,121 @@
+"""Rebalancing elastic jobs: the sizes the running elastic jobs should have, and the moves there.
+
+Growth into idle GPUs (`actions/resize.py`) cannot undo an allocation that arrivals made
+wasteful: a job that grew into a quiet cluster keeps its GPUs while jobs that came later run
+at their minimum. Rebalancing corrects that. For each device class it shares the GPUs the
+movable elastic jobs hold, plus the class's idle ones, so as to maximise
+
+    sum over jobs j of  -w_j / s_j(k_j)
+
+where s_j(k) is job j's speedup on k GPUs over one GPU (its goodput model, packed onto
+whole nodes) and w_j = 1 / (1 + attained_j / LAS_SCALE) favours the jobs that have been
+served least. The -1/s form is Pollux's power mean with exponent -1 (Qiao et al., OSDI'21,
+section 4.2): it is the sum of the jobs' remaining times when their remaining work is equal,
+so a GPU goes where it shortens a job's run the most relative to its length; the weights
+turn "equal remaining work" into "less served, likely shorter" (the least-attained-service
+rule of Tiresias, Gu et al., NSDI'19, which is also the order in which Pollux's search
+admits jobs). Every job keeps at least its minimum; the objective is separable and each
+term concave in the job's speedup, so GPUs are handed out greedily by the best gain per GPU
+(a heap: one job's next step is re-scored per step).
+
+Moves. A job is moved to its target only when the move is worth a restart: a job that grows
+must gain `Profile.resize_min_gain` of its goodput, and a job moves at all only after it has
+run `Profile.resize_hold_s` since its last (re)start. Jobs shrink in place (they keep a
+subset of their devices) only as far as the growing jobs need, the cheapest loss per GPU
+first, never below their target or minimum, and a queue gives only what it holds above its
+guarantee unless every growing job is of that queue. While a queue owed its guarantee has a
+job waiting, nothing is rebalanced (reclaim acts first). Targets depend only on the
+allocation, the models and the slowly growing attained service, so without arrivals the
+moves converge and stop.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass
+from typing import Final
+
+from trainyard.core.goodput import GoodputModel, packed_nodes
+from trainyard.core.state import Alloc
+
+__all__ = ["LAS_SCALE", "Entry", "plan_targets", "sizes_above", "weight"]
+
+LAS_SCALE: Final = 3_600.0  # GPU-seconds of service that halve a job's weight
+
+
+@dataclass(slots=True)
+class Entry:
+    """One movable elastic job in the target computation."""
+
+    alloc: Alloc
+    lo: int
+    hi: int
+    weight: float
+    model: GoodputModel
+    one: float  # goodput on one GPU
+    target: int = 0
+
+    def inverse(self, k: int, per_node: int) -> float:
+        """1 / speedup on k GPUs packed onto nodes of `per_node` GPUs."""
+        gp = self.model.goodput(k, packed_nodes(k, per_node))
+        return self.one / gp if gp > 0.0 else math.inf
+
+
+def weight(attained: float) -> float:
+    return 1.0 / (1.0 + max(0.0, attained) / LAS_SCALE)
+
+
+def sizes_above(now: int, top: int, per_node: int) -> list[int]:
+    """Sizes to try above `now` up to `top`: every one within a node, then whole nodes, and
+    `top` itself."""
+    out = list(range(now + 1, min(top, per_node) + 1))
+    k = (now // per_node + 1) * per_node if per_node else top
+    while k <= top:
+        if k > per_node and k not in out:
+            out.append(k)
+        k += per_node
+    if top > now and top not in out:
+        out.append(top)
+    return out
+
+
+def _next_step(e: Entry, budget: int, per_node: int) -> tuple[float, int] | None:
+    """The best (gain per GPU, size) above `e.target` within `budget` more GPUs."""
+    top = min(e.hi, e.target + budget)
+    if top <= e.target:
+        return None
+    here = e.inverse(e.target, per_node)
+    best: tuple[float, int] | None = None
+    for k in sizes_above(e.target, top, per_node):
+        gain = e.weight * (here - e.inverse(k, per_node)) / (k - e.target)
+        if gain > 0.0 and (best is None or gain > best[0]):
+            best = (gain, k)
+    return best
+
+
+def plan_targets(entries: list[Entry], free: int, per_node: int) -> None:
+    """Set each entry's `target`: its minimum, then the greedy share of the rest (see the
+    module docstring). `free` is the class's idle GPUs."""
+    budget = free + sum(e.alloc.gpus - e.lo for e in entries)
+    for e in entries:
+        e.target = e.lo
+    heap: list[tuple[float, int, int]] = []
+    for i, e in enumerate(entries):
+        step = _next_step(e, budget, per_node)
+        if step is not None:
+            heap.append((-step[0], i, step[1]))
+    heapq.heapify(heap)
+    while heap and budget > 0:
+        _neg, i, k = heapq.heappop(heap)
+        e = entries[i]
+        if k - e.target > budget:  # the budget shrank since: score it again
+            step = _next_step(e, budget, per_node)
+            if step is not None:
+                heapq.heappush(heap, (-step[0], i, step[1]))
+            continue
+        budget -= k - e.target
+        e.target = k
+        step = _next_step(e, budget, per_node)
+        if step is not None:
+            heapq.heappush(heap, (-step[0], i, step[1]))
