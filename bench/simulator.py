@@ -9,6 +9,8 @@ Cases (all of them without arguments; the data comes from ``$TRAINYARD_SHARED`` 
 * ``pollux-elastic``: the same workloads with elastic jobs (adaptive GPUs and batch size,
   `sim/pollux_jobs.py`) under `default`, next to Pollux's published mean
   (`results-jobload/pollux-<load>/summary.json`).
+* ``pollux-mixed``: the same with every other job rigid at its trace size: the waits of
+  rigid and elastic jobs, finish-time fairness and makespan.
 * ``philly-window``: the busy Philly week 2017-10-16 to 2017-10-23 (14,185 jobs; GPU demand
   above 600 GPUs on most days) on 64 nodes x 8 GPUs, every policy side by side.
 * ``philly-full``: the whole Philly trace (82,247 jobs) on 64 x 8 under the default policy:
@@ -34,6 +36,7 @@ import platform
 import statistics
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +49,7 @@ from trainyard.sim.pollux_speed import PolluxSpeed
 from trainyard.sim.readers import read_workload
 from trainyard.sim.speed import FixedDuration
 from trainyard.sim.workload import Workload
+from trainyard.stats import percentile
 
 SHARED = Path(os.environ.get("TRAINYARD_SHARED", Path.cwd().parent / "shared"))
 POLLUX = SHARED / "traces" / "pollux"
@@ -117,6 +121,52 @@ def pollux_elastic() -> None:
             "wall_s": time.perf_counter() - start, **machine(),
         }  # fmt: skip
         print(json.dumps(out), flush=True)
+
+
+def pollux_mixed() -> None:
+    """Issue 13, acceptance 2: every other job of the 8 Pollux workloads rigid at its trace
+    size, the rest elastic; waits of each kind (mean, p99, max), finish-time fairness and
+    makespan, next to Pollux's all-elastic published mean."""
+    speed = PolluxJobs(POLLUX / "profiles")
+    cluster = parse_cluster("16x4")
+    for load, folder in LOADS.items():
+        summary = POLLUX / "results-jobload" / f"pollux-{load}" / "summary.json"
+        published = json.loads(summary.read_text())["mean"]
+        start = time.perf_counter()
+        waits: dict[bool, list[float]] = {True: [], False: []}
+        jcts, rhos, spans = [], [], []
+        for w in range(1, 9):
+            trace = read_workload(f"pollux:{POLLUX / folder / f'workload-{w}.csv'}")
+            elastic = speed.elastic_workload(trace)
+            mixed = tuple(
+                e if i % 2 else t
+                for i, (t, e) in enumerate(zip(trace.jobs, elastic.jobs, strict=True))
+            )
+            wl = replace(trace, jobs=mixed)
+            res = simulate(wl, cluster, speed, "default")
+            kind = {j.id: j.min_gpus is not None for j in mixed}
+            for r in res.records:
+                if r.queueing_delay is not None:
+                    waits[kind[r.id]].append(r.queueing_delay)
+            got = summarize(res)
+            jcts.append(got["jct_avg"])
+            rhos.append(got["fairness_rho_max"])
+            spans.append(got["makespan"])
+        out = {
+            "case": "pollux-mixed", "load": float(load), "policy": "default",
+            "jct_avg": statistics.mean(jcts), "published_pollux_all_elastic": published,
+            **{f"{name}_wait_{stat}": fn(waits[flag])
+               for flag, name in ((False, "rigid"), (True, "elastic"))
+               for stat, fn in (("mean", statistics.mean), ("p99", _p99), ("max", max))},
+            "fairness_rho_max": max(r for r in rhos if r is not None),
+            "makespan_mean": statistics.mean(s for s in spans if s is not None),
+            "wall_s": time.perf_counter() - start, **machine(),
+        }  # fmt: skip
+        print(json.dumps(out), flush=True)
+
+
+def _p99(xs: list[float]) -> float:
+    return percentile(xs, 99)
 
 
 def _philly_week(window: tuple[str, str]) -> Workload:
@@ -204,6 +254,7 @@ def tie_break() -> None:
 CASES = {
     "pollux": pollux,
     "pollux-elastic": pollux_elastic,
+    "pollux-mixed": pollux_mixed,
     "philly-window": philly_window,
     "philly-full": philly_full,
     "tie-break": tie_break,
