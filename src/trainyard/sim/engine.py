@@ -94,6 +94,7 @@ class _Engine:
         # statistics) and the steps a job observes on a placement (`core.goodput` fits them)
         self.elastic_info = getattr(speed, "elastic_info", None)
         self.observe = getattr(speed, "observe", None)
+        self.report = getattr(speed, "report", None)  # what a running job reports meanwhile
         known = {q.name for q in queues}
         self.states: list[JobState] = []
         seen: set[str] = set()
@@ -338,6 +339,7 @@ class _Engine:
 
     def _cycle(self, t: float) -> None:
         self.rounds += 1
+        self._refresh_elastic(t)
         running = [s.running for s in self.running.values() if s.running is not None]
         snapshot = Snapshot(
             now=t,
@@ -354,6 +356,20 @@ class _Engine:
         fragmented = any(r.code == "fragmented" for r in decision.pending.values())
         free = self.total - self.allocated
         self._sample(t, free if fragmented and self.pending else 0)
+
+    def _refresh_elastic(self, t: float) -> None:
+        """What running elastic jobs report between restarts, as a real job would each
+        interval: their attained service and their current gradient statistics."""
+        for jid in self.elastic_running:
+            s = self.running[jid]
+            if s.running is None or s.job.elastic is None:
+                continue
+            self._advance(s, t)
+            if self.report is not None:
+                info = self.report(s.sim, s.progress, s.job.elastic)
+                if info is not s.job.elastic:
+                    s.job = replace(s.job, elastic=info)
+            s.running = self._running_entry(s, t)
 
     def _grow_at(self) -> float:
         """When a round could grow an elastic job into idle GPUs: the end of the resize hold

@@ -115,6 +115,14 @@ class PolluxJobs:
             grad_var=var,
         )
 
+    def report(self, job: SimJob, progress: float, info: Elastic) -> Elastic:
+        """`info` while the job runs on: the gradient statistics of its current epoch (the
+        same object when they have not changed)."""
+        sqr, var = self._stats(job, progress)
+        if (sqr, var) == (info.grad_sqr, info.grad_var):
+            return info
+        return replace(info, grad_sqr=sqr, grad_var=var)
+
     def observe(
         self, job: SimJob, per_node: tuple[int, ...], progress: float, info: Elastic
     ) -> Elastic:

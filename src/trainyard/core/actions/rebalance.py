@@ -18,6 +18,9 @@ admits jobs). Every job keeps at least its minimum; the objective is separable a
 term concave in the job's speedup, so GPUs are handed out greedily by the best gain per GPU
 (a heap: one job's next step is re-scored per step).
 
+Elastic jobs placed earlier in the same cycle (not started yet) take part too, with no hold
+and never below the size they were placed at: starting larger costs no restart.
+
 Moves. A job is moved to its target only when the move is worth a restart: a job that grows
 must gain `Profile.resize_min_gain` of its goodput, and a job moves at all only after it has
 run `Profile.resize_hold_s` since its last (re)start. Jobs shrink in place (they keep a

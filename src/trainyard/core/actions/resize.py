@@ -250,9 +250,14 @@ def _rebalance(cycle: Cycle, rs: ResizeState) -> None:
         return  # reclaim acts first
     state = cycle.state
     hold = cycle.profile.resize_hold_s
+    stmt = cycle.stmt
     by_cls: dict[int, list[Alloc]] = {}
     for a in _donors(cycle):
         if cycle.now - a.started_at >= hold:
+            by_cls.setdefault(a.cls, []).append(a)
+    for a in state.allocs.values():  # started in this cycle: it may still start larger
+        fresh = a.placed_now and a.job.id in stmt.placed and a.job.id not in stmt.resized
+        if fresh and a.job.is_elastic:
             by_cls.setdefault(a.cls, []).append(a)
     for c, allocs in sorted(by_cls.items()):
         if len(allocs) < 2:
@@ -260,6 +265,8 @@ def _rebalance(cycle: Cycle, rs: ResizeState) -> None:
         entries = []
         for a in allocs:
             lo, _hi = _bounds(a.job)
+            if a.placed_now:
+                lo = a.gpus  # not shrunk: it starts at least as placed
             m = _model(rs, a.job)
             one = m.goodput(1, 1)
             if one > 0.0:
@@ -340,12 +347,17 @@ def _move(cycle: Cycle, rs: ResizeState, entries: list[Entry], c: int) -> None:
         a = e.alloc
         g_cp = stmt.checkpoint()
         g_epoch = state.epoch
-        stmt.resize(a.job.id, f"grown {a.gpus} -> {e.target}: +{gain:.0%} goodput (rebalanced)")
+        if a.placed_now:  # not started yet: placed again, larger
+            stmt.release(a.job.id)
+        else:
+            reason = f"grown {a.gpus} -> {e.target}: +{gain:.0%} goodput (rebalanced)"
+            stmt.resize(a.job.id, reason)
         if cycle.try_place(a.job.with_gpus(e.target), "resize"):
             grown += 1
         else:
             stmt.rollback(g_cp)
             cycle.restore_epoch(g_epoch)
+            cycle.status.pop(a.job.id, None)  # placed as before
     if not grown:
         stmt.rollback(cp)
         cycle.restore_epoch(epoch)
