@@ -264,6 +264,14 @@ def details_text(details: dict[str, Any]) -> str:
     return " ".join(out)
 
 
+def _gpus_text(job: dict[str, Any]) -> str:
+    """`2`, or for an elastic job `2 (elastic 1-8)`."""
+    low, high = job.get("min_gpus"), job.get("max_gpus")
+    if low is None or high is None:
+        return str(job["gpus"])
+    return f"{job['gpus']} (elastic {low}-{high})"
+
+
 def render_job(job: dict[str, Any], virtual: dict[str, set[int]] | None, out: Console) -> None:
     """The human form of a `JobDetail` answer."""
     state = job["state"]
@@ -271,7 +279,7 @@ def render_job(job: dict[str, Any], virtual: dict[str, set[int]] | None, out: Co
     rows: list[tuple[str, str]] = [
         ("queue", job["queue"]),
         ("user", f"{job['user'] or '-'} (tenant {job['tenant']})"),
-        ("gpus", str(job["gpus"])),
+        ("gpus", _gpus_text(job)),
         ("submitted", relative(job["submitted_at"])),
     ]
     if job.get("started_at") is not None:

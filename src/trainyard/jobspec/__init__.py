@@ -67,6 +67,21 @@ Duplicate keys are an error. JSON is accepted as well (it is YAML).
 - ``checkpoint_every`` (optional, >= 1): steps between checkpoints; informational (shown to
   people, available to the executor), the job itself writes its checkpoints.
 
+Elastic jobs
+------------
+
+``elastic:`` (optional) lets the scheduler start the job at, and (with live resize) move it to,
+any size in a range, adapting the batch if allowed (`trainyard.jobspec.elastic`)::
+
+    gpus: 2                     # the size it asks for first (default: min_gpus)
+    elastic: {min_gpus: 1, max_gpus: 8, batch_size: 256, max_batch_size: 2048}
+
+Keys: ``max_gpus`` (required), ``min_gpus`` (default: the GPUs of one rank), ``batch_size``
+(the global batch), ``max_batch_size`` (the batch may grow up to it; absent: a fixed global
+batch), ``max_local_batch_size`` (per GPU); whole numbers >= 1. ``min_gpus <= gpus <=
+max_gpus``, both bounds multiples of the GPUs of one rank (``gpus / (workers x nodes)``): at k
+GPUs the job runs k / (GPUs per rank) ranks. Not with ``model:`` or a CPU-only job.
+
 The planner form
 ----------------
 

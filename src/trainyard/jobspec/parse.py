@@ -13,6 +13,7 @@ from collections.abc import Collection, Mapping
 from typing import Any, Final
 
 from trainyard.errors import suggest
+from trainyard.jobspec.elastic import check_elastic, parse_elastic
 from trainyard.jobspec.errors import JobSpecError, unknown_field
 from trainyard.jobspec.fields import (
     boolean,
@@ -335,6 +336,16 @@ def parse_job_spec(
         out["gpus"] = None
     if "env" in values:
         out["env"] = _env(values["env"], "env", limits.max_env_entries, planner=planner_form)
+    if "elastic" in values:
+        ranks = out.get("workers", 1) * out.get("nodes", 1)
+        out["elastic"], out["gpus"] = check_elastic(
+            parse_elastic(values["elastic"]),
+            gpus=out.get("gpus"),
+            gpus_given="gpus" in values,
+            ranks=ranks,
+            planner_form=planner_form,
+            max_gpus_per_job=limits.max_gpus_per_job,
+        )
 
     spec = JobSpec(**out)
     _check_together(spec, paths, limits)

@@ -17,6 +17,7 @@ from types import MappingProxyType
 from typing import Any, Final
 
 from trainyard.core.types import Job
+from trainyard.jobspec.elastic import ElasticSpec
 from trainyard.jobspec.errors import JobSpecError
 from trainyard.planner.model import Model
 
@@ -53,6 +54,7 @@ FIELDS: Final = (
     "checkpoint_every",
     "model",
     "planner",
+    "elastic",
 )
 RESOURCE_FIELDS: Final = ("gpus", "gpu_type", "gpu_memory_gb", "cpus", "memory_gb")
 RESERVED_ENV: Final = frozenset(
@@ -126,7 +128,8 @@ def _thaw(value: Any) -> Any:
 class JobSpec:
     """A validated job spec. Build it with `parse_job_spec` (the constructor does not check).
 
-    `gpus` is the job's total GPU count; it is None only for a planner spec (``model:`` without
+    `gpus` is the job's total GPU count (an elastic job's asked size; `elastic` holds its
+    range, with `min_gpus` filled in); it is None only for a planner spec (``model:`` without
     ``gpus:``) that has not been `resolve`d yet. `env`, `model` and `planner` are read-only
     mappings. Equal specs compare equal; a spec is not hashable (it holds mappings).
     """
@@ -152,6 +155,7 @@ class JobSpec:
     checkpoint_every: int | None = None
     model: str | Mapping[str, Any] | None = None
     planner: Mapping[str, Any] | None = None
+    elastic: ElasticSpec | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "command", tuple(self.command))
@@ -200,6 +204,8 @@ class JobSpec:
         out: dict[str, Any] = {}
         for name in FIELDS:
             out[name] = _thaw(getattr(self, name))
+        if self.elastic is not None:
+            out["elastic"] = self.elastic.to_dict()
         return out
 
     def to_json(self) -> str:
@@ -207,7 +213,9 @@ class JobSpec:
         return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
 
     def to_core_job(self, job_id: str, submit_time: float, attained_service: float = 0.0) -> Job:
-        """The scheduling core's view of this job (needs a resolved spec: `gpus` set)."""
+        """The scheduling core's view of this job (needs a resolved spec: `gpus` set); an
+        elastic job carries its size range and batch range."""
+        elastic = self.elastic
         return Job(
             id=job_id,
             name=self.name,
@@ -225,6 +233,9 @@ class JobSpec:
             attained_service=attained_service,
             # one node means one node: the ranks of a single-node job share its devices
             topology=self.core_topology,
+            min_gpus=elastic.min_gpus if elastic is not None else None,
+            max_gpus=elastic.max_gpus if elastic is not None else None,
+            elastic=elastic.core_elastic() if elastic is not None else None,
         )
 
 

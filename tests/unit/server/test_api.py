@@ -63,6 +63,18 @@ def test_submit_list_describe_cancel(api: ApiWorld) -> None:
     assert bad_state.status_code == 422 and bad_state.json()["error"]["field"] == "state"
 
 
+def test_an_elastic_job_shows_its_range(api: ApiWorld) -> None:
+    spec = {**SPEC, "workers": 2, "elastic": {"min_gpus": 1, "max_gpus": 4, "batch_size": 64}}
+    job_id = _submit(api, spec=spec)
+    detail = api.client.get(f"/v1/jobs/{job_id}", headers=api.auth("ada")).json()
+    assert (detail["gpus"], detail["min_gpus"], detail["max_gpus"]) == (2, 1, 4)
+    assert detail["spec"]["elastic"]["batch_size"] == 64
+    (listed,) = api.client.get("/v1/jobs", headers=api.auth("ada")).json()["jobs"]
+    assert (listed["min_gpus"], listed["max_gpus"]) == (1, 4)
+    rigid = api.client.get(f"/v1/jobs/{_submit(api)}", headers=api.auth("ada")).json()
+    assert rigid["min_gpus"] is None and rigid["max_gpus"] is None
+
+
 def test_queues_and_nodes(api: ApiWorld) -> None:
     _submit(api)
     queues = api.client.get("/v1/queues", headers=api.auth("ada")).json()["queues"]
@@ -140,6 +152,11 @@ BAD_INPUT: list[tuple[str, object, str | None, int, str]] = [
     ("bad name", {**SPEC, "name": "Bad Name!"}, None, 422, "name"),
     ("missing command", {"name": "x", "queue": "research"}, None, 422, "command"),
     ("bad utf8", b"\xff\xfe name: x", "application/yaml", 422, ""),
+    ("elastic without max", {**SPEC, "elastic": {"min_gpus": 1}}, None, 422,
+     "elastic.max_gpus"),
+    ("elastic range inverted", {**SPEC, "elastic": {"min_gpus": 4, "max_gpus": 2}}, None, 422,
+     "elastic.min_gpus"),
+    ("elastic too big", {**SPEC, "elastic": {"max_gpus": 128}}, None, 422, "elastic.max_gpus"),
 ]  # fmt: skip
 
 

@@ -59,11 +59,26 @@ def test_migrations_create_the_models_schema(db_url: str) -> None:
         names = set(inspect(engine).get_table_names())
         assert names == TABLES | {"alembic_version"}
         with engine.connect() as conn:
-            assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0001"
+            assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0002"
         assert _diff(engine) == []
         job_indexes = {i["name"]: i["column_names"] for i in inspect(engine).get_indexes("jobs")}
         assert job_indexes["ix_jobs_state_queue_id"] == ["state", "queue_id"]
         assert job_indexes["ix_jobs_queue_id_state"] == ["queue_id", "state"]
+    finally:
+        engine.dispose()
+
+
+def test_a_database_of_the_first_release_upgrades_its_jobs_to_rigid(db_url: str) -> None:
+    engine = make_engine(db_url)
+    try:
+        upgrade(engine, "0001")
+        assert "min_gpus" not in {c["name"] for c in inspect(engine).get_columns("jobs")}
+        upgrade(engine)
+        columns = {c["name"]: c for c in inspect(engine).get_columns("jobs")}
+        assert columns["min_gpus"]["nullable"] and columns["max_gpus"]["nullable"]
+        assert _diff(engine) == []
+        downgrade(engine, "0001")
+        assert "max_gpus" not in {c["name"] for c in inspect(engine).get_columns("jobs")}
     finally:
         engine.dispose()
 

@@ -294,3 +294,29 @@ def test_recover_stops_a_live_run_of_a_job_cancelled_while_down(
     assert job_id in report.stopped
     _settle(second, handle)
     assert second.executor.device_holders() == {}
+
+
+def test_an_elastic_job_started_smaller_runs_one_rank_per_gpu_it_got(
+    factory: sessionmaker[Session], session: Session, world: World, root: Path
+) -> None:
+    platform = _platform(factory, root)
+    busy = submit_code(session, world, "import time; time.sleep(60)", gpus=1)
+    _drive(platform, factory, busy, lambda j: j.state == S.RUNNING)
+    code = "import os; print('world', os.environ['WORLD_SIZE'], os.environ['CUDA_VISIBLE_DEVICES'])"
+    spec = {
+        "name": "el",
+        "command": [sys.executable, "-c", code],
+        "gpus": 2,
+        "workers": 2,
+        "elastic": {"min_gpus": 1, "max_gpus": 2},
+    }
+    job = world.job(
+        session, now=time.time(), gpus=2, spec=spec, max_restarts=0, min_gpus=1, max_gpus=2,
+        topology="node",
+    )  # fmt: skip
+    session.commit()
+    done = _drive(platform, factory, job.id, lambda j: j.state == S.SUCCEEDED)
+    assert done.gpus == 1
+    logs = "".join(platform.executor.logs(job.id))
+    assert logs.count("world 1") == 1  # one rank: the one GPU it was started on
+    _cancel(factory, busy)

@@ -28,7 +28,12 @@ class JobSummary(BaseModel):
     name: str
     queue: str
     state: JobState
-    gpus: int
+    gpus: int = Field(
+        description="GPUs the job holds once started (an elastic job: the size it was started "
+        "at in its range), or asks for while pending"
+    )
+    min_gpus: int | None = Field(default=None, description="elastic jobs: the smallest size")
+    max_gpus: int | None = Field(default=None, description="elastic jobs: the largest size")
     user: str | None
     submitted_at: float
     state_changed_at: float

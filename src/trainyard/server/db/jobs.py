@@ -62,6 +62,10 @@ class Job(Base):
     min_runtime: Mapped[float] = mapped_column(default=0.0)
     expected_duration: Mapped[float | None] = mapped_column(default=None)
     topology: Mapped[str | None] = mapped_column(String(32), default=None)
+    # An elastic job's size range (None: rigid); `gpus` is then the size it asks for while
+    # pending and the size it was started at once placed.
+    min_gpus: Mapped[int | None] = mapped_column(default=None)
+    max_gpus: Mapped[int | None] = mapped_column(default=None)
 
     # Lifecycle (written by lifecycle.transition only).
     state: Mapped[JobState] = mapped_column(str_enum(JobState, 16), default=JobState.PENDING)

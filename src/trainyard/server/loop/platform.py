@@ -391,17 +391,24 @@ class Platform:
             if self.node_name is None or entry["node"] == self.node_name
             for d in entry["devices"]
         )
+        workers, scale = spec.workers, 1.0
+        if spec.elastic is not None and spec.gpus and devices:
+            # started at another size in its range: each rank keeps its GPUs, the job's CPU
+            # and memory scale with its GPUs (as the core sized them)
+            per_rank = spec.gpus // spec.ranks
+            workers = max(1, len(devices) // per_rank)
+            scale = sum(len(e["devices"]) for e in row.placement or ()) / spec.gpus
         return LaunchSpec(
             job_id=row.id,
             command=list(spec.command),
             attempt=attempt,
-            workers=spec.workers,
+            workers=workers,
             devices=devices,
             env=dict(spec.env),
             cwd=Path(spec.working_dir) if spec.working_dir else None,
             token=token,
-            cpus=spec.cpus,
-            memory_gb=spec.memory_gb,
+            cpus=spec.cpus * scale if spec.cpus else spec.cpus,
+            memory_gb=spec.memory_gb * scale if spec.memory_gb else spec.memory_gb,
             virtual_gpus=self.virtual,
         )
 

@@ -25,6 +25,10 @@ Decisions taken here:
   applied; a breach is a scheduler bug, logged with
   `trainyard_booking_conflicts_total{stage="decision"}`. The decision is applied as it is:
   the executor's device ledger refuses the launch that would breach it (`platform.py`).
+- Elastic jobs (`min_gpus`/`max_gpus` set): a pending one is given to the core with its range,
+  so it may start at any size in it (the STARTING event's details say `gpus: {asked,
+  started}`, and `gpus` becomes the size it runs at). Running jobs are given at the size they
+  hold: the executor cannot resize a running job yet, so the core never plans a resize here.
 - Pending reasons are stored as `"<code>: <message>"` (`split_reason` reads them back).
 - Concurrency: load and apply must use the same session; every write of a job row checks its
   `version` against the one read by `load_snapshot` (pending jobs are read as plain rows, so
@@ -192,6 +196,8 @@ def _job(row: Any, queue: str, **changes: Any) -> core.Job:
         "attained_service": row.attained_service,
         "topology": row.topology,
         "name": row.name,
+        "min_gpus": row.min_gpus,
+        "max_gpus": row.max_gpus,
     }
     values.update(changes)
     return core.Job(**values)
@@ -224,8 +230,13 @@ def load_snapshot(
         if row.state == S.RUNNING:
             service += row.gpus * max(0.0, now - started)
         preemptible = row.preemptible and row.state not in _UNEVICTABLE
-        job = _job(
-            row, queue_names[row.queue_id], attained_service=service, preemptible=preemptible
+        job = _job(  # held at its size: live resize of running jobs is not executed yet
+            row,
+            queue_names[row.queue_id],
+            attained_service=service,
+            preemptible=preemptible,
+            min_gpus=None,
+            max_gpus=None,
         )
         running.append(core.RunningJob(job=job, placement=placement, started_at=started))
     for row in holding:  # stopping victims hold what nobody was given yet
@@ -240,7 +251,10 @@ def load_snapshot(
         if not left or (row.gpus and not gpus):
             continue
         started = row.started_at if row.started_at is not None else row.state_changed_at
-        job = _job(row, queue_names[row.queue_id], gpus=gpus, preemptible=False)
+        job = _job(
+            row, queue_names[row.queue_id], gpus=gpus, preemptible=False, min_gpus=None,
+            max_gpus=None,
+        )  # fmt: skip
         running.append(core.RunningJob(job=job, placement=tuple(left), started_at=started))
     pending_cache = cache if cache is not None else PendingCache()  # (an empty one is falsy)
     pending, seen = pending_cache.load(session, now, queue_names, _job)
@@ -305,10 +319,15 @@ def _write(session: Session, decision: Decision, now: float) -> Applied:
         stop.append(ev.job_id)
     launch: list[Launch] = []
     deferred: list[Launch] = []
+    if decision.resizes:  # not asked for: running jobs are given to the core at their size
+        log.warning("ignored %d resizes of running jobs", len(decision.resizes))
     for p in decision.placements:
         row = _get(session, p.job_id)
         row.placement = placement_json(p.nodes)
         details: dict[str, Any] = {"placement": row.placement, "action": p.action}
+        if p.gpus != row.gpus:  # an elastic job started at another size in its range
+            details["gpus"] = {"asked": row.gpus, "started": p.gpus}
+            row.gpus = p.gpus
         if p.after_evictions:
             details["after_evictions"] = list(p.after_evictions)
         transition(session, row, S.STARTING, reason="scheduled", now=now, details=details)

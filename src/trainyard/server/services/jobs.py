@@ -81,6 +81,8 @@ def _summary_fields(job: Job) -> dict[str, Any]:
         "queue": job.queue.name,
         "state": job.state,
         "gpus": job.gpus,
+        "min_gpus": job.min_gpus,
+        "max_gpus": job.max_gpus,
         "user": job.user.name if job.user else None,
         "submitted_at": job.submitted_at,
         "state_changed_at": job.state_changed_at,

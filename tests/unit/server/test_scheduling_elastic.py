@@ -1,0 +1,109 @@
+"""Elastic jobs on the platform's scheduling loop, on both databases: the size range reaches
+the core from the database, a job starts at a size in its range when its asked size does not
+fit, the size it runs at is stored and shown, and a running job is never resized (the
+executor cannot resize yet)."""
+
+from __future__ import annotations
+
+import pytest
+from server_factories import World
+from sqlalchemy import Engine, select
+from sqlalchemy.orm import Session, sessionmaker
+
+from trainyard.jobspec import parse_job_spec
+from trainyard.server.db import Device, Job, JobEvent, JobState, Node, make_session_factory
+from trainyard.server.lifecycle import transition
+from trainyard.server.loop.scheduling import load_snapshot, run_once
+from trainyard.server.metrics import platform_metrics
+
+S = JobState
+NOW = 2000.0
+
+
+@pytest.fixture
+def factory(engine: Engine, session: Session, world: World) -> sessionmaker[Session]:
+    node = Node(name="n0", cpus=64.0, memory_gb=512.0, registered_at=1000.0)
+    node.devices = [
+        Device(index=i, gpu_type="A100", memory_gb=80.0, uuid=f"GPU-0-{i}") for i in range(4)
+    ]
+    session.add(node)
+    session.commit()
+    return make_session_factory(engine)
+
+
+def _elastic(session: Session, world: World, gpus: int, low: int, high: int) -> str:
+    raw = {
+        "name": "el",
+        "command": ["python", "train.py"],
+        "gpus": gpus,
+        "workers": gpus,
+        "elastic": {"min_gpus": low, "max_gpus": high},
+    }
+    spec = parse_job_spec(raw)
+    job = world.job(
+        session, now=1600.0, gpus=gpus, spec=spec.to_dict(), topology="node",
+        min_gpus=low, max_gpus=high,
+    )  # fmt: skip
+    session.commit()
+    return job.id
+
+
+def _start(factory: sessionmaker[Session], job_id: str, now: float) -> None:
+    with factory() as s:
+        job = s.get(Job, job_id)
+        assert job is not None
+        transition(s, job, S.RUNNING, reason="started", now=now)
+        s.commit()
+
+
+def test_an_elastic_job_starts_at_a_size_in_its_range_and_keeps_it(
+    factory: sessionmaker[Session], session: Session, world: World
+) -> None:
+    rigid = world.job(session, now=1500.0, gpus=3, topology="node")
+    session.commit()
+    first = run_once(factory, now=NOW, metrics=platform_metrics())
+    assert [launch.job_id for launch in first.launch] == [rigid.id]
+    _start(factory, rigid.id, NOW + 1)
+
+    job_id = _elastic(session, world, gpus=4, low=1, high=4)
+    with factory() as s:
+        (pending,) = load_snapshot(s, NOW + 2).pending
+    assert (pending.gpus, pending.min_gpus, pending.max_gpus) == (4, 1, 4)
+
+    applied = run_once(factory, now=NOW + 2, metrics=platform_metrics())
+    (launch,) = applied.launch
+    assert launch.job_id == job_id
+    assert sum(len(nd.devices) for nd in launch.placement) == 1  # the one free GPU
+    with factory() as s:
+        job = s.get(Job, job_id)
+        assert job is not None and job.state is S.STARTING and job.gpus == 1
+        event = s.scalars(
+            select(JobEvent).where(JobEvent.job_id == job_id).order_by(JobEvent.id.desc())
+        ).first()
+        assert event is not None and event.details["gpus"] == {"asked": 4, "started": 1}
+    _start(factory, job_id, NOW + 3)
+
+    # The rigid job ends: its GPUs are idle, but the running elastic job is held at its size
+    # (no resize is planned, so none is silently dropped).
+    with factory() as s:
+        row = s.get(Job, rigid.id)
+        assert row is not None
+        transition(s, row, S.SUCCEEDED, reason="done", now=NOW + 10)
+        s.commit()
+    with factory() as s:
+        snap = load_snapshot(s, NOW + 4000)
+    (running,) = snap.running
+    assert running.job.gpus == 1 and not running.job.is_elastic
+    later = run_once(factory, now=NOW + 4000, metrics=platform_metrics())
+    assert later.decision is not None and not later.decision.resizes
+    assert not later.launch and not later.stop
+
+
+def test_a_rigid_job_is_given_to_the_core_rigid(
+    factory: sessionmaker[Session], session: Session, world: World
+) -> None:
+    world.job(session, now=1500.0, gpus=2)
+    session.commit()
+    with factory() as s:
+        (job,) = load_snapshot(s, NOW).pending
+    assert job.min_gpus is None and job.max_gpus is None and not job.is_elastic
