@@ -80,6 +80,22 @@ def _speed(spec: str, profiles: Path | None, restart_s: float, rigid: bool) -> S
     return FixedDuration(restart_s=restart_s)
 
 
+def _elastic_share(
+    spec: str, speed: SpeedModel, share: float, seed: int, cl: Cluster
+) -> SpeedModel:
+    """The trace-duration speed model with `share` of the jobs elastic (`--elastic-share`)."""
+    if not isinstance(speed, FixedDuration):
+        raise WorkloadError(
+            "--elastic-share",
+            f"is for workloads with trace run times (philly, synthetic), not {spec!r}: Pollux "
+            "jobs are elastic by default (--rigid turns that off)",
+        )
+    from trainyard.sim.elastic_duration import ElasticDuration
+
+    node_gpus = max((n.gpus for n in cl.nodes), default=0)
+    return ElasticDuration(share, seed=seed, node_gpus=node_gpus, restart_s=speed.restart_s)
+
+
 def _options(values: list[str]) -> dict[str, str]:
     out: dict[str, str] = {}
     for item in values:
@@ -178,6 +194,14 @@ def simulate_command(
             "they are elastic, adapting GPUs and batch size, as in Pollux's evaluation).",
         ),
     ] = False,
+    elastic_share: Annotated[
+        float,
+        typer.Option(
+            "--elastic-share",
+            help="Philly and synthetic workloads: make this share of the GPU jobs elastic "
+            "(1 up to 4x their size, a stated scaling law; see trainyard.sim.elastic_duration).",
+        ),
+    ] = 0.0,
     report: Annotated[
         Path | None,
         typer.Option("--report", metavar="DIR", help="Write report.md/html and plots here."),
@@ -197,6 +221,8 @@ def simulate_command(
         )
         cl = parse_cluster(cluster)
         speed = _speed(workload, profiles, restart_penalty, rigid)
+        if elastic_share:
+            speed = _elastic_share(workload, speed, elastic_share, seed, cl)
         elastic = getattr(speed, "elastic_workload", None)
         if elastic is not None:
             wl = elastic(wl)

@@ -233,6 +233,7 @@ class _Engine:
         s.placement = nodes
         s.per_node = tuple(sorted((len(nd.devices) for nd in nodes), reverse=True))
         s.gpus = sum(s.per_node)
+        s.hold(t, s.gpus)
         s.job = s.job.with_gpus(s.gpus)  # an elastic job may start at another size
         if s.job.elastic is not None and self.observe is not None:
             s.job = replace(
@@ -258,6 +259,7 @@ class _Engine:
         self._advance(s, t)
         s.attained += s.gpus * (t - s.started)
         s.run_time += t - s.started
+        s.hold(t, 0)
         s.version += 1
         s.running = None
         # pending again at its requested size (an elastic job may start smaller)
@@ -456,6 +458,7 @@ def simulate(
             isolated_time=s.isolated,
             gpu_seconds=s.attained + (s.gpus * (engine.now - s.started) if s.running else 0.0),
             resizes=s.resizes,
+            allocation=tuple(s.allocation),
         )
         for s in engine.states
     )

@@ -22,6 +22,7 @@ class JobState:
     """One job's simulated life (mutable; the engine's alone)."""
 
     __slots__ = (
+        "allocation",
         "attained",
         "change_at",
         "end",
@@ -71,6 +72,15 @@ class JobState:
         self.version = 0
         self.running: RunningJob | None = None
         self.isolated = isolated
+        self.allocation: list[tuple[float, int]] = []  # (time, GPUs held from then on)
+
+    def hold(self, t: float, gpus: int) -> None:
+        """Record that from `t` the job holds `gpus` GPUs (a stop and a start at the same
+        time, a resize, make one entry)."""
+        if self.allocation and self.allocation[-1][0] == t:
+            self.allocation.pop()
+        if not self.allocation or self.allocation[-1][1] != gpus:
+            self.allocation.append((t, gpus))
 
 
 def isolated_time(speed: SpeedModel, sim: SimJob) -> float:

@@ -181,6 +181,8 @@ def summarize(result: SimResult) -> dict[str, Any]:
         **_fairness(result, n_avg),
         "preemptions": sum(r.preemptions for r in recs),
         "restarts": sum(r.restarts for r in recs),
+        "resizes": sum(r.resizes for r in recs),
+        "jobs_resized": sum(1 for r in recs if r.resizes),
         "jobs_preempted": sum(1 for r in recs if r.preemptions > 0),
         "gpu_hours": _r(math.fsum(r.held for r in recs) / 3600),
         "queues": by_queue,
@@ -225,6 +227,7 @@ _COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("fairness_rho_max", "rho max", "num"),
     ("fairness_share_fair", "rho<=1 %", "pct"),
     ("preemptions", "preempt", "int"),
+    ("resizes", "resize", "int"),
 )
 
 _UNITS = (("h", 3600.0), ("m", 60.0), ("s", 1.0))

@@ -24,6 +24,8 @@ class JobRecord:
       finish-time fairness.
     - `gpu_seconds`: GPU-seconds it held (an elastic job's size changes; None: `gpus` x
       `run_time`); `resizes`: restarts at another size (elastic jobs).
+    - `allocation`: (time, GPUs held from then on) at every change, 0 when stopped: the
+      job's allocation over time (the report's plot).
     """
 
     id: str
@@ -38,6 +40,7 @@ class JobRecord:
     isolated_time: float
     gpu_seconds: float | None = None
     resizes: int = 0
+    allocation: tuple[tuple[float, int], ...] = ()
 
     @property
     def held(self) -> float:

@@ -23,6 +23,7 @@ from matplotlib.figure import Figure
 
 from trainyard.sim.metrics import compare, duration_unit, table_rows, window
 from trainyard.sim.records import SimResult
+from trainyard.sim.report_alloc import TOP, plot_allocation
 
 __all__ = ["MAX_POINTS", "timeline", "write_report"]
 
@@ -65,6 +66,7 @@ DEFINITIONS: tuple[tuple[str, str], ...] = (
         "jobs in the system; rho <= 1 % is the share of finished jobs with rho <= 1",
     ),
     ("preemptions / restarts", "evictions, and starts after the first, summed over jobs"),
+    ("resizes", "restarts of running elastic jobs at another size, summed over jobs"),
     ("GPU-hours", "gpus x run time (restart penalties included) / 3600"),
 )
 
@@ -236,6 +238,19 @@ def _blocks(results: Sequence[SimResult], summaries: dict[str, dict[str, Any]]) 
             ),
         ),
         ("img", ("queue_waits.png", "Average queueing delay per queue, one bar per policy.")),
+        *(
+            (
+                "img",
+                (
+                    allocation_file(label),
+                    f"GPUs held by each job over simulated time under {label}, stacked: the "
+                    f"{TOP} jobs with the most GPU-hours have a band each (an elastic job's "
+                    "band widens and narrows as it is grown and shrunk), the rest share the "
+                    "grey one.",
+                ),
+            )
+            for label in summaries
+        ),
         ("h2", "Definitions"),
         ("ul", list(DEFINITIONS)),
     ]
@@ -311,8 +326,14 @@ def _html(blocks: Sequence[Block]) -> str:
     return "\n".join(out) + "\n"
 
 
+def allocation_file(label: str) -> str:
+    """The allocation plot's file name for the run labelled `label`."""
+    return "allocation-" + "".join(c if c.isalnum() or c in "-_." else "_" for c in label) + ".png"
+
+
 def write_report(results: Sequence[SimResult], out_dir: Path) -> list[Path]:
-    """Write report.md, report.html, summary.json and four PNG plots; return their paths."""
+    """Write report.md, report.html, summary.json, four PNG plots and one allocation plot per
+    run; return their paths."""
     if not results:
         raise ValueError("write_report needs at least one SimResult")
     out_dir = Path(out_dir)
@@ -336,6 +357,10 @@ def write_report(results: Sequence[SimResult], out_dir: Path) -> list[Path]:
         _plot_timeline(results, labels, "pending_jobs", paths["queue_length.png"], "pending jobs")
         _plot_jct_cdf(results, labels, paths["jct_cdf.png"])
         _plot_queue_waits(summaries, paths["queue_waits.png"])
+        for label, result in zip(labels, results, strict=True):
+            path = out_dir / allocation_file(label)
+            plot_allocation(result, path, f"{label}: {result.workload} on {result.cluster}")
+            paths[path.name] = path
     blocks = _blocks(results, summaries)
     paths["report.md"].write_text(_md(blocks), encoding="utf-8")
     paths["report.html"].write_text(_html(blocks), encoding="utf-8")

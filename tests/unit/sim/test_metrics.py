@@ -242,7 +242,7 @@ def test_table_rows() -> None:
     # fifo: 3 jobs, 3 done, JCT avg 18.67 s, util 82.1 %, rho max 1.86, 1 preemption
     cells = rows[0]
     assert cells[:4] == ["fifo", "3", "3", "18.67"]
-    assert "82.1" in cells and "1.86" in cells and cells[-1] == "1"
+    assert "82.1" in cells and "1.86" in cells and cells[-2:] == ["1", "0"]  # preempt, resize
 
 
 def test_table_units_and_missing() -> None:

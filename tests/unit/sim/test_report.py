@@ -21,6 +21,9 @@ NAMES = [
     "queue_length.png",
     "jct_cdf.png",
     "queue_waits.png",
+    "allocation-fifo.png",
+    "allocation-srtf.png",
+    "allocation-gavel_fair.png",
 ]
 
 
@@ -28,9 +31,33 @@ def run(policy: str, stretch: float, seed: int = 0) -> SimResult:
     """Three jobs on 2 GPUs (two queues); `stretch` scales every time."""
     k = stretch
     records = (
-        JobRecord("a", "prod", 1, 0, 0, 10 * k, 10 * k, 0, 0, 10),
-        JobRecord("b", "prod", 2, 0, 10 * k, 20 * k, 10 * k, 0, 0, 10),
-        JobRecord("c", "dev", 1, 2, 2, 28 * k, 16 * k, 1, 1, 14),
+        JobRecord("a", "prod", 1, 0, 0, 10 * k, 10 * k, 0, 0, 10, allocation=((0, 1), (10 * k, 0))),
+        JobRecord(
+            "b",
+            "prod",
+            2,
+            0,
+            10 * k,
+            20 * k,
+            10 * k,
+            0,
+            0,
+            10,
+            allocation=((10 * k, 2), (20 * k, 0)),
+        ),
+        JobRecord(
+            "c",
+            "dev",
+            1,
+            2,
+            2,
+            28 * k,
+            16 * k,
+            1,
+            1,
+            14,
+            allocation=((2, 1), (10 * k, 0), (20 * k, 1), (28 * k, 0)),
+        ),
     )
     samples = (
         Sample(0, 1, 1, 2, 0),
@@ -112,7 +139,7 @@ def test_html_is_self_contained_and_references_pngs(report: tuple[Path, list[Pat
     assert "http://" not in page and "https://" not in page
     assert "<script" not in page and "<link" not in page
     # the same content as the markdown: every table cell of the markdown is in the HTML
-    assert page.count("<table>") == 2 and page.count("<figure>") == 4
+    assert page.count("<table>") == 2 and page.count("<figure>") == 7
 
 
 def test_byte_identical_twice(tmp_path: Path) -> None:
@@ -164,3 +191,12 @@ def test_timeline_exact_and_downsampled() -> None:
     # each bin spans 20 s: 10 s at 0 and 10 s at 2 -> 1.0 (time-weighted)
     assert np.allclose(v, 1.0)
     assert t[0] == 0 and t[-1] == n
+
+
+def test_the_allocation_plot_stacks_each_job_over_time() -> None:
+    from trainyard.sim.report_alloc import allocation_matrix
+
+    times, labels, gpus = allocation_matrix(run("fifo", 1.0), top=2)
+    assert list(times) == [0, 2, 10, 20, 28]
+    assert labels == ["b", "c", "other jobs (1)"]  # the most GPU-seconds first
+    assert gpus.tolist() == [[0, 0, 2, 0, 0], [0, 1, 0, 1, 0], [1, 1, 0, 0, 0]]

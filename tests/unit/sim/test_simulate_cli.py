@@ -78,6 +78,8 @@ def test_report_writes_markdown_html_json_and_plots(tmp_path: Path) -> None:
         (["--estimates", "psychic"], "--estimates"),
         (["--option", "novalue"], "--option"),
         (["--workload", "pollux:/nonexistent.csv"], "no such file"),
+        (["--elastic-share", "1.5"], "--elastic-share"),
+        (["--elastic-share", "-0.1"], "--elastic-share"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(args: list[str], needle: str) -> None:
@@ -124,6 +126,19 @@ def test_the_comparison_is_one_rich_table_never_wrapped() -> None:
     assert result.exit_code == 0, result.output
     lines = [line for line in result.output.splitlines() if line.strip()]
     header = next(line for line in lines if "policy" in line)
-    assert "JCT avg" in header and header.rstrip().endswith("preempt")  # no title cut short
+    assert "JCT avg" in header and header.rstrip().endswith("resize")  # no title cut short
     rows = [line for line in lines if line.split()[0] in ("fifo", "tiresias")]
     assert len(rows) == 2 and "…" not in "".join(rows)
+
+
+def test_elastic_share_makes_trace_jobs_elastic_and_reports_resizes() -> None:
+    def run(share: str) -> dict[str, object]:
+        result = runner.invoke(app, [*BASE, "--elastic-share", share, "--json"])
+        assert result.exit_code == 0, result.output
+        summary: dict[str, object] = json.loads(result.stdout)["summary"]
+        return summary
+
+    rigid, half = run("0"), run("0.5")
+    assert rigid["resizes"] == 0 and rigid["jobs_resized"] == 0
+    assert isinstance(half["jobs_resized"], int) and half["jobs_resized"] > 0
+    assert run("0.5") == half  # the same jobs are chosen every time
