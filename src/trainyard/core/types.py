@@ -140,6 +140,8 @@ class Job:
       when pending and the size it holds when running. A job without them is rigid.
     - `elastic`: what the goodput model knows of it (observed steps, batch range, gradient
       statistics); None for a rigid job, or an elastic one that reported nothing yet.
+    - `restarts`: times it was started again after its first start (preemptions, resizes,
+      failures): the resize action weighs another restart against them.
     """
 
     id: str
@@ -160,6 +162,7 @@ class Job:
     max_gpus: int | None = None
     name: str = ""
     elastic: Elastic | None = None
+    restarts: int = 0
 
     def with_gpus(self, gpus: int) -> Job:
         """This job at another size (an elastic job started small, grown or shrunk): its CPU

@@ -55,6 +55,7 @@ JOB: dict[str, Spec] = {
     "max_gpus": ("int?", 0),
     "name": ("str", None),
     "elastic": ("elastic", None),  # a mapping of ELASTIC fields (`elastic` below)
+    "restarts": ("int", 0),
 }
 ELASTIC: dict[str, Spec] = {
     "batch": ("int", 0),

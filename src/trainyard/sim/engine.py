@@ -216,7 +216,7 @@ class _Engine:
 
     def _running_entry(self, s: JobState, t: float) -> RunningJob:
         attained = s.attained + s.gpus * (t - s.started)
-        job = replace(s.job, attained_service=attained)
+        job = replace(s.job, attained_service=attained, restarts=s.restarts)
         return RunningJob(job=job, placement=s.placement, started_at=s.started)
 
     # -- transitions --------------------------------------------------------------------------

@@ -33,6 +33,7 @@ could give) and growth stops when no GPU is idle, so resizes do not ping-pong.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from trainyard.core.actions.rebalance import Entry, plan_targets, sizes_above, weight
@@ -309,7 +310,8 @@ def _move(cycle: Cycle, rs: ResizeState, entries: list[Entry], c: int) -> None:
         if e.target > a.gpus:
             now_gp = e.model.goodput(a.gpus, len(a.parts))
             new_gp = e.model.goodput(e.target, packed_nodes(e.target, per_node))
-            if now_gp > 0.0 and new_gp >= now_gp * (1.0 + prof.resize_min_gain):
+            need = 0.0 if a.placed_now else required_gain(cycle, a.job)
+            if now_gp > 0.0 and new_gp >= now_gp * (1.0 + max(need, prof.resize_min_gain)):
                 growers.append((new_gp / now_gp - 1.0, e))
     if not growers:
         return
@@ -376,6 +378,21 @@ def _owed(cycle: Cycle) -> set[str]:
     }
 
 
+def required_gain(cycle: Cycle, job: Job) -> float:
+    """The relative goodput gain a move of running `job` must bring: `resize_min_gain`, or
+    more while a restart would cost a large share of what the job has run (Profile
+    `resize_restart_s`)."""
+    prof = cycle.profile
+    c = prof.resize_restart_s
+    if c <= 0.0:
+        return prof.resize_min_gain
+    age = cycle.now - job.submit_time
+    done = age - job.restarts * c
+    if done <= 0.0:
+        return math.inf
+    return max(prof.resize_min_gain, (age + c) / done - 1.0)
+
+
 def _grow(cycle: Cycle, rs: ResizeState) -> None:
     state = cycle.state
     prof = cycle.profile
@@ -398,9 +415,10 @@ def _grow(cycle: Cycle, rs: ResizeState) -> None:
             m = _model(rs, a.job)
             one = m.goodput(1, 1)
             now_gp = m.goodput(a.gpus, len(a.parts))
+            need = required_gain(cycle, a.job)
             for k in sizes_above(a.gpus, top, rs.per_node):
                 gp = m.goodput(k, packed_nodes(k, rs.per_node))
-                if now_gp > 0 and gp < now_gp * (1.0 + prof.resize_min_gain):
+                if now_gp > 0 and gp < now_gp * (1.0 + need):
                     continue
                 per_gpu = (gp - now_gp) / (one if one > 0 else 1.0) / (k - a.gpus)
                 if best is None or per_gpu > best[0]:
