@@ -310,8 +310,8 @@ def _move(cycle: Cycle, rs: ResizeState, entries: list[Entry], c: int) -> None:
         if e.target > a.gpus:
             now_gp = e.model.goodput(a.gpus, len(a.parts))
             new_gp = e.model.goodput(e.target, packed_nodes(e.target, per_node))
-            need = 0.0 if a.placed_now else required_gain(cycle, a.job)
-            if now_gp > 0.0 and new_gp >= now_gp * (1.0 + max(need, prof.resize_min_gain)):
+            floor = 0.0 if a.placed_now else required_gain(cycle, a.job)
+            if now_gp > 0.0 and new_gp >= now_gp * (1.0 + max(floor, prof.resize_min_gain)):
                 growers.append((new_gp / now_gp - 1.0, e))
     if not growers:
         return
