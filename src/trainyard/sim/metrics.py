@@ -111,6 +111,22 @@ def _fairness(result: SimResult, n_avg: float) -> dict[str, Any]:
     }
 
 
+def _goodput(result: SimResult) -> dict[str, Any]:
+    """How fast finished jobs progressed against their requested size: `speedup` = isolated
+    time (alone, at the size asked for) / run time (restart penalties included), averaged
+    over jobs; per GPU: isolated GPU-seconds / GPU-seconds held, over all finished jobs
+    (an elastic job grown well is above 1 in speedup; below 1 per GPU when it scales
+    sublinearly)."""
+    done = [r for r in result.records if r.end is not None and r.run_time > 0]
+    speedups = [r.isolated_time / r.run_time for r in done]
+    held = math.fsum(r.held for r in done)
+    ideal = math.fsum(r.isolated_time * r.gpus for r in done)
+    return {
+        "goodput_speedup_mean": _r(_mean(speedups)),
+        "goodput_per_gpu": _r(ideal / held) if held > 0 else None,
+    }
+
+
 def _queue_summary(records: Sequence[JobRecord]) -> dict[str, Any]:
     jcts = [j for j in (r.jct for r in records) if j is not None]
     delays = [d for d in (r.queueing_delay for r in records) if d is not None]
@@ -179,6 +195,7 @@ def summarize(result: SimResult) -> dict[str, Any]:
         "fragmented_share_of_idle": _r(wait_frag / wait_idle) if wait_idle > 0 else None,
         "avg_jobs_in_system": _r(n_avg),
         **_fairness(result, n_avg),
+        **_goodput(result),
         "preemptions": sum(r.preemptions for r in recs),
         "restarts": sum(r.restarts for r in recs),
         "resizes": sum(r.resizes for r in recs),
@@ -226,6 +243,7 @@ _COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("fairness_rho_mean", "rho avg", "num"),
     ("fairness_rho_max", "rho max", "num"),
     ("fairness_share_fair", "rho<=1 %", "pct"),
+    ("goodput_speedup_mean", "speedup", "num"),
     ("preemptions", "preempt", "int"),
     ("resizes", "resize", "int"),
 )

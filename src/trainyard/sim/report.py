@@ -67,6 +67,13 @@ DEFINITIONS: tuple[tuple[str, str], ...] = (
     ),
     ("preemptions / restarts", "evictions, and starts after the first, summed over jobs"),
     ("resizes", "restarts of running elastic jobs at another size, summed over jobs"),
+    (
+        "speedup (goodput)",
+        "per finished job, isolated time at the size it asked for / run time (restart "
+        "penalties included), averaged; summary.json also has goodput_per_gpu, isolated "
+        "GPU-seconds / GPU-seconds held: above 1 when jobs ran faster than asked, below 1 "
+        "per GPU when growing cost efficiency",
+    ),
     ("GPU-hours", "gpus x run time (restart penalties included) / 3600"),
 )
 

@@ -256,3 +256,15 @@ def test_table_units_and_missing() -> None:
     assert "JCT avg (h)" in header
     assert rows[0][3] == "3.00"
     assert rows[1][3] == "-"
+
+
+def test_goodput_compares_run_time_with_the_isolated_time_at_the_asked_size() -> None:
+    s = summarize(tiny())
+    # a and b ran exactly their isolated time; c, preempted once, took 16 s for 14
+    assert s["goodput_speedup_mean"] == round((1 + 1 + 14 / 16) / 3, 4)
+    # isolated GPU-seconds 10 + 2 x 10 + 14 = 44 against 10 + 20 + 16 held
+    assert s["goodput_per_gpu"] == round(44 / 46, 4)
+    record = JobRecord("g", "prod", 1, 0, 0, 5, 5, 0, 0, 20, gpu_seconds=20.0)
+    grown = result((record,), (), end_time=5)
+    g = summarize(grown)  # an elastic job that ran 4 GPUs: 4x faster, as efficient per GPU
+    assert g["goodput_speedup_mean"] == 4.0 and g["goodput_per_gpu"] == 1.0
