@@ -134,12 +134,28 @@ def check_decision(snapshot: Snapshot, decision: Decision, profile: str) -> None
             raise AssertionError(f"eviction by action {e.action!r}")
 
     # placements: gang, usable devices, device class, topology, no double booking
-    taken = {dev: jid for dev, jid in held_devices(snapshot).items() if jid not in evicted}
+    resized = {z.job_id for z in decision.resizes}
+    taken = {
+        dev: jid
+        for dev, jid in held_devices(snapshot).items()
+        if jid not in evicted and jid not in resized
+    }
+    for z in decision.resizes:  # a resized job restarts on its new devices
+        for nd in z.nodes:
+            for d in nd.devices:
+                owner = taken.get((nd.node, d))
+                assert owner is None, f"device {nd.node}:{d} given to {z.job_id} and {owner}"
+                taken[(nd.node, d)] = z.job_id
     for p in decision.placements:
         job = pending[p.job_id]
         assert p.queue == job.queue
-        assert set(p.after_evictions) <= set(evicted)
-        assert p.gpus == job.gpus, f"{p.job_id}: {p.gpus} devices for a {job.gpus}-GPU gang"
+        # a placement waits for the jobs whose devices it uses: evicted, or resized (restarted)
+        assert set(p.after_evictions) <= set(evicted) | {z.job_id for z in decision.resizes}
+        if job.is_elastic:
+            lo, hi = elastic_bounds(job)
+            assert lo <= p.gpus <= hi, f"{p.job_id}: {p.gpus} devices outside [{lo}, {hi}]"
+        else:
+            assert p.gpus == job.gpus, f"{p.job_id}: {p.gpus} devices for a {job.gpus}-GPU gang"
         assert p.nodes, f"{p.job_id}: placement without nodes"
         if job.gpus == 0:
             assert len(p.nodes) == 1 and not p.nodes[0].devices
@@ -178,6 +194,8 @@ def check_decision(snapshot: Snapshot, decision: Decision, profile: str) -> None
                 domains = {n.path[:depth] for n in gpu_nodes}
                 assert len(domains) == 1, f"{p.job_id} spans {job.topology}s {domains}"
 
+    check_resizes(snapshot, decision)
+
     # strict booking: evicted jobs hold their devices, CPU and memory until they have stopped
     conflicts = booking_conflicts(snapshot, decision)
     assert not conflicts, f"{profile}: {conflicts[0]}"
@@ -209,6 +227,51 @@ def check_decision(snapshot: Snapshot, decision: Decision, profile: str) -> None
         for nd in res.nodes:
             node = nodes[nd.node]
             assert all(0 <= d < node.gpus and d not in node.unavailable for d in nd.devices)
+
+
+def elastic_bounds(job: Job) -> tuple[int, int]:
+    lo = job.min_gpus if job.min_gpus is not None else job.gpus
+    hi = job.max_gpus if job.max_gpus is not None else job.gpus
+    return max(1, lo), max(1, hi)
+
+
+def check_resizes(snapshot: Snapshot, decision: Decision) -> None:
+    """A resize restarts a running elastic job, not evicted or placed in the same decision,
+    within its range, under the protections of an eviction, on usable devices of one class
+    inside its topology limit (a restart is a new start)."""
+    nodes = {n.name: n for n in snapshot.nodes}
+    running = {r.job.id: r for r in snapshot.running}
+    levels = snapshot.topology.levels
+    moved = [z.job_id for z in decision.resizes]
+    assert len(set(moved)) == len(moved), f"job resized twice: {moved}"
+    assert not set(moved) & {e.job_id for e in decision.evictions}, "resized and evicted"
+    assert not set(moved) & {p.job_id for p in decision.placements}, "resized and placed"
+    for z in decision.resizes:
+        r = running.get(z.job_id)
+        assert r is not None, f"resized {z.job_id}, which is not running"
+        job = r.job
+        assert job.is_elastic, f"resized rigid job {z.job_id}"
+        assert z.from_gpus == job.gpus and z.queue == job.queue
+        lo, hi = elastic_bounds(job)
+        assert lo <= z.gpus <= hi and z.gpus != job.gpus, f"{z.job_id}: {job.gpus} -> {z.gpus}"
+        assert job.preemptible, f"non-preemptible {z.job_id} resized"
+        assert snapshot.now - r.started_at >= job.min_runtime, f"{z.job_id} resized too soon"
+        assert z.reason, f"{z.job_id}: resize without a reason"
+        gpu_nodes = [nodes[nd.node] for nd in z.nodes if nd.devices]
+        kinds = {(n.gpu_type, n.gpu_memory_gb) for n in gpu_nodes}
+        assert len(kinds) == 1, f"{z.job_id} resized across device classes {kinds}"
+        for nd in z.nodes:
+            node = nodes[nd.node]
+            assert node.schedulable, f"{z.job_id} restarted on unschedulable node {nd.node}"
+            for d in nd.devices:
+                assert 0 <= d < node.gpus and d not in node.unavailable, (
+                    f"{z.job_id} restarted on unavailable device {nd.node}:{d}"
+                )
+        if job.topology in ("node", "island"):
+            assert len(gpu_nodes) == 1, f"{z.job_id} must stay inside one node"
+        if job.topology in levels:
+            depth = levels.index(job.topology) + 1
+            assert len({n.path[:depth] for n in gpu_nodes}) == 1, f"{z.job_id} spans domains"
 
 
 def node_room(snapshot: Snapshot, job: Job, blocked: set[Device]) -> dict[str, int]:

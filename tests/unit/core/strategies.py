@@ -3,7 +3,8 @@ they run under.
 
 Random clusters (0-3 topology levels, 1-8 GPUs per node, one or two device classes, NVLink
 islands, failed devices, drained nodes), random queue trees, random running jobs on valid
-placements and random pending jobs, assembled into valid snapshots by `snapshots`.
+placements and random pending jobs (some of them elastic, with measured steps), assembled
+into valid snapshots by `snapshots`.
 """
 
 from __future__ import annotations
@@ -14,12 +15,14 @@ from hypothesis import strategies as st
 
 from trainyard.core import (
     PROFILES,
+    Elastic,
     Job,
     Node,
     NodeDevices,
     Queue,
     RunningJob,
     Snapshot,
+    StepSample,
     Topology,
     validate,
 )
@@ -33,6 +36,34 @@ SETTINGS = settings(deadline=None, report_multiple_bugs=False)
 
 
 # -- strategies ---------------------------------------------------------------------------
+
+
+def maybe_elastic(draw: st.DrawFn, job: Job, nodes: int = 1) -> Job:
+    """`job` as drawn, or (one time in three, for a GPU job) elastic: a range around its size,
+    and a step measured at its size whose sync cost and gradient noise vary, so that some
+    jobs would gain from more GPUs and some would not."""
+    if not job.gpus or draw(st.integers(0, 2)):
+        return job
+    low = draw(st.integers(1, job.gpus))
+    high = job.gpus + draw(st.sampled_from([0, 1, 2, 4, 8, 16]))
+    if low == high:
+        high += 1
+    batch = 32 * job.gpus
+    sync = draw(st.sampled_from([0.0, 0.01, 0.2, 1.0]))
+    step = 0.01 + 0.1 * batch / job.gpus / 32 + (sync if job.gpus > 1 else 0.0)
+    info = Elastic(
+        batch=batch,
+        max_batch=batch * draw(st.sampled_from([1, 4, 16])),
+        max_local_batch=draw(st.sampled_from([0, 64, 256])),
+        samples=(StepSample(job.gpus, nodes, batch, step),),
+        grad_sqr=draw(st.sampled_from([0.0, 1.0])),
+        grad_var=draw(st.sampled_from([0.0, 4.0])),
+    )
+    return Job(**{**_fields(job), "min_gpus": low, "max_gpus": high, "elastic": info})
+
+
+def _fields(job: Job) -> dict[str, object]:
+    return {name: getattr(job, name) for name in Job.__dataclass_fields__}
 
 
 @st.composite
@@ -171,6 +202,7 @@ def running_jobs(
             attained_service=draw(st.sampled_from([0.0, 1e4, 1e6])),
         )
         started = draw(st.sampled_from([0.0, NOW - 3600.0, NOW - 300.0, NOW]))
+        job = maybe_elastic(draw, job, len([p for p in parts if p.devices]) or 1)
         out.append(RunningJob(job, tuple(parts), started))
     return tuple(out)
 
@@ -184,7 +216,7 @@ def pending_jobs(
     busy: bool,
     prefix: str = "p",
 ) -> tuple[Job, ...]:
-    out = []
+    out: list[Job] = []
     for i in range(draw(st.integers(0, 10))):
         gpus = draw(st.sampled_from([0, 1, 1, 1, 2, 2, 3, 4, 4, 6, 8, 8, 12, 16, 24, 32]))
         gpu_types = draw(
@@ -211,6 +243,7 @@ def pending_jobs(
                 ),
             )
         )
+        out[-1] = maybe_elastic(draw, out[-1])
     return tuple(out)
 
 

@@ -117,13 +117,29 @@ def _start_smaller(cycle: Cycle, waiting: list[Job]) -> None:
 # -- 2. shrink for waiting jobs -----------------------------------------------------------
 
 
+def _reserved(cycle: Cycle) -> dict[int, int]:
+    """Node -> devices some reservation of this cycle targets."""
+    out: dict[int, int] = {}
+    for h in cycle.holds:
+        for n, mask in h.target:
+            out[n] = out.get(n, 0) | mask
+    return out
+
+
 def _donors(cycle: Cycle) -> list[Alloc]:
+    """Running elastic jobs a resize may restart. Not one whose devices a reservation waits
+    for (a restart would push back the end the reservation counts on), nor one on a device
+    that may not be used now (a drained node, a failed GPU: it would restart there)."""
     stmt = cycle.stmt
+    reserved = _reserved(cycle)
+    usable = cycle.layout.usable_mask
     return [
         a
         for a in cycle.state.allocs.values()
         if a.queue >= 0
         and a.job.is_elastic
+        and not (reserved and any(reserved.get(n, 0) & mask for n, mask, _c, _m in a.parts))
+        and not any(mask & ~usable[n] for n, mask, _c, _m in a.parts)
         and a.job.preemptible  # a resize stops the job: the same protections as an eviction
         and cycle.now - a.started_at >= a.job.min_runtime
         and not a.placed_now
