@@ -16,6 +16,7 @@ from dataclasses import replace
 from trainyard.core import (
     Decision,
     Job,
+    NodeDevices,
     Queue,
     RunningJob,
     Snapshot,
@@ -346,6 +347,28 @@ def quota_allows(snapshot: Snapshot, job: Job) -> bool:
     return True
 
 
+def held_for_reservations(after: Snapshot, snapshot: Snapshot, decision: Decision) -> Snapshot:
+    """`after` with the CPU and memory each reservation holds on its nodes, as the core holds
+    them: what its job needs beside every reserved device, as far as it is free."""
+    pending = {j.id: j for j in snapshot.pending}
+    nodes = {n.name: n for n in snapshot.nodes}
+    load = node_load(after)
+    extra = []
+    for res in decision.reservations:
+        job = pending[res.job_id]
+        g = max(job.gpus, 1)
+        for nd in res.nodes:
+            k = len(nd.devices) if job.gpus else 1
+            cpu_used, mem_used = load[nd.node]
+            node = nodes[nd.node]
+            cpu = max(0.0, min(node.cpus - cpu_used, job.cpus / g * k))
+            mem = max(0.0, min(node.memory_gb - mem_used, job.memory_gb / g * k))
+            load[nd.node] = (cpu_used + cpu, mem_used + mem)
+            held = Job(f"{res.job_id}@held", job.queue, 0, cpus=cpu, memory_gb=mem)
+            extra.append(RunningJob(held, (NodeDevices(nd.node, ()),), snapshot.now))
+    return replace(after, running=(*after.running, *extra))
+
+
 def check_work_conserving(snapshot: Snapshot, decision: Decision, profile: str) -> None:
     """No job left waiting for room fits into what the cycle left free.
 
@@ -356,7 +379,7 @@ def check_work_conserving(snapshot: Snapshot, decision: Decision, profile: str) 
     prof = get_profile(profile)
     if prof.strict_order:
         return
-    after = apply_decision(snapshot, decision)
+    after = held_for_reservations(apply_decision(snapshot, decision), snapshot, decision)
     blocked = {(nd.node, d) for r in decision.reservations for nd in r.nodes for d in nd.devices}
     evicted = {e.job_id for e in decision.evictions}
     for job in after.pending:

@@ -227,7 +227,7 @@ def _shrink_plan(cycle: Cycle, job: Job, usable: list[Alloc], fair: int) -> bool
         if give:
             reason = f"shrunk {a.gpus} -> {a.gpus - give}: job {job.id} needs the GPUs"
             _shrink(cycle, a, a.gpus - give, reason)
-    if cycle.try_place(job.with_gpus(need_gpus), "resize"):
+    if cycle.try_place_held(job.with_gpus(need_gpus), "resize"):  # its reservation: spent
         return True
     stmt.rollback(cp)
     cycle.restore_epoch(epoch)
