@@ -7,7 +7,8 @@ Pollux artifact's NSGA-II search (JSON on stdout, one line per side).
     # Pollux: the artifact's own cluster loop (petuum/adaptdl, branch osdi21-artifact,
     # simulator/), each `PolluxPolicy.optimize` call timed, stopped after --wall seconds
     /tmp/pv/bin/pip install "numpy==1.23.5" "pandas<2" "scipy<1.12" "pymoo==0.4.2.1" autograd
-    /tmp/pv/bin/python bench/decision_time.py pollux --artifact DIR --workload F --wall 600
+    TRAINYARD_PURE=1 PYTHONPATH=src /tmp/pv/bin/python bench/decision_time.py pollux \
+        --artifact DIR --workload F --wall 600
 
 The artifact is imported from DIR (a checkout of its `simulator/`, traces included); no code
 of it is copied here. Both sides decide every 60 simulated seconds on 16 nodes x 4 GPUs.
@@ -27,17 +28,18 @@ from typing import Any
 
 
 def _stats(times: list[float], jobs: list[int]) -> dict[str, Any]:
-    ordered = sorted(times)
+    from trainyard.stats import percentile
 
-    def rank(p: float) -> float:
-        return ordered[min(len(ordered) - 1, max(0, -(-int(p * len(ordered)) // 100) - 1))]
+    def ms(p: float) -> float | None:
+        value = percentile(times, p)
+        return None if value is None else round(1000 * value, 3)
 
     return {
         "decisions": len(times),
         "decision_ms_mean": round(1000 * statistics.mean(times), 3) if times else None,
-        "decision_ms_p50": round(1000 * rank(50), 3) if times else None,
-        "decision_ms_p99": round(1000 * rank(99), 3) if times else None,
-        "decision_ms_max": round(1000 * ordered[-1], 3) if times else None,
+        "decision_ms_p50": ms(50),
+        "decision_ms_p99": ms(99),
+        "decision_ms_max": ms(100),
         "jobs_per_decision_mean": round(statistics.mean(jobs), 1) if jobs else None,
         "jobs_per_decision_max": max(jobs) if jobs else None,
         "cpu_s_total": round(sum(times), 2),

@@ -366,7 +366,8 @@ def write_report(results: Sequence[SimResult], out_dir: Path) -> list[Path]:
         _plot_queue_waits(summaries, paths["queue_waits.png"])
         for label, result in zip(labels, results, strict=True):
             path = out_dir / allocation_file(label)
-            plot_allocation(result, path, f"{label}: {result.workload} on {result.cluster}")
+            title = f"{label}: {result.workload} on {result.cluster}"
+            plot_allocation(result, path, title, max_points=MAX_POINTS)
             paths[path.name] = path
     blocks = _blocks(results, summaries)
     paths["report.md"].write_text(_md(blocks), encoding="utf-8")

@@ -5,8 +5,9 @@ allocation is a step function (`JobRecord.allocation`); the `TOP` jobs with the 
 GPU-seconds get a band of their own, the rest share one grey band ("other jobs"), so a
 Philly run with tens of thousands of jobs plots as fast as a Pollux one. An elastic job's
 band widens and narrows as it is grown and shrunk; the top edge is the cluster's allocated
-GPUs. Time points are capped at `report.MAX_POINTS` by keeping every n-th change (the
-allocation between kept points is the value at the earlier one), like the other timelines.
+GPUs. Time points are capped at `max_points` (the report passes its `MAX_POINTS`) by keeping
+every n-th change (the allocation between kept points is the value at the earlier one), like
+the other timelines. A band is summed from its jobs' changes in one sorted pass.
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ from trainyard.sim.records import JobRecord, SimResult
 __all__ = ["TOP", "allocation_matrix", "plot_allocation"]
 
 TOP = 20
-_MAX_POINTS = 2000
 
 
 def _top(records: Sequence[JobRecord], top: int) -> list[JobRecord]:
@@ -34,7 +34,7 @@ def _top(records: Sequence[JobRecord], top: int) -> list[JobRecord]:
 
 
 def allocation_matrix(
-    result: SimResult, top: int = TOP
+    result: SimResult, top: int = TOP, max_points: int = 2000
 ) -> tuple[np.ndarray, list[str], np.ndarray]:
     """(times, labels, gpus) with gpus[i, j] the GPUs band i holds from times[j]: one row per
     top job by GPU-seconds, then one for all other jobs (when there are any)."""
@@ -43,19 +43,27 @@ def allocation_matrix(
     chosen_ids = {r.id for r in chosen}
     others = [r for r in result.records if r.allocation and r.id not in chosen_ids]
     times = sorted({t for r in result.records for t, _ in r.allocation} | {t0, t1})
-    if len(times) > _MAX_POINTS:
-        step = -(-len(times) // _MAX_POINTS)
+    if len(times) > max_points:
+        step = -(-len(times) // max_points)
         times = sorted({*times[::step], t0, t1})
     grid = np.asarray(times, dtype=float)
 
     def row(recs: Sequence[JobRecord]) -> np.ndarray:
-        out = np.zeros(len(grid))
-        for r in recs:
-            at = np.asarray([t for t, _ in r.allocation], dtype=float)
-            gpus = np.asarray([g for _, g in r.allocation], dtype=float)
-            idx = np.searchsorted(at, grid, side="right") - 1
-            out += np.where(idx >= 0, gpus[np.clip(idx, 0, None)], 0.0)
-        return out
+        """GPUs the jobs of `recs` hold together at each grid time: the running sum of their
+        changes (each allocation entry adds its size less the one before it)."""
+        changes = sorted(
+            (t, g - prev)
+            for r in recs
+            for (t, g), prev in zip(
+                r.allocation, (0, *(g for _, g in r.allocation[:-1])), strict=True
+            )
+        )
+        if not changes:
+            return np.zeros(len(grid))
+        at = np.asarray([t for t, _ in changes], dtype=float)
+        held = np.cumsum([d for _, d in changes], dtype=float)
+        idx = np.searchsorted(at, grid, side="right") - 1
+        return np.where(idx >= 0, held[np.clip(idx, 0, None)], 0.0)
 
     rows = [row([r]) for r in chosen]
     labels = [r.id for r in chosen]
@@ -66,9 +74,11 @@ def allocation_matrix(
     return grid, labels, matrix
 
 
-def plot_allocation(result: SimResult, path: Path, title: str, top: int = TOP) -> None:
+def plot_allocation(
+    result: SimResult, path: Path, title: str, top: int = TOP, max_points: int = 2000
+) -> None:
     """Write the stacked allocation plot of `result` to `path` (PNG)."""
-    times, labels, matrix = allocation_matrix(result, top)
+    times, labels, matrix = allocation_matrix(result, top, max_points)
     span = float(times[-1] - times[0]) if len(times) else 0.0
     unit, size = duration_unit(span)
     fig = Figure(figsize=(8.0, 4.5), dpi=100)

@@ -9,6 +9,8 @@ into valid snapshots by `snapshots`.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from checks import queue_paths
 from hypothesis import settings
 from hypothesis import strategies as st
@@ -38,6 +40,10 @@ SETTINGS = settings(deadline=None, report_multiple_bugs=False)
 # -- strategies ---------------------------------------------------------------------------
 
 
+def _rigid(job: Job) -> Job:
+    return replace(job, min_gpus=None, max_gpus=None, elastic=None)
+
+
 def maybe_elastic(draw: st.DrawFn, job: Job, nodes: int = 1) -> Job:
     """`job` as drawn, or (one time in three, for a GPU job) elastic: a range around its size,
     and a step measured at its size whose sync cost and gradient noise vary, so that some
@@ -59,11 +65,7 @@ def maybe_elastic(draw: st.DrawFn, job: Job, nodes: int = 1) -> Job:
         grad_sqr=draw(st.sampled_from([0.0, 1.0])),
         grad_var=draw(st.sampled_from([0.0, 4.0])),
     )
-    return Job(**{**_fields(job), "min_gpus": low, "max_gpus": high, "elastic": info})
-
-
-def _fields(job: Job) -> dict[str, object]:
-    return {name: getattr(job, name) for name in Job.__dataclass_fields__}
+    return replace(job, min_gpus=low, max_gpus=high, elastic=info)
 
 
 @st.composite
@@ -248,7 +250,8 @@ def pending_jobs(
 
 
 @st.composite
-def snapshots(draw: st.DrawFn, drained: bool | None = None) -> Snapshot:
+def snapshots(draw: st.DrawFn, drained: bool | None = None, elastic: bool = True) -> Snapshot:
+    """A valid snapshot; `elastic=False`: every job rigid."""
     topology, nodes = draw(clusters())
     total = sum(n.gpus for n in nodes)
     queues = draw(queue_trees(total))
@@ -259,6 +262,9 @@ def snapshots(draw: st.DrawFn, drained: bool | None = None) -> Snapshot:
     types = sorted({n.gpu_type for n in nodes})
     names = [q.name for q in queues] or ["default"]
     pending = draw(pending_jobs(topology.levels, types, names, busy))
+    if not elastic:
+        running = tuple(replace(r, job=_rigid(r.job)) for r in running)
+        pending = tuple(_rigid(j) for j in pending)
     snap = Snapshot(NOW, nodes, topology, queues, running, pending)
     validate(snap)  # the generators only build valid snapshots
     return snap

@@ -1,5 +1,6 @@
 """Factories for the database tests: a small committed world, jobs in any state, and the
-helpers the platform tests share (a job running a Python snippet, a job row read back)."""
+helpers the platform tests share (a job running a Python snippet, a job row read back, a
+job reported RUNNING as the executor reports it)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 from sqlalchemy.orm import Session, sessionmaker
 
 from trainyard.server.db import Job, JobState, Queue, Role, Tenant, User
-from trainyard.server.lifecycle import submit
+from trainyard.server.lifecycle import submit, transition
 
 PLACEMENT = [{"node": "n0", "devices": [0, 1]}]
 
@@ -83,3 +84,12 @@ def read_job(factory: sessionmaker[Session], job_id: str) -> Job:
         assert job is not None
         s.expunge(job)
         return job
+
+
+def mark_running(factory: sessionmaker[Session], job_id: str, now: float) -> None:
+    """The executor reports the job's processes up (STARTING -> RUNNING)."""
+    with factory() as s:
+        job = s.get(Job, job_id)
+        assert job is not None
+        transition(s, job, JobState.RUNNING, reason="started", now=now)
+        s.commit()

@@ -4,7 +4,7 @@ pending reasons, preemption, back-off, the optimistic lock and the gauges."""
 from __future__ import annotations
 
 import pytest
-from server_factories import World
+from server_factories import World, mark_running
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -59,15 +59,6 @@ def _submit(session: Session, world: World, **fields: object) -> str:
     job = world.job(session, now=1500.0, **fields)
     session.commit()
     return job.id
-
-
-def _run(factory: sessionmaker[Session], job_id: str, now: float) -> None:
-    """The executor reports the job's processes up."""
-    with factory() as s:
-        job = s.get(Job, job_id)
-        assert job is not None
-        transition(s, job, S.RUNNING, reason="started", now=now)
-        s.commit()
 
 
 def test_snapshot_reflects_the_database(
@@ -148,7 +139,7 @@ def test_priority_preemption_evicts_and_tells_the_executor(
     first = run_once(factory, "priority", now=NOW, metrics=platform_metrics())
     assert sorted(x.job_id for x in first.launch) == sorted(low)
     for job_id in low:
-        _run(factory, job_id, NOW + 1)
+        mark_running(factory, job_id, NOW + 1)
     high = _submit(session, world, gpus=4, priority=10)
     applied = run_once(factory, "priority", now=NOW + 100, metrics=platform_metrics())
     assert not applied.retry
@@ -238,7 +229,7 @@ def test_gauges_and_latency_are_updated(
     assert metrics.jobs.value(state="PENDING") == 1
     assert metrics.gpus.value(state="allocated", type="A100") == 4
     assert metrics.gpus.value(state="free", type="A100") == 4
-    _run(factory, placed, NOW + 1)
+    mark_running(factory, placed, NOW + 1)
     run_once(factory, now=NOW + 2, metrics=metrics)
     assert metrics.cycle_seconds.count() == 2
     assert metrics.queue_running.value(queue="research") == 1
@@ -252,7 +243,7 @@ def test_unhealthy_node_keeps_its_jobs_but_gets_no_new_work(
     first = _submit(session, world, gpus=4)
     placed = run_once(factory, now=NOW, metrics=platform_metrics())
     node_name = placed.launch[0].placement[0].node
-    _run(factory, first, NOW + 1)
+    mark_running(factory, first, NOW + 1)
     with factory() as s:
         node = s.scalars(select(Node).where(Node.name == node_name)).one()
         node.health = Health.UNHEALTHY

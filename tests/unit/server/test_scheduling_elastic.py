@@ -6,7 +6,7 @@ executor cannot resize yet)."""
 from __future__ import annotations
 
 import pytest
-from server_factories import World
+from server_factories import World, mark_running
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -48,14 +48,6 @@ def _elastic(session: Session, world: World, gpus: int, low: int, high: int) -> 
     return job.id
 
 
-def _start(factory: sessionmaker[Session], job_id: str, now: float) -> None:
-    with factory() as s:
-        job = s.get(Job, job_id)
-        assert job is not None
-        transition(s, job, S.RUNNING, reason="started", now=now)
-        s.commit()
-
-
 def test_an_elastic_job_starts_at_a_size_in_its_range_and_keeps_it(
     factory: sessionmaker[Session], session: Session, world: World
 ) -> None:
@@ -63,7 +55,7 @@ def test_an_elastic_job_starts_at_a_size_in_its_range_and_keeps_it(
     session.commit()
     first = run_once(factory, now=NOW, metrics=platform_metrics())
     assert [launch.job_id for launch in first.launch] == [rigid.id]
-    _start(factory, rigid.id, NOW + 1)
+    mark_running(factory, rigid.id, NOW + 1)
 
     job_id = _elastic(session, world, gpus=4, low=1, high=4)
     with factory() as s:
@@ -81,7 +73,7 @@ def test_an_elastic_job_starts_at_a_size_in_its_range_and_keeps_it(
             select(JobEvent).where(JobEvent.job_id == job_id).order_by(JobEvent.id.desc())
         ).first()
         assert event is not None and event.details["gpus"] == {"asked": 4, "started": 1}
-    _start(factory, job_id, NOW + 3)
+    mark_running(factory, job_id, NOW + 3)
 
     # The rigid job ends: its GPUs are idle, but the running elastic job is held at its size
     # (no resize is planned, so none is silently dropped).

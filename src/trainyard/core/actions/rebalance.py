@@ -22,8 +22,9 @@ Elastic jobs placed earlier in the same cycle (not started yet) take part too, w
 and never below the size they were placed at: starting larger costs no restart.
 
 Moves. A job is moved to its target only when the move is worth a restart: a job that grows
-must gain `Profile.resize_min_gain` of its goodput, and a job moves at all only after it has
-run `Profile.resize_hold_s` since its last (re)start. Jobs shrink in place (they keep a
+must gain `resize.required_gain` (at least `Profile.resize_min_gain` of its goodput; just
+that for one placed in this cycle, which restarts nothing), and a job moves at all only
+after it has run `Profile.resize_hold_s` since its last (re)start. Jobs shrink in place (they keep a
 subset of their devices) only as far as the growing jobs need, the cheapest loss per GPU
 first, never below their target or minimum, and a queue gives only what it holds above its
 guarantee unless every growing job is of that queue. While a queue owed its guarantee has a

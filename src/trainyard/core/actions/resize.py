@@ -22,8 +22,10 @@ every resize carries its reason. Four passes, in this order:
 4. **Grow into idle GPUs.** While GPUs are idle, the running elastic job with the largest
    gain in speedup per added GPU grows (to at most twice the largest size it has been
    measured at: the model is not trusted further from its data), if the gain is at least
-   `Profile.resize_min_gain` of its goodput and it has run `Profile.resize_hold_s` since its
-   last (re)start (hysteresis: a resize costs a checkpoint and a relaunch). Growing only
+   `required_gain` (`Profile.resize_min_gain` of its goodput, more while another restart
+   would cost a large share of the job's age, `Profile.resize_restart_s`) and it has run
+   `Profile.resize_hold_s` since its last (re)start (hysteresis: a resize costs a checkpoint
+   and a relaunch). Growing only
    ever uses idle GPUs, and while a queue owed its guarantee has a job waiting, only that
    queue's jobs grow (reclaim would take anything else back at once).
 
@@ -326,8 +328,8 @@ def _move(cycle: Cycle, rs: ResizeState, entries: list[Entry], c: int) -> None:
         if e.target > a.gpus:
             now_gp = e.model.goodput(a.gpus, len(a.parts))
             new_gp = e.model.goodput(e.target, packed_nodes(e.target, per_node))
-            floor = 0.0 if a.placed_now else required_gain(cycle, a.job)
-            if now_gp > 0.0 and new_gp >= now_gp * (1.0 + max(floor, prof.resize_min_gain)):
+            want = prof.resize_min_gain if a.placed_now else required_gain(cycle, a.job)
+            if now_gp > 0.0 and new_gp >= now_gp * (1.0 + want):
                 growers.append((new_gp / now_gp - 1.0, e))
     if not growers:
         return

@@ -397,7 +397,7 @@ class Platform:
             # and memory scale with its GPUs (as the core sized them)
             per_rank = spec.gpus // spec.ranks
             workers = max(1, len(devices) // per_rank)
-            scale = sum(len(e["devices"]) for e in row.placement or ()) / spec.gpus
+            scale = row.gpus / spec.gpus  # the size it was started at (`write_decision`)
         return LaunchSpec(
             job_id=row.id,
             command=list(spec.command),
