@@ -19,7 +19,13 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.console import Console
 
-from trainyard.server.config import DEFAULT_HOST, DEFAULT_PORT, ServerConfig, default_home
+from trainyard.server.config import (
+    DEFAULT_HOST,
+    DEFAULT_PORT,
+    ServerConfig,
+    default_db,
+    default_home,
+)
 
 if TYPE_CHECKING:  # the server stack is imported when `up` runs, not for every command
     from trainyard.server.loop.platform import StepReport
@@ -44,7 +50,8 @@ def up_command(
         Path | None, typer.Option(help="state directory [$TRAINYARD_HOME or ~/.trainyard]")
     ] = None,
     db: Annotated[
-        str | None, typer.Option(help="database URL or SQLite path [HOME/trainyard.db]")
+        str | None,
+        typer.Option(help="database URL or SQLite path [$TRAINYARD_DB or HOME/trainyard.db]"),
     ] = None,
     host: Annotated[str, typer.Option(help="address the API listens on")] = DEFAULT_HOST,
     port: Annotated[
@@ -77,6 +84,26 @@ def up_command(
     exit_when_done: Annotated[
         bool, typer.Option("--exit-when-done", help="stop once the --submit jobs have finished")
     ] = False,
+    job_user: Annotated[
+        str,
+        typer.Option(
+            "--job-user",
+            help="who jobs run as: auto (a uid of their own when the server is root), "
+            "dynamic, server, or an account name (docs/security.md)",
+        ),
+    ] = "auto",
+    job_env: Annotated[
+        list[str] | None,
+        typer.Option("--job-env", help="pass this server variable to every job (repeatable)"),
+    ] = None,
+    work_root: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--work-root",
+            help="a directory job working_dirs may lie in (repeatable) [the current "
+            "directory, your home, the temporary directory]",
+        ),
+    ] = None,
 ) -> None:
     """Run trainyard on this machine: API, scheduler and local executor (Ctrl-C stops it)."""
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
@@ -95,13 +122,16 @@ def up_command(
         _fail("--exit-when-done needs at least one --submit FILE")
     config = ServerConfig(
         home=(home or default_home()).expanduser().resolve(),
-        db_url=db,
+        db_url=db or default_db(),
         host=host,
         port=port or free_port(host if host not in ("", "0.0.0.0") else "127.0.0.1"),
         virtual_gpus=virtual_gpus,
         profile=profile,
         interval_s=interval,
         restart_backoff_s=restart_backoff,
+        job_user=job_user,
+        job_env=tuple(job_env or ()),
+        work_roots=tuple(p.expanduser() for p in work_root) if work_root else None,
     )
     watch = _Watch(exit_when_done)
     server = Server(config, on_step=watch.on_step)

@@ -37,15 +37,18 @@ from __future__ import annotations
 
 import contextlib
 import os
+import pwd
 import re
 import signal
+import stat
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from trainyard.exec import cgroups, logs, procfs
+from trainyard.exec import cgroups, jobenv, logs, procfs
+from trainyard.exec.identity import Identity, JobUsers
 from trainyard.exec.run import (
     DeviceBusy,
     LaunchSpec,
@@ -69,8 +72,16 @@ class LocalExecutor:
         grace_s: float = 10.0,
         *,
         sys_root: Path = Path("/sys"),
+        users: JobUsers | None = None,
+        job_env: tuple[str, ...] = (),
+        job_umask: int | None = None,
     ) -> None:
         self.root_dir = Path(root_dir)
+        # who jobs run as (`exec/identity.py`; by default the server's user), which server
+        # variables they get by name (`exec/jobenv.py`), and their umask as the server's user
+        self.users = users if users is not None else JobUsers("server")
+        self.job_env = job_env
+        self.job_umask = job_umask
         self.api_url = api_url
         self.grace_s = grace_s
         self.cgroup_support = cgroups.detect(sys_root)
@@ -108,14 +119,18 @@ class LocalExecutor:
         if (run_dir / "run.json").exists():
             raise FileExistsError(f"{spec.job_id} attempt {spec.attempt} was already launched")
         log_dir = job_dir / "logs" / f"attempt-{spec.attempt}"
-        ckpt = job_dir / "checkpoints"
-        for d in (run_dir, log_dir, ckpt):
-            d.mkdir(parents=True, exist_ok=True)
+        for d in (self.root_dir, self.root_dir / "jobs", job_dir):
+            private_dir(d, 0o711)  # others may pass through to their own directories only
+        for d in (run_dir, job_dir / "logs", log_dir):
+            private_dir(d, 0o700)
+        who = self.users.for_job(job_dir)
+        ckpt, home, tmp = job_dir / "checkpoints", job_dir / "home", job_dir / "tmp"
+        for d in (ckpt, home, tmp):
+            owned_dir(d, who)
         notes, cgroup = self._limits(spec)
+        notes = (*notes, self._identity_note(who))
         port = procfs.free_port()
-        base = {
-            **os.environ,
-            **spec.env,
+        own = {
             "WORLD_SIZE": str(spec.workers),
             "LOCAL_WORLD_SIZE": str(spec.workers),
             "GROUP_RANK": "0",
@@ -133,9 +148,16 @@ class LocalExecutor:
             "TRAINYARD_API_URL": self.api_url,
             "TRAINYARD_TOKEN": spec.token,
         }
-        base["PATH"] = _interpreter_first(base.get("PATH", ""))
         if spec.virtual_gpus:
-            base["TRAINYARD_VIRTUAL_GPUS"] = "1"
+            own["TRAINYARD_VIRTUAL_GPUS"] = "1"
+        base = jobenv.job_environment(
+            spec_env=spec.env,
+            own=own,
+            home=home.resolve(),
+            tmp=tmp.resolve(),
+            user=who.name or _server_user(),
+            passthrough=self.job_env,
+        )
         handle = RunHandle(spec.job_id, spec.attempt, 0, port, run_dir, (), notes, cgroup)
         handle.workers = spec.workers
         self._save(handle)  # before any process: a crash mid-launch leaves a partial record
@@ -155,13 +177,17 @@ class LocalExecutor:
                 argv += ["--pid-file", str(handle.pid_file(rank))]
                 if cgroup is not None:
                     argv += ["--cgroup", str(cgroup)]
+                if who.uid is not None:
+                    argv += ["--user", f"{who.uid}:{who.gid}", "--umask", "077"]
+                elif self.job_umask is not None:
+                    argv += ["--umask", f"{self.job_umask:03o}"]
                 with log.open("ab") as out:
                     proc = subprocess.Popen(
                         [*argv, "--", *spec.command],
                         stdin=subprocess.DEVNULL,
                         stdout=out,
                         stderr=subprocess.STDOUT,
-                        cwd=spec.cwd,
+                        cwd=spec.cwd,  # None: the server's working directory
                         env=env,
                         process_group=handle.pgid,  # 0 for rank 0: a new group
                     )
@@ -220,6 +246,11 @@ class LocalExecutor:
         except OSError as e:
             return (f"cpu/memory limits are not enforced: cannot create a cgroup: {e}",), None
         return (f"cpu/memory limits enforced by cgroup {group.path}",), group.path
+
+    def _identity_note(self, who: Identity) -> str:
+        if who.uid is not None:
+            return f"runs as uid {who.uid} ({who.name}), apart from the server and other jobs"
+        return self.users.note or "runs as the server's user"
 
     def _save(self, h: RunHandle) -> None:
         data = {
@@ -460,12 +491,32 @@ def log_paths(
     return {r: p for r, p in paths.items() if rank is None or r == rank}
 
 
-def _interpreter_first(path: str) -> str:
-    """PATH with the server's interpreter directory first, so a job's `python` is the one
-    trainyard runs under (its virtualenv, torch included), as an activated venv would do."""
-    bindir = str(Path(sys.executable).parent)
-    rest = [p for p in path.split(os.pathsep) if p and p != bindir]
-    return os.pathsep.join([bindir, *rest])
+def private_dir(path: Path, mode: int) -> None:
+    """Create `path` (and its parents) if needed and give it `mode` (the server owns it)."""
+    path.mkdir(parents=True, exist_ok=True)
+    if stat.S_IMODE(path.stat().st_mode) != mode:
+        path.chmod(mode)
+
+
+def owned_dir(path: Path, who: Identity) -> None:
+    """A directory the job writes (checkpoints, home, tmp): 0700 and, for a job of its own
+    uid, owned by it; what an earlier attempt left there under another owner is handed over
+    too (a job directory from before `--job-user dynamic`)."""
+    private_dir(path, 0o700)
+    if who.uid is None or who.gid is None:
+        return
+    if path.stat().st_uid != who.uid:
+        os.chown(path, who.uid, who.gid)
+        for parent, dirs, files in os.walk(path):
+            for name in (*dirs, *files):
+                os.chown(os.path.join(parent, name), who.uid, who.gid, follow_symlinks=False)
+
+
+def _server_user() -> str:
+    try:
+        return pwd.getpwuid(os.geteuid()).pw_name
+    except KeyError:
+        return str(os.geteuid())
 
 
 __all__ = [

@@ -2,10 +2,13 @@
 
 Usage (the executor runs this file by path, with the standard library only):
 
-    python rankwrap.py --exit-file F --pid-file P [--cgroup DIR] -- CMD ARGS...
+    python rankwrap.py --exit-file F --pid-file P [--cgroup DIR] [--user UID:GID]
+        [--umask OCT] -- CMD ARGS...
 
 It joins the cgroup DIR (if given), starts CMD as its child (same process group, same log
-file), records the child's pid and start time in P, waits, and writes
+file; as UID:GID with no supplementary groups when `--user` is given, which needs root: the
+wrapper itself stays the server's user, so the job cannot forge its exit record), records
+the child's pid and start time in P, waits, and writes
 `{"returncode": rc, "finished_at": t}` atomically to F (rc < 0: killed by signal -rc). A
 server that restarted cannot wait on processes that are not its children; the exit file tells
 it how each rank ended. SIGTERM / SIGINT / SIGHUP are caught and ignored here: the executor
@@ -23,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Any
 
 
 def _write_atomic(path: str, data: dict[str, object]) -> None:
@@ -61,6 +65,14 @@ def main(argv: list[str]) -> int:
     flags = dict(zip(opts[::2], opts[1::2], strict=False))
     exit_file, pid_file = flags["--exit-file"], flags["--pid-file"]
     cgroup = flags.get("--cgroup")
+    user = flags.get("--user")
+    mask = flags.get("--umask")
+    identity: dict[str, Any] = {}
+    if user:
+        uid, gid = (int(x) for x in user.split(":"))
+        identity = {"user": uid, "group": gid, "extra_groups": []}
+    if mask:
+        identity["umask"] = int(mask, 8)
     if cgroup:
         try:
             with open(os.path.join(cgroup, "cgroup.procs"), "w") as f:
@@ -74,7 +86,7 @@ def main(argv: list[str]) -> int:
         _write_atomic(exit_file, {"returncode": rc, "finished_at": time.time()})
         return 128 - rc
     try:
-        child = subprocess.Popen(cmd)
+        child = subprocess.Popen(cmd, **identity)
     except OSError as e:
         print(f"[trainyard] cannot start {cmd[:1]}: {e}", file=sys.stderr, flush=True)
         _write_atomic(exit_file, {"returncode": 127, "finished_at": time.time(), "error": str(e)})

@@ -6,6 +6,12 @@ Everything lives under one home directory: `$TRAINYARD_HOME`, else `~/.trainyard
 - `runs/`: the local executor's job directories (run records, per-rank logs, checkpoints);
 - `admin-token`: the first admin's API token, written once at bootstrap (mode 0600);
 - `server.json`: the running server's URL and pid (removed on a clean exit).
+
+The server creates everything with umask 077 (files 0600, directories 0700); the home and the
+executor's `runs/` and `runs/jobs/` are 0711 when jobs run as other accounts, so that a job
+can pass through to its own directory (`exec/identity.py`) and list nothing.
+The database URL may come from `$TRAINYARD_DB` rather than `--db`: a process's command line
+is readable by every local user (`/proc/<pid>/cmdline`), its environment is not.
 """
 
 from __future__ import annotations
@@ -16,6 +22,11 @@ from pathlib import Path
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
+
+
+def default_db() -> str | None:
+    """`$TRAINYARD_DB` (a database URL or SQLite path), else None."""
+    return os.environ.get("TRAINYARD_DB") or None
 
 
 def default_home() -> Path:
@@ -40,6 +51,23 @@ class ServerConfig:
     restart_backoff_s: float = 10.0  # before a failed job's first restart; doubles each time
     heartbeat_s: float = 5.0
     node_name: str | None = None
+    job_user: str = "auto"  # auto | dynamic | server | an account (exec/identity.py)
+    job_env: tuple[str, ...] = ()  # server variables passed to jobs by name (exec/jobenv.py)
+    # directories a job's working_dir must lie in (None: the server's working directory, its
+    # user's home and the temporary directory); never inside `home`
+    work_roots: tuple[Path, ...] | None = None
+
+    @property
+    def allowed_work_roots(self) -> tuple[Path, ...]:
+        if self.work_roots is not None:
+            return tuple(p.resolve() for p in self.work_roots)
+        import tempfile
+
+        return tuple(
+            dict.fromkeys(
+                p.resolve() for p in (Path.cwd(), Path.home(), Path(tempfile.gettempdir()))
+            )
+        )
 
     @property
     def database(self) -> str:

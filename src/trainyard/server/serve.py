@@ -34,11 +34,13 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import IO, Any
 
 from sqlalchemy import Engine, update
 
 from trainyard.exec.gpus import GpuInventory, discover
+from trainyard.exec.identity import IdentityError, JobUsers
 from trainyard.exec.local import LocalExecutor
 from trainyard.exec.watch import ExitWatcher
 from trainyard.jobspec import Limits
@@ -99,13 +101,22 @@ class Server:
         self.limits = Limits()
         self.platform: Platform | None = None
         self.steps = 0
+        self._umask: int | None = None  # the process's umask before `prepare` (restored)
 
     # ---- start ---------------------------------------------------------------------------
 
     def prepare(self) -> Started:
         """Everything before serving: lock, database, bootstrap, node, executor, recovery."""
         cfg = self.config
+        umask = os.umask(0o077)  # state files 0600, directories 0700 (jobs get their own)
+        if self._umask is None:
+            self._umask = umask
         cfg.home.mkdir(parents=True, exist_ok=True)
+        try:
+            users = JobUsers.create(cfg.job_user, cfg.runs_dir)
+        except IdentityError as error:
+            raise ServerError(str(error)) from None
+        cfg.home.chmod(0o700 if users.mode == "server" else 0o711)
         self._lock_home()
         check_port(cfg.host, cfg.port)
         try:
@@ -117,7 +128,15 @@ class Server:
         if boot.admin_token is not None:
             write_secret(cfg.admin_token_file, boot.admin_token)
         inventory = discover(virtual=cfg.virtual_gpus)
-        executor = LocalExecutor(cfg.runs_dir, api_url=cfg.url, grace_s=cfg.grace_s)
+        _private(cfg.home, cfg.database)
+        executor = LocalExecutor(
+            cfg.runs_dir,
+            api_url=cfg.url,
+            grace_s=cfg.grace_s,
+            users=users,
+            job_env=cfg.job_env,
+            job_umask=self._umask,
+        )
         retry = RetryPolicy(base_s=cfg.restart_backoff_s)
         self.platform = Platform(
             sessions, executor, profile=cfg.profile, clock=self.clock, retry=retry
@@ -127,6 +146,7 @@ class Server:
         self._watcher = ExitWatcher(lambda _pid: self._wake.set())
         self._watch_runs()
         notes = [] if executor.limits_supported else [executor.cgroup_support.reason]
+        notes.append(users.note or _isolation(users))
         self.limits = local_limits(inventory)
         return Started(inventory, node, boot.admin_token, recovered, notes)
 
@@ -287,6 +307,27 @@ class Server:
         if self._lock_file is not None:
             self._lock_file.close()
             self._lock_file = None
+        if self._umask is not None:
+            os.umask(self._umask)
+            self._umask = None
+
+
+def _isolation(users: JobUsers) -> str:
+    if users.mode == "dynamic":
+        return f"jobs run as uids of their own (from {users.uid_base + 1}), not as root"
+    if users.mode == "named":
+        return f"jobs run as {users.account!r}"
+    return "jobs run as the server's user"
+
+
+def _private(home: Path, database: str) -> None:
+    """State that earlier versions left readable: the SQLite files and the run records."""
+    candidates = [home / "trainyard.db", Path(database)]
+    for base in candidates:
+        for path in (base, base.with_name(base.name + "-wal"), base.with_name(base.name + "-shm")):
+            with contextlib.suppress(OSError):
+                if path.is_file() and path.stat().st_mode & 0o077:
+                    path.chmod(0o600)
 
 
 def check_port(host: str, port: int) -> None:

@@ -1,0 +1,175 @@
+"""Who a job's processes run as, and whether that account can reach what the job needs.
+
+Policies (`trainyard up --job-user`, `JobUsers.create`):
+
+- `auto` (the default): `dynamic` when the server runs as root and an unprivileged account
+  can reach the interpreter and the state directory; else `server`, with a note saying why
+  (printed by `trainyard up` and recorded on every job's STARTING event).
+- `dynamic`: every job runs as a uid of its own, allocated once per job from `uid_base` up and
+  never reused (no /etc/passwd entry is needed, as with systemd's DynamicUser). The uid is
+  kept in `<job dir>/uid`, so every attempt of a job runs as the same uid and owns its
+  checkpoints. A job therefore cannot read another job's files or `/proc/<pid>/environ`, nor
+  signal its processes, nor read the server's state (files 0600, directories 0700/0711,
+  owned by root). Needs root.
+- `server`: jobs run as the server's own user. Nothing then separates a job from the server's
+  files (the database, the admin token) beyond the clean environment: use it for one
+  person's machine only.
+- any other value names an account (`/etc/passwd`); every job runs as it. Jobs are apart
+  from the server, but not from each other.
+
+The allocation counter is `<runs>/next-uid` (one server per home holds `server.lock`, so no
+other writer exists).
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import stat
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+DEFAULT_UID_BASE = 2_000_000_000  # far above any account a system or directory creates
+UID_SPAN = 2**31  # uids stay below 2**32 - 1 ("no user")
+
+
+class IdentityError(ValueError):
+    """A job-user setting that cannot work here (the message says why and what to do)."""
+
+
+@dataclass(frozen=True)
+class Identity:
+    """The account one job runs as; `uid is None`: the server's own user."""
+
+    uid: int | None = None
+    gid: int | None = None
+    name: str = ""
+
+    @property
+    def separate(self) -> bool:
+        return self.uid is not None
+
+
+@dataclass(frozen=True)
+class JobUsers:
+    """The policy in force (see the module docstring) and why it was chosen."""
+
+    mode: str  # "dynamic", "server" or "named"
+    account: str = ""
+    uid_base: int = DEFAULT_UID_BASE
+    note: str = ""
+
+    @classmethod
+    def create(
+        cls,
+        setting: str,
+        runs_dir: Path,
+        *,
+        uid_base: int = DEFAULT_UID_BASE,
+        euid: int | None = None,
+    ) -> JobUsers:
+        """Resolve `setting` (auto | dynamic | server | an account name) for this process."""
+        root = (os.geteuid() if euid is None else euid) == 0
+        if not 0 < uid_base < 2**32 - UID_SPAN:
+            raise IdentityError(f"job uid base: {uid_base} must be in 1..{2**32 - UID_SPAN - 1}")
+        needed = [Path(sys.executable), runs_dir]
+        if setting in ("auto", "dynamic"):
+            if not root:
+                if setting == "dynamic":
+                    raise IdentityError(
+                        "--job-user dynamic needs root (to run jobs as other uids); run the "
+                        "server as root or use --job-user server"
+                    )
+                return cls("server", note="jobs run as the server's user (it is not root)")
+            blocked = first_unreachable(needed, uid_base, uid_base, ())
+            if blocked is None:
+                return cls("dynamic", uid_base=uid_base)
+            why = (
+                f"a job's uid cannot reach {blocked[0]} ({blocked[1]} is mode "
+                f"{stat.filemode(blocked[2])}): grant traverse (`chmod o+x {blocked[1]}`), "
+                "or keep the interpreter and TRAINYARD_HOME outside it"
+            )
+            if setting == "dynamic":
+                raise IdentityError(f"--job-user dynamic: {why}")
+            return cls("server", note=f"WARNING: jobs run as root, not isolated: {why}")
+        if setting == "server":
+            note = "jobs run as root (--job-user server): not isolated" if root else ""
+            return cls("server", note=note)
+        try:
+            entry = pwd.getpwnam(setting)
+        except KeyError:
+            raise IdentityError(
+                f"--job-user {setting!r}: no such account; create it, or use auto, dynamic or "
+                "server"
+            ) from None
+        if not root and entry.pw_uid != os.geteuid():
+            raise IdentityError(f"--job-user {setting!r}: running jobs as it needs root")
+        groups = tuple(os.getgrouplist(setting, entry.pw_gid))
+        blocked = first_unreachable(needed, entry.pw_uid, entry.pw_gid, groups)
+        if blocked is not None:
+            raise IdentityError(
+                f"--job-user {setting!r} cannot reach {blocked[0]} ({blocked[1]} is mode "
+                f"{stat.filemode(blocked[2])})"
+            )
+        return cls("named", account=setting)
+
+    def for_job(self, job_dir: Path) -> Identity:
+        """The identity of the job whose directory is `job_dir` (allocated on first use)."""
+        if self.mode == "server":
+            return Identity()
+        if self.mode == "named":
+            entry = pwd.getpwnam(self.account)
+            return Identity(entry.pw_uid, entry.pw_gid, self.account)
+        record = job_dir / "uid"
+        try:
+            uid = int(record.read_text().strip())
+        except (FileNotFoundError, ValueError):
+            uid = self._next_uid(job_dir.parent.parent)
+            write_private(record, f"{uid}\n")
+        return Identity(uid, uid, f"trainyard-{uid}")
+
+    def _next_uid(self, runs_dir: Path) -> int:
+        counter = runs_dir / "next-uid"
+        try:
+            offset = int(counter.read_text().strip())
+        except (FileNotFoundError, ValueError):
+            offset = 1
+        write_private(counter, f"{offset + 1}\n")
+        return self.uid_base + offset % UID_SPAN
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write `text` to `path` (mode 0600), atomically."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def first_unreachable(
+    paths: list[Path], uid: int, gid: int, groups: tuple[int, ...]
+) -> tuple[Path, Path, int] | None:
+    """The first of `paths` (wanted, blocking directory, its mode) that `uid` cannot reach:
+    every directory above it (and through its symlinks) must grant that account search."""
+    for wanted in paths:
+        for target in (Path(os.path.abspath(wanted)), Path(wanted).resolve()):
+            for parent in reversed(target.parents):
+                try:
+                    st = parent.stat()
+                except OSError:
+                    continue  # not created yet: it will be, by the server
+                if not _grants(st, uid, gid, groups, 0o1):
+                    return wanted, parent, st.st_mode
+    return None
+
+
+def _grants(st: os.stat_result, uid: int, gid: int, groups: tuple[int, ...], bits: int) -> bool:
+    if uid == 0:
+        return True
+    if st.st_uid == uid:
+        return bool(st.st_mode & (bits << 6))
+    if st.st_gid == gid or st.st_gid in groups:
+        return bool(st.st_mode & (bits << 3))
+    return bool(st.st_mode & bits)

@@ -1,0 +1,64 @@
+"""The environment of a job's processes: built from an allow-list, never the server's own.
+
+A rank sees exactly:
+
+- `PATH`: the server's interpreter directory first (so `python` is the one trainyard runs
+  under, its virtualenv and torch included), then the spec's `PATH` if it sets one, else
+  `/usr/local/bin:/usr/bin:/bin`;
+- `HOME`, `TMPDIR`, `USER`, `LOGNAME`: the job's own (its home and temporary directories
+  under the job's directory, the account it runs as), `LANG=C.UTF-8`;
+- the variables the operator passes through by name (`trainyard up --job-env NAME`, for
+  cluster-wide settings such as `NCCL_SOCKET_IFNAME` or `HF_HOME`), with the server's values;
+- the spec's `env`;
+- the torchrun variables (`RANK`, `WORLD_SIZE`, `MASTER_ADDR`, ...), `CUDA_VISIBLE_DEVICES`
+  and the job's own `TRAINYARD_*` (its id, attempt, checkpoint directory, API URL and
+  token), which a spec cannot override.
+
+Nothing else of the server's environment reaches a job: its database URL, credentials,
+tokens and whatever its shell exported stay with it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
+
+
+def interpreter_first(path: str) -> str:
+    """`path` with the server's interpreter directory first."""
+    bindir = str(Path(sys.executable).parent)
+    rest = [p for p in path.split(os.pathsep) if p and p != bindir]
+    return os.pathsep.join([bindir, *rest])
+
+
+def job_environment(
+    *,
+    spec_env: Mapping[str, str],
+    own: Mapping[str, str],
+    home: Path,
+    tmp: Path,
+    user: str,
+    passthrough: Iterable[str] = (),
+    server_env: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """The base environment of every rank of one attempt (see the module docstring); `own`
+    holds the executor's variables (torchrun's, `TRAINYARD_*`)."""
+    source = os.environ if server_env is None else server_env
+    env = {
+        "HOME": str(home),
+        "TMPDIR": str(tmp),
+        "USER": user,
+        "LOGNAME": user,
+        "LANG": "C.UTF-8",
+    }
+    for name in passthrough:
+        if name in source:
+            env[name] = source[name]
+    env.update(spec_env)
+    env["PATH"] = interpreter_first(spec_env.get("PATH", DEFAULT_PATH))
+    env.update(own)
+    return env
