@@ -100,8 +100,8 @@ def up_command(
         list[Path] | None,
         typer.Option(
             "--work-root",
-            help="a directory job working_dirs may lie in (repeatable) [the current "
-            "directory, your home, the temporary directory]",
+            help="confine job working_dirs to this directory (repeatable) [any directory "
+            "but the server's home]",
         ),
     ] = None,
 ) -> None:
@@ -131,7 +131,7 @@ def up_command(
         restart_backoff_s=restart_backoff,
         job_user=job_user,
         job_env=tuple(job_env or ()),
-        work_roots=tuple(p.expanduser() for p in work_root) if work_root else None,
+        work_roots=tuple(p.expanduser() for p in work_root or ()),
     )
     watch = _Watch(exit_when_done)
     server = Server(config, on_step=watch.on_step)

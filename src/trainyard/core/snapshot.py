@@ -56,6 +56,15 @@ def _job_problem(job: Job, queues: set[str]) -> tuple[str, str] | None:
     return None
 
 
+def pending_problem(job: Job, queues: set[str], levels: tuple[str, ...]) -> tuple[str, str] | None:
+    """(field, fix) for the first reason `validate` would refuse pending `job`, or None;
+    `levels` are the topology levels a job may name (island, node, the topology's, cluster)."""
+    problem = _job_problem(job, queues)
+    if problem is None and job.topology is not None and job.topology not in levels:
+        return "topology", f"unknown level {job.topology!r}; use one of {list(levels)}"
+    return problem
+
+
 def _check_job(job: Job, where: str, queues: set[str]) -> None:
     problem = _job_problem(job, queues)
     if problem is not None:

@@ -68,8 +68,10 @@ class JobUsers:
         *,
         uid_base: int = DEFAULT_UID_BASE,
         euid: int | None = None,
+        ours: tuple[Path, ...] = (),
     ) -> JobUsers:
-        """Resolve `setting` (auto | dynamic | server | an account name) for this process."""
+        """Resolve `setting` (auto | dynamic | server | an account name) for this process;
+        `ours` are directories the server itself opens to jobs (its home), not checked."""
         root = (os.geteuid() if euid is None else euid) == 0
         if not 0 < uid_base < 2**32 - UID_SPAN:
             raise IdentityError(f"job uid base: {uid_base} must be in 1..{2**32 - UID_SPAN - 1}")
@@ -82,7 +84,7 @@ class JobUsers:
                         "server as root or use --job-user server"
                     )
                 return cls("server", note="jobs run as the server's user (it is not root)")
-            blocked = first_unreachable(needed, uid_base, uid_base, ())
+            blocked = first_unreachable(needed, uid_base, uid_base, (), ours)
             if blocked is None:
                 return cls("dynamic", uid_base=uid_base)
             why = (
@@ -106,7 +108,7 @@ class JobUsers:
         if not root and entry.pw_uid != os.geteuid():
             raise IdentityError(f"--job-user {setting!r}: running jobs as it needs root")
         groups = tuple(os.getgrouplist(setting, entry.pw_gid))
-        blocked = first_unreachable(needed, entry.pw_uid, entry.pw_gid, groups)
+        blocked = first_unreachable(needed, entry.pw_uid, entry.pw_gid, groups, ours)
         if blocked is not None:
             raise IdentityError(
                 f"--job-user {setting!r} cannot reach {blocked[0]} ({blocked[1]} is mode "
@@ -149,13 +151,21 @@ def write_private(path: Path, text: str) -> None:
 
 
 def first_unreachable(
-    paths: list[Path], uid: int, gid: int, groups: tuple[int, ...]
+    paths: list[Path],
+    uid: int,
+    gid: int,
+    groups: tuple[int, ...],
+    ours: tuple[Path, ...] = (),
 ) -> tuple[Path, Path, int] | None:
     """The first of `paths` (wanted, blocking directory, its mode) that `uid` cannot reach:
-    every directory above it (and through its symlinks) must grant that account search."""
+    every directory above it (and through its symlinks) must grant that account search,
+    except `ours`."""
+    skip = {Path(os.path.abspath(p)) for p in ours} | {Path(p).resolve() for p in ours}
     for wanted in paths:
         for target in (Path(os.path.abspath(wanted)), Path(wanted).resolve()):
             for parent in reversed(target.parents):
+                if parent in skip:
+                    continue
                 try:
                     st = parent.stat()
                 except OSError:

@@ -50,6 +50,10 @@ Duplicate keys are an error. JSON is accepted as well (it is YAML).
   then name ``resources.gpus``).
 - ``priority`` (default 0, integer): higher runs first and may preempt lower.
 - ``preemptible`` (default true): whether the scheduler may stop the job for another.
+- ``wait_for_capacity`` (default false): accept the job even when no set of the cluster's
+  nodes could run it today (too many GPUs, a GPU type or size no node has), to wait for
+  nodes that may join; without it such a spec is refused at submit, as Slurm refuses a job
+  no partition can satisfy.
 - ``max_restarts`` (default 3, >= 0): restarts after a failure before the job is failed.
 - ``min_runtime_s`` (default 0, >= 0): seconds a started job runs before it may be preempted.
 - ``expected_duration_s`` (optional, > 0): run-time estimate in seconds (backfill, reservations).

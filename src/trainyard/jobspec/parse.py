@@ -305,6 +305,8 @@ def parse_job_spec(
         out["min_runtime_s"] = number(values["min_runtime_s"], "min_runtime_s", low=0)
     if "preemptible" in values:
         out["preemptible"] = boolean(values["preemptible"], "preemptible")
+    if "wait_for_capacity" in values:
+        out["wait_for_capacity"] = boolean(values["wait_for_capacity"], "wait_for_capacity")
     if "checkpoint_every" in values:
         out["checkpoint_every"] = integer(values["checkpoint_every"], "checkpoint_every", low=1)
     if "working_dir" in values:

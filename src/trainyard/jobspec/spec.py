@@ -45,6 +45,7 @@ FIELDS: Final = (
     "memory_gb",
     "priority",
     "preemptible",
+    "wait_for_capacity",
     "max_restarts",
     "min_runtime_s",
     "expected_duration_s",
@@ -146,6 +147,7 @@ class JobSpec:
     memory_gb: float | None = None
     priority: int = 0
     preemptible: bool = True
+    wait_for_capacity: bool = False  # accepted even if no node set of the cluster fits it now
     max_restarts: int = 3
     min_runtime_s: float = 0.0
     expected_duration_s: float | None = None

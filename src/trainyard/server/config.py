@@ -53,21 +53,9 @@ class ServerConfig:
     node_name: str | None = None
     job_user: str = "auto"  # auto | dynamic | server | an account (exec/identity.py)
     job_env: tuple[str, ...] = ()  # server variables passed to jobs by name (exec/jobenv.py)
-    # directories a job's working_dir must lie in (None: the server's working directory, its
-    # user's home and the temporary directory); never inside `home`
-    work_roots: tuple[Path, ...] | None = None
-
-    @property
-    def allowed_work_roots(self) -> tuple[Path, ...]:
-        if self.work_roots is not None:
-            return tuple(p.resolve() for p in self.work_roots)
-        import tempfile
-
-        return tuple(
-            dict.fromkeys(
-                p.resolve() for p in (Path.cwd(), Path.home(), Path(tempfile.gettempdir()))
-            )
-        )
+    # directories a job's working_dir must lie in (empty: any but the server's home, which
+    # is never allowed)
+    work_roots: tuple[Path, ...] = ()
 
     @property
     def database(self) -> str:

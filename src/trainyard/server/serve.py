@@ -113,7 +113,7 @@ class Server:
             self._umask = umask
         cfg.home.mkdir(parents=True, exist_ok=True)
         try:
-            users = JobUsers.create(cfg.job_user, cfg.runs_dir)
+            users = JobUsers.create(cfg.job_user, cfg.runs_dir, ours=(cfg.home,))
         except IdentityError as error:
             raise ServerError(str(error)) from None
         cfg.home.chmod(0o700 if users.mode == "server" else 0o711)
@@ -175,6 +175,8 @@ class Server:
             notify=self.wake,
             logs=JobLogs(self.config.runs_dir),
             clock=self.clock,
+            work_roots=self.config.work_roots,
+            private=(self.config.home,),
         )
 
     # ---- the loop ------------------------------------------------------------------------

@@ -73,9 +73,7 @@ def pg_server() -> Iterator[PostgresServer]:
 
 
 def _admin(server: PostgresServer, sql: str) -> None:
-    with psycopg.connect(
-        f"host=127.0.0.1 port={server.port} user=postgres dbname=postgres", autocommit=True
-    ) as conn:
+    with psycopg.connect(server.dsn(), autocommit=True) as conn:
         conn.execute(sql)
 
 
@@ -101,9 +99,7 @@ def pg_migrated(pg_server: PostgresServer) -> str:
 
 def _empty_all(server: PostgresServer, database: str) -> None:
     """Delete every row (faster than TRUNCATE on tables this small), children first."""
-    with psycopg.connect(
-        f"host=127.0.0.1 port={server.port} user=postgres dbname={database}"
-    ) as conn:
+    with psycopg.connect(server.dsn(database)) as conn:
         for table in reversed(Base.metadata.sorted_tables):
             conn.execute(f"DELETE FROM {table.name}")
 

@@ -98,11 +98,24 @@ class LiveServer:
 class Cluster:
     """Servers started one after another on the same home and database."""
 
-    def __init__(self, tmp_path: Path, db_url: str, virtual_gpus: int = 4) -> None:
+    def __init__(
+        self,
+        tmp_path: Path,
+        db_url: str,
+        virtual_gpus: int = 4,
+        *,
+        home: Path | None = None,
+        args: tuple[str, ...] = (),
+        env: dict[str, str] | None = None,
+    ) -> None:
+        """`args`: more `trainyard up` options; `env`: more server variables. The database
+        URL goes in `TRAINYARD_DB` (never on the command line, which every user can read)."""
         self.tmp_path = tmp_path
-        self.home = (tmp_path / "home").resolve()
+        self.home = (home or tmp_path / "home").resolve()
         self.db_url = db_url
         self.virtual_gpus = virtual_gpus
+        self.args = args
+        self.env = dict(env or {})
         self.servers: list[LiveServer] = []
 
     # ---- servers -------------------------------------------------------------------------
@@ -113,13 +126,15 @@ class Cluster:
         env = dict(os.environ)
         env["TRAINYARD_CONFIG"] = str(self.tmp_path / "credentials.json")
         env["TRAINYARD_HOME"] = str(self.home)
+        env["TRAINYARD_DB"] = self.db_url
+        env.update(self.env)
         # the trainyard this test process imports (installed, or src/ via PYTHONPATH)
         package_root = str(Path(trainyard.__file__).resolve().parents[1])
         env["PYTHONPATH"] = os.pathsep.join(
             [package_root, *(p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p)]
         )
         argv = [sys.executable, "-m", "trainyard.cli.main", "up", "--home", str(self.home)]
-        argv += ["--db", self.db_url, "--port", str(port)]
+        argv += ["--port", str(port), *self.args]
         argv += ["--virtual-gpus", str(self.virtual_gpus), "--interval", "0.2"]
         with log.open("wb") as out:
             proc = subprocess.Popen(

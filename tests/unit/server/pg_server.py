@@ -2,7 +2,9 @@
 
 The server lives in a fresh directory under /tmp, listens on 127.0.0.1 on a free port and on
 a Unix socket in that directory, with fsync off (test data is disposable), and is removed
-when stopped. PostgreSQL refuses to run as root, so as root the commands run as the
+when stopped. TCP connections need the password (scram-sha-256), as a real deployment's would:
+the isolation tests check that a job on this machine cannot reach the database without it.
+PostgreSQL refuses to run as root, so as root the commands run as the
 `postgres` OS user (which Debian's `postgresql` package creates) through `runuser`/`su`,
 and the directory is handed to that user.
 """
@@ -13,6 +15,7 @@ import contextlib
 import os
 import pwd
 import re
+import secrets
 import shlex
 import shutil
 import socket
@@ -83,6 +86,7 @@ class PostgresServer:
         self.data = self.root / "data"
         self.log = self.root / "server.log"
         self.port = 0
+        self.password = secrets.token_hex(16)
         if self.run_as:
             shutil.chown(self.root, user=self.run_as)
 
@@ -105,10 +109,16 @@ class PostgresServer:
             )
 
     def start(self) -> None:
+        pwfile = self.root / "pwfile"
+        pwfile.write_text(self.password + "\n")
+        if self.run_as:
+            shutil.chown(pwfile, user=self.run_as)
         self._run(
-            str(self.bindir / "initdb"), "-D", str(self.data), "-A", "trust", "-U", "postgres",
+            str(self.bindir / "initdb"), "-D", str(self.data), "--auth-local=trust",
+            "--auth-host=scram-sha-256", f"--pwfile={pwfile}", "-U", "postgres",
             "--no-sync", "-E", "UTF8", "--locale=C",
         )  # fmt: skip
+        pwfile.unlink()
         last: PostgresUnavailable | None = None
         for _ in range(3):  # a free port can be taken between choosing and binding it
             self.port = _free_port()
@@ -135,4 +145,11 @@ class PostgresServer:
         shutil.rmtree(self.root, ignore_errors=True)
 
     def url(self, database: str = "postgres") -> str:
-        return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/{database}"
+        return f"postgresql+psycopg://postgres:{self.password}@127.0.0.1:{self.port}/{database}"
+
+    def dsn(self, database: str = "postgres") -> str:
+        """A libpq connection string (psycopg) for `database`."""
+        return (
+            f"host=127.0.0.1 port={self.port} user=postgres password={self.password} "
+            f"dbname={database}"
+        )

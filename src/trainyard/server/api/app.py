@@ -19,6 +19,7 @@ from trainyard.jobspec import Limits
 from trainyard.server.api.errors import ApiError, error_body
 from trainyard.server.api.routes import ApiContext, ops, v1
 from trainyard.server.db.session import make_engine, make_session_factory
+from trainyard.server.services.admission import Admission
 from trainyard.server.services.intake import Intake, QueueDirectory
 from trainyard.server.services.logs import JobLogs
 
@@ -32,10 +33,14 @@ def create_app(
     clock: Callable[[], float] = time.time,
     notify: Callable[[], None] | None = None,
     logs: JobLogs | None = None,
+    work_roots: tuple[Path, ...] = (),
+    private: tuple[Path, ...] = (),
 ) -> FastAPI:
     """The API over the database behind `engine_or_url` (already migrated: `init_db`).
     `notify` is called after each submit and cancel (the server wakes its scheduler loop);
-    `logs` serves job logs (None: `/v1/jobs/{id}/logs` answers 404)."""
+    `logs` serves job logs (None: `/v1/jobs/{id}/logs` answers 404). Submissions pass
+    `services.admission` against the cluster in the database, with `work_roots` (empty: any
+    directory) and `private` (the server's state, never a working directory)."""
     engine = engine_or_url if isinstance(engine_or_url, Engine) else make_engine(engine_or_url)
     app = FastAPI(
         title="trainyard",
@@ -53,6 +58,7 @@ def create_app(
         clock=clock,
         notify=notify or (lambda: None),
         logs=logs,
+        admission=Admission(sessions, work_roots=work_roots, private=private),
     )
     app.include_router(v1)
     app.include_router(ops)

@@ -23,6 +23,7 @@ from trainyard.server.api.auth import Principal, TokenCache, authenticate, beare
 from trainyard.server.api.errors import ApiError
 from trainyard.server.db.base import JobState
 from trainyard.server.metrics import PLATFORM
+from trainyard.server.services.admission import Admission
 from trainyard.server.services.intake import Intake, Prepared, QueueDirectory, prepare
 from trainyard.server.services.logs import JobLogs
 
@@ -45,6 +46,7 @@ class ApiContext:
     tokens: TokenCache = field(default_factory=TokenCache)
     notify: Callable[[], None] = field(default=lambda: None)
     logs: JobLogs | None = None
+    admission: Admission | None = None
 
     @contextlib.contextmanager
     def unit(self, request: Request) -> Iterator[tuple[Session, Principal, float]]:
@@ -147,7 +149,7 @@ async def submit_job(
         if queues is None:
             queues = await run_in_threadpool(ctx.queues.load, who.tenant_id)
         args = (who, body, content_type)
-        options = {"limits": ctx.limits, "queues": queues, "now": now}
+        options = {"limits": ctx.limits, "queues": queues, "now": now, "admission": ctx.admission}
         try:
             prepared = await _prepare(args, options, planned=b"model" in body)
         except ApiError as error:

@@ -64,6 +64,7 @@ from trainyard.server.db import Job as JobRow
 from trainyard.server.db import Node as NodeRow
 from trainyard.server.db import Queue as QueueRow
 from trainyard.server.lifecycle import HOLDS_DEVICES, IllegalTransition, transition
+from trainyard.server.loop import parking
 from trainyard.server.loop.pending import PendingCache
 from trainyard.server.metrics import PLATFORM, PlatformMetrics
 
@@ -82,6 +83,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 S = JobState
+_PARKED = "trainyard.scheduling.parked"  # session.info: job id -> reason (loop/parking.py)
 _SEEN = "trainyard.scheduling.seen"  # session.info: job id -> (version, reason, start) read
 _UNEVICTABLE = frozenset({S.STARTING, S.RESIZING, S.PREEMPTED})
 
@@ -285,15 +287,19 @@ def _write_reasons(session: Session, decision: Decision, skip: set[str]) -> int:
     seen = session.info.get(_SEEN, {})
     changed = []
     count = 0
-    for job_id, reason in decision.pending.items():
+    reasons = [
+        (job_id, f"{reason.code}: {reason.message}", reason.estimated_start)
+        for job_id, reason in decision.pending.items()
+    ]
+    reasons += [(job_id, text, None) for job_id, text in session.info.get(_PARKED, {}).items()]
+    for job_id, text, start in reasons:
         if job_id in skip:
             continue
         count += 1
-        text = f"{reason.code}: {reason.message}"
         before = seen.get(job_id)
-        if before is not None and (before[1], before[2]) == (text, reason.estimated_start):
+        if before is not None and (before[1], before[2]) == (text, start):
             continue
-        changed.append({"b_id": job_id, "b_reason": text, "b_start": reason.estimated_start})
+        changed.append({"b_id": job_id, "b_reason": text, "b_start": start})
     if changed:
         table = JobRow.__table__
         assert isinstance(table, Table)
@@ -434,7 +440,8 @@ def run_once(
     with session_factory() as session:
         snapshot = load_snapshot(session, now, topology, cache)
         with gc_paused():
-            decision = core.run_cycle(snapshot, profile)
+            decision, parked = parking.decide(snapshot, profile)
+        session.info[_PARKED] = parked
         conflicts = booking_conflicts(snapshot, decision)
         if conflicts:
             metrics.booking_conflicts.inc(len(conflicts), stage="decision")

@@ -33,6 +33,7 @@ from trainyard.server.db.base import new_id
 from trainyard.server.db.cluster import Queue
 from trainyard.server.db.jobs import Job, JobEvent
 from trainyard.server.metrics import PLATFORM
+from trainyard.server.services.admission import Admission
 from trainyard.server.services.jobs import read_spec, spec_error, submittable_by
 
 log = logging.getLogger(__name__)
@@ -83,13 +84,16 @@ def prepare(
     limits: Limits,
     queues: dict[str, int],
     now: float,
+    admission: Admission | None = None,
 ) -> Prepared:
     """Validate a submission against `queues` (raises `ApiError`; 422 on field `queue` for a
-    name not among them)."""
+    name not among them) and the site's `admission` rules."""
     who.require_write("submit jobs")
     spec = read_spec(body, content_type, limits=limits, queues=list(queues))
     if spec.model is not None:
         spec = plan(spec, limits)
+    if admission is not None:
+        admission.check(spec)
     return _rows(who, spec, queues[spec.queue], now)
 
 

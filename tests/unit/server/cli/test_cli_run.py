@@ -182,7 +182,8 @@ def test_logs_of_a_job_that_never_started(
     running_server: RunningServer, cli: Cli, tmp_path: Path
 ) -> None:
     token = running_server.admin_token
-    job = _submit(cli, running_server, _spec(tmp_path / "big.yaml", "too-big", HELLO, gpus=4))
+    big = _spec(tmp_path / "big.yaml", "too-big", HELLO, gpus=4, wait_for_capacity=True)
+    job = _submit(cli, running_server, big)
     detail = running_server.wait(job, {"PENDING"})
     assert detail["attempt"] == 0
     described = cli("describe", job, token=token)
