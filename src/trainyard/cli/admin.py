@@ -316,13 +316,19 @@ Tenant = Annotated[str | None, typer.Option("--tenant", "-t", help="Owning tenan
 Guaranteed = Annotated[int | None, typer.Option("--guaranteed", "-g", help="Guaranteed GPUs.")]
 Limit = Annotated[int | None, typer.Option("--limit", "-l", help="At most this many GPUs.")]
 Weight = Annotated[float | None, typer.Option("--weight", "-w", help="Fair-share weight (> 0).")]
+MaxPriority = Annotated[
+    int | None,
+    typer.Option("--max-priority", help="Highest priority its jobs may ask for (a submit above "
+                 "it is refused; the lowest limit of the queue and its ancestors applies)."),
+]  # fmt: skip
 
 
 def _queue_line(q: svc.QueueInfo) -> str:
     limit = "no limit" if q.limit is None else f"limit {q.limit}"
+    top = "" if q.max_priority is None else f", max priority {q.max_priority}"
     return (
         f"queue {q.name}: parent {q.parent or '-'}, {q.tenant or 'shared'}, "
-        f"guaranteed {q.guaranteed}, {limit}, weight {q.weight:g}"
+        f"guaranteed {q.guaranteed}, {limit}, weight {q.weight:g}{top}"
     )
 
 
@@ -336,6 +342,7 @@ def queue_add(
     guaranteed: Guaranteed = 0,
     limit: Limit = None,
     weight: Weight = 1.0,
+    max_priority: MaxPriority = None,
     home: Home = None,
     db: Db = None,
 ) -> None:
@@ -352,6 +359,7 @@ def queue_add(
             guaranteed=guaranteed or 0,
             limit=limit,
             weight=1.0 if weight is None else weight,
+            max_priority=max_priority,
         ),
     )
     typer.echo(f"created {_queue_line(queue)}")
@@ -368,14 +376,19 @@ def queue_set(
     limit: Limit = None,
     no_limit: Annotated[bool, typer.Option("--no-limit", help="Remove the limit.")] = False,
     weight: Weight = None,
+    max_priority: MaxPriority = None,
+    no_max_priority: Annotated[
+        bool, typer.Option("--no-max-priority", help="Remove the priority limit.")
+    ] = False,
     home: Home = None,
     db: Db = None,
 ) -> None:
-    """Change a queue's parent, tenant, guarantee, limit or weight."""
+    """Change a queue's parent, tenant, guarantee, limit, weight or priority limit."""
     for given, flag, other in (
         (parent is not None and no_parent, "--parent", "--no-parent"),
         (tenant is not None and shared, "--tenant", "--shared"),
         (limit is not None and no_limit, "--limit", "--no-limit"),
+        (max_priority is not None and no_max_priority, "--max-priority", "--no-max-priority"),
     ):
         if given:
             _fail(flag, f"give {flag} or {other}, not both")
@@ -388,7 +401,10 @@ def queue_set(
     new_limit: int | svc.Unset | None = (
         None if no_limit else (svc.UNSET if limit is None else limit)
     )
-    changes = (new_parent, new_tenant, new_limit)
+    new_top: int | svc.Unset | None = (
+        None if no_max_priority else (svc.UNSET if max_priority is None else max_priority)
+    )
+    changes = (new_parent, new_tenant, new_limit, new_top)
     if all(c is svc.UNSET for c in changes) and guaranteed is None and weight is None:
         _fail("queue", "nothing to change: give --parent, --tenant, --guaranteed, --limit, ...")
     queue = _run(
@@ -402,6 +418,7 @@ def queue_set(
             guaranteed=guaranteed,
             limit=new_limit,
             weight=weight,
+            max_priority=new_top,
         ),
     )
     typer.echo(f"updated {_queue_line(queue)}")

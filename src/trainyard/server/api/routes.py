@@ -149,7 +149,10 @@ async def submit_job(
         if queues is None:
             queues = await run_in_threadpool(ctx.queues.load, who.tenant_id)
         args = (who, body, content_type)
-        options = {"limits": ctx.limits, "queues": queues, "now": now, "admission": ctx.admission}
+        options = {
+            "limits": ctx.limits, "queues": queues, "now": now, "admission": ctx.admission,
+            "directory": ctx.queues,
+        }  # fmt: skip
         try:
             prepared = await _prepare(args, options, planned=b"model" in body)
         except ApiError as error:

@@ -77,6 +77,7 @@ class QueueOut(BaseModel):
     weight: float
     pending: int
     running: int
+    max_priority: int | None = None  # its own limit; ancestors' limits apply too
 
 
 class QueueList(BaseModel):

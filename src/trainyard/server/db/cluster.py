@@ -39,6 +39,8 @@ class Queue(Base):
     limit: Mapped[int | None] = mapped_column(default=None)
     weight: Mapped[float] = mapped_column(default=1.0)
     usage: Mapped[float] = mapped_column(default=0.0)
+    # the highest priority its jobs may ask for (None: no limit of its own; ancestors' apply)
+    max_priority: Mapped[int | None] = mapped_column(default=None)
     created_at: Mapped[float] = mapped_column(Timestamp)
 
     tenant: Mapped[Tenant | None] = relationship()

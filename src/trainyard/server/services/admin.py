@@ -91,6 +91,7 @@ class QueueInfo:
     children: tuple[str, ...]
     pending: int
     running: int
+    max_priority: int | None = None  # its own limit (ancestors' limits apply too)
 
 
 @dataclass(frozen=True, slots=True)
@@ -307,6 +308,11 @@ def _check_numbers(guaranteed: int, limit: int | None, weight: float) -> None:
         raise AdminError("weight", f"must be a number > 0, got {weight}")
 
 
+def _check_priority(value: int | None) -> None:
+    if value is not None and not -(2**31) <= value < 2**31:
+        raise AdminError("max_priority", f"must be a 32-bit integer, got {value}")
+
+
 def _check_tree(
     session: Session, qid: int | None, name: str, parent_id: int | None, tenant_id: int | None,
     guaranteed: int,
@@ -379,7 +385,12 @@ def _queue_infos(session: Session, rows: list[Queue]) -> list[QueueInfo]:
         kids = tuple(sorted(children.get(q.id, [])))
         where = (names.get(q.parent_id or 0), tenants.get(q.tenant_id or 0))
         jobs = (counts[(q.id, True)], counts[(q.id, False)])
-        out.append(QueueInfo(q.name, *where, q.guaranteed, q.limit, q.weight, kids, *jobs))
+        out.append(
+            QueueInfo(
+                q.name, *where, q.guaranteed, q.limit, q.weight, kids, *jobs,
+                max_priority=q.max_priority,
+            )
+        )  # fmt: skip
     return out
 
 
@@ -393,8 +404,10 @@ def _resolve(session: Session, name: str | None, field: str, kind: str) -> int |
 def create_queue(
     session: Session, name: str, *, now: float, parent: str | None = None,
     tenant: str | None = None, guaranteed: int = 0, limit: int | None = None, weight: float = 1.0,
+    max_priority: int | None = None,
 ) -> QueueInfo:  # fmt: skip
-    """A new queue under `parent` (None: a root), of `tenant` (None: shared by all)."""
+    """A new queue under `parent` (None: a root), of `tenant` (None: shared by all), whose
+    jobs may ask for a priority up to `max_priority` (None: no limit of its own)."""
     check_name("name", name, "queue")
     if session.scalar(select(Queue.id).where(Queue.name == name)) is not None:
         raise AdminError("name", f"queue {name!r} already exists; change it with `queue set`")
@@ -403,7 +416,10 @@ def create_queue(
     _check_numbers(guaranteed, limit, weight)
     _check_tree(session, None, name, parent_id, tenant_id, guaranteed)
     values = {"parent_id": parent_id, "tenant_id": tenant_id, "guaranteed": guaranteed}
-    row = Queue(name=name, limit=limit, weight=weight, created_at=now, **values)
+    _check_priority(max_priority)
+    row = Queue(
+        name=name, limit=limit, weight=weight, max_priority=max_priority, created_at=now, **values
+    )
     session.add(row)
     _flush(session, "name", f"queue {name!r}")
     return _queue_infos(session, [row])[0]
@@ -413,9 +429,11 @@ def update_queue(
     session: Session, name: str, *, parent: str | Unset | None = UNSET,
     tenant: str | Unset | None = UNSET, guaranteed: int | None = None,
     limit: int | Unset | None = UNSET, weight: float | None = None,
+    max_priority: int | Unset | None = UNSET,
 ) -> QueueInfo:  # fmt: skip
     """Change what is given (`UNSET`/None: keep); `parent=None` makes a root, `tenant=None`
-    makes it shared, `limit=None` removes the limit."""
+    makes it shared, `limit=None` removes the limit, `max_priority=None` its priority limit
+    (jobs already queued keep their priority)."""
     row = _find(session, Queue, name, "queue")
     parent_id = row.parent_id if parent is UNSET else _resolve(session, parent, "parent", "queue")
     tenant_id = row.tenant_id if tenant is UNSET else _resolve(session, tenant, "tenant", "tenant")
@@ -438,6 +456,9 @@ def update_queue(
             )
     row.parent_id, row.tenant_id, row.guaranteed = parent_id, tenant_id, new_guaranteed
     row.limit, row.weight = new_limit, new_weight
+    if not isinstance(max_priority, Unset):
+        _check_priority(max_priority)
+        row.max_priority = max_priority
     session.flush()
     return _queue_infos(session, [row])[0]
 

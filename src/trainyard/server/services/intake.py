@@ -41,12 +41,15 @@ MAX_BATCH = 1000
 
 
 class QueueDirectory:
-    """Each tenant's submittable queues (shared ones and its own), name -> id, cached."""
+    """Each tenant's submittable queues (shared ones and its own), name -> id, cached; and
+    every queue's priority limit (`priority_limit`: the lowest `max_priority` of the queue and
+    its ancestors, with the queue that sets it)."""
 
     def __init__(self, sessions: sessionmaker[Session], ttl_s: float = 5.0) -> None:
         self.sessions = sessions
         self.ttl_s = ttl_s
         self._cache: dict[int, tuple[float, dict[str, int]]] = {}
+        self._limits: dict[str, tuple[int, str]] = {}
         self._lock = threading.Lock()
 
     def cached(self, tenant_id: int) -> dict[str, int] | None:
@@ -55,13 +58,52 @@ class QueueDirectory:
         return hit[1] if hit is not None and time.monotonic() - hit[0] < self.ttl_s else None
 
     def load(self, tenant_id: int) -> dict[str, int]:
-        """Read the tenant's queues from the database (and cache them)."""
+        """Read the tenant's queues (and every priority limit) from the database."""
         with self.sessions() as s:
             rows = s.execute(select(Queue.name, Queue.id).where(submittable_by(tenant_id)))
             names = {name: queue_id for name, queue_id in rows}
+            columns = (Queue.id, Queue.name, Queue.parent_id, Queue.max_priority)
+            tree = list(s.execute(select(*columns)))
+        limits = _priority_limits(tree)
         with self._lock:
             self._cache[tenant_id] = (time.monotonic(), names)
+            self._limits = limits
         return names
+
+    def priority_limit(self, queue: str) -> tuple[int, str] | None:
+        with self._lock:
+            return self._limits.get(queue)
+
+
+def _priority_limits(tree: list[Any]) -> dict[str, tuple[int, str]]:
+    by_id = {row.id: row for row in tree}
+    out: dict[str, tuple[int, str]] = {}
+    for row in tree:
+        best: tuple[int, str] | None = None
+        node, seen = row, set()
+        while node is not None and node.id not in seen:
+            seen.add(node.id)
+            if node.max_priority is not None and (best is None or node.max_priority < best[0]):
+                best = (node.max_priority, node.name)
+            node = by_id.get(node.parent_id)
+        if best is not None:
+            out[row.name] = best
+    return out
+
+
+def check_priority(spec: JobSpec, limit: tuple[int, str] | None) -> None:
+    """Refuse (422 on `priority`) a job asking for more than its queue allows."""
+    if limit is None or spec.priority <= limit[0]:
+        return
+    top, owner = limit
+    where = f"queue {spec.queue!r}" + (f" (set on {owner!r})" if owner != spec.queue else "")
+    raise ApiError(
+        422,
+        f"{spec.priority} is above the highest priority {where} allows, {top}; ask for at "
+        f"most {top}, or ask an admin to raise it (trainyard admin queue set {owner} "
+        "--max-priority N)",
+        field="priority",
+    )
 
 
 @dataclass
@@ -85,6 +127,7 @@ def prepare(
     queues: dict[str, int],
     now: float,
     admission: Admission | None = None,
+    directory: QueueDirectory | None = None,
 ) -> Prepared:
     """Validate a submission against `queues` (raises `ApiError`; 422 on field `queue` for a
     name not among them) and the site's `admission` rules."""
@@ -92,6 +135,8 @@ def prepare(
     spec = read_spec(body, content_type, limits=limits, queues=list(queues))
     if spec.model is not None:
         spec = plan(spec, limits)
+    if directory is not None:
+        check_priority(spec, directory.priority_limit(spec.queue))
     if admission is not None:
         admission.check(spec)
     return _rows(who, spec, queues[spec.queue], now)

@@ -188,6 +188,7 @@ def list_queues(session: Session, who: Principal) -> schemas.QueueList:
                 weight=q.weight,
                 pending=pending.get(q.id, 0),
                 running=running.get(q.id, 0),
+                max_priority=q.max_priority,
             )
             for q in queues
         ]

@@ -144,8 +144,16 @@ def test_queue_changes_show_in_the_api(admin: AdminCli) -> None:
         assert set(seen) == {"default", "org", "research"}
         assert seen["research"] | {"pending": 0} == {
             "name": "research", "parent": "org", "tenant": "acme", "guaranteed": 6,
-            "limit": None, "weight": 2.0, "pending": 0, "running": 0,
+            "limit": None, "weight": 2.0, "pending": 0, "running": 0, "max_priority": None,
         }  # fmt: skip
+        out = admin.ok("queue", "set", "research", "--max-priority", "5")
+        assert out.strip().endswith("weight 2, max priority 5")
+        assert queues(client)["research"]["max_priority"] == 5
+        admin.fail("--max-priority", "queue", "set", "research", "--max-priority", "1",
+                   "--no-max-priority")  # fmt: skip
+        admin.fail("max_priority", "queue", "set", "research", "--max-priority", str(2**40))
+        admin.ok("queue", "set", "research", "--no-max-priority")
+        assert queues(client)["research"]["max_priority"] is None
         admin.ok("queue", "set", "research", "--parent", "default", "-g", "10", "--limit", "12")
         seen = queues(client)["research"]
         assert (seen["parent"], seen["guaranteed"], seen["limit"]) == ("default", 10, 12)
