@@ -96,6 +96,12 @@ def up_command(
         list[str] | None,
         typer.Option("--job-env", help="pass this server variable to every job (repeatable)"),
     ] = None,
+    log_cap_mb: Annotated[
+        float,
+        typer.Option(
+            "--log-cap-mb", min=1.0, help="output kept per rank (older output is rotated away)"
+        ),
+    ] = 64.0,
     work_root: Annotated[
         list[Path] | None,
         typer.Option(
@@ -132,6 +138,7 @@ def up_command(
         job_user=job_user,
         job_env=tuple(job_env or ()),
         work_roots=tuple(p.expanduser() for p in work_root or ()),
+        log_cap_mb=log_cap_mb,
     )
     watch = _Watch(exit_when_done)
     server = Server(config, on_step=watch.on_step)

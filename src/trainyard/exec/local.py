@@ -60,6 +60,7 @@ from trainyard.exec.run import (
     split_devices,
 )
 
+DEFAULT_LOG_CAP = 64 * 1024 * 1024  # bytes of output kept per rank (rank-r.log + rank-r.log.1)
 JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 WRAPPER = Path(__file__).with_name("rankwrap.py")
 
@@ -75,6 +76,7 @@ class LocalExecutor:
         users: JobUsers | None = None,
         job_env: tuple[str, ...] = (),
         job_umask: int | None = None,
+        log_cap_bytes: int = DEFAULT_LOG_CAP,
     ) -> None:
         self.root_dir = Path(root_dir)
         # who jobs run as (`exec/identity.py`; by default the server's user), which server
@@ -82,6 +84,7 @@ class LocalExecutor:
         self.users = users if users is not None else JobUsers("server")
         self.job_env = job_env
         self.job_umask = job_umask
+        self.log_cap_bytes = log_cap_bytes  # per rank: rankwrap keeps the newest this many
         self.api_url = api_url
         self.grace_s = grace_s
         self.cgroup_support = cgroups.detect(sys_root)
@@ -177,6 +180,7 @@ class LocalExecutor:
                 argv += ["--pid-file", str(handle.pid_file(rank))]
                 if cgroup is not None:
                     argv += ["--cgroup", str(cgroup)]
+                argv += ["--log", str(log), "--log-cap", str(self.log_cap_bytes)]
                 if who.uid is not None:
                     argv += ["--user", f"{who.uid}:{who.gid}", "--umask", "077"]
                 elif self.job_umask is not None:

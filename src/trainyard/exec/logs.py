@@ -1,25 +1,71 @@
 """Reading a job's per-rank log files, once (`read_lines`) or following them (`follow_lines`).
 
-Logs live in `<root>/jobs/<id>/logs/attempt-<n>/rank-<r>.log`. With several ranks every line
-is prefixed with `[rank r] `; following yields complete lines as they are written and, once
-the run has ended, whatever is left (a last line without a newline included).
+Logs live in `<root>/jobs/<id>/logs/attempt-<n>/rank-<r>.log`, with the older part of a rank's
+output in `rank-<r>.log.1` once the log was rotated (`rankwrap.py` keeps the newest
+`--log-cap` bytes: both files together). With several ranks every line is prefixed with
+`[rank r] `; following yields complete lines as they are written and, once the run has ended,
+whatever is left (a last line without a newline included).
+
+Memory stays bounded whatever a job writes: files are read `READ_CHUNK` bytes at a time, and a
+line longer than `MAX_LINE` bytes is served as several lines of at most that many bytes.
 """
 
 from __future__ import annotations
 
+import codecs
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+MAX_LINE = 64 * 1024
+READ_CHUNK = 1024 * 1024
+
+
+def rotated(path: Path) -> Path:
+    """Where the older part of `path` goes when the log is rotated."""
+    return path.with_name(path.name + ".1")
+
 
 def read_lines(paths: dict[int, Path], prefix: bool) -> Iterator[str]:
     for rank, path in sorted(paths.items()):
-        try:
-            with path.open(errors="replace") as f:
-                for line in f:
-                    yield _format(rank, line, prefix)
-        except FileNotFoundError:
-            continue
+        for part in (rotated(path), path):
+            yield from _read_file(rank, part, prefix)
+
+
+def _read_file(rank: int, path: Path, prefix: bool) -> Iterator[str]:
+    try:
+        f = path.open("rb")
+    except FileNotFoundError:
+        return
+    decode = codecs.getincrementaldecoder("utf-8")(errors="replace").decode
+    with f:
+        while True:
+            line = f.readline(MAX_LINE)
+            if not line:
+                break
+            yield _format(rank, decode(line), prefix)
+
+
+def _tail(
+    rank: int, path: Path, offsets: dict[int, int], partial: dict[int, bytes], prefix: bool
+) -> Iterator[str]:
+    """The complete lines of `path` after `offsets[rank]` (the rest kept in `partial`)."""
+    try:
+        f = path.open("rb")
+    except FileNotFoundError:
+        return
+    with f:
+        f.seek(offsets[rank])
+        while chunk := f.read(READ_CHUNK):
+            offsets[rank] += len(chunk)
+            *complete, rest = (partial[rank] + chunk).split(b"\n")
+            while len(rest) > MAX_LINE:
+                complete.append(rest[:MAX_LINE])
+                rest = rest[MAX_LINE:]
+            partial[rank] = rest
+            for line in complete:
+                for i in range(0, max(len(line), 1), MAX_LINE):
+                    yield _format(rank, line[i : i + MAX_LINE].decode(errors="replace"), prefix)
 
 
 def _format(rank: int, line: str, prefix: bool) -> str:
@@ -44,16 +90,13 @@ def follow_lines(
             offsets.setdefault(rank, 0)
             partial.setdefault(rank, b"")
             try:
-                with path.open("rb") as f:
-                    f.seek(offsets[rank])
-                    chunk = f.read()
-                    offsets[rank] = f.tell()
+                size = path.stat().st_size
             except FileNotFoundError:
                 continue
-            text = partial[rank] + chunk
-            *complete, partial[rank] = text.split(b"\n")
-            for line in complete:
-                yield _format(rank, line.decode(errors="replace"), prefix)
+            if size < offsets[rank]:  # rotated: finish the old part, then start afresh
+                yield from _tail(rank, rotated(path), offsets, partial, prefix)
+                offsets[rank] = 0
+            yield from _tail(rank, path, offsets, partial, prefix)
         if done:
             for rank, rest in sorted(partial.items()):
                 if rest:

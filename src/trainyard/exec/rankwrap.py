@@ -3,7 +3,7 @@
 Usage (the executor runs this file by path, with the standard library only):
 
     python rankwrap.py --exit-file F --pid-file P [--cgroup DIR] [--user UID:GID]
-        [--umask OCT] -- CMD ARGS...
+        [--umask OCT] [--log FILE --log-cap BYTES] -- CMD ARGS...
 
 It joins the cgroup DIR (if given), starts CMD as its child (same process group, same log
 file; as UID:GID with no supplementary groups when `--user` is given, which needs root: the
@@ -15,6 +15,11 @@ it how each rank ended. SIGTERM / SIGINT / SIGHUP are caught and ignored here: t
 signals the whole process group, so the child receives them itself and the wrapper stays to
 record how the child ended. Only SIGKILL of the wrapper loses the record (the executor then
 reports the exit code as unknown).
+
+With `--log`, the child's stdout and stderr come to the wrapper through a pipe and it writes
+them to FILE, rotating it (to `FILE.1`, replacing the older one) whenever it would pass half
+of `--log-cap`: the newest output is kept, at most BYTES in both files together, whatever the
+job prints. (A wrapper killed by SIGKILL closes the pipe: the job's next write ends it.)
 """
 
 from __future__ import annotations
@@ -56,6 +61,37 @@ def _note(signum: int, frame: object) -> None:
     _received.append(signum)
 
 
+CHUNK = 65536
+
+
+def _pump(source: int, path: str, cap: int) -> None:
+    """Copy `source` to `path` until end of file, keeping the newest `cap` bytes (0: all) in
+    `path` and `path.1` together (see the module docstring). A rotation happens after a
+    newline where the chunk read has one, so lines stay whole across the two files."""
+    half = max(cap // 2 - CHUNK, 1) if cap else 0  # a rotation may add one chunk to the old
+    out = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    size = os.fstat(out).st_size
+    try:
+        while data := os.read(source, CHUNK):
+            if half and size and size + len(data) > half:
+                cut = data.rfind(b"\n") + 1  # 0: no newline, rotate before the chunk
+                _write_all(out, data[:cut])
+                os.close(out)
+                os.replace(path, path + ".1")
+                out = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_TRUNC, 0o600)
+                data, size = data[cut:], 0
+            _write_all(out, data)
+            size += len(data)
+    finally:
+        os.close(out)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
 def main(argv: list[str]) -> int:
     if "--" not in argv:
         print("rankwrap: usage: --exit-file F --pid-file P [--cgroup DIR] -- CMD", file=sys.stderr)
@@ -67,6 +103,7 @@ def main(argv: list[str]) -> int:
     cgroup = flags.get("--cgroup")
     user = flags.get("--user")
     mask = flags.get("--umask")
+    log, cap = flags.get("--log"), int(flags.get("--log-cap", "0") or 0)
     identity: dict[str, Any] = {}
     if user:
         uid, gid = (int(x) for x in user.split(":"))
@@ -85,6 +122,8 @@ def main(argv: list[str]) -> int:
         rc = -_received[0]
         _write_atomic(exit_file, {"returncode": rc, "finished_at": time.time()})
         return 128 - rc
+    if log:
+        identity.update(stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         child = subprocess.Popen(cmd, **identity)
     except OSError as e:
@@ -92,6 +131,9 @@ def main(argv: list[str]) -> int:
         _write_atomic(exit_file, {"returncode": 127, "finished_at": time.time(), "error": str(e)})
         return 127
     _write_atomic(pid_file, {"pid": child.pid, "start_time": _start_time(child.pid)})
+    if log and child.stdout is not None:
+        _pump(child.stdout.fileno(), log, cap)
+        child.stdout.close()
     rc = child.wait()
     _write_atomic(exit_file, {"returncode": rc, "finished_at": time.time()})
     return rc if rc >= 0 else 128 - rc

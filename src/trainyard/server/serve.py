@@ -136,6 +136,7 @@ class Server:
             users=users,
             job_env=cfg.job_env,
             job_umask=self._umask,
+            log_cap_bytes=int(cfg.log_cap_mb * 1024 * 1024),
         )
         retry = RetryPolicy(base_s=cfg.restart_backoff_s)
         self.platform = Platform(

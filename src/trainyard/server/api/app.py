@@ -16,6 +16,7 @@ from starlette.routing import Match
 from starlette.types import Scope
 
 from trainyard.jobspec import Limits
+from trainyard.server.api.bodylimit import BodyLimit
 from trainyard.server.api.errors import ApiError, error_body
 from trainyard.server.api.routes import ApiContext, ops, v1
 from trainyard.server.db.session import make_engine, make_session_factory
@@ -63,6 +64,10 @@ def create_app(
     app.include_router(v1)
     app.include_router(ops)
     _install_handlers(app)
+    # bodies are bounded while streaming in, before authentication (api/bodylimit.py); the
+    # bound is the largest spec accepted, plus room for the JSON around it
+    spec_bytes = app.state.trainyard.limits.max_spec_bytes
+    app.add_middleware(BodyLimit, max_bytes=(spec_bytes or 1_000_000) + 64 * 1024)
     return app
 
 

@@ -1,0 +1,260 @@
+"""Queue administration on the database (`trainyard admin queue add|set|list|rm`): the tree
+rules of `services/admin.py`'s docstring, checked before anything is written."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import and_, delete, func, or_, select
+from sqlalchemy.orm import Session
+
+from trainyard.server.db import Job, JobState, Queue, Tenant
+from trainyard.server.lifecycle import HOLDS_DEVICES
+from trainyard.server.services.admin_common import (
+    UNSET,
+    AdminError,
+    Unset,
+    check_name,
+)
+from trainyard.server.services.admin_common import find as _find
+from trainyard.server.services.admin_common import flush as _flush
+
+
+@dataclass(frozen=True, slots=True)
+class QueueInfo:
+    name: str
+    parent: str | None
+    tenant: str | None  # None: shared by all tenants
+    guaranteed: int
+    limit: int | None
+    weight: float
+    children: tuple[str, ...]
+    pending: int
+    running: int
+    max_priority: int | None = None  # its own limit (ancestors' limits apply too)
+
+
+def _check_numbers(guaranteed: int, limit: int | None, weight: float) -> None:
+    if guaranteed < 0:
+        raise AdminError("guaranteed", f"must be >= 0 GPUs, got {guaranteed}")
+    if limit is not None and limit < 0:
+        raise AdminError("limit", f"must be >= 0 GPUs (or no limit), got {limit}")
+    if limit is not None and limit < guaranteed:
+        raise AdminError(
+            "limit",
+            f"{limit} is below guaranteed {guaranteed}; raise the limit or lower the guarantee",
+        )
+    if not (weight > 0 and math.isfinite(weight)):
+        raise AdminError("weight", f"must be a number > 0, got {weight}")
+
+
+def _check_priority(value: int | None) -> None:
+    if value is not None and not -(2**31) <= value < 2**31:
+        raise AdminError("max_priority", f"must be a 32-bit integer, got {value}")
+
+
+def _check_tree(
+    session: Session, qid: int | None, name: str, parent_id: int | None, tenant_id: int | None,
+    guaranteed: int,
+) -> None:  # fmt: skip
+    """The tree rules around one queue as a change would leave it (`qid` None: a new one)."""
+    rows = {r.id: r for r in session.scalars(select(Queue))}
+    tenants = {t.id: t.name for t in session.scalars(select(Tenant))}
+
+    def owner(tid: int | None) -> str:
+        return "shared" if tid is None else f"of tenant {tenants[tid]!r}"
+
+    cursor, seen = parent_id, set[int]()
+    while cursor is not None and cursor not in seen:  # `seen`: a cycle already stored
+        if cursor == qid:
+            under = rows[parent_id].name if parent_id is not None else ""
+            where = "itself" if parent_id == qid else f"{under!r}, under it"
+            raise AdminError("parent", f"queue {name!r} cannot go under {where}: a cycle")
+        seen.add(cursor)
+        cursor = rows[cursor].parent_id
+    if parent_id is not None:
+        parent = rows[parent_id]
+        if parent.tenant_id is not None and parent.tenant_id != tenant_id:
+            raise AdminError(
+                "tenant",
+                f"queue {name!r} would be {owner(tenant_id)} under {parent.name!r} "
+                f"{owner(parent.tenant_id)}: give it tenant {tenants[parent.tenant_id]!r}",
+            )
+        siblings = [r for r in rows.values() if r.parent_id == parent_id and r.id != qid]
+        others = sum(r.guaranteed for r in siblings)
+        if parent.guaranteed > 0 and others + guaranteed > parent.guaranteed:
+            raise AdminError(
+                "guaranteed",
+                f"children of {parent.name!r} would be guaranteed {others + guaranteed} GPUs, "
+                f"more than its {parent.guaranteed}: give {name!r} at most "
+                f"{max(parent.guaranteed - others, 0)} or raise the guarantee of "
+                f"{parent.name!r} first",
+            )
+    children = [r for r in rows.values() if qid is not None and r.parent_id == qid]
+    total = sum(c.guaranteed for c in children)
+    if guaranteed > 0 and total > guaranteed:
+        raise AdminError(
+            "guaranteed",
+            f"children of {name!r} are guaranteed {total} GPUs in all, more than {guaranteed}: "
+            "lower theirs first or give at least that",
+        )
+    strays = sorted(c.name for c in children if c.tenant_id != tenant_id)
+    if tenant_id is not None and strays:
+        raise AdminError(
+            "tenant",
+            f"child queues {', '.join(strays)} of {name!r} are not {owner(tenant_id)}: "
+            "move them first",
+        )
+
+
+def _queue_infos(session: Session, rows: list[Queue]) -> list[QueueInfo]:
+    """What `list_queues` shows of `rows`: names for ids, children, pending/running jobs."""
+    all_rows = list(session.execute(select(Queue.id, Queue.name, Queue.parent_id)))
+    names = {qid: name for qid, name, _ in all_rows}
+    children: dict[int | None, list[str]] = {}
+    for _, name, parent in all_rows:
+        children.setdefault(parent, []).append(name)
+    tenants = {t.id: t.name for t in session.scalars(select(Tenant))}
+    counts: Counter[tuple[int, bool]] = Counter()
+    by_state = select(Job.queue_id, Job.state, func.count()).group_by(Job.queue_id, Job.state)
+    for queue_id, state, count in session.execute(by_state):
+        if state == JobState.PENDING or state in HOLDS_DEVICES:
+            counts[(queue_id, state == JobState.PENDING)] += count
+    out = []
+    for q in rows:
+        kids = tuple(sorted(children.get(q.id, [])))
+        where = (names.get(q.parent_id or 0), tenants.get(q.tenant_id or 0))
+        jobs = (counts[(q.id, True)], counts[(q.id, False)])
+        out.append(
+            QueueInfo(
+                q.name, *where, q.guaranteed, q.limit, q.weight, kids, *jobs,
+                max_priority=q.max_priority,
+            )
+        )  # fmt: skip
+    return out
+
+
+def _resolve(session: Session, name: str | None, field: str, kind: str) -> int | None:
+    if name is None:
+        return None
+    row = _find(session, Queue, name, field) if kind == "queue" else None
+    return (row or _find(session, Tenant, name, field)).id
+
+
+def create_queue(
+    session: Session, name: str, *, now: float, parent: str | None = None,
+    tenant: str | None = None, guaranteed: int = 0, limit: int | None = None, weight: float = 1.0,
+    max_priority: int | None = None,
+) -> QueueInfo:  # fmt: skip
+    """A new queue under `parent` (None: a root), of `tenant` (None: shared by all), whose
+    jobs may ask for a priority up to `max_priority` (None: no limit of its own)."""
+    check_name("name", name, "queue")
+    if session.scalar(select(Queue.id).where(Queue.name == name)) is not None:
+        raise AdminError("name", f"queue {name!r} already exists; change it with `queue set`")
+    parent_id = _resolve(session, parent, "parent", "queue")
+    tenant_id = _resolve(session, tenant, "tenant", "tenant")
+    _check_numbers(guaranteed, limit, weight)
+    _check_tree(session, None, name, parent_id, tenant_id, guaranteed)
+    values = {"parent_id": parent_id, "tenant_id": tenant_id, "guaranteed": guaranteed}
+    _check_priority(max_priority)
+    row = Queue(
+        name=name, limit=limit, weight=weight, max_priority=max_priority, created_at=now, **values
+    )
+    session.add(row)
+    _flush(session, "name", f"queue {name!r}")
+    return _queue_infos(session, [row])[0]
+
+
+def update_queue(
+    session: Session, name: str, *, parent: str | Unset | None = UNSET,
+    tenant: str | Unset | None = UNSET, guaranteed: int | None = None,
+    limit: int | Unset | None = UNSET, weight: float | None = None,
+    max_priority: int | Unset | None = UNSET,
+) -> QueueInfo:  # fmt: skip
+    """Change what is given (`UNSET`/None: keep); `parent=None` makes a root, `tenant=None`
+    makes it shared, `limit=None` removes the limit, `max_priority=None` its priority limit
+    (jobs already queued keep their priority)."""
+    row = _find(session, Queue, name, "queue")
+    parent_id = row.parent_id if parent is UNSET else _resolve(session, parent, "parent", "queue")
+    tenant_id = row.tenant_id if tenant is UNSET else _resolve(session, tenant, "tenant", "tenant")
+    new_guaranteed = row.guaranteed if guaranteed is None else guaranteed
+    new_limit = row.limit if limit is UNSET else limit
+    new_weight = row.weight if weight is None else weight
+    _check_numbers(new_guaranteed, new_limit, new_weight)
+    _check_tree(session, row.id, name, parent_id, tenant_id, new_guaranteed)
+    if tenant_id is not None and tenant_id != row.tenant_id:
+        foreign = session.scalar(
+            select(func.count())
+            .select_from(Job)
+            .where(Job.queue_id == row.id, Job.tenant_id != tenant_id, _live_job())
+        )
+        if foreign:
+            raise AdminError(
+                "tenant",
+                f"queue {name!r} has {foreign} live job(s) of other tenants; "
+                "let them finish before giving it to one tenant",
+            )
+    row.parent_id, row.tenant_id, row.guaranteed = parent_id, tenant_id, new_guaranteed
+    row.limit, row.weight = new_limit, new_weight
+    if not isinstance(max_priority, Unset):
+        _check_priority(max_priority)
+        row.max_priority = max_priority
+    session.flush()
+    return _queue_infos(session, [row])[0]
+
+
+def list_queues(session: Session, tenant: str | None = None) -> list[QueueInfo]:
+    """Queues (those a tenant may use: its own and shared ones, or all), by name."""
+    query = select(Queue).order_by(Queue.name)
+    if tenant is not None:
+        tenant_id = _find(session, Tenant, tenant, "tenant").id
+        query = query.where(or_(Queue.tenant_id.is_(None), Queue.tenant_id == tenant_id))
+    return _queue_infos(session, list(session.scalars(query)))
+
+
+def _live_job() -> Any:
+    """Jobs that are not finished: FAILED ones with restarts left will run again."""
+    done = or_(
+        Job.state.in_([JobState.SUCCEEDED, JobState.CANCELLED]),
+        and_(Job.state == JobState.FAILED, Job.restart_count >= Job.max_restarts),
+    )
+    return ~done
+
+
+def delete_queue(session: Session, name: str, *, purge_finished: bool = False) -> int:
+    """Delete a queue without child queues and live jobs; its finished jobs (and their events)
+    go with it only when `purge_finished`. Returns how many finished jobs were deleted."""
+    row = _find(session, Queue, name, "queue")
+    children = sorted(session.scalars(select(Queue.name).where(Queue.parent_id == row.id)))
+    if children:
+        raise AdminError(
+            "queue",
+            f"queue {name!r} has child queues ({', '.join(children)}); "
+            "delete them or move them elsewhere (queue set CHILD --parent ...) first",
+        )
+    live = Counter(
+        JobState(state).value
+        for state in session.scalars(select(Job.state).where(Job.queue_id == row.id, _live_job()))
+    )
+    if live:
+        detail = ", ".join(f"{n} {state}" for state, n in sorted(live.items()))
+        raise AdminError(
+            "queue",
+            f"queue {name!r} has {sum(live.values())} job(s) not finished ({detail}); "
+            "cancel them or wait for them to finish",
+        )
+    finished = session.scalar(select(func.count()).select_from(Job).where(Job.queue_id == row.id))
+    if finished and not purge_finished:
+        raise AdminError(
+            "queue",
+            f"queue {name!r} keeps the history of {finished} finished job(s); "
+            "pass --purge-finished to delete them with the queue",
+        )
+    if finished:  # events and job tokens go with them (ON DELETE CASCADE)
+        session.execute(delete(Job).where(Job.queue_id == row.id))
+    session.delete(row)
+    session.flush()
+    return finished or 0
