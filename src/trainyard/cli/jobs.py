@@ -9,6 +9,8 @@ Every failure prints one `error: ...` line and exits with code 2 (see `cli.remot
 from __future__ import annotations
 
 import json
+import time
+import uuid
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import quote, urlsplit
@@ -143,10 +145,10 @@ def submit_command(
         elif workdir is not None:
             workdir = str(Path(workdir).expanduser().resolve())
         body, content_type = _body(file, queue, name, workdir)
+        # a retried submit with the same key gets the job the first attempt created
+        headers = {"Content-Type": content_type, "Idempotency-Key": uuid.uuid4().hex}
         try:
-            out = client.request(
-                "POST", "/v1/jobs", content=body, headers={"Content-Type": content_type}
-            )
+            out = _submit_with_retries(client, body, headers)
         except ClientError as error:
             if error.status in (400, 413, 422):
                 message = error.message.removeprefix("request body: ")
@@ -161,6 +163,22 @@ def submit_command(
         f"see `trainyard describe {out['id']}`, `trainyard logs {out['id']} -f`",
         err=True,
     )
+
+
+SUBMIT_RETRIES = (0.5, 1.0, 2.0)  # seconds before each retry of a submit that got no answer
+
+
+def _submit_with_retries(client: ApiClient, body: bytes, headers: dict[str, str]) -> Any:
+    """POST the spec; when the answer is lost (no status: a timeout, a dropped connection),
+    send it again with the same `Idempotency-Key`, which cannot create a second job."""
+    for pause in (*SUBMIT_RETRIES, None):
+        try:
+            return client.request("POST", "/v1/jobs", content=body, headers=headers)
+        except ClientError as error:
+            if not error.lost or pause is None:
+                raise
+            time.sleep(pause)
+    raise AssertionError("unreachable")
 
 
 def _on_this_machine(url: str) -> bool:

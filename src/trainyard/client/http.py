@@ -32,10 +32,18 @@ class ClientError(Exception):
     """A request that did not succeed; `message` is one line for the user (`field: message`
     for an API error), `status` the HTTP status (None when no answer came)."""
 
-    def __init__(self, message: str, *, status: int | None = None, field: str | None = None):
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        field: str | None = None,
+        lost: bool = False,
+    ):
         self.message = " ".join(message.split())
         self.status = status
         self.field = field
+        self.lost = lost  # the request may have arrived and its answer been lost
         super().__init__(self.message)
 
 
@@ -125,11 +133,11 @@ def transport_error(exc: httpx.HTTPError, url: str) -> ClientError:
     if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout):
         return ClientError(f"cannot reach trainyard at {url}: {why}; is `trainyard up` running?")
     if isinstance(exc, httpx.TimeoutException):
-        return ClientError(f"trainyard at {url} did not answer in time ({why})")
+        return ClientError(f"trainyard at {url} did not answer in time ({why})", lost=True)
     if isinstance(exc, httpx.UnsupportedProtocol | httpx.InvalidURL):
         return ClientError(f"--url: {url} cannot be used ({why})")
     if isinstance(exc, httpx.RemoteProtocolError | httpx.ReadError | httpx.WriteError):
-        return ClientError(f"the connection to trainyard at {url} was lost ({why})")
+        return ClientError(f"the connection to trainyard at {url} was lost ({why})", lost=True)
     return ClientError(f"request to trainyard at {url} failed: {why}")
 
 

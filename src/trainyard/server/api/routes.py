@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query, Request, Security
+from fastapi import APIRouter, Depends, Header, Query, Request, Response, Security
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import PlainTextResponse, StreamingResponse
 from fastapi.security import HTTPBearer
@@ -15,6 +15,7 @@ from sqlalchemy import text
 from sqlalchemy.orm import Session, sessionmaker
 
 import trainyard.server.api.schemas as schemas
+import trainyard.server.services.idempotency as idempotency
 import trainyard.server.services.jobs as jobs
 import trainyard.server.services.logs as logs
 import trainyard.server.services.tokens as tokens
@@ -136,14 +137,33 @@ _SPEC_BODY: dict[str, Any] = {
 
 @v1.post("/jobs", status_code=201, response_model=schemas.SubmitOut, openapi_extra=_SPEC_BODY)
 async def submit_job(
-    request: Request, ctx: Ctx, body: Annotated[bytes, Depends(raw_body)]
+    request: Request,
+    response: Response,
+    ctx: Ctx,
+    body: Annotated[bytes, Depends(raw_body)],
+    idempotency_key: Annotated[
+        str | None,
+        Header(
+            alias=idempotency.HEADER,
+            pattern=idempotency.PATTERN,
+            description="retry-safe submit: the same key and body give the same job",
+        ),
+    ] = None,
 ) -> schemas.SubmitOut:
     """Submit a job: it is stored in PENDING for the scheduler (answered once committed)."""
     now = ctx.clock()
     who = await ctx.caller(request, now)
     content_type = request.headers.get("content-type", "application/json")
+    key_digest = idempotency.digest(body, content_type) if idempotency_key else ""
     try:
         who.require_write("submit jobs")
+        if idempotency_key:
+            found = await run_in_threadpool(
+                idempotency.find, ctx.sessions, who.user_id, idempotency_key, key_digest
+            )
+            if found is not None:
+                response.headers["Idempotent-Replayed"] = "true"
+                return schemas.SubmitOut(id=found[0], state=found[1])
         queues = ctx.queues.cached(who.tenant_id)
         fresh = queues is None
         if queues is None:
@@ -164,7 +184,18 @@ async def submit_job(
     except ApiError:
         PLATFORM.submissions.inc(outcome="rejected")
         raise
-    await ctx.intake.store_async(prepared)
+    if idempotency_key:
+        prepared.job.update(submit_key=idempotency_key, submit_digest=key_digest)
+    try:
+        await ctx.intake.store_async(prepared)
+    except ApiError as error:  # 409: the database refused the row
+        found = None
+        if idempotency_key and error.status == 409:  # a concurrent submit with this key won
+            found = idempotency.find(ctx.sessions, who.user_id, idempotency_key, key_digest)
+        if found is None:
+            raise
+        response.headers["Idempotent-Replayed"] = "true"
+        return schemas.SubmitOut(id=found[0], state=found[1])
     ctx.notify()
     return schemas.SubmitOut(id=prepared.job_id, state=JobState.PENDING)
 

@@ -40,6 +40,7 @@ class Job(Base):
         Index("ix_jobs_state_queue_id", "state", "queue_id"),
         Index("ix_jobs_queue_id_state", "queue_id", "state"),
         Index("ix_jobs_tenant_id_submitted_at", "tenant_id", "submitted_at"),
+        Index("ix_jobs_user_id_submit_key", "user_id", "submit_key", unique=True),
     )
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True, default=_job_id)
@@ -66,6 +67,9 @@ class Job(Base):
     # pending and the size it was started at once placed.
     min_gpus: Mapped[int | None] = mapped_column(default=None)
     max_gpus: Mapped[int | None] = mapped_column(default=None)
+    # The `Idempotency-Key` it was submitted with (unique per user) and a digest of the body.
+    submit_key: Mapped[str | None] = mapped_column(String(255), default=None)
+    submit_digest: Mapped[str | None] = mapped_column(String(64), default=None)
 
     # Lifecycle (written by lifecycle.transition only).
     state: Mapped[JobState] = mapped_column(str_enum(JobState, 16), default=JobState.PENDING)
