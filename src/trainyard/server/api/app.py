@@ -20,6 +20,7 @@ from trainyard.server.api.bodylimit import BodyLimit
 from trainyard.server.api.errors import ApiError, error_body
 from trainyard.server.api.routes import ApiContext, ops, v1
 from trainyard.server.db.session import make_engine, make_session_factory
+from trainyard.server.metrics import PLATFORM
 from trainyard.server.services.admission import Admission
 from trainyard.server.services.intake import Intake, QueueDirectory
 from trainyard.server.services.logs import JobLogs
@@ -67,8 +68,15 @@ def create_app(
     # bodies are bounded while streaming in, before authentication (api/bodylimit.py); the
     # bound is the largest spec accepted, plus room for the JSON around it
     spec_bytes = app.state.trainyard.limits.max_spec_bytes
-    app.add_middleware(BodyLimit, max_bytes=(spec_bytes or 1_000_000) + 64 * 1024)
+    app.add_middleware(
+        BodyLimit, max_bytes=(spec_bytes or 1_000_000) + 64 * 1024, on_refuse=_count_refused
+    )
     return app
+
+
+def _count_refused(scope: Scope) -> None:
+    if scope.get("path") == "/v1/jobs":
+        PLATFORM.submissions.inc(outcome="rejected")
 
 
 def _field(loc: tuple[object, ...] | list[object]) -> str:

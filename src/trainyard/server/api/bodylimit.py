@@ -12,6 +12,7 @@ handed to the app unchanged (buffered, at most `max_bytes`).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -20,9 +21,14 @@ from trainyard.server.api.errors import error_body
 
 
 class BodyLimit:
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    """`on_refuse(scope)` is called for every request refused (to count it)."""
+
+    def __init__(
+        self, app: ASGIApp, max_bytes: int, on_refuse: Callable[[Scope], None] | None = None
+    ) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.on_refuse = on_refuse
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope.get("method") in ("GET", "HEAD", "OPTIONS"):
@@ -30,7 +36,7 @@ class BodyLimit:
             return
         announced = _content_length(scope)
         if announced is not None and announced > self.max_bytes:
-            await self._refuse(send, announced)
+            await self._refuse(scope, send, announced)
             return
         chunks: list[bytes] = []
         size = 0
@@ -42,7 +48,7 @@ class BodyLimit:
             body = message.get("body", b"")
             size += len(body)
             if size > self.max_bytes:
-                await self._refuse(send, None)
+                await self._refuse(scope, send, None)
                 return
             chunks.append(body)
             more = bool(message.get("more_body", False))
@@ -56,7 +62,9 @@ class BodyLimit:
 
         await self.app(scope, replayed, send)
 
-    async def _refuse(self, send: Send, announced: int | None) -> None:
+    async def _refuse(self, scope: Scope, send: Send, announced: int | None) -> None:
+        if self.on_refuse is not None:
+            self.on_refuse(scope)
         size = f"{announced} bytes" if announced is not None else "more than that"
         message = (
             f"the request body is {size}; at most {self.max_bytes} bytes are accepted (a job "
