@@ -21,6 +21,7 @@ from trainyard.cli import (
     schedule,
     simulate,
     up,
+    usage,
 )
 
 app = typer.Typer(
@@ -31,7 +32,9 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-for _module in (bench, demo, plan, schedule, simulate, up, jobs, logs, cluster, auth, admin):
+for _module in (
+    bench, demo, plan, schedule, simulate, up, jobs, logs, cluster, usage, auth, admin,
+):  # fmt: skip
     _module.register(app)
 
 

@@ -17,6 +17,9 @@ concurrent change of the same job fails here (`StaleDataError`, the job's optimi
 Nothing is committed: the caller commits or rolls back the whole unit of work. Time is
 always passed in; this module never reads a clock.
 
+Every interval a job spends RUNNING is recorded when it leaves RUNNING, whatever for (a
+`UsageRecord`: the unit of accounting, `services/usage.py`).
+
 Restarts (after a failure or a node loss) are involuntary: they count in `restart_count`,
 are allowed while `restart_count < max_restarts`, and wait `RetryPolicy.delay(n)` =
 `min(cap_s, base_s * 2**n)` seconds, n being the restarts done before this one. When none
@@ -33,6 +36,7 @@ from sqlalchemy.orm import Session
 
 from trainyard.server.db.base import JobState
 from trainyard.server.db.jobs import Job, JobEvent
+from trainyard.server.db.usage import UsageRecord
 
 __all__ = [
     "DEFAULT_RETRY",
@@ -162,6 +166,14 @@ def transition(
 
     if from_state == S.RUNNING and job.started_at is not None:
         job.attained_service += job.gpus * max(0.0, now - job.started_at)
+        session.add(
+            UsageRecord(
+                job_id=job.id, tenant_id=job.tenant_id, user_id=job.user_id,
+                queue_id=job.queue_id, attempt=max(0, job.attempt - 1),
+                started_at=job.started_at, ended_at=max(now, job.started_at), gpus=job.gpus,
+                cpus=job.cpus, memory_gb=job.memory_gb, outcome=to_state.value,
+            )
+        )  # fmt: skip
 
     if to_state == S.PENDING:
         _requeue(job, from_state, reason, now, retry, facts)

@@ -19,6 +19,7 @@ import trainyard.server.services.idempotency as idempotency
 import trainyard.server.services.jobs as jobs
 import trainyard.server.services.logs as logs
 import trainyard.server.services.tokens as tokens
+import trainyard.server.services.usage as usage
 from trainyard.jobspec import Limits
 from trainyard.server.api.auth import Principal, TokenCache, authenticate, bearer
 from trainyard.server.api.errors import ApiError
@@ -289,6 +290,33 @@ def list_queues(request: Request, ctx: Ctx) -> schemas.QueueList:
     """Queues the caller may submit to, with their quotas and job counts."""
     with ctx.unit(request) as (session, who, _now):
         return jobs.list_queues(session, who)
+
+
+@v1.get("/usage", response_model=schemas.UsageOut)
+def get_usage(
+    request: Request,
+    ctx: Ctx,
+    since: Annotated[float, Query(ge=0, le=1e12, description="epoch seconds")] = 0.0,
+    until: Annotated[float | None, Query(ge=0, le=1e12, description="epoch seconds [now]")] = None,
+    by: Annotated[str, Query(pattern="^(tenant|user|queue|job)$")] = "tenant",
+) -> schemas.UsageOut:
+    """GPU/CPU/memory-seconds of the caller's tenant in [since, until), by tenant, user,
+    queue or job: every run interval, preempted and failed attempts included."""
+    with ctx.unit(request) as (session, who, now):
+        end = now if until is None else until
+        rows = usage.usage(session, tenant_id=who.tenant_id, since=since, until=end, by=by,
+                           now=now)  # fmt: skip
+    return schemas.UsageOut(
+        since=since, until=end, by=by,
+        rows=[
+            schemas.UsageRowOut(
+                key=r.key, gpu_seconds=r.gpu_seconds, gpu_hours=r.gpu_seconds / 3600,
+                cpu_seconds=r.cpu_seconds, memory_gb_seconds=r.memory_gb_seconds,
+                intervals=r.intervals, jobs=len(r.jobs),
+            )
+            for r in rows
+        ],
+    )  # fmt: skip
 
 
 @v1.get("/nodes", response_model=schemas.NodeList)

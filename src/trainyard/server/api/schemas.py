@@ -145,3 +145,20 @@ class NewTokenOut(TokenOut):
 
 class TokenList(BaseModel):
     tokens: list[TokenOut]
+
+
+class UsageRowOut(BaseModel):
+    key: str  # the tenant, user, queue name or job id
+    gpu_seconds: float
+    gpu_hours: float
+    cpu_seconds: float
+    memory_gb_seconds: float
+    intervals: int  # run intervals (attempts) counted
+    jobs: int
+
+
+class UsageOut(BaseModel):
+    since: float
+    until: float
+    by: str
+    rows: list[UsageRowOut]

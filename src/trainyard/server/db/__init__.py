@@ -7,6 +7,7 @@ everything it knows from it. Modules:
 - `tenancy`: `Tenant`, `User`, `ApiToken`.  `tokens`: issue, verify, revoke tokens (hashed).
 - `cluster`: `Queue` (hierarchical), `Node`, `Device`.
 - `jobs`: `Job`, `JobEvent` (state changes go through `trainyard.server.lifecycle`).
+- `usage`: `UsageRecord`, one run interval of a job (accounting).
 - `session`: `make_engine`, `make_session_factory`, `init_db` (Alembic to head).
 """
 
@@ -20,6 +21,7 @@ from trainyard.server.db.session import (
     normalize_url,
 )
 from trainyard.server.db.tenancy import ApiToken, Tenant, User
+from trainyard.server.db.usage import UsageRecord
 
 __all__ = [
     "ApiToken",
@@ -33,6 +35,7 @@ __all__ = [
     "Queue",
     "Role",
     "Tenant",
+    "UsageRecord",
     "User",
     "init_db",
     "make_engine",

@@ -1,0 +1,46 @@
+"""Accounting arithmetic shared by the server and the simulator (pure: no I/O, no clock).
+
+- `overlap(start, end, since, until)`: the seconds of a run interval inside a window, which
+  is how per-second usage is billed (`services/usage.py`).
+- `decayed(intervals, now, half_life_s)`: GPU-seconds with exponential decay, each second of
+  use weighing 2^-(age / half_life): the fair-share history (Slurm's PriorityDecayHalfLife).
+  An interval [a, b] on g GPUs contributes g * h / ln 2 * (2^-((now-b)/h) - 2^-((now-a)/h)).
+- `usage_share(decayed_gpu_s, total_gpus, half_life_s)`: that history as a share of what
+  the whole cluster, busy forever, would have accumulated (total * h / ln 2): the 0..1
+  `core.Queue.usage` that DRF adds to a queue's dominant share (`Profile.usage_weight`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+DEFAULT_HALF_LIFE_S = 7 * 86_400.0  # Slurm's default PriorityDecayHalfLife
+
+
+def overlap(start: float, end: float, since: float, until: float) -> float:
+    return max(0.0, min(end, until) - max(start, since))
+
+
+def decayed(
+    intervals: Iterable[tuple[float, float, float]], now: float, half_life_s: float
+) -> float:
+    """Decayed GPU-seconds of (start, end, gpus) intervals at `now` (parts after `now` are
+    not counted)."""
+    if half_life_s <= 0:
+        raise ValueError(f"half_life_s: must be > 0, got {half_life_s}")
+    rate = math.log(2.0) / half_life_s
+    total = 0.0
+    for start, end, gpus in intervals:
+        end = min(end, now)
+        if end <= start or gpus <= 0:
+            continue
+        total += gpus * (math.exp(-rate * (now - end)) - math.exp(-rate * (now - start))) / rate
+    return total
+
+
+def usage_share(decayed_gpu_s: float, total_gpus: int, half_life_s: float) -> float:
+    """`decayed_gpu_s` as a share (0..1) of the cluster's whole decayed capacity."""
+    if total_gpus <= 0:
+        return 0.0
+    return min(1.0, max(0.0, decayed_gpu_s * math.log(2.0) / (total_gpus * half_life_s)))

@@ -1,0 +1,139 @@
+"""Accounting (issue 14, acceptance 4), on both databases: `GET /v1/usage` and `trainyard
+usage` equal the sum of the run intervals, to the second, for jobs that were preempted,
+failed and restarted, and for one still running; a window clips intervals; tenants see only
+their own usage."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from api_fixtures import NOW, ApiWorld, api
+from sqlalchemy import select
+
+from trainyard.server.db import Job, JobState, Queue, User, make_session_factory
+from trainyard.server.lifecycle import submit, transition
+
+__all__ = ["api"]
+S = JobState
+T0 = NOW - 10_000.0
+
+
+def _job(s: Any, user: str, queue: str, gpus: int, cpus: float = 0.0) -> Job:
+    owner = s.scalars(select(User).where(User.name == user)).one()
+    q = s.scalars(select(Queue).where(Queue.name == queue)).one()
+    job = Job(tenant=owner.tenant, user=owner, queue=q, gpus=gpus, cpus=cpus, max_restarts=3,
+              spec={"name": "j", "command": ["x"]})  # fmt: skip
+    submit(s, job, now=T0)
+    return job
+
+
+def _run(s: Any, job: Job, start: float, end: float | None, to: JobState) -> None:
+    job.placement = [{"node": "n0", "devices": list(range(job.gpus))}]
+    transition(s, job, S.STARTING, reason="scheduled", now=start - 5)
+    transition(s, job, S.RUNNING, reason="running", now=start)
+    if end is not None:
+        transition(s, job, to, reason="ended", now=end)
+
+
+@pytest.fixture
+def history(api: ApiWorld) -> dict[str, str]:
+    """ada: a job preempted (100 s on 2 GPUs), failed (50 s) and restarted to success (100 s);
+    gus (globex): a job on 4 GPUs still running since T0 + 900."""
+    with make_session_factory(api.engine)() as s:
+        a = _job(s, "ada", "research", gpus=2, cpus=8.0)
+        _run(s, a, T0 + 0, T0 + 100, S.PREEMPTED)
+        transition(s, a, S.PENDING, reason="stopped", now=T0 + 110)
+        _run(s, a, T0 + 200, T0 + 250, S.FAILED)
+        transition(s, a, S.PENDING, reason="restart", now=T0 + 260)
+        _run(s, a, T0 + 300, T0 + 400, S.SUCCEEDED)
+        b = _job(s, "gus", "sales", gpus=4)
+        _run(s, b, T0 + 900, None, S.RUNNING)
+        s.commit()
+        return {"ada": a.id, "gus": b.id}
+
+
+def _usage(api: ApiWorld, user: str, **params: Any) -> dict[str, Any]:
+    answer = api.client.get("/v1/usage", params=params, headers=api.auth(user))
+    assert answer.status_code == 200, answer.text
+    return dict(answer.json())
+
+
+def test_usage_is_the_sum_of_run_intervals_to_the_second(
+    api: ApiWorld, history: dict[str, str]
+) -> None:
+    out = _usage(api, "ada", since=T0 - 1, until=T0 + 1000, by="job")
+    assert out["rows"] == [{
+        "key": history["ada"], "gpu_seconds": 2 * (100 + 50 + 100),
+        "gpu_hours": 500 / 3600, "cpu_seconds": 8 * 250.0, "memory_gb_seconds": 0.0,
+        "intervals": 3, "jobs": 1,
+    }]  # fmt: skip
+    clipped = _usage(api, "ada", since=T0 + 50, until=T0 + 320, by="user")["rows"]
+    assert [(r["key"], r["gpu_seconds"], r["intervals"]) for r in clipped] == [
+        ("ada", 2 * (50 + 50 + 20), 3)
+    ]
+
+
+def test_a_running_job_counts_up_to_now_and_tenants_are_apart(
+    api: ApiWorld, history: dict[str, str]
+) -> None:
+    mine = _usage(api, "gus", since=T0, until=T0 + 1000, by="tenant")["rows"]
+    assert [(r["key"], r["gpu_seconds"]) for r in mine] == [("globex", 4 * 100.0)]
+    now_rows = _usage(api, "gus", since=T0, by="queue")  # until: the server's clock
+    (row,) = now_rows["rows"]
+    assert row["key"] == "sales"
+    assert row["gpu_seconds"] == pytest.approx(4 * (now_rows["until"] - (T0 + 900)))
+    assert all(r["key"] != "globex" for r in _usage(api, "ada", since=T0, by="tenant")["rows"])
+
+
+@pytest.mark.parametrize(
+    ("params", "field"),
+    [
+        ({"by": "planet"}, "by"),
+        ({"since": -1}, "since"),
+        ({"since": 5, "until": 4}, "until"),
+        ({"until": "inf"}, "until"),
+    ],
+)
+def test_bad_usage_queries_name_the_field(
+    api: ApiWorld, params: dict[str, Any], field: str
+) -> None:
+    answer = api.client.get("/v1/usage", params=params, headers=api.auth("ada"))
+    assert answer.status_code == 422, answer.text
+    assert answer.json()["error"]["field"] == field
+
+
+def test_the_cli_prints_the_same_figures(
+    api: ApiWorld, history: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from typer.testing import CliRunner
+
+    from trainyard.cli import usage as cli_usage
+    from trainyard.cli.main import app
+
+    class Client:  # the CLI's client, answering from the test app
+        def __enter__(self) -> Client:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            return None
+
+        def get(self, path: str, **params: Any) -> Any:
+            answer = api.client.get(path, params=params, headers=api.auth("ada"))
+            assert answer.status_code == 200, answer.text
+            return answer.json()
+
+    monkeypatch.setattr(cli_usage, "connect", lambda url, token: Client())
+    runner = CliRunner()
+    args = ["usage", "--since", str(T0 - 1), "--until", str(T0 + 1000), "--by", "job"]
+    out = runner.invoke(app, [*args, "--format", "json"])
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.stdout)["rows"][0]["gpu_seconds"] == 500.0
+    csv_out = runner.invoke(app, [*args, "--format", "csv"]).stdout.splitlines()
+    assert csv_out[0].startswith("key,gpu_hours,gpu_seconds")
+    assert csv_out[1].split(",")[2] == "500.0"
+    table = runner.invoke(app, args)
+    assert history["ada"] in table.stdout and "0.139" in table.stdout
+    bad = runner.invoke(app, ["usage", "--since", "yesterday"])
+    assert bad.exit_code == 2 and "--since" in bad.stderr
