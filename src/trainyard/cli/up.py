@@ -96,6 +96,14 @@ def up_command(
         list[str] | None,
         typer.Option("--job-env", help="pass this server variable to every job (repeatable)"),
     ] = None,
+    fairshare_half_life: Annotated[
+        float,
+        typer.Option(
+            "--fairshare-half-life",
+            min=0.001,
+            help="days for past GPU use to count half as much in fair share",
+        ),
+    ] = 7.0,
     log_cap_mb: Annotated[
         float,
         typer.Option(
@@ -139,6 +147,7 @@ def up_command(
         job_env=tuple(job_env or ()),
         work_roots=tuple(p.expanduser() for p in work_root or ()),
         log_cap_mb=log_cap_mb,
+        fairshare_half_life_s=fairshare_half_life * 86_400.0,
     )
     watch = _Watch(exit_when_done)
     server = Server(config, on_step=watch.on_step)

@@ -56,6 +56,7 @@ class ServerConfig:
     # directories a job's working_dir must lie in (empty: any but the server's home, which
     # is never allowed)
     work_roots: tuple[Path, ...] = ()
+    fairshare_half_life_s: float = 7 * 86_400.0  # decay of the usage history DRF sees
     log_cap_mb: float = 64.0  # output kept per rank, newest first (exec/rankwrap.py rotates)
 
     @property

@@ -49,6 +49,7 @@ from trainyard.server.bootstrap import bootstrap, write_secret
 from trainyard.server.config import ServerConfig
 from trainyard.server.db import Node, init_db, make_session_factory
 from trainyard.server.lifecycle import RetryPolicy
+from trainyard.server.loop.fairshare import FairShare
 from trainyard.server.loop.platform import Platform, StepReport
 from trainyard.server.services.logs import JobLogs
 
@@ -140,8 +141,9 @@ class Server:
         )
         retry = RetryPolicy(base_s=cfg.restart_backoff_s)
         self.platform = Platform(
-            sessions, executor, profile=cfg.profile, clock=self.clock, retry=retry
-        )
+            sessions, executor, profile=cfg.profile, clock=self.clock, retry=retry,
+            fairshare=FairShare(cfg.fairshare_half_life_s),
+        )  # fmt: skip
         node = self.platform.register_node(inventory, cfg.node_name)
         recovered = self.platform.recover()
         self._watcher = ExitWatcher(lambda _pid: self._wake.set())

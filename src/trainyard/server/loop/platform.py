@@ -64,6 +64,7 @@ from trainyard.server.lifecycle import (
     transition,
 )
 from trainyard.server.loop import scheduling
+from trainyard.server.loop.fairshare import FairShare
 from trainyard.server.loop.pending import PendingCache
 from trainyard.server.metrics import PLATFORM, PlatformMetrics
 
@@ -112,6 +113,7 @@ class Platform:
         node_name: str | None = None,
         max_rounds: int = 3,
         metrics: PlatformMetrics = PLATFORM,
+        fairshare: FairShare | None = None,
     ) -> None:
         self.session_factory = session_factory
         self.executor = executor
@@ -125,6 +127,7 @@ class Platform:
         self._runs: dict[str, RunHandle] = {}
         self._blocked: dict[str, str] = {}  # STARTING jobs whose devices were busy -> why
         self.pending_cache = PendingCache()
+        self.fairshare = fairshare if fairshare is not None else FairShare()
 
     # ---- node --------------------------------------------------------------------------
 
@@ -175,12 +178,15 @@ class Platform:
         cache = self.pending_cache
         metrics = self.metrics
         factory = self.session_factory
-        applied = scheduling.run_once(factory, self.profile, now=now, cache=cache, metrics=metrics)
+        fair = self.fairshare
+        applied = scheduling.run_once(
+            factory, self.profile, now=now, cache=cache, metrics=metrics, fairshare=fair
+        )
         for _ in range(self.max_rounds - 1):
             if not applied.retry:
                 break
             applied = scheduling.run_once(
-                factory, self.profile, now=now, cache=cache, metrics=metrics
+                factory, self.profile, now=now, cache=cache, metrics=metrics, fairshare=fair
             )
         report.applied = applied
         if applied.retry:

@@ -65,6 +65,7 @@ from trainyard.server.db import Node as NodeRow
 from trainyard.server.db import Queue as QueueRow
 from trainyard.server.lifecycle import HOLDS_DEVICES, IllegalTransition, transition
 from trainyard.server.loop import parking
+from trainyard.server.loop.fairshare import FairShare
 from trainyard.server.loop.pending import PendingCache
 from trainyard.server.metrics import PLATFORM, PlatformMetrics
 
@@ -163,7 +164,9 @@ def _nodes(session: Session) -> tuple[tuple[core.Node, ...], int]:
     return tuple(out), depth
 
 
-def _queues(session: Session) -> tuple[tuple[core.Queue, ...], dict[int, str]]:
+def _queues(
+    session: Session, usage: dict[int, float]
+) -> tuple[tuple[core.Queue, ...], dict[int, str]]:
     rows = list(session.scalars(select(QueueRow).order_by(QueueRow.id)))
     names = {q.id: q.name for q in rows}
     queues = tuple(
@@ -173,7 +176,7 @@ def _queues(session: Session) -> tuple[tuple[core.Queue, ...], dict[int, str]]:
             guaranteed=q.guaranteed,
             limit=q.limit,
             weight=q.weight,
-            usage=q.usage,
+            usage=usage.get(q.id, q.usage),
         )
         for q in rows
     )
@@ -210,11 +213,15 @@ def load_snapshot(
     now: float,
     topology: Topology | None = None,
     cache: PendingCache | None = None,
+    fairshare: FairShare | None = None,
 ) -> Snapshot:
     """The cluster as the core sees it at `now` (see the module docstring for the rules).
-    Pending jobs come from `cache` (`pending.PendingCache`, kept across rounds) when given."""
+    Pending jobs come from `cache` (`pending.PendingCache`, kept across rounds) when given;
+    each queue's usage history from `fairshare` (`fairshare.FairShare`) when given."""
     nodes, depth = _nodes(session)
-    queues, queue_names = _queues(session)
+    total = sum(n.gpus for n in nodes)
+    usage = fairshare.shares(session, now, total) if fairshare is not None else {}
+    queues, queue_names = _queues(session, usage)
     if topology is None:
         topology = Topology(levels=tuple(f"level{i}" for i in range(depth)))
     holding = list(
@@ -433,12 +440,13 @@ def run_once(
     topology: Topology | None = None,
     metrics: PlatformMetrics = PLATFORM,
     cache: PendingCache | None = None,
+    fairshare: FairShare | None = None,
 ) -> Applied:
     """One scheduling round: load, decide, apply; observes the cycle latency and refreshes the
     gauges. A `retry` result wrote nothing; run again."""
     began = time.perf_counter()
     with session_factory() as session:
-        snapshot = load_snapshot(session, now, topology, cache)
+        snapshot = load_snapshot(session, now, topology, cache, fairshare)
         with gc_paused():
             decision, parked = parking.decide(snapshot, profile)
         session.info[_PARKED] = parked
