@@ -9,8 +9,15 @@ from server_factories import World
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
-from trainyard.server.db import Device, Job, JobState, Node, Queue, UsageRecord
-from trainyard.server.db import make_session_factory
+from trainyard.server.db import (
+    Device,
+    Job,
+    JobState,
+    Node,
+    Queue,
+    UsageRecord,
+    make_session_factory,
+)
 from trainyard.server.loop.fairshare import FairShare
 from trainyard.server.loop.scheduling import run_once
 from trainyard.server.metrics import platform_metrics
