@@ -171,6 +171,13 @@ def simulate_command(
     restart_penalty: Annotated[
         float, typer.Option("--restart-penalty", help="Seconds lost per restart (trace jobs).")
     ] = DEFAULT_RESTART_S,
+    fairshare_half_life: Annotated[
+        float | None,
+        typer.Option(
+            "--fairshare-half-life",
+            help="Keep each queue's decayed usage for DRF, as the server does (days).",
+        ),
+    ] = None,
     quota_share: Annotated[
         float,
         typer.Option(
@@ -215,7 +222,8 @@ def simulate_command(
 
     try:
         names = _policies(policy, compare_list)
-        opts = SimOptions(interval_s=interval, estimates=estimates)
+        half_life = fairshare_half_life * 86_400.0 if fairshare_half_life is not None else None
+        opts = SimOptions(interval_s=interval, estimates=estimates, fairshare_half_life_s=half_life)
         wl = read_workload(
             workload, seed=seed, load=load, options=_options(option or []), shared=_shared()
         )

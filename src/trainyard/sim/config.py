@@ -28,12 +28,15 @@ class SimOptions:
       for what-if studies; used by backfill reservations and `sjf`).
     - `min_runtime_s`: seconds a started job runs before it may be preempted.
     - `max_time_s`: stop the simulation at this time (unfinished jobs are reported as such).
+    - `fairshare_half_life_s`: keep each queue's decayed usage for DRF, as the server does
+      (`sim/fairshare.py`); None (the default): no history.
     """
 
     interval_s: float = 60.0
     estimates: str = "none"
     min_runtime_s: float = 0.0
     max_time_s: float | None = None
+    fairshare_half_life_s: float | None = None
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.interval_s) and self.interval_s >= 0):
@@ -42,6 +45,8 @@ class SimOptions:
             raise WorkloadError("--estimates", f"must be none or exact, got {self.estimates!r}")
         if not self.min_runtime_s >= 0:  # NaN too
             raise WorkloadError("--min-runtime", "must be >= 0 seconds")
+        if self.fairshare_half_life_s is not None and not self.fairshare_half_life_s > 0:
+            raise WorkloadError("--fairshare-half-life", "must be > 0 days")
         if self.max_time_s is not None and not self.max_time_s >= 0:
             raise WorkloadError("--max-time", f"must be >= 0 seconds, got {self.max_time_s}")
 

@@ -54,6 +54,7 @@ from trainyard.core import (
 from trainyard.runtime import gc_paused
 from trainyard.sim.cluster import Cluster
 from trainyard.sim.config import QUOTA_SHARE, SimOptions, default_queues
+from trainyard.sim.fairshare import SimFairShare
 from trainyard.sim.jobstate import JobState, isolated_time
 from trainyard.sim.records import JobRecord, Sample, SimResult
 from trainyard.sim.speed import SpeedModel
@@ -85,6 +86,8 @@ class _Engine:
         self.profile = profile
         self.opt = options
         self.queues = queues
+        half_life = options.fairshare_half_life_s
+        self.fair = SimFairShare(queues, cluster.gpus, half_life) if half_life else None
         self.layout = build_layout(cluster.nodes, cluster.topology)
         self.node_type = {n.name: n.gpu_type for n in cluster.nodes}
         self.thresholds = tuple(profile.las_thresholds)
@@ -256,6 +259,8 @@ class _Engine:
             heapq.heappush(self.wakes, t + self.opt.min_runtime_s)
 
     def _stop(self, s: JobState, t: float) -> None:
+        if self.fair is not None:
+            self.fair.add(s.sim.queue, s.started, t, s.gpus)
         self._advance(s, t)
         s.attained += s.gpus * (t - s.started)
         s.run_time += t - s.started
@@ -343,11 +348,15 @@ class _Engine:
         self.rounds += 1
         self._refresh_elastic(t)
         running = [s.running for s in self.running.values() if s.running is not None]
+        queues = self.queues
+        if self.fair is not None:
+            spans = ((s.sim.queue, s.started, s.gpus) for s in self.running.values())
+            queues = self.fair.queues(t, queues, spans)
         snapshot = Snapshot(
             now=t,
             nodes=self.cluster.nodes,
             topology=self.cluster.topology,
-            queues=self.queues,
+            queues=queues,
             running=tuple(running),
             pending=tuple(s.job for s in self.pending.values()),
         )
