@@ -3,7 +3,8 @@
 Every interval a job spent RUNNING is a `UsageRecord` (written by `lifecycle.transition` when
 the job leaves RUNNING: finished, failed, preempted, cancelled, node lost), so preempted and
 failed attempts count as well; a job running now adds its open interval up to `now`. Each
-interval counts for the part inside [since, until) (`accounting.overlap`). A caller sees its
+interval counts for the part inside [since, until) (`accounting.overlap`); an empty window
+has no usage. A caller sees its
 own tenant (an operator reads every tenant with `trainyard admin usage`). Served by
 `GET /v1/usage` and printed by `trainyard usage` (table, CSV or JSON).
 """
@@ -103,7 +104,7 @@ def usage(
     if by not in BY:
         raise ApiError(422, f"unknown grouping {by!r}; use one of {', '.join(BY)}", field="by")
     if not until > since:
-        raise ApiError(422, "until must be after since", field="until")
+        return []  # an empty window holds no usage
     spans = intervals(session, tenant_id=tenant_id, since=since, until=until, now=now)
     names = _names(session, by)
     rows: dict[str, UsageRow] = {}
