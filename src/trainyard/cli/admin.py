@@ -30,6 +30,7 @@ from sqlalchemy.orm import Session
 
 from trainyard.server.config import ServerConfig, default_home
 from trainyard.server.services import admin as svc
+from trainyard.server.services import audit
 
 T = TypeVar("T")
 
@@ -128,9 +129,21 @@ def _database(home: Path | None, db: str | None) -> Iterator[Session]:
         engine.dispose()
 
 
-def _run(home: Path | None, db: str | None, work: Callable[[Session], T]) -> T:
+def _run(
+    home: Path | None,
+    db: str | None,
+    work: Callable[[Session], T],
+    audit_as: tuple[str, str, dict[str, Any]] | None = None,
+) -> T:
+    """`work` in one transaction; a change is recorded in the audit trail in the same one
+    (`audit_as`: action, target, details), by the OS login running the command."""
     with _database(home, db) as session:
-        return work(session)
+        out = work(session)
+        if audit_as is not None:
+            action, target, details = audit_as
+            audit.record(session, actor=audit.operator(), action=action, target=target,
+                         details=details, now=time.time())  # fmt: skip
+        return out
 
 
 def _when(ts: float | None) -> str:
@@ -160,7 +173,8 @@ def tenant_add(
     name: Annotated[str, typer.Argument(help="Tenant name.")], home: Home = None, db: Db = None
 ) -> None:
     """Create a tenant."""
-    _run(home, db, lambda s: svc.create_tenant(s, name, now=time.time()))
+    _run(home, db, lambda s: svc.create_tenant(s, name, now=time.time()),
+         ("tenant.add", name, {}))  # fmt: skip
     typer.echo(f"tenant {name} created; add users: trainyard admin user add NAME --tenant {name}")
 
 
@@ -187,7 +201,8 @@ def user_add(
     db: Db = None,
 ) -> None:
     """Create a user of a tenant."""
-    user = _run(home, db, lambda s: svc.create_user(s, tenant, name, role, now=time.time()))
+    user = _run(home, db, lambda s: svc.create_user(s, tenant, name, role, now=time.time()),
+                ("user.add", name, {"tenant": tenant, "role": role}))  # fmt: skip
     typer.echo(
         f"user {user.name} ({user.tenant}, {user.role}) created; "
         f"give them a token: trainyard admin token issue {user.name}"
@@ -220,7 +235,8 @@ def user_role(
     db: Db = None,
 ) -> None:
     """Change a user's role."""
-    user = _run(home, db, lambda s: svc.set_role(s, name, role, now=time.time()))
+    user = _run(home, db, lambda s: svc.set_role(s, name, role, now=time.time()),
+                ("user.role", name, {"role": role}))  # fmt: skip
     typer.echo(f"user {user.name} ({user.tenant}) is now {user.role}")
 
 
@@ -229,7 +245,8 @@ def user_disable(
     name: Annotated[str, typer.Argument(help="User name.")], home: Home = None, db: Db = None
 ) -> None:
     """Lock a user out (every token of theirs stops working)."""
-    _run(home, db, lambda s: svc.disable_user(s, name, now=time.time()))
+    _run(home, db, lambda s: svc.disable_user(s, name, now=time.time()),
+         ("user.disable", name, {}))  # fmt: skip
     typer.echo(f"user {name} disabled: none of their tokens authenticates (a running server "
                "notices within seconds)")  # fmt: skip
 
@@ -239,7 +256,8 @@ def user_enable(
     name: Annotated[str, typer.Argument(help="User name.")], home: Home = None, db: Db = None
 ) -> None:
     """Let a disabled user in again."""
-    _run(home, db, lambda s: svc.enable_user(s, name, now=time.time()))
+    _run(home, db, lambda s: svc.enable_user(s, name, now=time.time()),
+         ("user.enable", name, {}))  # fmt: skip
     typer.echo(f"user {name} enabled")
 
 
@@ -276,7 +294,7 @@ def token_issue(
         seconds = svc.parse_duration(expires_in, "--expires-in") if expires_in else None
         return svc.issue_user_token(session, user, now=now, name=name, expires_in_s=seconds)
 
-    issued = _run(home, db, work)
+    issued = _run(home, db, work, ("token.issue", user, {"name": name}))
     if as_json:
         typer.echo(json.dumps(dataclasses.asdict(issued), indent=2))
         return
@@ -300,182 +318,11 @@ def token_revoke(
 ) -> None:
     """Revoke a user's personal API tokens (all, or one)."""
     revoked = _run(
-        home, db, lambda s: svc.revoke_user_tokens(s, user, now=time.time(), token_id=token_id)
-    )
+        home, db, lambda s: svc.revoke_user_tokens(s, user, now=time.time(), token_id=token_id),
+        ("token.revoke", user, {"token_id": token_id}),
+    )  # fmt: skip
     if revoked:
         typer.echo(f"revoked {len(revoked)} token(s) of {user}: {', '.join(revoked)} "
                    "(a running server notices within seconds)")  # fmt: skip
     else:
         typer.echo(f"{user} had no live personal token; nothing revoked")
-
-
-# ---- queues --------------------------------------------------------------------------------
-
-Parent = Annotated[str | None, typer.Option("--parent", "-p", help="Parent queue.")]
-Tenant = Annotated[str | None, typer.Option("--tenant", "-t", help="Owning tenant.")]
-Guaranteed = Annotated[int | None, typer.Option("--guaranteed", "-g", help="Guaranteed GPUs.")]
-Limit = Annotated[int | None, typer.Option("--limit", "-l", help="At most this many GPUs.")]
-Weight = Annotated[float | None, typer.Option("--weight", "-w", help="Fair-share weight (> 0).")]
-MaxPriority = Annotated[
-    int | None,
-    typer.Option("--max-priority", help="Highest priority its jobs may ask for (a submit above "
-                 "it is refused; the lowest limit of the queue and its ancestors applies)."),
-]  # fmt: skip
-
-
-def _queue_line(q: svc.QueueInfo) -> str:
-    limit = "no limit" if q.limit is None else f"limit {q.limit}"
-    top = "" if q.max_priority is None else f", max priority {q.max_priority}"
-    return (
-        f"queue {q.name}: parent {q.parent or '-'}, {q.tenant or 'shared'}, "
-        f"guaranteed {q.guaranteed}, {limit}, weight {q.weight:g}{top}"
-    )
-
-
-@queue_app.command("add")
-def queue_add(
-    name: Annotated[str, typer.Argument(help="Queue name (unique).")],
-    parent: Parent = None,
-    tenant: Annotated[
-        str | None, typer.Option("--tenant", "-t", help="Owning tenant (default: shared).")
-    ] = None,
-    guaranteed: Guaranteed = 0,
-    limit: Limit = None,
-    weight: Weight = 1.0,
-    max_priority: MaxPriority = None,
-    home: Home = None,
-    db: Db = None,
-) -> None:
-    """Create a queue (shared unless --tenant; a root unless --parent)."""
-    queue = _run(
-        home,
-        db,
-        lambda s: svc.create_queue(
-            s,
-            name,
-            now=time.time(),
-            parent=parent,
-            tenant=tenant,
-            guaranteed=guaranteed or 0,
-            limit=limit,
-            weight=1.0 if weight is None else weight,
-            max_priority=max_priority,
-        ),
-    )
-    typer.echo(f"created {_queue_line(queue)}")
-
-
-@queue_app.command("set")
-def queue_set(
-    name: Annotated[str, typer.Argument(help="Queue name.")],
-    parent: Parent = None,
-    no_parent: Annotated[bool, typer.Option("--no-parent", help="Make it a root.")] = False,
-    tenant: Tenant = None,
-    shared: Annotated[bool, typer.Option("--shared", help="Shared by all tenants.")] = False,
-    guaranteed: Guaranteed = None,
-    limit: Limit = None,
-    no_limit: Annotated[bool, typer.Option("--no-limit", help="Remove the limit.")] = False,
-    weight: Weight = None,
-    max_priority: MaxPriority = None,
-    no_max_priority: Annotated[
-        bool, typer.Option("--no-max-priority", help="Remove the priority limit.")
-    ] = False,
-    home: Home = None,
-    db: Db = None,
-) -> None:
-    """Change a queue's parent, tenant, guarantee, limit, weight or priority limit."""
-    for given, flag, other in (
-        (parent is not None and no_parent, "--parent", "--no-parent"),
-        (tenant is not None and shared, "--tenant", "--shared"),
-        (limit is not None and no_limit, "--limit", "--no-limit"),
-        (max_priority is not None and no_max_priority, "--max-priority", "--no-max-priority"),
-    ):
-        if given:
-            _fail(flag, f"give {flag} or {other}, not both")
-    new_parent: str | svc.Unset | None = (
-        None if no_parent else (svc.UNSET if parent is None else parent)
-    )
-    new_tenant: str | svc.Unset | None = (
-        None if shared else (svc.UNSET if tenant is None else tenant)
-    )
-    new_limit: int | svc.Unset | None = (
-        None if no_limit else (svc.UNSET if limit is None else limit)
-    )
-    new_top: int | svc.Unset | None = (
-        None if no_max_priority else (svc.UNSET if max_priority is None else max_priority)
-    )
-    changes = (new_parent, new_tenant, new_limit, new_top)
-    if all(c is svc.UNSET for c in changes) and guaranteed is None and weight is None:
-        _fail("queue", "nothing to change: give --parent, --tenant, --guaranteed, --limit, ...")
-    queue = _run(
-        home,
-        db,
-        lambda s: svc.update_queue(
-            s,
-            name,
-            parent=new_parent,
-            tenant=new_tenant,
-            guaranteed=guaranteed,
-            limit=new_limit,
-            weight=weight,
-            max_priority=new_top,
-        ),
-    )
-    typer.echo(f"updated {_queue_line(queue)}")
-
-
-@queue_app.command("list")
-def queue_list(
-    tenant: Annotated[
-        str | None, typer.Option("--tenant", "-t", help="Only queues this tenant may use.")
-    ] = None,
-    home: Home = None,
-    db: Db = None,
-    as_json: Json = False,
-) -> None:
-    """List queues, as a tree."""
-    queues = _run(home, db, lambda s: svc.list_queues(s, tenant))
-    if as_json:
-        _json(queues)
-        return
-    by_name = {q.name: q for q in queues}
-    ordered: list[tuple[int, svc.QueueInfo]] = []
-
-    def walk(q: svc.QueueInfo, depth: int) -> None:
-        ordered.append((depth, q))
-        for child in q.children:
-            if child in by_name:
-                walk(by_name[child], depth + 1)
-
-    for q in queues:
-        if q.parent is None or q.parent not in by_name:
-            walk(q, 0)
-    rows = [
-        (
-            "  " * depth + q.name,
-            q.tenant or "shared",
-            q.guaranteed,
-            q.limit,
-            f"{q.weight:g}",
-            q.pending,
-            q.running,
-        )
-        for depth, q in ordered
-    ]
-    columns = ("queue", "tenant", "guaranteed", "limit", "weight", "pending", "running")
-    _table("queues", columns, rows)
-
-
-@queue_app.command("rm")
-def queue_rm(
-    name: Annotated[str, typer.Argument(help="Queue name.")],
-    purge_finished: Annotated[
-        bool,
-        typer.Option("--purge-finished", help="Also delete its finished jobs (their history)."),
-    ] = False,
-    home: Home = None,
-    db: Db = None,
-) -> None:
-    """Delete a queue without child queues or unfinished jobs."""
-    gone = _run(home, db, lambda s: svc.delete_queue(s, name, purge_finished=purge_finished))
-    typer.echo(f"queue {name} deleted" + (f" with {gone} finished job(s)" if gone else ""))

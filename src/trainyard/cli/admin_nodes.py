@@ -44,12 +44,12 @@ def node_list(home: Home = None, db: Db = None, as_json: Json = False) -> None:
 @node_app.command("drain")
 def node_drain(node: Name, home: Home = None, db: Db = None) -> None:
     """Place no new job on NODE; the jobs running there keep running."""
-    info = _run(home, db, lambda s: svc.set_schedulable(s, node, False))
+    info = _run(home, db, lambda s: svc.set_schedulable(s, node, False), ("node.drain", node, {}))
     typer.echo(f"node {info.name}: drained; {info.jobs} job(s) still run there")
 
 
 @node_app.command("undrain")
 def node_undrain(node: Name, home: Home = None, db: Db = None) -> None:
     """Let the scheduler place jobs on NODE again."""
-    info = _run(home, db, lambda s: svc.set_schedulable(s, node, True))
+    info = _run(home, db, lambda s: svc.set_schedulable(s, node, True), ("node.undrain", node, {}))
     typer.echo(f"node {info.name}: schedulable")

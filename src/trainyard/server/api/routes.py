@@ -15,6 +15,7 @@ from sqlalchemy import text
 from sqlalchemy.orm import Session, sessionmaker
 
 import trainyard.server.api.schemas as schemas
+import trainyard.server.services.audit as audit
 import trainyard.server.services.idempotency as idempotency
 import trainyard.server.services.jobs as jobs
 import trainyard.server.services.logs as logs
@@ -23,7 +24,7 @@ import trainyard.server.services.usage as usage
 from trainyard.jobspec import Limits
 from trainyard.server.api.auth import Principal, TokenCache, authenticate, bearer
 from trainyard.server.api.errors import ApiError
-from trainyard.server.db.base import JobState
+from trainyard.server.db.base import JobState, Role
 from trainyard.server.metrics import PLATFORM
 from trainyard.server.services.admission import Admission
 from trainyard.server.services.intake import Intake, Prepared, QueueDirectory, prepare
@@ -317,6 +318,29 @@ def get_usage(
             for r in rows
         ],
     )  # fmt: skip
+
+
+@v1.get("/audit", response_model=schemas.AuditList)
+def get_audit(
+    request: Request,
+    ctx: Ctx,
+    since: Annotated[float, Query(ge=0, le=1e12, description="epoch seconds")] = 0.0,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+) -> schemas.AuditList:
+    """The tenant's audit trail, oldest first (admins only): who did what and when."""
+    with ctx.unit(request) as (session, who, _now):
+        if who.role != Role.ADMIN or who.job_id is not None:
+            raise ApiError(403, "only a tenant admin may read the audit trail", field=None)
+        rows, more = audit.events(session, tenant_id=who.tenant_id, since=since, limit=limit)
+        return schemas.AuditList(
+            events=[
+                schemas.AuditEventOut(
+                    time=r.time, actor=r.actor, action=r.action, target=r.target, details=r.details
+                )
+                for r in rows
+            ],
+            more=more,
+        )
 
 
 @v1.get("/nodes", response_model=schemas.NodeList)

@@ -162,3 +162,16 @@ class UsageOut(BaseModel):
     until: float
     by: str
     rows: list[UsageRowOut]
+
+
+class AuditEventOut(BaseModel):
+    time: float
+    actor: str
+    action: str
+    target: str
+    details: dict[str, Any]
+
+
+class AuditList(BaseModel):
+    events: list[AuditEventOut]
+    more: bool  # more entries exist after the last one (ask again with `since`)

@@ -8,9 +8,11 @@ everything it knows from it. Modules:
 - `cluster`: `Queue` (hierarchical), `Node`, `Device`.
 - `jobs`: `Job`, `JobEvent` (state changes go through `trainyard.server.lifecycle`).
 - `usage`: `UsageRecord`, one run interval of a job (accounting).
+- `audit`: `AuditEvent`, the append-only audit trail.
 - `session`: `make_engine`, `make_session_factory`, `init_db` (Alembic to head).
 """
 
+from trainyard.server.db.audit import AuditEvent
 from trainyard.server.db.base import Base, Health, JobState, Role
 from trainyard.server.db.cluster import Device, Node, Queue
 from trainyard.server.db.jobs import Job, JobEvent
@@ -25,6 +27,7 @@ from trainyard.server.db.usage import UsageRecord
 
 __all__ = [
     "ApiToken",
+    "AuditEvent",
     "Base",
     "Device",
     "Health",

@@ -29,10 +29,12 @@ from trainyard.jobspec import JobSpec, JobSpecError, Limits, resolve
 from trainyard.server import lifecycle
 from trainyard.server.api.auth import Principal
 from trainyard.server.api.errors import ApiError
+from trainyard.server.db.audit import AuditEvent
 from trainyard.server.db.base import new_id
 from trainyard.server.db.cluster import Queue
 from trainyard.server.db.jobs import Job, JobEvent
 from trainyard.server.metrics import PLATFORM
+from trainyard.server.services import audit
 from trainyard.server.services.admission import Admission
 from trainyard.server.services.jobs import read_spec, spec_error, submittable_by
 
@@ -112,6 +114,7 @@ class Prepared:
 
     job: dict[str, Any]
     event: dict[str, Any]
+    audit: dict[str, Any] | None = None  # its audit-trail entry (services/audit.py)
 
     @property
     def job_id(self) -> str:
@@ -191,7 +194,12 @@ def _rows(who: Principal, spec: JobSpec, queue_id: int, now: float) -> Prepared:
     }
     reason = f"submitted by {who.user_name}"[:64]
     row, event = lifecycle.submission_rows(job, now=now, reason=reason)
-    return Prepared(row, event)
+    entry = audit.row(
+        actor=who.user_name, user_id=who.user_id, tenant_id=who.tenant_id, action="job.submit",
+        target=str(job["id"]), now=now,
+        details={"queue": spec.queue, "gpus": spec.gpus, "priority": spec.priority},
+    )  # fmt: skip
+    return Prepared(row, event, entry)
 
 
 @dataclass
@@ -292,6 +300,9 @@ class Intake:
         with self.sessions() as s:
             s.execute(insert(Job), [item.prepared.job for item in batch])
             s.execute(insert(JobEvent), [item.prepared.event for item in batch])
+            entries = [item.prepared.audit for item in batch if item.prepared.audit]
+            if entries:
+                s.execute(insert(AuditEvent), entries)
             s.commit()
 
 

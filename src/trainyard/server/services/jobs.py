@@ -23,6 +23,7 @@ from trainyard.server.db.cluster import Node, Queue
 from trainyard.server.db.jobs import Job
 from trainyard.server.db.tenancy import Tenant
 from trainyard.server.metrics import PLATFORM
+from trainyard.server.services import audit
 
 YAML_TYPES = frozenset({"application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml"})
 LIST_LIMIT = 1000
@@ -161,6 +162,10 @@ def cancel_job(session: Session, who: Principal, job_id: str, *, now: float) -> 
         ) from None
     except StaleDataError:
         raise ApiError(409, f"job {job.id} changed concurrently; try again", field=None) from None
+    audit.record(
+        session, actor=who.user_name, user_id=who.user_id, tenant_id=who.tenant_id,
+        action="job.cancel", target=job.id, now=now,
+    )  # fmt: skip
     return schemas.SubmitOut(id=job.id, state=job.state)
 
 

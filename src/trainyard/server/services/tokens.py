@@ -15,6 +15,7 @@ from trainyard.server.api.errors import forbidden, not_found
 from trainyard.server.db.base import Role
 from trainyard.server.db.tenancy import ApiToken, User
 from trainyard.server.db.tokens import issue_token, revoke_token
+from trainyard.server.services import audit
 
 _TOKEN_ID = re.compile(r"[0-9a-f]{12}")
 
@@ -45,6 +46,10 @@ def create_token(
     assert user is not None
     expires = now + body.expires_in_s if body.expires_in_s is not None else None
     row, token = issue_token(session, user, now=now, name=body.name, expires_at=expires)
+    audit.record(
+        session, actor=who.user_name, user_id=who.user_id, tenant_id=who.tenant_id,
+        action="token.create", target=row.token_id, now=now, details={"name": body.name},
+    )  # fmt: skip
     return schemas.NewTokenOut(**_out(row).model_dump(), token=token)
 
 
@@ -78,4 +83,8 @@ def revoke(session: Session, who: Principal, token_id: str, *, now: float) -> sc
     if row is None:
         raise not_found(f"token {token_id!r}")
     revoke_token(session, row, now=now)
+    audit.record(
+        session, actor=who.user_name, user_id=who.user_id, tenant_id=who.tenant_id,
+        action="token.revoke", target=row.token_id, now=now,
+    )  # fmt: skip
     return _out(row)
