@@ -37,11 +37,14 @@ class QueueInfo:
     max_priority: int | None = None  # its own limit (ancestors' limits apply too)
 
 
+MAX_GPUS = 2**31 - 1  # a 32-bit column; far beyond any cluster
+
+
 def _check_numbers(guaranteed: int, limit: int | None, weight: float) -> None:
-    if guaranteed < 0:
-        raise AdminError("guaranteed", f"must be >= 0 GPUs, got {guaranteed}")
-    if limit is not None and limit < 0:
-        raise AdminError("limit", f"must be >= 0 GPUs (or no limit), got {limit}")
+    if not 0 <= guaranteed <= MAX_GPUS:
+        raise AdminError("guaranteed", f"must be 0 to {MAX_GPUS} GPUs, got {guaranteed}")
+    if limit is not None and not 0 <= limit <= MAX_GPUS:
+        raise AdminError("limit", f"must be 0 to {MAX_GPUS} GPUs (or no limit), got {limit}")
     if limit is not None and limit < guaranteed:
         raise AdminError(
             "limit",
