@@ -192,14 +192,19 @@ def jobs_command(
         str | None,
         typer.Option("--state", "-s", help="Only jobs in this state (PENDING, RUNNING, ...)."),
     ] = None,
-    limit: Annotated[int, typer.Option("--limit", min=1, help="At most this many jobs.")] = 100,
+    limit: Annotated[
+        int, typer.Option("--limit", min=1, max=1000, help="At most this many jobs.")
+    ] = 100,
+    offset: Annotated[int, typer.Option("--offset", min=0, help="Skip the newest N.")] = 0,
     as_json: JsonOption = False,
     url: UrlOption = None,
     token: TokenOption = None,
 ) -> None:
-    """List your tenant's jobs, newest first."""
+    """List your tenant's jobs, newest first (a page; says when more exist)."""
     with connect(url, token) as client:
-        out = client.get("/v1/jobs", state=state.upper() if state else None, limit=limit)
+        out = client.get(
+            "/v1/jobs", state=state.upper() if state else None, limit=limit, offset=offset
+        )
     if as_json:
         print_json(out)
         return
@@ -226,6 +231,12 @@ def jobs_command(
             age(job["submitted_at"]),
         )
     console().print(table)
+    if out.get("more"):
+        typer.echo(
+            f"{len(jobs)} shown; more jobs exist: --offset {offset + len(jobs)} for the next "
+            "page, or a larger --limit",
+            err=True,
+        )
 
 
 def _virtual_devices(client: ApiClient) -> dict[str, set[int]] | None:

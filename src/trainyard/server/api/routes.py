@@ -217,10 +217,12 @@ def list_jobs(
     ctx: Ctx,
     state: JobState | None = None,
     limit: Annotated[int, Query(ge=1, le=jobs.LIST_LIMIT)] = jobs.LIST_LIMIT,
+    offset: Annotated[int, Query(ge=0, le=2**31 - 1)] = 0,
 ) -> schemas.JobList:
-    """The caller's tenant's jobs, newest first, optionally in one state."""
+    """The caller's tenant's jobs, newest first, optionally in one state; `more` says
+    whether another page follows (ask again with `offset`)."""
     with ctx.unit(request) as (session, who, _now):
-        return jobs.list_jobs(session, who, state=state, limit=limit)
+        return jobs.list_jobs(session, who, state=state, limit=limit, offset=offset)
 
 
 @v1.get("/jobs/{job_id}", response_model=schemas.JobDetail)

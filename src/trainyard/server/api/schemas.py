@@ -41,6 +41,7 @@ class JobSummary(BaseModel):
 
 class JobList(BaseModel):
     jobs: list[JobSummary]
+    more: bool = False  # more jobs follow this page (ask with offset = offset + len(jobs))
 
 
 class EventOut(BaseModel):

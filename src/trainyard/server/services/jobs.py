@@ -91,21 +91,26 @@ def _summary_fields(job: Job) -> dict[str, Any]:
 
 
 def list_jobs(
-    session: Session, who: Principal, *, state: JobState | None, limit: int
+    session: Session, who: Principal, *, state: JobState | None, limit: int, offset: int = 0
 ) -> schemas.JobList:
+    """A page of the tenant's jobs, newest first; `more` says whether rows follow it."""
     query = (
         select(Job)
         .where(Job.tenant_id == who.tenant_id)
         .options(selectinload(Job.queue), selectinload(Job.user))
         .order_by(Job.submitted_at.desc(), Job.id)
-        .limit(limit)
+        .offset(offset)
+        .limit(limit + 1)
     )
     if state is not None:
         query = query.where(Job.state == state)
     if who.job_id is not None:
         query = query.where(Job.id == who.job_id)
-    jobs = session.scalars(query)
-    return schemas.JobList(jobs=[schemas.JobSummary(**_summary_fields(j)) for j in jobs])
+    jobs = list(session.scalars(query))
+    return schemas.JobList(
+        jobs=[schemas.JobSummary(**_summary_fields(j)) for j in jobs[:limit]],
+        more=len(jobs) > limit,
+    )
 
 
 def own_job(session: Session, who: Principal, job_id: str) -> Job:

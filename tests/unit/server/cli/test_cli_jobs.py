@@ -51,8 +51,14 @@ def test_submit_list_describe_cancel(api_server: ApiServer, cli: Cli, tmp_path: 
     for column in ("ID", "NAME", "QUEUE", "STATE", "GPUS", "USER", "AGE"):
         assert column in listed.stdout
     assert job in listed.stdout and "mnist-ddp" in listed.stdout and "research" in listed.stdout
-    rows = json.loads(cli("jobs", "--json", "--limit", "1", token=ada).stdout)["jobs"]
-    assert [r["id"] for r in rows] == [second["id"]]  # newest first
+    page = json.loads(cli("jobs", "--json", "--limit", "1", token=ada).stdout)
+    assert [r["id"] for r in page["jobs"]] == [second["id"]]  # newest first
+    assert page["more"] is True
+    cut = cli("jobs", "--limit", "1", token=ada)
+    assert "1 shown; more jobs exist: --offset 1" in cut.stderr
+    rest = json.loads(cli("jobs", "--json", "--limit", "1", "--offset", "1", token=ada).stdout)
+    assert [r["id"] for r in rest["jobs"]] == [job] and rest["more"] is False
+    assert "more jobs exist" not in cli("jobs", "--limit", "2", token=ada).stderr
 
     described = cli("describe", job, token=ada)
     assert described.exit_code == 0, described.output
