@@ -168,7 +168,7 @@ def cancel_job(session: Session, who: Principal, job_id: str, *, now: float) -> 
     except StaleDataError:
         raise ApiError(409, f"job {job.id} changed concurrently; try again", field=None) from None
     audit.record(
-        session, actor=who.user_name, user_id=who.user_id, tenant_id=who.tenant_id,
+        session, actor=who.user_name, user_id=who.user_id or None, tenant_id=who.tenant_id,
         action="job.cancel", target=job.id, now=now,
     )  # fmt: skip
     return schemas.SubmitOut(id=job.id, state=job.state)
