@@ -185,8 +185,39 @@ def tenant_list(home: Home = None, db: Db = None, as_json: Json = False) -> None
     if as_json:
         _json(tenants)
         return
-    rows = [(t.name, t.users, t.queues, _when(t.created_at)) for t in tenants]
-    _table("tenants", ("name", "users", "own queues", "created"), rows)
+    rows = [(t.name, t.users, t.queues, _when(t.created_at), _budget(t)) for t in tenants]
+    _table("tenants", ("name", "users", "own queues", "created", "budget"), rows)
+
+
+def _budget(t: svc.TenantInfo) -> str:
+    if t.budget_gpu_hours is None:
+        return "none"
+    days = (t.budget_period_s or 30 * 86_400.0) / 86_400.0
+    return f"{t.budget_gpu_hours:g} GPU-hours / {days:g} days"
+
+
+@tenant_app.command("budget")
+def tenant_budget(
+    name: Annotated[str, typer.Argument(help="Tenant name.")],
+    gpu_hours: Annotated[
+        float | None, typer.Option("--gpu-hours", help="GPU-hours per period.")
+    ] = None,
+    period: Annotated[str, typer.Option(help="Rolling period (30d, 1w, 12h).")] = "30d",
+    none: Annotated[bool, typer.Option("--none", help="Remove the budget.")] = False,
+    home: Home = None,
+    db: Db = None,
+) -> None:
+    """Set a tenant's GPU-hour budget: its new work waits while the budget is spent."""
+    if (gpu_hours is None) == (not none):
+        _fail("--gpu-hours", "give --gpu-hours N or --none")
+
+    def work(s: Session) -> svc.TenantInfo:
+        seconds = svc.parse_duration(period, "--period")
+        return svc.set_budget(s, name, gpu_hours=gpu_hours, period_s=seconds)
+
+    details = {"gpu_hours": gpu_hours, "period": None if none else period}
+    info = _run(home, db, work, ("tenant.budget", name, details))
+    typer.echo(f"tenant {info.name}: budget {_budget(info)}")
 
 
 # ---- users ---------------------------------------------------------------------------------

@@ -24,6 +24,9 @@ class Tenant(Base):
     id: Mapped[int] = mapped_column(primary_key=True)
     name: Mapped[str] = mapped_column(String(64), unique=True)
     created_at: Mapped[float] = mapped_column(Timestamp)
+    # GPU-hours it may use per rolling period (None: no budget); new work waits when spent
+    budget_gpu_hours: Mapped[float | None] = mapped_column(default=None)
+    budget_period_s: Mapped[float | None] = mapped_column(default=None)
 
     users: Mapped[list[User]] = relationship(back_populates="tenant")
 

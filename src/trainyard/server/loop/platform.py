@@ -64,6 +64,7 @@ from trainyard.server.lifecycle import (
     transition,
 )
 from trainyard.server.loop import scheduling
+from trainyard.server.loop.budgets import Budgets
 from trainyard.server.loop.fairshare import FairShare
 from trainyard.server.loop.pending import PendingCache
 from trainyard.server.metrics import PLATFORM, PlatformMetrics
@@ -128,6 +129,7 @@ class Platform:
         self._blocked: dict[str, str] = {}  # STARTING jobs whose devices were busy -> why
         self.pending_cache = PendingCache()
         self.fairshare = fairshare if fairshare is not None else FairShare()
+        self.budgets = Budgets()
 
     # ---- node --------------------------------------------------------------------------
 
@@ -178,16 +180,18 @@ class Platform:
         cache = self.pending_cache
         metrics = self.metrics
         factory = self.session_factory
-        fair = self.fairshare
-        applied = scheduling.run_once(
-            factory, self.profile, now=now, cache=cache, metrics=metrics, fairshare=fair
-        )
+
+        def round_() -> scheduling.Applied:
+            return scheduling.run_once(
+                factory, self.profile, now=now, cache=cache, metrics=metrics,
+                fairshare=self.fairshare, budgets=self.budgets,
+            )  # fmt: skip
+
+        applied = round_()
         for _ in range(self.max_rounds - 1):
             if not applied.retry:
                 break
-            applied = scheduling.run_once(
-                factory, self.profile, now=now, cache=cache, metrics=metrics, fairshare=fair
-            )
+            applied = round_()
         report.applied = applied
         if applied.retry:
             report.errors.append(f"scheduling: {applied.error}")

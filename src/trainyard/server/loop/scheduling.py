@@ -65,6 +65,7 @@ from trainyard.server.db import Node as NodeRow
 from trainyard.server.db import Queue as QueueRow
 from trainyard.server.lifecycle import HOLDS_DEVICES, IllegalTransition, transition
 from trainyard.server.loop import parking
+from trainyard.server.loop.budgets import Budgets
 from trainyard.server.loop.fairshare import FairShare
 from trainyard.server.loop.pending import PendingCache
 from trainyard.server.metrics import PLATFORM, PlatformMetrics
@@ -84,6 +85,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 S = JobState
+_HELD = "trainyard.scheduling.held"  # session.info: job id -> reason (loop/budgets.py)
 _PARKED = "trainyard.scheduling.parked"  # session.info: job id -> reason (loop/parking.py)
 _SEEN = "trainyard.scheduling.seen"  # session.info: job id -> (version, reason, start) read
 _UNEVICTABLE = frozenset({S.STARTING, S.RESIZING, S.PREEMPTED})
@@ -214,6 +216,7 @@ def load_snapshot(
     topology: Topology | None = None,
     cache: PendingCache | None = None,
     fairshare: FairShare | None = None,
+    budgets: Budgets | None = None,
 ) -> Snapshot:
     """The cluster as the core sees it at `now` (see the module docstring for the rules).
     Pending jobs come from `cache` (`pending.PendingCache`, kept across rounds) when given;
@@ -268,6 +271,17 @@ def load_snapshot(
     pending_cache = cache if cache is not None else PendingCache()  # (an empty one is falsy)
     pending, seen = pending_cache.load(session, now, queue_names, _job)
     session.info[_SEEN] = seen
+    over = budgets.over(session, now) if budgets is not None else {}
+    held: dict[str, str] = {}
+    if over:  # tenants that spent their budget start nothing new (loop/budgets.py)
+        rows = session.execute(
+            select(JobRow.id, JobRow.tenant_id).where(
+                JobRow.state == S.PENDING, JobRow.tenant_id.in_(list(over))
+            )
+        )
+        held = {job_id: over[tenant] for job_id, tenant in rows}
+        pending = [j for j in pending if j.id not in held]
+    session.info[_HELD] = held
     return Snapshot(
         now=now,
         nodes=nodes,
@@ -298,7 +312,8 @@ def _write_reasons(session: Session, decision: Decision, skip: set[str]) -> int:
         (job_id, f"{reason.code}: {reason.message}", reason.estimated_start)
         for job_id, reason in decision.pending.items()
     ]
-    reasons += [(job_id, text, None) for job_id, text in session.info.get(_PARKED, {}).items()]
+    for kind in (_PARKED, _HELD):
+        reasons += [(job_id, text, None) for job_id, text in session.info.get(kind, {}).items()]
     for job_id, text, start in reasons:
         if job_id in skip:
             continue
@@ -441,12 +456,13 @@ def run_once(
     metrics: PlatformMetrics = PLATFORM,
     cache: PendingCache | None = None,
     fairshare: FairShare | None = None,
+    budgets: Budgets | None = None,
 ) -> Applied:
     """One scheduling round: load, decide, apply; observes the cycle latency and refreshes the
     gauges. A `retry` result wrote nothing; run again."""
     began = time.perf_counter()
     with session_factory() as session:
-        snapshot = load_snapshot(session, now, topology, cache, fairshare)
+        snapshot = load_snapshot(session, now, topology, cache, fairshare, budgets)
         with gc_paused():
             decision, parked = parking.decide(snapshot, profile)
         session.info[_PARKED] = parked

@@ -58,6 +58,8 @@ class TenantInfo:
     users: int
     queues: int
     created_at: float
+    budget_gpu_hours: float | None = None  # per rolling `budget_period_s` (None: no budget)
+    budget_period_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,9 +118,32 @@ def list_tenants(session: Session) -> list[TenantInfo]:
         for tenant_id, count in session.execute(select(column, func.count()).group_by(column)):
             counts[(kind, tenant_id)] = count
     return [
-        TenantInfo(t.name, counts[("users", t.id)], counts[("queues", t.id)], t.created_at)
+        TenantInfo(
+            t.name,
+            counts[("users", t.id)],
+            counts[("queues", t.id)],
+            t.created_at,
+            t.budget_gpu_hours,
+            t.budget_period_s,
+        )
         for t in session.scalars(select(Tenant).order_by(Tenant.name))
     ]
+
+
+def set_budget(
+    session: Session, name: str, *, gpu_hours: float | None, period_s: float | None
+) -> TenantInfo:
+    """Give tenant `name` a budget of `gpu_hours` per rolling `period_s` (None: remove it).
+    New work of the tenant waits while its usage in the period reaches it."""
+    tenant = _find(session, Tenant, name, "tenant")
+    if gpu_hours is not None and not (0 <= gpu_hours < 1e12 and math.isfinite(gpu_hours)):
+        raise AdminError("gpu_hours", f"must be a number of GPU-hours >= 0, got {gpu_hours}")
+    if period_s is not None and not (60 <= period_s <= 10 * 366 * 86_400):
+        raise AdminError("period", "must be between a minute and ten years")
+    tenant.budget_gpu_hours = gpu_hours
+    tenant.budget_period_s = period_s if gpu_hours is not None else None
+    session.flush()
+    return next(t for t in list_tenants(session) if t.name == name)
 
 
 def _live_tokens(session: Session, now: float) -> dict[int, int]:
