@@ -11,8 +11,10 @@ Cases (all of them without arguments):
   API latency p50/p99/max over every request, and a loss check: the number of job rows in
   the database afterwards (read directly from SQLite), which must equal the accepted count
   with every returned id distinct. The jobs ask for a GPU the node does not have (`--virtual-
-  gpus 0`), so they stay PENDING and nothing runs: the scheduler loop still wakes on the
-  submits and schedules the growing queue meanwhile, as it would in production.
+  gpus 0`; `wait_for_capacity: true`, or admission would refuse them), so they stay PENDING
+  and nothing runs (the per-tenant queued-jobs limit is raised to let them all in): the
+  scheduler loop still wakes on the submits and schedules the growing queue meanwhile, as it
+  would in production.
 * ``start``: on an idle server with one virtual GPU, `--starts` jobs one after another, each
   running `sh -c 'date +%s.%N > FILE'`: submit-to-process-start is the time from just before
   the POST to the timestamp the job's own process writes when it starts (the rank wrapper's
@@ -46,7 +48,10 @@ import httpx
 from trainyard.exec.procfs import free_port
 from trainyard.stats import percentile
 
-SPEC = {"name": "bench", "queue": "default", "command": ["true"], "gpus": 1, "cpus": 0.1}
+SPEC = {
+    "name": "bench", "queue": "default", "command": ["true"], "gpus": 1, "cpus": 0.1,
+    "wait_for_capacity": True,  # admission would refuse a GPU no node has (issue 14)
+}  # fmt: skip
 
 
 def _ms(values: list[float], p: float) -> float:
@@ -63,7 +68,7 @@ class ServerProcess:
         self.url = f"http://127.0.0.1:{self.port}"
         env = {**os.environ, "TRAINYARD_HOME": str(home), "TRAINYARD_CONFIG": str(home / "c.json")}
         argv = [sys.executable, "-m", "trainyard.cli.main", "up", "--port", str(self.port)]
-        argv += ["--virtual-gpus", str(virtual_gpus)]
+        argv += ["--virtual-gpus", str(virtual_gpus), "--max-queued-jobs", "1000000"]
         self.log = (home / "server.log").open("w")
         self.proc = subprocess.Popen(argv, env=env, stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 60

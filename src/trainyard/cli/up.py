@@ -104,6 +104,10 @@ def up_command(
             help="days for past GPU use to count half as much in fair share",
         ),
     ] = 7.0,
+    max_queued_jobs: Annotated[
+        int,
+        typer.Option("--max-queued-jobs", min=1, help="jobs one tenant may have queued"),
+    ] = 10_000,
     log_cap_mb: Annotated[
         float,
         typer.Option(
@@ -147,6 +151,7 @@ def up_command(
         job_env=tuple(job_env or ()),
         work_roots=tuple(p.expanduser() for p in work_root or ()),
         log_cap_mb=log_cap_mb,
+        max_queued_jobs=max_queued_jobs,
         fairshare_half_life_s=fairshare_half_life * 86_400.0,
     )
     watch = _Watch(exit_when_done)

@@ -57,6 +57,7 @@ class ServerConfig:
     # is never allowed)
     work_roots: tuple[Path, ...] = ()
     fairshare_half_life_s: float = 7 * 86_400.0  # decay of the usage history DRF sees
+    max_queued_jobs: int = 10_000  # per tenant: a submit beyond it is answered 429
     log_cap_mb: float = 64.0  # output kept per rank, newest first (exec/rankwrap.py rotates)
 
     @property

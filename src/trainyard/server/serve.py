@@ -180,6 +180,7 @@ class Server:
             clock=self.clock,
             work_roots=self.config.work_roots,
             private=(self.config.home,),
+            max_queued=self.config.max_queued_jobs,
         )
 
     # ---- the loop ------------------------------------------------------------------------

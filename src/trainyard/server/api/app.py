@@ -21,7 +21,7 @@ from trainyard.server.api.errors import ApiError, error_body
 from trainyard.server.api.routes import ApiContext, ops, v1
 from trainyard.server.db.session import make_engine, make_session_factory
 from trainyard.server.metrics import PLATFORM
-from trainyard.server.services.admission import Admission
+from trainyard.server.services.admission import DEFAULT_MAX_QUEUED, Admission
 from trainyard.server.services.intake import Intake, QueueDirectory
 from trainyard.server.services.logs import JobLogs
 
@@ -37,6 +37,7 @@ def create_app(
     logs: JobLogs | None = None,
     work_roots: tuple[Path, ...] = (),
     private: tuple[Path, ...] = (),
+    max_queued: int | None = DEFAULT_MAX_QUEUED,
 ) -> FastAPI:
     """The API over the database behind `engine_or_url` (already migrated: `init_db`).
     `notify` is called after each submit and cancel (the server wakes its scheduler loop);
@@ -60,7 +61,9 @@ def create_app(
         clock=clock,
         notify=notify or (lambda: None),
         logs=logs,
-        admission=Admission(sessions, work_roots=work_roots, private=private),
+        admission=Admission(
+            sessions, work_roots=work_roots, private=private, max_queued=max_queued
+        ),
     )
     app.include_router(v1)
     app.include_router(ops)

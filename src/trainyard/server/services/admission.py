@@ -15,6 +15,11 @@ the field and the fix):
 
 The cluster's shape is read from the `nodes` and `devices` tables and cached a few seconds.
 An empty cluster (no node registered yet) admits every job: nothing can be known about it.
+
+`check_room` bounds how many jobs one tenant may have queued (PENDING) at once
+(`--max-queued-jobs`, 10,000 by default): beyond it a submit is answered 429, so one tenant
+cannot fill the database or slow every round for the others. The count is read at most every
+two seconds and the submissions accepted since are added to it.
 """
 
 from __future__ import annotations
@@ -24,14 +29,15 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from trainyard.jobspec import JobSpec
 from trainyard.server.api.errors import ApiError
-from trainyard.server.db import Node
+from trainyard.server.db import Job, JobState, Node
 
 BASE_LEVELS = ("island", "node")
+DEFAULT_MAX_QUEUED = 10_000
 
 
 @dataclass(frozen=True)
@@ -81,8 +87,11 @@ class Admission:
         work_roots: tuple[Path, ...] = (),
         private: tuple[Path, ...] = (),
         ttl_s: float = 5.0,
+        max_queued: int | None = DEFAULT_MAX_QUEUED,
     ) -> None:
         self.sessions = sessions
+        self.max_queued = max_queued
+        self._queued: dict[int, tuple[float, int]] = {}  # tenant -> (read at, count since)
         self.work_roots = tuple(p.resolve() for p in work_roots)
         self.private = tuple(p.resolve() for p in private)
         self.ttl_s = ttl_s
@@ -101,6 +110,33 @@ class Admission:
         with self._lock:
             self._shape = (time.monotonic(), shape)
         return shape
+
+    def check_room(self, tenant_id: int, tenant: str) -> None:
+        """Refuse (429) a submit of a tenant that has `max_queued` jobs PENDING already."""
+        if self.max_queued is None or self.sessions is None:
+            return
+        with self._lock:
+            hit = self._queued.get(tenant_id)
+        if hit is None or time.monotonic() - hit[0] > 2.0:
+            with self.sessions() as s:
+                count = (
+                    s.scalar(
+                        select(func.count())
+                        .select_from(Job)
+                        .where(Job.tenant_id == tenant_id, Job.state == JobState.PENDING)
+                    )
+                    or 0
+                )
+            hit = (time.monotonic(), count)
+        if hit[1] >= self.max_queued:
+            raise ApiError(
+                429,
+                f"tenant {tenant} has {hit[1]} jobs queued, the most one tenant may have "
+                f"({self.max_queued}); wait for some to start, or cancel some",
+                field="queue",
+            )
+        with self._lock:
+            self._queued[tenant_id] = (hit[0], hit[1] + 1)
 
     def check(self, spec: JobSpec) -> None:
         """Raise `ApiError` (422) if the site cannot accept `spec`."""

@@ -142,6 +142,7 @@ def prepare(
         check_priority(spec, directory.priority_limit(spec.queue))
     if admission is not None:
         admission.check(spec)
+        admission.check_room(who.tenant_id, who.tenant_name)
     return _rows(who, spec, queues[spec.queue], now)
 
 
