@@ -11,6 +11,7 @@ import typer
 from trainyard.cli import (
     admin,
     admin_audit,  # noqa: F401 (adds `admin audit` to the admin group on import)
+    admin_gc,  # noqa: F401 (adds `admin gc` to the admin group on import)
     admin_jobs,  # noqa: F401 (adds `admin job` to the admin group on import)
     admin_nodes,  # noqa: F401 (adds `admin node` to the admin group on import)
     admin_queues,  # noqa: F401 (adds `admin queue` commands on import)
