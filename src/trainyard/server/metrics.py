@@ -1,19 +1,29 @@
-"""Prometheus metrics of the control plane, in the text exposition format (version 0.0.4).
+"""Prometheus metrics of the control plane, through `prometheus_client`.
 
-This module owns the metric types (`Counter`, `Gauge`, `Histogram`, each with optional labels),
-the `Registry` that renders them for `GET /metrics`, and `PLATFORM`, the registry of the
-platform's own metrics (queue lengths, GPUs allocated and free, job state counts, scheduling
-cycle latency, submissions). It is small on purpose: no client library, no global state other
-than `PLATFORM`, thread-safe (the API and the scheduler loop update metrics concurrently).
+`PlatformMetrics` holds the platform's own metrics in one `CollectorRegistry` (queue lengths,
+GPUs allocated and free, job state counts, scheduling-cycle latency, submissions, booking
+conflicts) plus the client library's process metrics (CPU, memory, open files) and Python
+runtime metrics. `PLATFORM` is the server's; tests make fresh ones with `platform_metrics()`.
+`GET /metrics` renders it in the text format, or in OpenMetrics when the scraper asks for it
+(`render(accept)`), with the accounting counters of `UsageCollector` appended.
+
+The small wrappers keep call sites short and typed: `Counter.inc(amount, **labels)`,
+`Gauge.replace(values)` (swap a whole labelled set at once, atomically for a scrape: a
+custom collector, as `prometheus_client` gauges can only be cleared then set) and
+`Histogram.observe(value, **labels)`; `value` / `count` read them back (for tests).
 """
 
 from __future__ import annotations
 
-import math
-import re
 import threading
-from bisect import bisect_left
-from collections.abc import Iterable, Sequence
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+
+import prometheus_client
+from prometheus_client import CollectorRegistry, exposition
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.openmetrics import exposition as openmetrics
+from prometheus_client.registry import Collector
 
 __all__ = [
     "PLATFORM",
@@ -21,94 +31,76 @@ __all__ = [
     "Gauge",
     "Histogram",
     "PlatformMetrics",
-    "Registry",
+    "UsageCollector",
     "platform_metrics",
 ]
 
-_NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
-_LABEL = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 
 
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+class Counter:
+    """A value that only goes up (per label set)."""
+
+    def __init__(
+        self, registry: CollectorRegistry, name: str, help_text: str, labels: Sequence[str] = ()
+    ) -> None:
+        self.name = name.removesuffix("_total")
+        self.labels = tuple(labels)
+        self._registry = registry
+        self._metric = prometheus_client.Counter(
+            self.name, help_text, self.labels, registry=registry
+        )
+
+    def inc(self, amount: float = 1.0, **labels: str) -> None:
+        child = self._metric.labels(**labels) if self.labels else self._metric
+        child.inc(amount)
+
+    def value(self, **labels: str) -> float:
+        found = self._registry.get_sample_value(f"{self.name}_total", labels)
+        return found if found is not None else 0.0
 
 
-def _number(value: float) -> str:
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "+Inf" if value > 0 else "-Inf"
-    return repr(float(value)) if value != int(value) else str(int(value))
+class Histogram:
+    """Observations in cumulative buckets, with their sum and count."""
+
+    def __init__(
+        self,
+        registry: CollectorRegistry,
+        name: str,
+        help_text: str,
+        buckets: Sequence[float] = LATENCY_BUCKETS,
+    ) -> None:
+        self.name = name
+        self._registry = registry
+        self._metric = prometheus_client.Histogram(
+            name, help_text, buckets=tuple(buckets), registry=registry
+        )
+
+    def observe(self, value: float) -> None:
+        self._metric.observe(value)
+
+    def count(self) -> int:
+        found = self._registry.get_sample_value(f"{self.name}_count")
+        return int(found or 0)
 
 
-class _Metric:
-    kind = ""
+class Gauge(Collector):
+    """A labelled value set replaced whole (`replace`) or one value at a time (`set`)."""
 
-    def __init__(self, name: str, help_text: str, labels: Sequence[str] = ()) -> None:
-        if not _NAME.match(name):
-            raise ValueError(f"metric name {name!r} is not a valid Prometheus name")
-        for label in labels:
-            if not _LABEL.match(label) or label.startswith("__"):
-                raise ValueError(f"label name {label!r} is not a valid Prometheus label")
+    def __init__(
+        self, registry: CollectorRegistry, name: str, help_text: str, labels: Sequence[str]
+    ) -> None:
         self.name = name
         self.help = help_text
         self.labels = tuple(labels)
+        self._values: dict[tuple[str, ...], float] = {}
         self._lock = threading.Lock()
+        registry.register(self)
 
     def _key(self, labels: dict[str, str]) -> tuple[str, ...]:
         if set(labels) != set(self.labels):
             raise ValueError(f"{self.name} takes labels {self.labels}, got {tuple(labels)}")
         return tuple(str(labels[name]) for name in self.labels)
-
-    def _labelled(self, key: tuple[str, ...], extra: str = "") -> str:
-        pairs = [f'{n}="{_escape(v)}"' for n, v in zip(self.labels, key, strict=True)]
-        if extra:
-            pairs.append(extra)
-        return "{" + ",".join(pairs) + "}" if pairs else ""
-
-    def samples(self) -> Iterable[str]:
-        raise NotImplementedError
-
-    def render(self) -> str:
-        head = [f"# HELP {self.name} {_escape(self.help)}", f"# TYPE {self.name} {self.kind}"]
-        return "\n".join([*head, *self.samples()])
-
-
-class _Single(_Metric):
-    """A metric with one value per label set (counters and gauges)."""
-
-    def __init__(self, name: str, help_text: str, labels: Sequence[str] = ()) -> None:
-        super().__init__(name, help_text, labels)
-        self._values: dict[tuple[str, ...], float] = {}
-
-    def value(self, **labels: str) -> float:
-        with self._lock:
-            return self._values.get(self._key(labels), 0.0)
-
-    def samples(self) -> Iterable[str]:
-        with self._lock:
-            items = sorted(self._values.items())
-        return [f"{self.name}{self._labelled(k)} {_number(v)}" for k, v in items]
-
-
-class Counter(_Single):
-    """A value that only goes up (per label set)."""
-
-    kind = "counter"
-
-    def inc(self, amount: float = 1.0, **labels: str) -> None:
-        if amount < 0:
-            raise ValueError("a counter only goes up")
-        key = self._key(labels)
-        with self._lock:
-            self._values[key] = self._values.get(key, 0.0) + amount
-
-
-class Gauge(_Single):
-    """A value that goes up and down; `replace` swaps the whole labelled set at once."""
-
-    kind = "gauge"
 
     def set(self, value: float, **labels: str) -> None:
         key = self._key(labels)
@@ -122,110 +114,92 @@ class Gauge(_Single):
         with self._lock:
             self._values = new
 
+    def value(self, **labels: str) -> float:
+        with self._lock:
+            return self._values.get(self._key(labels), 0.0)
 
-class Histogram(_Metric):
-    """Observations in cumulative buckets, with their sum and count."""
+    def collect(self) -> Iterator[Metric]:
+        family = GaugeMetricFamily(self.name, self.help, labels=self.labels)
+        with self._lock:
+            items = sorted(self._values.items())
+        for key, value in items:
+            family.add_metric(list(key), value)
+        yield family
 
-    kind = "histogram"
+    def describe(self) -> Iterator[Metric]:
+        yield GaugeMetricFamily(self.name, self.help, labels=self.labels)
+
+
+class UsageCollector(Collector):
+    """Accounting counters from the database, per tenant: GPU-, CPU- and memory-seconds of
+    every finished run interval (`UsageRecord`), read at scrape time (cached `ttl_s`)."""
 
     def __init__(
-        self,
-        name: str,
-        help_text: str,
-        labels: Sequence[str] = (),
-        buckets: Sequence[float] = LATENCY_BUCKETS,
+        self, read: Callable[[], list[tuple[str, float, float, float]]], ttl_s: float = 10.0
     ) -> None:
-        super().__init__(name, help_text, labels)
-        if list(buckets) != sorted(set(buckets)) or not buckets:
-            raise ValueError("histogram buckets must be increasing and distinct")
-        self.buckets = tuple(float(b) for b in buckets)
-        self._counts: dict[tuple[str, ...], list[int]] = {}
-        self._sums: dict[tuple[str, ...], float] = {}
+        self.read = read
+        self.ttl_s = ttl_s
+        self._cache: tuple[float, list[tuple[str, float, float, float]]] | None = None
 
-    def observe(self, value: float, **labels: str) -> None:
-        key = self._key(labels)
-        index = bisect_left(self.buckets, value)
-        with self._lock:
-            counts = self._counts.setdefault(key, [0] * (len(self.buckets) + 1))
-            counts[index] += 1
-            self._sums[key] = self._sums.get(key, 0.0) + value
-
-    def count(self, **labels: str) -> int:
-        with self._lock:
-            return sum(self._counts.get(self._key(labels), []))
-
-    def samples(self) -> Iterable[str]:
-        with self._lock:
-            items = sorted((k, list(c), self._sums[k]) for k, c in self._counts.items())
-        out = []
-        for key, counts, total in items:
-            running = 0
-            for bound, n in zip((*self.buckets, math.inf), counts, strict=True):
-                running += n
-                le = f'le="{_number(bound)}"'
-                out.append(f"{self.name}_bucket{self._labelled(key, le)} {running}")
-            out.append(f"{self.name}_sum{self._labelled(key)} {_number(total)}")
-            out.append(f"{self.name}_count{self._labelled(key)} {running}")
-        return out
-
-
-class Registry:
-    """Named metrics rendered together (one `# HELP`/`# TYPE` block each)."""
-
-    def __init__(self) -> None:
-        self._metrics: dict[str, _Metric] = {}
-        self._lock = threading.Lock()
-
-    def add(self, metric: _Metric) -> None:
-        with self._lock:
-            if metric.name in self._metrics:
-                raise ValueError(f"metric {metric.name} is registered twice")
-            self._metrics[metric.name] = metric
-
-    def render(self) -> str:
-        """The whole registry in the text exposition format (ends with a newline)."""
-        with self._lock:
-            metrics = [self._metrics[name] for name in sorted(self._metrics)]
-        return "\n".join(m.render() for m in metrics) + "\n"
+    def collect(self) -> Iterator[Metric]:
+        now = time.monotonic()
+        if self._cache is None or now - self._cache[0] > self.ttl_s:
+            self._cache = (now, self.read())
+        rows = self._cache[1]
+        for index, (name, help_text) in enumerate((
+            ("trainyard_usage_gpu_seconds", "GPU-seconds of finished run intervals."),
+            ("trainyard_usage_cpu_seconds", "CPU-seconds of finished run intervals."),
+            ("trainyard_usage_memory_gb_seconds", "GB-seconds of memory of finished runs."),
+        )):  # fmt: skip
+            family = CounterMetricFamily(name, help_text, labels=("tenant",))
+            for tenant, *values in rows:
+                family.add_metric([tenant], float(values[index]))
+            yield family
 
 
 class PlatformMetrics:
-    """The platform's metrics, registered in one `Registry`."""
+    """The platform's metrics, in one registry with the process and Python collectors."""
 
     def __init__(self) -> None:
-        self.registry = Registry()
+        self.registry = CollectorRegistry()
+        prometheus_client.ProcessCollector(registry=self.registry)
+        prometheus_client.PlatformCollector(registry=self.registry)
+        prometheus_client.GCCollector(registry=self.registry)
+        r = self.registry
         self.queue_pending = Gauge(
-            "trainyard_queue_pending_jobs", "Jobs waiting in each queue.", ("queue",)
+            r, "trainyard_queue_pending_jobs", "Jobs waiting in each queue.", ("queue",)
         )
         self.queue_running = Gauge(
-            "trainyard_queue_running_jobs", "Jobs running in each queue.", ("queue",)
+            r, "trainyard_queue_running_jobs", "Jobs running in each queue.", ("queue",)
         )
         self.gpus = Gauge(
-            "trainyard_gpus", "GPUs by state (allocated or free) and type.", ("state", "type")
+            r, "trainyard_gpus", "GPUs by state (allocated or free) and type.", ("state", "type")
         )
-        self.jobs = Gauge("trainyard_jobs", "Jobs in each lifecycle state.", ("state",))
+        self.jobs = Gauge(r, "trainyard_jobs", "Jobs in each lifecycle state.", ("state",))
         self.cycle_seconds = Histogram(
-            "trainyard_scheduling_cycle_seconds", "Wall time of one scheduling cycle."
+            r, "trainyard_scheduling_cycle_seconds", "Wall time of one scheduling cycle."
         )
         self.submissions = Counter(
-            "trainyard_job_submissions_total", "Jobs submitted, by outcome.", ("outcome",)
+            r, "trainyard_job_submissions_total", "Jobs submitted, by outcome.", ("outcome",)
         )
         self.booking_conflicts = Counter(
+            r,
             "trainyard_booking_conflicts_total",
             "Bug signals: a decision or a launch that would put a job on a device (or CPU and "
             "memory) a live job still holds, by where it was caught (decision or launch).",
             ("stage",),
         )
-        for metric in (
-            self.booking_conflicts,
-            self.queue_pending,
-            self.queue_running,
-            self.gpus,
-            self.jobs,
-            self.cycle_seconds,
-            self.submissions,
-        ):
-            self.registry.add(metric)
+
+    def render(self, accept: str = "", extra: CollectorRegistry | None = None) -> tuple[bytes, str]:
+        """The exposition (body, content type): OpenMetrics when `accept` asks for it."""
+        registries = [self.registry] + ([extra] if extra is not None else [])
+        if "application/openmetrics-text" in accept:
+            parts = [openmetrics.generate_latest(reg) for reg in registries]  # type: ignore[no-untyped-call]
+            body = b"".join(p.removesuffix(b"# EOF\n") for p in parts) + b"# EOF\n"
+            return body, openmetrics.CONTENT_TYPE_LATEST
+        # the 0.0.4 text format: what every Prometheus version reads (our names are ASCII)
+        body = b"".join(prometheus_client.generate_latest(reg) for reg in registries)
+        return body, exposition.CONTENT_TYPE_PLAIN_0_0_4
 
 
 def platform_metrics() -> PlatformMetrics:

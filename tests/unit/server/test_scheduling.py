@@ -234,7 +234,7 @@ def test_gauges_and_latency_are_updated(
     assert metrics.cycle_seconds.count() == 2
     assert metrics.queue_running.value(queue="research") == 1
     assert metrics.jobs.value(state="RUNNING") == 1
-    assert "trainyard_gpus" in metrics.registry.render()
+    assert b"trainyard_gpus" in metrics.render()[0]
 
 
 def test_unhealthy_node_keeps_its_jobs_but_gets_no_new_work(

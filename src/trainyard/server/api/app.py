@@ -10,7 +10,9 @@ from pathlib import Path
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from sqlalchemy import Engine
+from prometheus_client import CollectorRegistry
+from sqlalchemy import Engine, func, select
+from sqlalchemy.orm import Session, sessionmaker
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 from starlette.types import Scope
@@ -19,8 +21,9 @@ from trainyard.jobspec import Limits
 from trainyard.server.api.bodylimit import BodyLimit
 from trainyard.server.api.errors import ApiError, error_body
 from trainyard.server.api.routes import ApiContext, ops, v1
+from trainyard.server.db import Tenant, UsageRecord
 from trainyard.server.db.session import make_engine, make_session_factory
-from trainyard.server.metrics import PLATFORM
+from trainyard.server.metrics import PLATFORM, UsageCollector
 from trainyard.server.services.admission import DEFAULT_MAX_QUEUED, Admission
 from trainyard.server.services.intake import Intake, QueueDirectory
 from trainyard.server.services.logs import JobLogs
@@ -64,6 +67,7 @@ def create_app(
         admission=Admission(
             sessions, work_roots=work_roots, private=private, max_queued=max_queued
         ),
+        usage_metrics=_usage_registry(sessions),
     )
     app.include_router(v1)
     app.include_router(ops)
@@ -75,6 +79,31 @@ def create_app(
         BodyLimit, max_bytes=(spec_bytes or 1_000_000) + 64 * 1024, on_refuse=_count_refused
     )
     return app
+
+
+def _usage_registry(sessions: sessionmaker[Session]) -> CollectorRegistry:
+    """The accounting counters of `/metrics`: usage by tenant, from the database."""
+
+    def read() -> list[tuple[str, float, float, float]]:
+        with sessions() as s:
+            rows = s.execute(
+                select(
+                    Tenant.name,
+                    func.sum(UsageRecord.gpus * (UsageRecord.ended_at - UsageRecord.started_at)),
+                    func.sum(UsageRecord.cpus * (UsageRecord.ended_at - UsageRecord.started_at)),
+                    func.sum(
+                        UsageRecord.memory_gb * (UsageRecord.ended_at - UsageRecord.started_at)
+                    ),
+                )
+                .join(Tenant, Tenant.id == UsageRecord.tenant_id)
+                .group_by(Tenant.name)
+                .order_by(Tenant.name)
+            )
+            return [(name, float(g or 0), float(c or 0), float(m or 0)) for name, g, c, m in rows]
+
+    registry = CollectorRegistry()
+    registry.register(UsageCollector(read))
+    return registry
 
 
 def _count_refused(scope: Scope) -> None:

@@ -11,6 +11,7 @@ from fastapi import APIRouter, Depends, Header, Query, Request, Response, Securi
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import PlainTextResponse, StreamingResponse
 from fastapi.security import HTTPBearer
+from prometheus_client import CollectorRegistry
 from sqlalchemy import text
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -50,6 +51,7 @@ class ApiContext:
     notify: Callable[[], None] = field(default=lambda: None)
     logs: JobLogs | None = None
     admission: Admission | None = None
+    usage_metrics: CollectorRegistry | None = None  # accounting counters (metrics.py)
 
     @contextlib.contextmanager
     def unit(self, request: Request) -> Iterator[tuple[Session, Principal, float]]:
@@ -360,13 +362,13 @@ def whoami(request: Request, ctx: Ctx) -> schemas.WhoAmI:
 
 
 @ops.get("/metrics", response_class=PlainTextResponse)
-def metrics(ctx: Ctx) -> PlainTextResponse:
-    """Prometheus metrics (text exposition format 0.0.4); no authentication."""
+def metrics(request: Request, ctx: Ctx) -> Response:
+    """Prometheus metrics (the text format, or OpenMetrics when asked for); no
+    authentication: the platform's gauges and counters, process metrics, accounting."""
     with ctx.sessions() as session:
         jobs.refresh_job_gauges(session)
-    return PlainTextResponse(
-        PLATFORM.registry.render(), media_type="text/plain; version=0.0.4; charset=utf-8"
-    )
+    body, media = PLATFORM.render(request.headers.get("accept", ""), ctx.usage_metrics)
+    return Response(body, media_type=media)
 
 
 @ops.get("/healthz", response_model=schemas.HealthOut)
