@@ -19,6 +19,11 @@ Tenant = Annotated[str | None, typer.Option("--tenant", "-t", help="Owning tenan
 Guaranteed = Annotated[int | None, typer.Option("--guaranteed", "-g", help="Guaranteed GPUs.")]
 Limit = Annotated[int | None, typer.Option("--limit", "-l", help="At most this many GPUs.")]
 Weight = Annotated[float | None, typer.Option("--weight", "-w", help="Fair-share weight (> 0).")]
+DefaultPriority = Annotated[
+    int | None,
+    typer.Option("--default-priority", help="Priority of its jobs whose spec names none "
+                 "(else the nearest ancestor's, else 0)."),
+]  # fmt: skip
 MaxPriority = Annotated[
     int | None,
     typer.Option("--max-priority", help="Highest priority its jobs may ask for (a submit above "
@@ -29,6 +34,8 @@ MaxPriority = Annotated[
 def _queue_line(q: svc.QueueInfo) -> str:
     limit = "no limit" if q.limit is None else f"limit {q.limit}"
     top = "" if q.max_priority is None else f", max priority {q.max_priority}"
+    if q.default_priority is not None:
+        top += f", default priority {q.default_priority}"
     return (
         f"queue {q.name}: parent {q.parent or '-'}, {q.tenant or 'shared'}, "
         f"guaranteed {q.guaranteed}, {limit}, weight {q.weight:g}{top}"
@@ -46,6 +53,7 @@ def queue_add(
     limit: Limit = None,
     weight: Weight = 1.0,
     max_priority: MaxPriority = None,
+    default_priority: DefaultPriority = None,
     home: Home = None,
     db: Db = None,
 ) -> None:
@@ -63,9 +71,11 @@ def queue_add(
             limit=limit,
             weight=1.0 if weight is None else weight,
             max_priority=max_priority,
+            default_priority=default_priority,
         ),
         ("queue.add", name, {"parent": parent, "tenant": tenant, "guaranteed": guaranteed,
-                             "limit": limit, "weight": weight, "max_priority": max_priority}),
+                             "limit": limit, "weight": weight, "max_priority": max_priority,
+                             "default_priority": default_priority}),
     )  # fmt: skip
     typer.echo(f"created {_queue_line(queue)}")
 
@@ -85,6 +95,10 @@ def queue_set(
     no_max_priority: Annotated[
         bool, typer.Option("--no-max-priority", help="Remove the priority limit.")
     ] = False,
+    default_priority: DefaultPriority = None,
+    no_default_priority: Annotated[
+        bool, typer.Option("--no-default-priority", help="Remove the default priority.")
+    ] = False,
     home: Home = None,
     db: Db = None,
 ) -> None:
@@ -94,6 +108,11 @@ def queue_set(
         (tenant is not None and shared, "--tenant", "--shared"),
         (limit is not None and no_limit, "--limit", "--no-limit"),
         (max_priority is not None and no_max_priority, "--max-priority", "--no-max-priority"),
+        (
+            default_priority is not None and no_default_priority,
+            "--default-priority",
+            "--no-default-priority",
+        ),
     ):
         if given:
             _fail(flag, f"give {flag} or {other}, not both")
@@ -109,7 +128,12 @@ def queue_set(
     new_top: int | svc.Unset | None = (
         None if no_max_priority else (svc.UNSET if max_priority is None else max_priority)
     )
-    changes = (new_parent, new_tenant, new_limit, new_top)
+    new_default: int | svc.Unset | None = (
+        None
+        if no_default_priority
+        else (svc.UNSET if default_priority is None else default_priority)
+    )
+    changes = (new_parent, new_tenant, new_limit, new_top, new_default)
     if all(c is svc.UNSET for c in changes) and guaranteed is None and weight is None:
         _fail("queue", "nothing to change: give --parent, --tenant, --guaranteed, --limit, ...")
     queue = _run(
@@ -124,10 +148,12 @@ def queue_set(
             limit=new_limit,
             weight=weight,
             max_priority=new_top,
+            default_priority=new_default,
         ),
         ("queue.set", name, {
             **{k: v for k, v in (("parent", new_parent), ("tenant", new_tenant),
-                                 ("limit", new_limit), ("max_priority", new_top))
+                                 ("limit", new_limit), ("max_priority", new_top),
+                                 ("default_priority", new_default))
                if v is not svc.UNSET},  # None: removed
             **{k: v for k, v in (("guaranteed", guaranteed), ("weight", weight))
                if v is not None},

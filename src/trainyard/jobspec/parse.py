@@ -349,7 +349,7 @@ def parse_job_spec(
             max_gpus_per_job=limits.max_gpus_per_job,
         )
 
-    spec = JobSpec(**out)
+    spec = JobSpec(**out, priority_given="priority" in values)
     _check_together(spec, paths, limits)
     return spec
 

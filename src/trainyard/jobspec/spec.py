@@ -158,6 +158,9 @@ class JobSpec:
     model: str | Mapping[str, Any] | None = None
     planner: Mapping[str, Any] | None = None
     elastic: ElasticSpec | None = None
+    # Whether the spec said `priority:` itself (else its queue's default may apply); not a
+    # field of the stored spec: a stored spec's priority is what it was given at submit.
+    priority_given: bool = field(default=True, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "command", tuple(self.command))

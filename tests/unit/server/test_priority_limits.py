@@ -1,12 +1,14 @@
 """Priority limits per queue (issue 14), through the API on both databases: a job asking for
 more than the lowest `max_priority` of its queue and the queue's ancestors is refused (422 on
 `priority`, naming the maximum and the queue that sets it), so a member cannot use a huge
-priority to preempt another tenant; at or below the limit it is accepted."""
+priority to preempt another tenant; at or below the limit it is accepted. A queue's default
+priority (or its nearest ancestor's) applies to specs that name none."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from api_fixtures import ApiWorld, api
 from sqlalchemy import update
 
@@ -63,3 +65,37 @@ def test_no_limit_by_default_and_the_admin_service_sets_and_clears_it(api: ApiWo
         assert svc.update_queue(s, "research", max_priority=None).max_priority is None
     api.client.app.state.trainyard.queues._cache.clear()
     assert _submit(api, 1)[0] == 201
+
+
+def test_a_queues_default_priority_applies_when_the_spec_names_none(api: ApiWorld) -> None:
+    with make_session_factory(api.engine)() as s:
+        s.execute(update(Queue).where(Queue.name == "root").values(default_priority=3))
+        s.commit()
+    spec = {"name": "d", "queue": "research", "command": ["true"], "gpus": 1}
+    plain = api.client.post("/v1/jobs", json=spec, headers=api.auth("ada")).json()["id"]
+    given = api.client.post(
+        "/v1/jobs", json={**spec, "priority": 1}, headers=api.auth("ada")
+    ).json()["id"]
+    zero = api.client.post(
+        "/v1/jobs", json={**spec, "priority": 0}, headers=api.auth("ada")
+    ).json()["id"]
+
+    def priority(job_id: str) -> int:
+        detail = api.client.get(f"/v1/jobs/{job_id}", headers=api.auth("ada")).json()
+        return int(detail["spec"]["priority"])
+
+    assert (priority(plain), priority(given), priority(zero)) == (3, 1, 0)  # inherited
+    queues = api.client.get("/v1/queues", headers=api.auth("ada")).json()["queues"]
+    assert {q["name"]: q["default_priority"] for q in queues}["root"] == 3
+
+
+def test_the_admin_service_checks_default_against_max(api: ApiWorld) -> None:
+    sessions = make_session_factory(api.engine)
+    with (
+        pytest.raises(svc.AdminError, match="above the queue's max priority"),
+        svc.transaction(sessions) as s,
+    ):
+        svc.update_queue(s, "research", max_priority=2, default_priority=5)
+    with svc.transaction(sessions) as s:
+        info = svc.update_queue(s, "research", max_priority=5, default_priority=2)
+    assert (info.max_priority, info.default_priority) == (5, 2)

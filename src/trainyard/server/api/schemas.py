@@ -79,6 +79,7 @@ class QueueOut(BaseModel):
     pending: int
     running: int
     max_priority: int | None = None  # its own limit; ancestors' limits apply too
+    default_priority: int | None = None  # for specs naming none (else the nearest ancestor's)
 
 
 class QueueList(BaseModel):

@@ -41,6 +41,8 @@ class Queue(Base):
     usage: Mapped[float] = mapped_column(default=0.0)
     # the highest priority its jobs may ask for (None: no limit of its own; ancestors' apply)
     max_priority: Mapped[int | None] = mapped_column(default=None)
+    # the priority of its jobs whose spec names none (None: the nearest ancestor's, else 0)
+    default_priority: Mapped[int | None] = mapped_column(default=None)
     created_at: Mapped[float] = mapped_column(Timestamp)
 
     tenant: Mapped[Tenant | None] = relationship()

@@ -35,6 +35,7 @@ class QueueInfo:
     pending: int
     running: int
     max_priority: int | None = None  # its own limit (ancestors' limits apply too)
+    default_priority: int | None = None  # for specs naming none (else the nearest ancestor's)
 
 
 MAX_GPUS = 2**31 - 1  # a 32-bit column; far beyond any cluster
@@ -54,9 +55,14 @@ def _check_numbers(guaranteed: int, limit: int | None, weight: float) -> None:
         raise AdminError("weight", f"must be a number > 0, got {weight}")
 
 
-def _check_priority(value: int | None) -> None:
-    if value is not None and not -(2**31) <= value < 2**31:
-        raise AdminError("max_priority", f"must be a 32-bit integer, got {value}")
+def _check_priority(top: int | None, default: int | None = None) -> None:
+    for field, value in (("max_priority", top), ("default_priority", default)):
+        if value is not None and not -(2**31) <= value < 2**31:
+            raise AdminError(field, f"must be a 32-bit integer, got {value}")
+    if top is not None and default is not None and default > top:
+        raise AdminError(
+            "default_priority", f"{default} is above the queue's max priority {top}; lower it"
+        )
 
 
 def _check_tree(
@@ -135,6 +141,7 @@ def _queue_infos(session: Session, rows: list[Queue]) -> list[QueueInfo]:
             QueueInfo(
                 q.name, *where, q.guaranteed, q.limit, q.weight, kids, *jobs,
                 max_priority=q.max_priority,
+                default_priority=q.default_priority,
             )
         )  # fmt: skip
     return out
@@ -150,7 +157,7 @@ def _resolve(session: Session, name: str | None, field: str, kind: str) -> int |
 def create_queue(
     session: Session, name: str, *, now: float, parent: str | None = None,
     tenant: str | None = None, guaranteed: int = 0, limit: int | None = None, weight: float = 1.0,
-    max_priority: int | None = None,
+    max_priority: int | None = None, default_priority: int | None = None,
 ) -> QueueInfo:  # fmt: skip
     """A new queue under `parent` (None: a root), of `tenant` (None: shared by all), whose
     jobs may ask for a priority up to `max_priority` (None: no limit of its own)."""
@@ -162,10 +169,11 @@ def create_queue(
     _check_numbers(guaranteed, limit, weight)
     _check_tree(session, None, name, parent_id, tenant_id, guaranteed)
     values = {"parent_id": parent_id, "tenant_id": tenant_id, "guaranteed": guaranteed}
-    _check_priority(max_priority)
+    _check_priority(max_priority, default_priority)
     row = Queue(
-        name=name, limit=limit, weight=weight, max_priority=max_priority, created_at=now, **values
-    )
+        name=name, limit=limit, weight=weight, max_priority=max_priority,
+        default_priority=default_priority, created_at=now, **values,
+    )  # fmt: skip
     session.add(row)
     _flush(session, "name", f"queue {name!r}")
     return _queue_infos(session, [row])[0]
@@ -175,7 +183,7 @@ def update_queue(
     session: Session, name: str, *, parent: str | Unset | None = UNSET,
     tenant: str | Unset | None = UNSET, guaranteed: int | None = None,
     limit: int | Unset | None = UNSET, weight: float | None = None,
-    max_priority: int | Unset | None = UNSET,
+    max_priority: int | Unset | None = UNSET, default_priority: int | Unset | None = UNSET,
 ) -> QueueInfo:  # fmt: skip
     """Change what is given (`UNSET`/None: keep); `parent=None` makes a root, `tenant=None`
     makes it shared, `limit=None` removes the limit, `max_priority=None` its priority limit
@@ -202,9 +210,10 @@ def update_queue(
             )
     row.parent_id, row.tenant_id, row.guaranteed = parent_id, tenant_id, new_guaranteed
     row.limit, row.weight = new_limit, new_weight
-    if not isinstance(max_priority, Unset):
-        _check_priority(max_priority)
-        row.max_priority = max_priority
+    top = row.max_priority if isinstance(max_priority, Unset) else max_priority
+    default = row.default_priority if isinstance(default_priority, Unset) else default_priority
+    _check_priority(top, default)
+    row.max_priority, row.default_priority = top, default
     session.flush()
     return _queue_infos(session, [row])[0]
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import queue
 import threading
@@ -52,6 +53,7 @@ class QueueDirectory:
         self.ttl_s = ttl_s
         self._cache: dict[int, tuple[float, dict[str, int]]] = {}
         self._limits: dict[str, tuple[int, str]] = {}
+        self._defaults: dict[str, int] = {}
         self._lock = threading.Lock()
 
     def cached(self, tenant_id: int) -> dict[str, int] | None:
@@ -64,17 +66,26 @@ class QueueDirectory:
         with self.sessions() as s:
             rows = s.execute(select(Queue.name, Queue.id).where(submittable_by(tenant_id)))
             names = {name: queue_id for name, queue_id in rows}
-            columns = (Queue.id, Queue.name, Queue.parent_id, Queue.max_priority)
+            columns = (
+                Queue.id, Queue.name, Queue.parent_id, Queue.max_priority, Queue.default_priority
+            )  # fmt: skip
             tree = list(s.execute(select(*columns)))
         limits = _priority_limits(tree)
+        defaults = _default_priorities(tree)
         with self._lock:
             self._cache[tenant_id] = (time.monotonic(), names)
             self._limits = limits
+            self._defaults = defaults
         return names
 
     def priority_limit(self, queue: str) -> tuple[int, str] | None:
         with self._lock:
             return self._limits.get(queue)
+
+    def default_priority(self, queue: str) -> int | None:
+        """The queue's default priority, or its nearest ancestor's (None: none set)."""
+        with self._lock:
+            return self._defaults.get(queue)
 
 
 def _priority_limits(tree: list[Any]) -> dict[str, tuple[int, str]]:
@@ -90,6 +101,20 @@ def _priority_limits(tree: list[Any]) -> dict[str, tuple[int, str]]:
             node = by_id.get(node.parent_id)
         if best is not None:
             out[row.name] = best
+    return out
+
+
+def _default_priorities(tree: list[Any]) -> dict[str, int]:
+    by_id = {row.id: row for row in tree}
+    out: dict[str, int] = {}
+    for row in tree:
+        node, seen = row, set()
+        while node is not None and node.id not in seen:
+            seen.add(node.id)
+            if node.default_priority is not None:
+                out[row.name] = node.default_priority
+                break
+            node = by_id.get(node.parent_id)
     return out
 
 
@@ -139,6 +164,9 @@ def prepare(
     if spec.model is not None:
         spec = plan(spec, limits)
     if directory is not None:
+        default = directory.default_priority(spec.queue)
+        if default is not None and not spec.priority_given:
+            spec = dataclasses.replace(spec, priority=default, priority_given=True)
         check_priority(spec, directory.priority_limit(spec.queue))
     if admission is not None:
         admission.check(spec)

@@ -199,6 +199,7 @@ def list_queues(session: Session, who: Principal) -> schemas.QueueList:
                 pending=pending.get(q.id, 0),
                 running=running.get(q.id, 0),
                 max_priority=q.max_priority,
+                default_priority=q.default_priority,
             )
             for q in queues
         ]
