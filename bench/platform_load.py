@@ -16,9 +16,10 @@ Cases (all of them without arguments):
   scheduler loop still wakes on the submits and schedules the growing queue meanwhile, as it
   would in production.
 * ``start``: on an idle server with one virtual GPU, `--starts` jobs one after another, each
-  running `sh -c 'date +%s.%N > FILE'`: submit-to-process-start is the time from just before
-  the POST to the timestamp the job's own process writes when it starts (the rank wrapper's
-  interpreter start included). p50/p99/max.
+  running `sh -c 'date +%s.%N > $TRAINYARD_CHECKPOINT_DIR/stamp'` (as a uid of its own when
+  the benchmark runs as root, see docs/security.md): submit-to-process-start is the time
+  from just before the POST to the timestamp the job's own process writes when it starts
+  (the rank wrapper's interpreter start included). p50/p99/max.
 
 Run from the repository root with the project's venv: `.venv/bin/python bench/platform_load.py`.
 Timings are wall-clock on this machine; clients and server share its CPUs.
@@ -206,16 +207,16 @@ def bench_start(starts: int) -> dict[str, Any]:
         headers = {"Authorization": f"Bearer {server.token}"}
         with httpx.Client(base_url=server.url, headers=headers, timeout=60) as client:
             for i in range(starts):
-                stamp = home / f"start-{i}"
-                spec = {
+                spec = {  # (the job may write its own directories only: docs/security.md)
                     "name": f"start-{i}",
-                    "command": ["sh", "-c", f"date +%s.%N > {stamp}"],
+                    "command": ["sh", "-c", 'date +%s.%N > "$TRAINYARD_CHECKPOINT_DIR/stamp"'],
                     "gpus": 1,
                 }
                 t0 = time.time()
                 answer = client.post("/v1/jobs", json=spec)
                 assert answer.status_code == 201, answer.text
                 job_id = answer.json()["id"]
+                stamp = home / "runs" / "jobs" / job_id / "checkpoints" / "stamp"
                 deadline = time.monotonic() + 30
                 while not stamp.exists() or not stamp.read_text().strip():
                     if time.monotonic() > deadline:
