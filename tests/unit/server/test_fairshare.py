@@ -92,3 +92,14 @@ def test_shares_decay_and_include_descendants(
     assert shares[world.root.id] == shares[world.queue.id]  # the parent includes its child
     later = fair.shares(session, NOW + DAY, total_gpus=4)
     assert later[world.queue.id] == pytest.approx(0.25)  # one half-life later
+
+
+def test_the_round_keeps_the_shares_on_the_queue_rows(
+    factory: sessionmaker[Session], session: Session, world: World
+) -> None:
+    _history(session, world, gpus=4, start=NOW - DAY, end=NOW)
+    run_once(factory, now=NOW, metrics=platform_metrics(), fairshare=FairShare(DAY))
+    with factory() as s:
+        usage = {q.name: q.usage for q in s.query(Queue).all()}
+    assert usage["research"] == pytest.approx(0.5, abs=1e-6)
+    assert usage["root"] == pytest.approx(0.5, abs=1e-6) and usage["light"] == 0.0

@@ -80,6 +80,7 @@ class QueueOut(BaseModel):
     running: int
     max_priority: int | None = None  # its own limit; ancestors' limits apply too
     default_priority: int | None = None  # for specs naming none (else the nearest ancestor's)
+    usage: float = 0.0  # decayed past GPU use as a share of the cluster (fair-share history)
 
 
 class QueueList(BaseModel):

@@ -7,7 +7,8 @@ accounting records (`UsageRecord`, one per finished run interval) and the open i
 running jobs, with `trainyard.accounting.decayed` / `usage_share`: the functions the
 simulator uses too. A queue's usage includes its descendants'. Closed records are read once
 (the last ten half-lives at the first call, then only new rows by id) and their decayed sum is
-aged in place; running jobs are read every refresh, at most every `refresh_s` seconds.
+aged in place; running jobs are read every refresh, at most every `refresh_s` seconds. The
+shares are also written to `queues.usage` (in the round's transaction), which the API shows.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from trainyard.accounting import DEFAULT_HALF_LIFE_S, decayed, usage_share
@@ -64,7 +65,12 @@ class FairShare:
                 seen.add(node)
                 totals[node] += value
                 node = parents[node]
-        self._shares = {q: usage_share(v, total_gpus, self.half_life_s) for q, v in totals.items()}
+        shares = {q: usage_share(v, total_gpus, self.half_life_s) for q, v in totals.items()}
+        for queue_id in parents:  # kept on the rows too (`queues.usage`, shown by the API)
+            value = round(shares.get(queue_id, 0.0), 6)
+            if round(self._shares.get(queue_id, -1.0), 6) != value:
+                session.execute(update(Queue).where(Queue.id == queue_id).values(usage=value))
+        self._shares = shares
         self._computed_at = now
         return self._shares
 

@@ -178,7 +178,7 @@ def _queues(
             guaranteed=q.guaranteed,
             limit=q.limit,
             weight=q.weight,
-            usage=usage.get(q.id, q.usage),
+            usage=usage.get(q.id, 0.0) if usage else q.usage,
         )
         for q in rows
     )

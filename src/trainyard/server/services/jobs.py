@@ -200,6 +200,7 @@ def list_queues(session: Session, who: Principal) -> schemas.QueueList:
                 running=running.get(q.id, 0),
                 max_priority=q.max_priority,
                 default_priority=q.default_priority,
+                usage=q.usage,
             )
             for q in queues
         ]
