@@ -37,10 +37,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-import pwd
-import re
 import signal
-import stat
 import subprocess
 import sys
 import time
@@ -49,6 +46,7 @@ from pathlib import Path
 
 from trainyard.exec import cgroups, jobenv, logs, procfs
 from trainyard.exec.identity import Identity, JobUsers
+from trainyard.exec.jobdirs import job_dir, owned_dir, private_dir, server_user
 from trainyard.exec.run import (
     DeviceBusy,
     LaunchSpec,
@@ -61,7 +59,6 @@ from trainyard.exec.run import (
 )
 
 DEFAULT_LOG_CAP = 64 * 1024 * 1024  # bytes of output kept per rank (rank-r.log + rank-r.log.1)
-JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 WRAPPER = Path(__file__).with_name("rankwrap.py")
 
 
@@ -158,7 +155,7 @@ class LocalExecutor:
             own=own,
             home=home.resolve(),
             tmp=tmp.resolve(),
-            user=who.name or _server_user(),
+            user=who.name or server_user(),
             passthrough=self.job_env,
         )
         handle = RunHandle(spec.job_id, spec.attempt, 0, port, run_dir, (), notes, cgroup)
@@ -476,13 +473,6 @@ class LocalExecutor:
         return logs.follow_lines(paths, len(paths) > 1, lambda: self.poll(h).settled, interval_s)
 
 
-def job_dir(root_dir: Path, job_id: str) -> Path:
-    """`<root>/jobs/<job id>` (a ValueError for an id that is not a safe file name)."""
-    if not JOB_ID.match(job_id):
-        raise ValueError(f"job_id: {job_id!r} is not a valid job id ([A-Za-z0-9._-])")
-    return Path(root_dir) / "jobs" / job_id
-
-
 def log_paths(
     root_dir: Path, job_id: str, rank: int | None = None, attempt: int | None = None
 ) -> dict[int, Path]:
@@ -495,34 +485,6 @@ def log_paths(
     return {r: p for r, p in paths.items() if rank is None or r == rank}
 
 
-def private_dir(path: Path, mode: int) -> None:
-    """Create `path` (and its parents) if needed and give it `mode` (the server owns it)."""
-    path.mkdir(parents=True, exist_ok=True)
-    if stat.S_IMODE(path.stat().st_mode) != mode:
-        path.chmod(mode)
-
-
-def owned_dir(path: Path, who: Identity) -> None:
-    """A directory the job writes (checkpoints, home, tmp): 0700 and, for a job of its own
-    uid, owned by it; what an earlier attempt left there under another owner is handed over
-    too (a job directory from before `--job-user dynamic`)."""
-    private_dir(path, 0o700)
-    if who.uid is None or who.gid is None:
-        return
-    if path.stat().st_uid != who.uid:
-        os.chown(path, who.uid, who.gid)
-        for parent, dirs, files in os.walk(path):
-            for name in (*dirs, *files):
-                os.chown(os.path.join(parent, name), who.uid, who.gid, follow_symlinks=False)
-
-
-def _server_user() -> str:
-    try:
-        return pwd.getpwuid(os.geteuid()).pw_name
-    except KeyError:
-        return str(os.geteuid())
-
-
 __all__ = [
     "DeviceBusy",
     "LaunchSpec",
@@ -530,5 +492,6 @@ __all__ = [
     "RankInfo",
     "RunHandle",
     "RunStatus",
+    "job_dir",
     "split_devices",
 ]
