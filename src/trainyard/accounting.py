@@ -5,6 +5,8 @@
 - `decayed(intervals, now, half_life_s)`: GPU-seconds with exponential decay, each second of
   use weighing 2^-(age / half_life): the fair-share history (Slurm's PriorityDecayHalfLife).
   An interval [a, b] on g GPUs contributes g * h / ln 2 * (2^-((now-b)/h) - 2^-((now-a)/h)).
+- `with_ancestors(values, parent)`: per queue, its own value plus its descendants' (a
+  parent's usage includes its children's).
 - `usage_share(decayed_gpu_s, total_gpus, half_life_s)`: that history as a share of what
   the whole cluster, busy forever, would have accumulated (total * h / ln 2): the 0..1
   `core.Queue.usage` that DRF adds to a queue's dominant share (`Profile.usage_weight`).
@@ -13,7 +15,10 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable, Mapping
+from typing import TypeVar
+
+K = TypeVar("K", bound=Hashable)
 
 DEFAULT_HALF_LIFE_S = 7 * 86_400.0  # Slurm's default PriorityDecayHalfLife
 
@@ -44,3 +49,17 @@ def usage_share(decayed_gpu_s: float, total_gpus: int, half_life_s: float) -> fl
     if total_gpus <= 0:
         return 0.0
     return min(1.0, max(0.0, decayed_gpu_s * math.log(2.0) / (total_gpus * half_life_s)))
+
+
+def with_ancestors(values: Mapping[K, float], parent: Mapping[K, K | None]) -> dict[K, float]:
+    """Each key of `parent` with its own value plus every descendant's (keys missing from
+    `parent` count for nobody; a cycle is walked once)."""
+    total: dict[K, float] = dict.fromkeys(parent, 0.0)
+    for key, value in values.items():
+        node: K | None = key
+        seen: set[K] = set()
+        while node is not None and node not in seen and node in total:
+            seen.add(node)
+            total[node] += value
+            node = parent[node]
+    return total

@@ -56,9 +56,14 @@ def _job_problem(job: Job, queues: set[str]) -> tuple[str, str] | None:
     return None
 
 
+def level_names(topology: Topology) -> tuple[str, ...]:
+    """Every level a job's `topology` may name: island, node, the topology's, cluster."""
+    return ("island", "node", *topology.levels, "cluster")
+
+
 def pending_problem(job: Job, queues: set[str], levels: tuple[str, ...]) -> tuple[str, str] | None:
     """(field, fix) for the first reason `validate` would refuse pending `job`, or None;
-    `levels` are the topology levels a job may name (island, node, the topology's, cluster)."""
+    `levels` are `level_names(topology)`."""
     problem = _job_problem(job, queues)
     if problem is None and job.topology is not None and job.topology not in levels:
         return "topology", f"unknown level {job.topology!r}; use one of {list(levels)}"
@@ -196,7 +201,7 @@ def validate(snapshot: Snapshot, placements: bool = True) -> None:
             if held & mask:
                 raise double_booking(snapshot, i, nd, held & mask)
             used[nd.node] = held | mask
-    levels = ("island", "node", *snapshot.topology.levels, "cluster")
+    levels = level_names(snapshot.topology)
     for i, job in enumerate(snapshot.pending):
         if _job_problem(job, queues) is not None:
             _check_job(job, f"pending[{i}]", queues)

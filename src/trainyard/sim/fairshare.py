@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import replace
 
-from trainyard.accounting import decayed, usage_share
+from trainyard.accounting import decayed, usage_share, with_ancestors
 from trainyard.core.types import Queue
 
 
@@ -44,14 +44,7 @@ class SimFairShare:
         own = dict(self.closed)
         for queue, started, gpus in running:
             own[queue] += decayed([(started, t, gpus)], t, self.half_life_s)
-        total = dict.fromkeys(own, 0.0)
-        for name, value in own.items():
-            node: str | None = name
-            seen: set[str] = set()
-            while node is not None and node not in seen and node in total:
-                seen.add(node)
-                total[node] += value
-                node = self.parents.get(node)
+        total = with_ancestors(own, self.parents)
         return tuple(
             replace(q, usage=usage_share(total[q.name], self.total_gpus, self.half_life_s))
             for q in queues

@@ -6,7 +6,7 @@ jobs start; when the budget is raised (or the use leaves the window) its jobs st
 from __future__ import annotations
 
 import pytest
-from server_factories import World
+from server_factories import World, read_job
 from sqlalchemy import Engine, update
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -66,14 +66,6 @@ def _other_tenant_job(session: Session) -> str:
     return job.id
 
 
-def _state(factory: sessionmaker[Session], job_id: str) -> Job:
-    with factory() as s:
-        job = s.get(Job, job_id)
-        assert job is not None
-        s.expunge(job)
-        return job
-
-
 def test_a_spent_budget_holds_new_work_with_a_reason(
     factory: sessionmaker[Session], session: Session, world: World
 ) -> None:
@@ -82,8 +74,8 @@ def test_a_spent_budget_holds_new_work_with_a_reason(
     other = _other_tenant_job(session)
     budgets = Budgets(refresh_s=0)
     run_once(factory, now=NOW, metrics=platform_metrics(), budgets=budgets)
-    assert _state(factory, other).state is JobState.STARTING
-    held = _state(factory, mine)
+    assert read_job(factory, other).state is JobState.STARTING
+    held = read_job(factory, mine)
     assert held.state is JobState.PENDING
     code, message = split_reason(held.pending_reason)
     assert code == "budget"
@@ -92,7 +84,7 @@ def test_a_spent_budget_holds_new_work_with_a_reason(
         s.execute(update(Tenant).where(Tenant.name == "acme").values(budget_gpu_hours=3.0))
         s.commit()
     run_once(factory, now=NOW + 1, metrics=platform_metrics(), budgets=budgets)
-    assert _state(factory, mine).state is JobState.STARTING
+    assert read_job(factory, mine).state is JobState.STARTING
 
 
 def test_use_that_leaves_the_window_frees_the_budget(
@@ -102,6 +94,6 @@ def test_use_that_leaves_the_window_frees_the_budget(
     session.commit()
     budgets = Budgets(refresh_s=0)
     run_once(factory, now=NOW, metrics=platform_metrics(), budgets=budgets)
-    assert _state(factory, mine).state is JobState.PENDING
+    assert read_job(factory, mine).state is JobState.PENDING
     run_once(factory, now=NOW + DAY, metrics=platform_metrics(), budgets=budgets)
-    assert _state(factory, mine).state is JobState.STARTING
+    assert read_job(factory, mine).state is JobState.STARTING

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from server_factories import World
+from server_factories import World, read_job
 from sqlalchemy import Engine, delete
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -32,14 +32,6 @@ def factory(engine: Engine, session: Session, world: World) -> sessionmaker[Sess
     return make_session_factory(engine)
 
 
-def _read(factory: sessionmaker[Session], job_id: str) -> Job:
-    with factory() as s:
-        job = s.get(Job, job_id)
-        assert job is not None
-        s.expunge(job)
-        return job
-
-
 def test_a_job_with_an_unknown_topology_level_is_parked_and_others_start(
     factory: sessionmaker[Session], session: Session, world: World
 ) -> None:
@@ -49,8 +41,8 @@ def test_a_job_with_an_unknown_topology_level_is_parked_and_others_start(
     for step in range(2):  # the next round parks it again and still schedules
         applied = run_once(factory, now=NOW + step, metrics=platform_metrics())
         assert not applied.retry
-    assert _read(factory, good).state is JobState.STARTING
-    parked = _read(factory, bad)
+    assert read_job(factory, good).state is JobState.STARTING
+    parked = read_job(factory, bad)
     assert parked.state is JobState.PENDING
     code, message = split_reason(parked.pending_reason)
     assert code == "invalid"
@@ -65,8 +57,8 @@ def test_a_job_whose_size_range_no_longer_holds_is_parked(
     good = world.job(session, now=1500.0, gpus=1).id
     session.commit()
     run_once(factory, now=NOW, metrics=platform_metrics())
-    assert _read(factory, good).state is JobState.STARTING
-    assert split_reason(_read(factory, bad).pending_reason) == (
+    assert read_job(factory, good).state is JobState.STARTING
+    assert split_reason(read_job(factory, bad).pending_reason) == (
         "invalid",
         "min_gpus: must not exceed gpus",
     )
@@ -113,7 +105,7 @@ def test_random_job_rows_never_stop_an_unrelated_job_from_starting(
         s.commit()
     applied = run_once(factory, now=NOW, metrics=platform_metrics())
     assert not applied.retry
-    job = _read(factory, good)
+    job = read_job(factory, good)
     if job.state is JobState.PENDING:  # only a valid job of the fuzz may take its GPU
         with factory() as s:
             holders = [j for j in s.query(Job).all() if j.state is JobState.STARTING]

@@ -11,7 +11,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from prometheus_client import CollectorRegistry
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
@@ -21,9 +21,9 @@ from trainyard.jobspec import Limits
 from trainyard.server.api.bodylimit import BodyLimit
 from trainyard.server.api.errors import ApiError, error_body
 from trainyard.server.api.routes import ApiContext, ops, v1
-from trainyard.server.db import Tenant, UsageRecord
 from trainyard.server.db.session import make_engine, make_session_factory
 from trainyard.server.metrics import PLATFORM, UsageCollector
+from trainyard.server.services import usage
 from trainyard.server.services.admission import DEFAULT_MAX_QUEUED, Admission
 from trainyard.server.services.intake import Intake, QueueDirectory
 from trainyard.server.services.logs import JobLogs
@@ -86,20 +86,7 @@ def _usage_registry(sessions: sessionmaker[Session]) -> CollectorRegistry:
 
     def read() -> list[tuple[str, float, float, float]]:
         with sessions() as s:
-            rows = s.execute(
-                select(
-                    Tenant.name,
-                    func.sum(UsageRecord.gpus * (UsageRecord.ended_at - UsageRecord.started_at)),
-                    func.sum(UsageRecord.cpus * (UsageRecord.ended_at - UsageRecord.started_at)),
-                    func.sum(
-                        UsageRecord.memory_gb * (UsageRecord.ended_at - UsageRecord.started_at)
-                    ),
-                )
-                .join(Tenant, Tenant.id == UsageRecord.tenant_id)
-                .group_by(Tenant.name)
-                .order_by(Tenant.name)
-            )
-            return [(name, float(g or 0), float(c or 0), float(m or 0)) for name, g, c, m in rows]
+            return usage.totals_by_tenant(s)
 
     registry = CollectorRegistry()
     registry.register(UsageCollector(read))

@@ -16,8 +16,9 @@ import math
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from trainyard.accounting import overlap
 from trainyard.server.db import Tenant
-from trainyard.server.services.usage import usage
+from trainyard.server.services.usage import intervals
 
 DEFAULT_PERIOD_S = 30 * 86_400.0
 
@@ -37,9 +38,9 @@ class Budgets:
         for tenant in session.scalars(query):
             assert tenant.budget_gpu_hours is not None
             period = tenant.budget_period_s or DEFAULT_PERIOD_S
-            rows = usage(session, tenant_id=tenant.id, since=now - period, until=now,
-                         by="tenant", now=now)  # fmt: skip
-            used = sum(r.gpu_seconds for r in rows) / 3600.0
+            since = now - period
+            spans = intervals(session, tenant_id=tenant.id, since=since, until=now, now=now)
+            used = sum(iv.gpus * overlap(iv.start, iv.end, since, now) for iv in spans) / 3600.0
             if used >= tenant.budget_gpu_hours:
                 out[tenant.id] = (
                     f"budget: tenant {tenant.name} used {used:.2f} of its "

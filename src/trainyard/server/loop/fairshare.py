@@ -19,7 +19,7 @@ from collections import defaultdict
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from trainyard.accounting import DEFAULT_HALF_LIFE_S, decayed, usage_share
+from trainyard.accounting import DEFAULT_HALF_LIFE_S, decayed, usage_share, with_ancestors
 from trainyard.server.db import Job, JobState, Queue, UsageRecord
 
 
@@ -57,14 +57,7 @@ class FairShare:
         parents: dict[int, int | None] = {
             qid: parent for qid, parent in session.execute(select(Queue.id, Queue.parent_id))
         }
-        totals: dict[int, float] = defaultdict(float)
-        for queue_id, value in per_queue.items():
-            seen: set[int] = set()
-            node: int | None = queue_id
-            while node is not None and node not in seen and node in parents:
-                seen.add(node)
-                totals[node] += value
-                node = parents[node]
+        totals = with_ancestors(per_queue, parents)
         shares = {q: usage_share(v, total_gpus, self.half_life_s) for q, v in totals.items()}
         for queue_id in parents:  # kept on the rows too (`queues.usage`, shown by the API)
             value = round(shares.get(queue_id, 0.0), 6)

@@ -18,7 +18,7 @@ from dataclasses import replace
 
 from trainyard import core
 from trainyard.core import Decision, Snapshot, SnapshotError
-from trainyard.core.snapshot import pending_problem
+from trainyard.core.snapshot import level_names, pending_problem
 
 _PENDING = re.compile(r"^pending\[(\d+)\]\.?(.*)$")
 MAX_RETRIES = 100  # jobs parked by retrying in one round; the rest wait for the next round
@@ -28,7 +28,7 @@ def decide(snapshot: Snapshot, profile: str | core.Profile) -> tuple[Decision, d
     """The cycle's decision on `snapshot` without the jobs it cannot take, and those jobs'
     reasons by id."""
     queues = {q.name for q in snapshot.effective_queues()}
-    levels = ("island", "node", *snapshot.topology.levels, "cluster")
+    levels = level_names(snapshot.topology)
     parked: dict[str, str] = {}
     keep = []
     for job in snapshot.pending:

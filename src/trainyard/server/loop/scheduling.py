@@ -79,6 +79,7 @@ __all__ = [
     "refresh_gauges",
     "run_once",
     "split_reason",
+    "topology_of",
     "write_decision",
 ]
 
@@ -210,6 +211,11 @@ def _job(row: Any, queue: str, **changes: Any) -> core.Job:
     return core.Job(**values)
 
 
+def topology_of(depth: int) -> Topology:
+    """The topology of nodes whose `topology_path` has `depth` parts: levels `level0`, ..."""
+    return Topology(levels=tuple(f"level{i}" for i in range(depth)))
+
+
 def load_snapshot(
     session: Session,
     now: float,
@@ -226,7 +232,7 @@ def load_snapshot(
     usage = fairshare.shares(session, now, total) if fairshare is not None else {}
     queues, queue_names = _queues(session, usage)
     if topology is None:
-        topology = Topology(levels=tuple(f"level{i}" for i in range(depth)))
+        topology = topology_of(depth)
     holding = list(
         session.scalars(select(JobRow).where(JobRow.state.in_(HOLDS_DEVICES)).order_by(JobRow.id))
     )

@@ -32,11 +32,12 @@ from pathlib import Path
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
+from trainyard.core.snapshot import level_names
 from trainyard.jobspec import JobSpec
 from trainyard.server.api.errors import ApiError
 from trainyard.server.db import Job, JobState, Node
+from trainyard.server.loop.scheduling import topology_of
 
-BASE_LEVELS = ("island", "node")
 DEFAULT_MAX_QUEUED = 10_000
 
 
@@ -73,8 +74,7 @@ class ClusterShape:
                 )
             )
             depth = max(depth, len(row.topology_path or ()))
-        levels = (*BASE_LEVELS, *(f"level{i}" for i in range(depth)), "cluster")
-        return cls(tuple(nodes), levels)
+        return cls(tuple(nodes), level_names(topology_of(depth)))
 
 
 class Admission:

@@ -70,8 +70,7 @@ class QueueDirectory:
                 Queue.id, Queue.name, Queue.parent_id, Queue.max_priority, Queue.default_priority
             )  # fmt: skip
             tree = list(s.execute(select(*columns)))
-        limits = _priority_limits(tree)
-        defaults = _default_priorities(tree)
+        limits, defaults = _priority_rules(tree)
         with self._lock:
             self._cache[tenant_id] = (time.monotonic(), names)
             self._limits = limits
@@ -88,34 +87,23 @@ class QueueDirectory:
             return self._defaults.get(queue)
 
 
-def _priority_limits(tree: list[Any]) -> dict[str, tuple[int, str]]:
+def _priority_rules(tree: list[Any]) -> tuple[dict[str, tuple[int, str]], dict[str, int]]:
+    """Per queue: the lowest `max_priority` of it and its ancestors (with the queue setting
+    it), and the nearest `default_priority`; one walk up the tree from each queue."""
     by_id = {row.id: row for row in tree}
-    out: dict[str, tuple[int, str]] = {}
-    for row in tree:
-        best: tuple[int, str] | None = None
-        node, seen = row, set()
-        while node is not None and node.id not in seen:
-            seen.add(node.id)
-            if node.max_priority is not None and (best is None or node.max_priority < best[0]):
-                best = (node.max_priority, node.name)
-            node = by_id.get(node.parent_id)
-        if best is not None:
-            out[row.name] = best
-    return out
-
-
-def _default_priorities(tree: list[Any]) -> dict[str, int]:
-    by_id = {row.id: row for row in tree}
-    out: dict[str, int] = {}
+    limits: dict[str, tuple[int, str]] = {}
+    defaults: dict[str, int] = {}
     for row in tree:
         node, seen = row, set()
         while node is not None and node.id not in seen:
             seen.add(node.id)
-            if node.default_priority is not None:
-                out[row.name] = node.default_priority
-                break
+            top = node.max_priority
+            if top is not None and (row.name not in limits or top < limits[row.name][0]):
+                limits[row.name] = (top, node.name)
+            if node.default_priority is not None and row.name not in defaults:
+                defaults[row.name] = node.default_priority
             node = by_id.get(node.parent_id)
-    return out
+    return limits, defaults
 
 
 def check_priority(spec: JobSpec, limit: tuple[int, str] | None) -> None:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from trainyard.accounting import overlap
@@ -89,6 +89,24 @@ def intervals(
             )
         )
     return out
+
+
+def totals_by_tenant(session: Session) -> list[tuple[str, float, float, float]]:
+    """(tenant, GPU-s, CPU-s, memory GB-s) of every finished run interval, by tenant name
+    (the `/metrics` counters: they only grow, as records are never deleted)."""
+    length = UsageRecord.ended_at - UsageRecord.started_at
+    rows = session.execute(
+        select(
+            Tenant.name,
+            func.sum(UsageRecord.gpus * length),
+            func.sum(UsageRecord.cpus * length),
+            func.sum(UsageRecord.memory_gb * length),
+        )
+        .join(Tenant, Tenant.id == UsageRecord.tenant_id)
+        .group_by(Tenant.name)
+        .order_by(Tenant.name)
+    )
+    return [(name, float(g or 0), float(c or 0), float(m or 0)) for name, g, c, m in rows]
 
 
 def usage(
