@@ -21,6 +21,7 @@ from rich.console import Console
 from rich.table import Table
 
 from trainyard import yamlio
+from trainyard.datafiles import DataFileNotFoundError, locate_data_file, shared_root
 from trainyard.planner.allocation import search_allocation
 from trainyard.planner.errors import PlannerError
 from trainyard.planner.evaluate import evaluate
@@ -37,11 +38,15 @@ def register(app: typer.Typer) -> None:
     app.command("plan")(plan_command)
 
 
-def _evaluate(path: Path, as_json: bool) -> None:
-    """Print predicted vs published TFLOP/s per GPU for every row of `path`."""
-    if not path.is_file():
-        typer.echo(f"error: --evaluate: file {path} not found", err=True)
-        raise typer.Exit(2)
+def _evaluate(given: Path, as_json: bool) -> None:
+    """Print predicted vs published TFLOP/s per GPU for every row of `given` (as given when
+    it exists, else a relative path under $TRAINYARD_SHARED, as `simulate` does)."""
+    try:
+        path = locate_data_file(given, shared_root())
+    except DataFileNotFoundError as exc:
+        tried = ", ".join(str(p) for p in exc.tried)
+        typer.echo(f"error: --evaluate: file {given} not found (tried {tried})", err=True)
+        raise typer.Exit(2) from None
     try:
         result = evaluate(path)
     except (PlannerError, OSError, ValueError, KeyError) as exc:
@@ -160,7 +165,8 @@ def plan_command(
         typer.Option(
             "--evaluate",
             metavar="FILE.csv",
-            help="Compare predictions with published configurations (published_configs.csv).",
+            help="Compare predictions with published configurations (published_configs.csv; "
+            "a relative path not found as given is tried under $TRAINYARD_SHARED).",
         ),
     ] = None,
     flash_attention: Annotated[

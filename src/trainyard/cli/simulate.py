@@ -3,15 +3,16 @@
 Thin shell over `trainyard.sim`: read the workload (`--workload KIND:PATH` or `synthetic`),
 build the cluster (`--cluster 16x4`, a YAML file, ...), pick the speed model the workload
 needs (trace durations for Philly and synthetic jobs, measured profiles for Pollux and Gavel),
-simulate one policy or several (`--compare`), and print a table or JSON; `--report DIR` also
-writes a markdown/HTML report with plots. Input errors print one `error: ...` line on stderr
-and exit with code 2, never a traceback. The devices are simulated, and the output says so.
+simulate one policy or several (`--compare`), and print a table (one fixed unit per column,
+stated in its header and explained in a legend under it) or JSON (raw seconds); `--report
+DIR` also writes a markdown/HTML report with plots. Input errors print one `error: ...` line
+on stderr and exit with code 2, never a traceback. The devices are simulated, and the output
+says so.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -22,9 +23,10 @@ from rich.markup import escape
 from rich.table import Table
 
 from trainyard.core import UnknownNameError, get_profile
+from trainyard.datafiles import find_data_file, shared_root
 from trainyard.sim.cluster import Cluster, parse_cluster
 from trainyard.sim.engine import QUOTA_SHARE, SimOptions, default_queues, simulate
-from trainyard.sim.metrics import compare, summarize, table_rows
+from trainyard.sim.metrics import TABLE_LEGEND, compare, summarize, table_rows
 from trainyard.sim.records import SimResult
 from trainyard.sim.speed import FixedDuration, SpeedModel
 from trainyard.sim.workload import Workload, WorkloadError
@@ -37,21 +39,14 @@ def register(app: typer.Typer) -> None:
     app.command("simulate")(simulate_command)
 
 
-def _shared() -> Path:
-    return Path(os.environ.get("TRAINYARD_SHARED", Path.cwd().parent / "shared"))
-
-
 def _workload_file(spec: str) -> Path | None:
     """The file a KIND:PATH spec names, resolved as the readers do (None for synthetic)."""
+    from trainyard.sim.readers import WORKLOAD_FOLDERS
+
     kind, _, rest = spec.partition(":")
     if kind.strip().lower() == "synthetic" or not rest.strip():
         return None
-    path = Path(rest.strip()).expanduser()
-    shared = _shared()
-    for candidate in (path, shared / path, shared / "traces" / path):
-        if candidate.is_file():
-            return candidate
-    return None
+    return find_data_file(rest.strip(), shared_root(), WORKLOAD_FOLDERS)
 
 
 def _speed(spec: str, profiles: Path | None, restart_s: float, rigid: bool) -> SpeedModel:
@@ -225,7 +220,7 @@ def simulate_command(
         half_life = fairshare_half_life * 86_400.0 if fairshare_half_life is not None else None
         opts = SimOptions(interval_s=interval, estimates=estimates, fairshare_half_life_s=half_life)
         wl = read_workload(
-            workload, seed=seed, load=load, options=_options(option or []), shared=_shared()
+            workload, seed=seed, load=load, options=_options(option or []), shared=shared_root()
         )
         cl = parse_cluster(cluster)
         speed = _speed(workload, profiles, restart_penalty, rigid)
@@ -283,3 +278,10 @@ def _print_table(summaries: dict[str, dict[str, Any]]) -> None:
     natural = sum(w + 3 for w in widths)  # a cell, its padding and the column gap
     console = Console(highlight=False)
     Console(highlight=False, width=max(console.width, natural)).print(table)
+    typer.echo(_legend())
+
+
+def _legend() -> str:
+    """What the table's headers mean, one per line, aligned: printed under the table."""
+    width = max(len(term) for term, _ in TABLE_LEGEND)
+    return "\n".join(f"  {term:<{width}}  {text}" for term, text in TABLE_LEGEND)

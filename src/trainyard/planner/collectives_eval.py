@@ -9,13 +9,13 @@ docs/benchmarks.md. The model itself is in `collectives.py`.
 from __future__ import annotations
 
 import csv
-import os
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, Literal
 
+from trainyard.datafiles import shared_root
 from trainyard.planner.collectives import (
     A100_NVLINK,
     H100_NVLINK,
@@ -63,9 +63,7 @@ _ASYMPTOTE_BYTES: Final = 16 << 30  # "large message" for rows stating an asympt
 def default_csv_path() -> Path:
     """``$TRAINYARD_SHARED`` (else ``../shared`` from the working directory, i.e. beside the
     repository when run from its root) ``/planner/nccl_collectives.csv``."""
-    env = os.environ.get("TRAINYARD_SHARED")
-    root = Path(env) if env else Path.cwd().parent / "shared"
-    return root / "planner" / "nccl_collectives.csv"
+    return shared_root() / "planner" / "nccl_collectives.csv"
 
 
 def _h100(ranks: int, nvls: bool) -> Topology:

@@ -41,13 +41,13 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import os
 import re
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from trainyard.datafiles import shared_root
 from trainyard.planner.compute import (
     CALIBRATION,
     CALIBRATION_ROWS,
@@ -140,9 +140,7 @@ class Evaluation:
 def default_csv_path() -> Path:
     """``$TRAINYARD_SHARED`` (else ``../shared`` from the working directory)
     ``/planner/published_configs.csv``."""
-    env = os.environ.get("TRAINYARD_SHARED")
-    root = Path(env) if env else Path.cwd().parent / "shared"
-    return root / "planner" / "published_configs.csv"
+    return shared_root() / "planner" / "published_configs.csv"
 
 
 def _int(row: dict[str, str], field: str) -> int | None:

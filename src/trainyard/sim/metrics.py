@@ -1,8 +1,10 @@
 """Metrics of a simulation: one `SimResult` in, a flat JSON-able summary out.
 
 This module owns the metric definitions (below), `summarize` (one run), `compare` (several
-runs side by side) and `table` (the plain-text comparison the CLI prints). It only reads
-`trainyard.sim.records`; the plots and report files belong to `trainyard.sim.report`.
+runs side by side) and `table_rows` with `TABLE_LEGEND` (the comparison table the CLI prints
+and the report shows: one fixed unit per column, JCT and makespan in hours, waits in
+minutes, shares in %). It only reads `trainyard.sim.records`; the plots and report files
+belong to `trainyard.sim.report`.
 
 Definitions (all times in seconds of simulated time):
 
@@ -47,7 +49,7 @@ from typing import Any
 from trainyard.sim.records import JobRecord, Sample, SimResult
 from trainyard.stats import percentile
 
-__all__ = ["compare", "summarize", "table_rows", "window"]
+__all__ = ["TABLE_LEGEND", "compare", "format_cell", "summarize", "table_rows", "window"]
 
 _DIGITS = 4
 
@@ -227,61 +229,90 @@ def compare(results: Sequence[SimResult]) -> dict[str, dict[str, Any]]:
     return {label: summarize(r) for label, r in zip(_labels(results), results, strict=True)}
 
 
-# (summary key, header, kind): "dur" columns share one unit per column, "pct" are shares.
+# Durations in the table: one fixed unit per column, whatever the run's scale, so that the
+# same column reads the same way in every row and every run (the JSON stays in seconds).
+_UNIT_SECONDS = {"h": 3600.0, "min": 60.0}
+
+# (summary key, header, kind): kind "h" / "min" are durations in that unit, "pct" shares
+# shown as percentages, "num" plain ratios, "int" counts.
 _COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("jobs", "jobs", "int"),
     ("finished", "done", "int"),
-    ("jct_avg", "JCT avg", "dur"),
-    ("jct_median", "JCT median", "dur"),
-    ("jct_p99", "JCT p99", "dur"),
-    ("queueing_delay_avg", "wait avg", "dur"),
-    ("queueing_delay_p99", "wait p99", "dur"),
-    ("makespan", "makespan", "dur"),
-    ("utilisation", "util %", "pct"),
-    ("utilisation_while_waiting", "util|wait %", "pct"),
-    ("fragmentation", "frag %", "pct"),
+    ("jct_avg", "JCT avg (h)", "h"),
+    ("jct_median", "JCT median (h)", "h"),
+    ("jct_p99", "JCT p99 (h)", "h"),
+    ("queueing_delay_avg", "wait avg (min)", "min"),
+    ("queueing_delay_p99", "wait p99 (min)", "min"),
+    ("makespan", "makespan (h)", "h"),
+    ("utilisation", "util (%)", "pct"),
+    ("utilisation_while_waiting", "util waiting (%)", "pct"),
+    ("fragmentation", "frag (%)", "pct"),
     ("fairness_rho_mean", "rho avg", "num"),
     ("fairness_rho_max", "rho max", "num"),
-    ("fairness_share_fair", "rho<=1 %", "pct"),
-    ("goodput_speedup_mean", "speedup", "num"),
+    ("fairness_share_fair", "rho<=1 (%)", "pct"),
+    ("goodput_speedup_mean", "speedup (x)", "num"),
     ("preemptions", "preempt", "int"),
     ("resizes", "resize", "int"),
+)
+
+# What each header of `table_rows` means, in words (printed under the CLI's table and in
+# the report); the module docstring has the exact definitions.
+TABLE_LEGEND: tuple[tuple[str, str], ...] = (
+    ("jobs, done", "jobs in the workload, and how many of them finished"),
+    (
+        "JCT avg/median/p99 (h)",
+        "job completion time, submission to end, of the finished jobs, in hours",
+    ),
+    ("wait avg/p99 (min)", "queueing delay, submission to first start, in minutes"),
+    ("makespan (h)", "first submission to last job end, in hours"),
+    ("util (%)", "share of the cluster's GPU-time that was allocated, over the whole run"),
+    ("util waiting (%)", "the same, counted only while some job was waiting to start"),
+    (
+        "frag (%)",
+        "share of the GPU-time, while jobs waited, left idle by fragmentation "
+        "(enough GPUs free, but not together)",
+    ),
+    (
+        "rho avg/max",
+        "finish-time fairness: JCT / the time on a fair share of the cluster (<= 1 is fair)",
+    ),
+    ("rho<=1 (%)", "share of the finished jobs with rho <= 1"),
+    ("speedup (x)", "isolated run time at the asked size / actual run time, mean per job"),
+    ("preempt, resize", "preemptions and elastic resizes, summed over the jobs"),
+    ("-", "no value (e.g. no job finished, or none ever waited)"),
 )
 
 _UNITS = (("h", 3600.0), ("m", 60.0), ("s", 1.0))
 
 
 def duration_unit(max_seconds: float) -> tuple[str, float]:
-    """The unit (name, seconds per unit) that shows `max_seconds` best: h, m or s."""
+    """The unit (name, seconds per unit) that shows `max_seconds` best: h, m or s (for plot
+    axes, each of which states its unit; the tables use fixed units instead)."""
     for name, size in _UNITS:
         if max_seconds >= 2 * size:
             return name, size
     return "s", 1.0
 
 
-def _cell(value: Any, kind: str, size: float) -> str:
+def format_cell(value: Any, kind: str) -> str:
+    """One table cell: `kind` as in the table's columns ("h", "min", "pct", "num", "int")."""
     if value is None:
         return "-"
     if kind == "int":
         return str(value)
     if kind == "pct":
         return f"{100 * value:.1f}"
-    if kind == "dur":
-        return f"{value / size:.2f}"
+    if kind in _UNIT_SECONDS:
+        return f"{value / _UNIT_SECONDS[kind]:.2f}"
     return f"{value:.2f}"
 
 
 def table_rows(summaries: Mapping[str, Mapping[str, Any]]) -> tuple[list[str], list[list[str]]]:
-    """The comparison as a header and formatted rows (the CLI's table and the report)."""
-    header = ["policy"]
-    columns: list[list[str]] = []
-    for key, title, kind in _COLUMNS:
-        values = [s.get(key) for s in summaries.values()]
-        size = 1.0
-        if kind == "dur":
-            unit, size = duration_unit(max((v for v in values if v is not None), default=0.0))
-            title = f"{title} ({unit})"
-        header.append(title)
-        columns.append([_cell(v, kind, size) for v in values])
-    rows = [[label, *(col[i] for col in columns)] for i, label in enumerate(summaries)]
+    """The comparison as a header and formatted rows (the CLI's table and the report); each
+    column has one unit, the same for every row and every run (see `TABLE_LEGEND`)."""
+    header = ["policy", *(title for _, title, _ in _COLUMNS)]
+    rows = [
+        [label, *(format_cell(s.get(key), kind) for key, _, kind in _COLUMNS)]
+        for label, s in summaries.items()
+    ]
     return header, rows

@@ -21,7 +21,14 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from trainyard.sim.metrics import compare, duration_unit, table_rows, window
+from trainyard.sim.metrics import (
+    TABLE_LEGEND,
+    compare,
+    duration_unit,
+    format_cell,
+    table_rows,
+    window,
+)
 from trainyard.sim.records import SimResult
 from trainyard.sim.report_alloc import TOP, plot_allocation
 
@@ -63,7 +70,7 @@ DEFINITIONS: tuple[tuple[str, str], ...] = (
         "finish-time fairness (rho)",
         "Themis (Mahajan et al., NSDI'20): rho = JCT / T_fair, "
         "T_fair = isolated time x max(1, gpus / (total GPUs / N)), N the time-averaged number of "
-        "jobs in the system; rho <= 1 % is the share of finished jobs with rho <= 1",
+        "jobs in the system; rho<=1 (%) is the share of finished jobs with rho <= 1",
     ),
     ("preemptions / restarts", "evictions, and starts after the first, summed over jobs"),
     ("resizes", "restarts of running elastic jobs at another size, summed over jobs"),
@@ -196,20 +203,19 @@ def _blocks(results: Sequence[SimResult], summaries: dict[str, dict[str, Any]]) 
         "queue",
         "policy",
         "jobs",
-        "JCT avg (s)",
-        "wait avg (s)",
-        "wait p99 (s)",
+        "JCT avg (h)",
+        "wait avg (min)",
+        "wait p99 (min)",
         "GPU-hours",
     ]
+    q_kinds = (("jct_avg", "h"), ("queueing_delay_avg", "min"), ("queueing_delay_p99", "min"))
     q_rows = [
         [
             q,
             label,
             str(m["jobs"]),
-            *(
-                _num(m[k])
-                for k in ("jct_avg", "queueing_delay_avg", "queueing_delay_p99", "gpu_hours")
-            ),
+            *(format_cell(m[k], kind) for k, kind in q_kinds),
+            format_cell(m["gpu_hours"], "num"),
         ]
         for q in sorted({q for s in summaries.values() for q in s["queues"]})
         for label, s in summaries.items()
@@ -221,11 +227,8 @@ def _blocks(results: Sequence[SimResult], summaries: dict[str, dict[str, Any]]) 
         ("ul", setup),
         ("h2", "Results"),
         ("table", table_rows(summaries)),
-        (
-            "p",
-            "Durations in the unit of their column (s, m or h); % columns are percentages; "
-            "rho is finish-time fairness.",
-        ),
+        ("p", "Each column has one unit in every row and every report:"),
+        ("ul", list(TABLE_LEGEND)),
         ("h2", "Per queue"),
         ("table", (q_header, q_rows)),
         ("h2", "Plots"),
@@ -261,10 +264,6 @@ def _blocks(results: Sequence[SimResult], summaries: dict[str, dict[str, Any]]) 
         ("h2", "Definitions"),
         ("ul", list(DEFINITIONS)),
     ]
-
-
-def _num(value: Any) -> str:
-    return "-" if value is None else f"{value:.2f}"
 
 
 def _md(blocks: Sequence[Block]) -> str:

@@ -138,6 +138,37 @@ def test_plan_needs_a_model_or_evaluate() -> None:
     assert missing.exit_code == 2 and "not found" in missing.output
 
 
+def test_evaluate_finds_a_relative_path_under_trainyard_shared(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # as `simulate --workload` does: the path as given when it exists, else under
+    # $TRAINYARD_SHARED; the error names every place tried
+    published = _published_csv()  # the real one, looked up before TRAINYARD_SHARED moves
+    published = published.resolve() if published is not None else None
+    shared, elsewhere = tmp_path / "shared", tmp_path / "elsewhere"
+    (shared / "planner").mkdir(parents=True)
+    elsewhere.mkdir()
+    (shared / "planner" / "mine.csv").write_text("table_id,model\n")  # no usable row
+    monkeypatch.setenv("TRAINYARD_SHARED", str(shared))
+    monkeypatch.chdir(elsewhere)
+    found = runner.invoke(app, ["plan", "--evaluate", "planner/mine.csv"])
+    assert found.exit_code == 2  # read, and refused for its content, under shared/
+    assert f"{shared / 'planner' / 'mine.csv'}: " in found.stderr
+    (elsewhere / "planner").mkdir()
+    (elsewhere / "planner" / "mine.csv").write_text("table_id\n")  # the path as given wins
+    local = runner.invoke(app, ["plan", "--evaluate", "planner/mine.csv"])
+    assert "--evaluate: planner/mine.csv: " in local.stderr
+    missing = runner.invoke(app, ["plan", "--evaluate", "planner/none.csv"])
+    assert missing.exit_code == 2 and len(missing.stderr.strip().splitlines()) == 1
+    assert "not found" in missing.stderr
+    assert f"tried planner/none.csv, {shared / 'planner' / 'none.csv'}" in missing.stderr
+    if published is not None:  # the real file, named relative to the shared folder
+        monkeypatch.setenv("TRAINYARD_SHARED", str(published.parents[1]))
+        real = runner.invoke(app, ["plan", "--evaluate", "planner/published_configs.csv"])
+        assert real.exit_code == 0, real.output
+        assert "median |error|" in real.stdout
+
+
 def test_json_carries_launch_settings_of_the_best_plan() -> None:
     args = ["plan", "-m", "gpt3-13b", "-n", "64", "-g", "H100", "--json"]
     result = runner.invoke(app, args)

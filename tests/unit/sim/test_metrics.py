@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from trainyard.sim.metrics import compare, summarize, table_rows, window
+from trainyard.sim.metrics import TABLE_LEGEND, compare, summarize, table_rows, window
 from trainyard.sim.records import JobRecord, Sample, SimResult
 
 
@@ -237,25 +237,42 @@ def test_table_rows() -> None:
     header, rows = table_rows(compare(runs))
     assert header[0] == "policy" and [r[0] for r in rows] == ["fifo", "gavel"]
     assert all(len(r) == len(header) for r in rows)
-    for title in ("JCT avg (s)", "JCT p99 (s)", "wait avg (s)", "util %", "frag %", "rho avg"):
+    for title in ("JCT avg (h)", "JCT p99 (h)", "wait avg (min)", "util (%)", "frag (%)"):
         assert title in header
-    # fifo: 3 jobs, 3 done, JCT avg 18.67 s, util 82.1 %, rho max 1.86, 1 preemption
+    assert "rho avg" in header
+    # fifo: 3 jobs, 3 done, JCT avg 18.67 s = 0.01 h, wait avg 3.33 s = 0.06 min, util
+    # 82.1 %, rho max 1.86, 1 preemption
     cells = rows[0]
-    assert cells[:4] == ["fifo", "3", "3", "18.67"]
+    assert cells[:4] == ["fifo", "3", "3", "0.01"]
+    assert cells[header.index("wait avg (min)")] == "0.06"
     assert "82.1" in cells and "1.86" in cells and cells[-2:] == ["1", "0"]  # preempt, resize
 
 
-def test_table_units_and_missing() -> None:
-    # 3 hours of JCT shows in hours; a run with no finished job shows "-"
+def test_table_units_are_fixed_per_column_whatever_the_scale() -> None:
+    # 3 hours of JCT and 10 seconds of JCT both show in hours; a run with no finished job
+    # shows "-"; the header is the same for every table
     long_job = (job("a", "q", 1, 0, 0, 3 * 3600, 3 * 3600, 3 * 3600),)
-    runs = [
-        result(long_job, (Sample(0, 1, 0, 0, 0),), 3 * 3600, policy="long"),
-        result((job("z", "q", 1, 0, None, None, 0, 1),), (), 10, policy="stuck"),
-    ]
-    header, rows = table_rows(compare(runs))
-    assert "JCT avg (h)" in header
-    assert rows[0][3] == "3.00"
-    assert rows[1][3] == "-"
+    short_job = (job("b", "q", 1, 0, 30, 40, 10, 10),)
+    long_run = result(long_job, (Sample(0, 1, 0, 0, 0),), 3 * 3600, policy="long")
+    short_run = result(short_job, (Sample(0, 1, 0, 0, 0),), 40, policy="short")
+    stuck = result((job("z", "q", 1, 0, None, None, 0, 1),), (), 10, policy="stuck")
+    header, rows = table_rows(compare([long_run, stuck]))
+    short_header, short_rows = table_rows(compare([short_run]))
+    assert header == short_header
+    assert "JCT avg (h)" in header and "wait avg (min)" in header and "makespan (h)" in header
+    jct, wait = header.index("JCT avg (h)"), header.index("wait avg (min)")
+    assert rows[0][jct] == "3.00" and rows[1][jct] == "-"
+    assert short_rows[0][jct] == "0.01" and short_rows[0][wait] == "0.50"  # 40 s, 30 s
+
+
+def test_the_legend_explains_every_header() -> None:
+    header, _ = table_rows(compare([tiny()]))
+    terms = " ".join(term for term, _ in TABLE_LEGEND)
+    for title in header[1:]:
+        name = title.split(" (")[0].split()[0]  # "JCT avg (h)" -> "JCT"
+        assert name in terms, title
+        unit = title.partition(" (")[2]
+        assert not unit or f"({unit}" in terms, title
 
 
 def test_goodput_compares_run_time_with_the_isolated_time_at_the_asked_size() -> None:

@@ -131,6 +131,36 @@ def test_the_comparison_is_one_rich_table_never_wrapped() -> None:
     assert len(rows) == 2 and "…" not in "".join(rows)
 
 
+def _table(tmp_path: Path, name: str, duration_s: float, cluster: str) -> list[str]:
+    """The printed table of three Philly jobs of `duration_s` each on `cluster`."""
+    trace = tmp_path / f"{name}.csv"
+    rows = [f"2017-10-09 07:0{i}:00,{duration_s},1,{duration_s},c1" for i in range(3)]
+    trace.write_text("timestamp,duration,num_gpus,gpu_time,cluster\n" + "\n".join(rows) + "\n")
+    args = ["simulate", "--workload", f"philly:{trace}", "--cluster", cluster]
+    result = runner.invoke(app, [*args, "--compare", "fifo,tiresias"])
+    assert result.exit_code == 0, result.output
+    return result.stdout.splitlines()
+
+
+def test_two_runs_of_very_different_scale_print_the_same_units(tmp_path: Path) -> None:
+    # seconds-long jobs that never wait, and 10-hour jobs that queue for hours behind each
+    # other on one GPU: the old table showed the first in s and the second in h
+    small = _table(tmp_path, "small", 30.0, "4x8")
+    large = _table(tmp_path, "large", 36_000.0, "1x1")
+    header = next(line for line in small if line.startswith("policy"))
+    assert header == next(line for line in large if line.startswith("policy"))
+    for title in ("JCT avg (h)", "wait avg (min)", "wait p99 (min)", "makespan (h)"):
+        assert title in header
+    assert "(s)" not in header and "|" not in header
+    legend = [line.split("  ")[1] for line in small if line.startswith("  ")]
+    assert small[-len(legend) :] == large[-len(legend) :]  # the same legend under both
+    assert "util waiting (%)" in legend and "frag (%)" in legend
+    small_fifo = next(line for line in small if line.startswith("fifo")).split()
+    large_fifo = next(line for line in large if line.startswith("fifo")).split()
+    # policy, jobs, done, then JCT avg (h): 30 s, and about 10, 20 and 30 hours on one GPU
+    assert small_fifo[3] == "0.01" and 19.9 <= float(large_fifo[3]) <= 20.1
+
+
 def test_elastic_share_makes_trace_jobs_elastic_and_reports_resizes() -> None:
     def run(share: str) -> dict[str, object]:
         result = runner.invoke(app, [*BASE, "--elastic-share", share, "--json"])

@@ -9,8 +9,8 @@ This package owns the SPEC grammar and dispatch; each kind lives in its own modu
 
 `load` > 0 scales every inter-arrival time by ``1 / load`` (2.0 = jobs arrive twice as fast).
 A relative PATH that does not exist is also looked up under `shared` and ``shared/traces``
-(the ``../shared`` data folder). Errors are `WorkloadError`s naming the spec, option or
-``file:line:column`` and saying how to fix it.
+(the ``../shared`` data folder; `trainyard.datafiles.locate_data_file`). Errors are
+`WorkloadError`s naming the spec, option or ``file:line:column`` and saying how to fix it.
 """
 
 from __future__ import annotations
@@ -19,28 +19,28 @@ import math
 from collections.abc import Mapping
 from pathlib import Path
 
+from trainyard.datafiles import DataFileNotFoundError, locate_data_file
 from trainyard.sim.readers.gavel import read_gavel
 from trainyard.sim.readers.philly import read_philly
 from trainyard.sim.readers.pollux import read_pollux
 from trainyard.sim.readers.synthetic import DEFAULT_JOBS, synthetic
 from trainyard.sim.workload import Workload, WorkloadError
 
-__all__ = ["KINDS", "read_workload"]
+__all__ = ["KINDS", "WORKLOAD_FOLDERS", "read_workload"]
 
 KINDS = ("philly", "pollux", "gavel", "synthetic")
+WORKLOAD_FOLDERS = ("", "traces")  # where under `shared` a relative workload PATH is tried
 _USAGE = "write KIND:PATH (philly, pollux, gavel) or synthetic[:N]"
 
 
 def _locate(spec: str, raw: str, shared: Path | None) -> Path:
-    path = Path(raw).expanduser()
-    candidates = [path]
-    if shared is not None and not path.is_absolute():
-        candidates += [shared / path, shared / "traces" / path]
-    for candidate in candidates:
-        if candidate.is_file():
-            return candidate
-    tried = ", ".join(str(c) for c in candidates)
-    raise WorkloadError(spec, f"no such file (tried {tried}); give an existing file's path")
+    try:
+        return locate_data_file(raw, shared, WORKLOAD_FOLDERS)
+    except DataFileNotFoundError as exc:
+        tried = ", ".join(str(c) for c in exc.tried)
+        raise WorkloadError(
+            spec, f"no such file (tried {tried}); give an existing file's path"
+        ) from None
 
 
 def read_workload(
