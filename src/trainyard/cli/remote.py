@@ -9,12 +9,14 @@ import json
 import os
 import time
 from collections.abc import Iterator
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
-from rich.console import Console
 
 from trainyard.client.http import ApiClient, ClientError, missing_token_message, resolve
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 UrlOption = Annotated[
     str | None,
@@ -58,7 +60,10 @@ def connect(url: str | None, token: str | None, *, need_token: bool = True) -> I
 
 def console() -> Console:
     """A console for tables: the terminal's width, or wide when the output is piped (so rows
-    are never folded for a program that reads them)."""
+    are never folded for a program that reads them). rich is imported here, not at start:
+    the client commands print through `cli.plain` and never pay for it."""
+    from rich.console import Console
+
     out = Console(highlight=False)
     if not out.is_terminal and "COLUMNS" not in os.environ:
         out = Console(highlight=False, width=250)

@@ -150,6 +150,8 @@ class LocalExecutor:
         }
         if spec.virtual_gpus:
             own["TRAINYARD_VIRTUAL_GPUS"] = "1"
+        if spec.array is not None:  # a member of a job array: its index, as SLURM_ARRAY_*
+            own.update(TRAINYARD_ARRAY_ID=spec.array[0], TRAINYARD_ARRAY_INDEX=str(spec.array[1]))
         base = jobenv.job_environment(
             spec_env=spec.env,
             own=own,

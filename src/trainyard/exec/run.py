@@ -41,6 +41,7 @@ class LaunchSpec:
     cpus: float | None = None
     memory_gb: float | None = None
     virtual_gpus: bool = False  # the devices are declared, not real (TRAINYARD_VIRTUAL_GPUS=1)
+    array: tuple[str, int] | None = None  # (array id, index) of a job array's member
 
 
 @dataclass(frozen=True)

@@ -86,6 +86,21 @@ batch), ``max_local_batch_size`` (per GPU); whole numbers >= 1. ``min_gpus <= gp
 max_gpus``, both bounds multiples of the GPUs of one rank (``gpus / (workers x nodes)``): at k
 GPUs the job runs k / (GPUs per rank) ranks. Not with ``model:`` or a CPU-only job.
 
+Dependencies and arrays
+-----------------------
+
+``after:`` (optional) holds the job until others are done; ``array:`` (optional) makes one
+job per index (`trainyard.jobspec.depends`)::
+
+    after: [j-4f2a9c, {job: a-77b1d0, condition: any}]   # ok (default): must succeed
+    array: 0-9%4                # indexes 0..9 (also 1,3,5 or 0-99:2), at most 4 at once
+
+A dependency is a job id or an array id (every member of the array), of the submitter's
+tenant. With ``ok`` the job starts once the dependency succeeded and is cancelled if it
+failed or was cancelled; with ``any`` it starts once the dependency ended, however. Each
+member of an array gets ``TRAINYARD_ARRAY_INDEX`` and ``TRAINYARD_ARRAY_ID``; an array has
+at most ``max_array_size`` (10,000) jobs.
+
 The planner form
 ----------------
 

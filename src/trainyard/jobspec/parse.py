@@ -13,6 +13,7 @@ from collections.abc import Collection, Mapping
 from typing import Any, Final
 
 from trainyard.errors import suggest
+from trainyard.jobspec.depends import parse_after, parse_array
 from trainyard.jobspec.elastic import check_elastic, parse_elastic
 from trainyard.jobspec.errors import JobSpecError, unknown_field
 from trainyard.jobspec.fields import (
@@ -348,6 +349,11 @@ def parse_job_spec(
             planner_form=planner_form,
             max_gpus_per_job=limits.max_gpus_per_job,
         )
+
+    if "after" in values:
+        out["after"] = parse_after(values["after"])
+    if "array" in values:
+        out["array"] = parse_array(values["array"], "array", limits.max_array_size)
 
     spec = JobSpec(**out, priority_given="priority" in values)
     _check_together(spec, paths, limits)

@@ -17,6 +17,7 @@ from types import MappingProxyType
 from typing import Any, Final
 
 from trainyard.core.types import Job
+from trainyard.jobspec.depends import ArraySpec, Dependency
 from trainyard.jobspec.elastic import ElasticSpec
 from trainyard.jobspec.errors import JobSpecError
 from trainyard.planner.model import Model
@@ -56,6 +57,8 @@ FIELDS: Final = (
     "model",
     "planner",
     "elastic",
+    "after",
+    "array",
 )
 RESOURCE_FIELDS: Final = ("gpus", "gpu_type", "gpu_memory_gb", "cpus", "memory_gb")
 RESERVED_ENV: Final = frozenset(
@@ -102,6 +105,7 @@ class Limits:
     max_env_entries: int | None = 256
     max_restarts: int | None = 100
     max_spec_bytes: int | None = 1_000_000
+    max_array_size: int | None = 10_000
 
     @classmethod
     def none(cls) -> Limits:
@@ -158,6 +162,8 @@ class JobSpec:
     model: str | Mapping[str, Any] | None = None
     planner: Mapping[str, Any] | None = None
     elastic: ElasticSpec | None = None
+    after: tuple[Dependency, ...] = ()
+    array: ArraySpec | None = None
     # Whether the spec said `priority:` itself (else its queue's default may apply); not a
     # field of the stored spec: a stored spec's priority is what it was given at submit.
     priority_given: bool = field(default=True, compare=False, repr=False)
@@ -211,6 +217,8 @@ class JobSpec:
             out[name] = _thaw(getattr(self, name))
         if self.elastic is not None:
             out["elastic"] = self.elastic.to_dict()
+        out["after"] = [d.to_dict() for d in self.after] or None
+        out["array"] = self.array.text if self.array is not None else None
         return out
 
     def to_json(self) -> str:

@@ -27,6 +27,7 @@ from trainyard.server.api.auth import Principal, TokenCache, authenticate, beare
 from trainyard.server.api.errors import ApiError
 from trainyard.server.db.base import JobState, Role
 from trainyard.server.metrics import PLATFORM
+from trainyard.server.services import depends
 from trainyard.server.services.admission import Admission
 from trainyard.server.services.intake import Intake, Prepared, QueueDirectory, prepare
 from trainyard.server.services.logs import JobLogs
@@ -167,7 +168,7 @@ async def submit_job(
             )
             if found is not None:
                 response.headers["Idempotent-Replayed"] = "true"
-                return schemas.SubmitOut(id=found[0], state=found[1])
+                return schemas.SubmitOut(id=found[0], state=found[1], array_ids=found[2])
         queues = ctx.queues.cached(who.tenant_id)
         fresh = queues is None
         if queues is None:
@@ -185,6 +186,8 @@ async def submit_job(
             queues = await run_in_threadpool(ctx.queues.load, who.tenant_id)  # created just now?
             options["queues"] = queues
             prepared = await _prepare(args, options, planned=b"model" in body)
+        if prepared.job.get("after"):  # the jobs waited for must be the tenant's own
+            await run_in_threadpool(depends.check, ctx.sessions, who, prepared.job["after"])
     except ApiError:
         PLATFORM.submissions.inc(outcome="rejected")
         raise
@@ -199,8 +202,12 @@ async def submit_job(
         if found is None:
             raise
         response.headers["Idempotent-Replayed"] = "true"
-        return schemas.SubmitOut(id=found[0], state=found[1])
+        return schemas.SubmitOut(id=found[0], state=found[1], array_ids=found[2])
     ctx.notify()
+    if prepared.array_id is not None:
+        return schemas.SubmitOut(
+            id=prepared.array_id, state=JobState.PENDING, array_ids=prepared.job_ids
+        )
     return schemas.SubmitOut(id=prepared.job_id, state=JobState.PENDING)
 
 
@@ -217,14 +224,35 @@ async def _prepare(
 def list_jobs(
     request: Request,
     ctx: Ctx,
-    state: JobState | None = None,
+    state: Annotated[
+        list[JobState] | None, Query(description="only jobs in these states (repeat)")
+    ] = None,
+    queue: Annotated[str | None, Query(max_length=128, description="only this queue")] = None,
+    user: Annotated[str | None, Query(max_length=128, description="only this user's")] = None,
+    since: Annotated[
+        float | None, Query(ge=0, description="only jobs submitted at or after (Unix time)")
+    ] = None,
+    array: Annotated[
+        str | None, Query(max_length=32, description="only the members of this job array")
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=jobs.LIST_LIMIT)] = jobs.LIST_LIMIT,
     offset: Annotated[int, Query(ge=0, le=2**31 - 1)] = 0,
 ) -> schemas.JobList:
-    """The caller's tenant's jobs, newest first, optionally in one state; `more` says
-    whether another page follows (ask again with `offset`)."""
+    """The caller's tenant's jobs, newest first (an array's members by index), filtered by
+    state, queue, user, submission time or array; `more` says whether another page follows
+    (ask again with `offset`)."""
     with ctx.unit(request) as (session, who, _now):
-        return jobs.list_jobs(session, who, state=state, limit=limit, offset=offset)
+        where = jobs.Filters(states=state, queue=queue, user=user, since=since, array=array)
+        return jobs.list_jobs(session, who, where, limit=limit, offset=offset)
+
+
+@v1.post("/arrays/{array_id}/cancel", response_model=schemas.ArrayCancelOut)
+def cancel_array(request: Request, ctx: Ctx, array_id: str) -> schemas.ArrayCancelOut:
+    """Cancel every member of a job array that has not ended."""
+    with ctx.unit(request) as (session, who, now):
+        out = jobs.cancel_array(session, who, array_id, now=now)
+    ctx.notify()
+    return out
 
 
 @v1.get("/jobs/{job_id}", response_model=schemas.JobDetail)

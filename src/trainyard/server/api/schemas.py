@@ -19,8 +19,17 @@ class ErrorOut(BaseModel):
 
 
 class SubmitOut(BaseModel):
-    id: str
+    id: str = Field(description="the job's id (for an array: the array's, a-...)")
     state: JobState
+    array_ids: list[str] | None = Field(
+        default=None, description="an array's member jobs, in index order (None: not an array)"
+    )
+
+
+class ArrayCancelOut(BaseModel):
+    id: str = Field(description="the array")
+    cancelled: list[str] = Field(description="members cancelled now")
+    ended: list[str] = Field(description="members that had ended already (left as they were)")
 
 
 class JobSummary(BaseModel):
@@ -37,6 +46,8 @@ class JobSummary(BaseModel):
     user: str | None
     submitted_at: float
     state_changed_at: float
+    array_id: str | None = Field(default=None, description="the job array it belongs to")
+    array_index: int | None = Field(default=None, description="its index in that array")
 
 
 class JobList(BaseModel):
@@ -54,6 +65,9 @@ class EventOut(BaseModel):
 
 class JobDetail(JobSummary):
     tenant: str
+    after: list[dict[str, str]] = Field(
+        default_factory=list, description="dependencies: [{job, condition: ok|any}]"
+    )
     spec: dict[str, Any]
     placement: list[Any] | None
     pending_reason: str | None

@@ -41,6 +41,7 @@ class Job(Base):
         Index("ix_jobs_queue_id_state", "queue_id", "state"),
         Index("ix_jobs_tenant_id_submitted_at", "tenant_id", "submitted_at"),
         Index("ix_jobs_user_id_submit_key", "user_id", "submit_key", unique=True),
+        Index("ix_jobs_array_id", "array_id"),
     )
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True, default=_job_id)
@@ -67,6 +68,12 @@ class Job(Base):
     # pending and the size it was started at once placed.
     min_gpus: Mapped[int | None] = mapped_column(default=None)
     max_gpus: Mapped[int | None] = mapped_column(default=None)
+    # Dependencies (`[{"job": id, "condition": "ok"|"any"}]`, None: none) and, for a member
+    # of a job array, the array's id, its index and the array's at-most-at-once throttle.
+    after: Mapped[list[Any] | None] = mapped_column(default=None)
+    array_id: Mapped[str | None] = mapped_column(String(32), default=None)
+    array_index: Mapped[int | None] = mapped_column(default=None)
+    array_limit: Mapped[int | None] = mapped_column(default=None)
     # The `Idempotency-Key` it was submitted with (unique per user) and a digest of the body.
     submit_key: Mapped[str | None] = mapped_column(String(255), default=None)
     submit_digest: Mapped[str | None] = mapped_column(String(64), default=None)

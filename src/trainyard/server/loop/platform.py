@@ -420,6 +420,7 @@ class Platform:
             cpus=spec.cpus * scale if spec.cpus else spec.cpus,
             memory_gb=spec.memory_gb * scale if spec.memory_gb else spec.memory_gb,
             virtual_gpus=self.virtual,
+            array=(row.array_id, row.array_index or 0) if row.array_id is not None else None,
         )
 
     @staticmethod

@@ -30,6 +30,10 @@ Decisions taken here:
   started}`, and `gpus` becomes the size it runs at). Running jobs are given at the size they
   hold: the executor cannot resize a running job yet, so the core never plans a resize here.
 - Pending reasons are stored as `"<code>: <message>"` (`split_reason` reads them back).
+- Dependencies and array throttles (`services/depends.py`): pending jobs whose `after:` is
+  not met, or beyond their array's `%N`, are left out of the round with their reason, as a
+  tenant over budget is; a job whose `ok` dependency failed is CANCELLED in the round's
+  transaction, the reason in its event.
 - Concurrency: load and apply must use the same session; every write of a job row checks its
   `version` against the one read by `load_snapshot` (pending jobs are read as plain rows, so
   their versions are kept in `session.info`). Pending reasons are informational: only the
@@ -69,6 +73,7 @@ from trainyard.server.loop.budgets import Budgets
 from trainyard.server.loop.fairshare import FairShare
 from trainyard.server.loop.pending import PendingCache
 from trainyard.server.metrics import PLATFORM, PlatformMetrics
+from trainyard.server.services import depends
 
 __all__ = [
     "Applied",
@@ -88,6 +93,7 @@ log = logging.getLogger(__name__)
 S = JobState
 _HELD = "trainyard.scheduling.held"  # session.info: job id -> reason (loop/budgets.py)
 _PARKED = "trainyard.scheduling.parked"  # session.info: job id -> reason (loop/parking.py)
+_CANCEL = "trainyard.scheduling.cancel"  # session.info: job id -> why (services/depends.py)
 _SEEN = "trainyard.scheduling.seen"  # session.info: job id -> (version, reason, start) read
 _UNEVICTABLE = frozenset({S.STARTING, S.RESIZING, S.PREEMPTED})
 
@@ -286,8 +292,12 @@ def load_snapshot(
             )
         )
         held = {job_id: over[tenant] for job_id, tenant in rows}
-        pending = [j for j in pending if j.id not in held]
+    gate = depends.gate(session)  # dependencies and array throttles
+    held.update((job_id, why) for job_id, why in gate.held.items() if job_id not in held)
+    if held or gate.cancel:
+        pending = [j for j in pending if j.id not in held and j.id not in gate.cancel]
     session.info[_HELD] = held
+    session.info[_CANCEL] = gate.cancel
     return Snapshot(
         now=now,
         nodes=nodes,
@@ -345,6 +355,11 @@ def _write_reasons(session: Session, decision: Decision, skip: set[str]) -> int:
 
 def _write(session: Session, decision: Decision, now: float) -> Applied:
     stop: list[str] = []
+    cancel: dict[str, str] = session.info.get(_CANCEL, {})
+    for job_id, why in cancel.items():  # an `ok` dependency failed (services/depends.py)
+        row = _get(session, job_id)
+        transition(session, row, S.CANCELLED, reason=why[:64], now=now,
+                   details={"message": why})  # fmt: skip
     for ev in decision.evictions:
         row = _get(session, ev.job_id)
         facts = {"for_job": ev.for_job, "action": ev.action, "why": ev.reason}
@@ -372,7 +387,7 @@ def _write(session: Session, decision: Decision, now: float) -> Applied:
         else:
             launch.append(item)
     session.flush()
-    count = _write_reasons(session, decision, set(stop))
+    count = _write_reasons(session, decision, set(stop) | set(cancel))
     return Applied(tuple(launch), tuple(deferred), tuple(stop), count, decision=decision)
 
 

@@ -111,8 +111,9 @@ class Admission:
             self._shape = (time.monotonic(), shape)
         return shape
 
-    def check_room(self, tenant_id: int, tenant: str) -> None:
-        """Refuse (429) a submit of a tenant that has `max_queued` jobs PENDING already."""
+    def check_room(self, tenant_id: int, tenant: str, jobs: int = 1) -> None:
+        """Refuse (429) a submit of `jobs` jobs (an array's members) that would give a tenant
+        more than `max_queued` jobs PENDING."""
         if self.max_queued is None or self.sessions is None:
             return
         with self._lock:
@@ -128,7 +129,7 @@ class Admission:
                     or 0
                 )
             hit = (time.monotonic(), count)
-        if hit[1] >= self.max_queued:
+        if hit[1] + jobs > self.max_queued:
             raise ApiError(
                 429,
                 f"tenant {tenant} has {hit[1]} jobs queued, the most one tenant may have "
@@ -136,7 +137,7 @@ class Admission:
                 field="queue",
             )
         with self._lock:
-            self._queued[tenant_id] = (hit[0], hit[1] + 1)
+            self._queued[tenant_id] = (hit[0], hit[1] + jobs)
 
     def check(self, spec: JobSpec) -> None:
         """Raise `ApiError` (422) if the site cannot accept `spec`."""

@@ -34,17 +34,21 @@ def digest(body: bytes, content_type: str) -> str:
 
 def find(
     sessions: sessionmaker[Session], user_id: int | None, key: str, request_digest: str
-) -> tuple[str, JobState] | None:
-    """The job `user_id` submitted with `key` (id, state), or None; 422 if that submission
-    was another request."""
+) -> tuple[str, JobState, list[str] | None] | None:
+    """The job `user_id` submitted with `key` (id, state, and for an array its member ids:
+    the id is then the array's), or None; 422 if that submission was another request."""
     if user_id is None:
         return None
     with sessions() as s:
         row = s.execute(
-            select(Job.id, Job.state, Job.submit_digest).where(
+            select(Job.id, Job.state, Job.submit_digest, Job.array_id).where(
                 Job.user_id == user_id, Job.submit_key == key
             )
         ).first()
+        members = None
+        if row is not None and row.array_id is not None:
+            query = select(Job.id).where(Job.array_id == row.array_id)
+            members = list(s.scalars(query.order_by(Job.array_index)))
     if row is None:
         return None
     if row.submit_digest != request_digest:
@@ -54,4 +58,6 @@ def find(
             "new job",
             field=HEADER,
         )
-    return str(row.id), JobState(row.state)
+    if row.array_id is not None:
+        return str(row.array_id), JobState.PENDING, members
+    return str(row.id), JobState(row.state), None

@@ -128,10 +128,24 @@ class Prepared:
     job: dict[str, Any]
     event: dict[str, Any]
     audit: dict[str, Any] | None = None  # its audit-trail entry (services/audit.py)
+    # the other members of a job array (rows and events), stored in the same transaction
+    members: list[tuple[dict[str, Any], dict[str, Any]]] = field(default_factory=list)
 
     @property
     def job_id(self) -> str:
         return str(self.job["id"])
+
+    @property
+    def array_id(self) -> str | None:
+        return self.job.get("array_id")
+
+    @property
+    def job_ids(self) -> list[str]:
+        """Every job stored: the job, or an array's members in index order."""
+        return [self.job_id, *(str(row["id"]) for row, _event in self.members)]
+
+    def all_rows(self) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+        return [(self.job, self.event), *self.members]
 
 
 def prepare(
@@ -158,7 +172,8 @@ def prepare(
         check_priority(spec, directory.priority_limit(spec.queue))
     if admission is not None:
         admission.check(spec)
-        admission.check_room(who.tenant_id, who.tenant_name)
+        size = len(spec.array.indexes) if spec.array is not None else 1
+        admission.check_room(who.tenant_id, who.tenant_name, size)
     return _rows(who, spec, queues[spec.queue], now)
 
 
@@ -180,6 +195,8 @@ def plan(spec: JobSpec, limits: Limits) -> JobSpec:
 
 def _rows(who: Principal, spec: JobSpec, queue_id: int, now: float) -> Prepared:
     assert spec.gpus is not None
+    array = spec.array
+    array_id = new_id("a") if array is not None else None
     job = {
         "id": new_id("j"),
         "tenant_id": who.tenant_id,
@@ -208,15 +225,27 @@ def _rows(who: Principal, spec: JobSpec, queue_id: int, now: float) -> Prepared:
         "estimated_start": None,
         "exit_code": None,
         "exit_message": None,
+        "after": [d.to_dict() for d in spec.after] or None,
+        "array_id": array_id,
+        "array_index": array.indexes[0] if array is not None else None,
+        "array_limit": array.limit if array is not None else None,
     }
     reason = f"submitted by {who.user_name}"[:64]
     row, event = lifecycle.submission_rows(job, now=now, reason=reason)
+    details: dict[str, Any] = {"queue": spec.queue, "gpus": spec.gpus, "priority": spec.priority}
+    if array is not None:
+        details.update(array=array.text, jobs=len(array.indexes))
     entry = audit.row(
         actor=who.user_name, user_id=who.user_id, tenant_id=who.tenant_id, action="job.submit",
-        target=str(job["id"]), now=now,
-        details={"queue": spec.queue, "gpus": spec.gpus, "priority": spec.priority},
+        target=array_id or str(job["id"]), now=now, details=details,
     )  # fmt: skip
-    return Prepared(row, event, entry)
+    prepared = Prepared(row, event, entry)
+    for k, index in enumerate(array.indexes[1:] if array is not None else (), start=1):
+        member = {**job, "id": new_id("j"), "array_index": index}
+        # a microsecond apart: members keep their index order in the queue (submit time, id)
+        at = now + k * 1e-6
+        prepared.members.append(lifecycle.submission_rows(member, now=at, reason=reason))
+    return prepared
 
 
 @dataclass
@@ -315,8 +344,9 @@ class Intake:
 
     def _insert(self, batch: list[_Item]) -> None:
         with self.sessions() as s:
-            s.execute(insert(Job), [item.prepared.job for item in batch])
-            s.execute(insert(JobEvent), [item.prepared.event for item in batch])
+            rows = [pair for item in batch for pair in item.prepared.all_rows()]
+            s.execute(insert(Job), [job for job, _event in rows])
+            s.execute(insert(JobEvent), [event for _job, event in rows])
             entries = [item.prepared.audit for item in batch if item.prepared.audit]
             if entries:
                 s.execute(insert(AuditEvent), entries)

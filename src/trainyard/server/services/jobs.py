@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import ColumnElement, func, or_, select
@@ -21,7 +22,7 @@ from trainyard.server.api.errors import ApiError, not_found
 from trainyard.server.db.base import JobState
 from trainyard.server.db.cluster import Node, Queue
 from trainyard.server.db.jobs import Job
-from trainyard.server.db.tenancy import Tenant
+from trainyard.server.db.tenancy import Tenant, User
 from trainyard.server.metrics import PLATFORM
 from trainyard.server.services import audit
 
@@ -87,30 +88,98 @@ def _summary_fields(job: Job) -> dict[str, Any]:
         "user": job.user.name if job.user else None,
         "submitted_at": job.submitted_at,
         "state_changed_at": job.state_changed_at,
+        "array_id": job.array_id,
+        "array_index": job.array_index,
     }
 
 
+@dataclass(frozen=True)
+class Filters:
+    """What `GET /v1/jobs` may narrow the list to (None: no filter)."""
+
+    states: Sequence[JobState] | None = None
+    queue: str | None = None
+    user: str | None = None
+    since: float | None = None
+    array: str | None = None
+
+
 def list_jobs(
-    session: Session, who: Principal, *, state: JobState | None, limit: int, offset: int = 0
+    session: Session,
+    who: Principal,
+    where: Filters | None = None,
+    *,
+    limit: int,
+    offset: int = 0,
+    state: JobState | None = None,
 ) -> schemas.JobList:
-    """A page of the tenant's jobs, newest first; `more` says whether rows follow it."""
+    """A page of the tenant's jobs, newest first (an array's members in index order);
+    `more` says whether rows follow it."""
+    where = where or Filters(states=[state] if state is not None else None)
     query = (
         select(Job)
         .where(Job.tenant_id == who.tenant_id)
         .options(selectinload(Job.queue), selectinload(Job.user))
-        .order_by(Job.submitted_at.desc(), Job.id)
-        .offset(offset)
-        .limit(limit + 1)
     )
-    if state is not None:
-        query = query.where(Job.state == state)
+    if where.array is not None:
+        query = query.where(Job.array_id == where.array).order_by(Job.array_index, Job.id)
+    else:
+        query = query.order_by(Job.submitted_at.desc(), Job.id)
+    if where.states:
+        query = query.where(Job.state.in_(list(where.states)))
+    if where.queue is not None:
+        query = query.join(Queue, Job.queue_id == Queue.id).where(Queue.name == where.queue)
+    if where.user is not None:
+        query = query.join(User, Job.user_id == User.id).where(User.name == where.user)
+    if where.since is not None:
+        query = query.where(Job.submitted_at >= where.since)
     if who.job_id is not None:
         query = query.where(Job.id == who.job_id)
-    jobs = list(session.scalars(query))
+    jobs = list(session.scalars(query.offset(offset).limit(limit + 1)))
     return schemas.JobList(
         jobs=[schemas.JobSummary(**_summary_fields(j)) for j in jobs[:limit]],
         more=len(jobs) > limit,
     )
+
+
+def cancel_array(
+    session: Session, who: Principal, array_id: str, *, now: float
+) -> schemas.ArrayCancelOut:
+    """Cancel every member of an array of the caller's tenant that has not ended."""
+    who.require_write("cancel jobs")
+    well_formed = _JOB_ID.fullmatch(array_id) is not None
+    members = (
+        list(
+            session.scalars(
+                select(Job)
+                .where(Job.array_id == array_id, Job.tenant_id == who.tenant_id)
+                .order_by(Job.array_index)
+            )
+        )
+        if well_formed and who.job_id is None
+        else []
+    )
+    if not members:
+        raise not_found(f"array {array_id!r}")
+    cancelled, ended = [], []
+    reason = f"cancelled by {who.user_name}"[:64]
+    for job in members:
+        try:
+            lifecycle.transition(session, job, JobState.CANCELLED, reason=reason, now=now)
+        except lifecycle.IllegalTransition:
+            ended.append(job.id)
+            continue
+        except StaleDataError:
+            raise ApiError(
+                409, f"job {job.id} of array {array_id} changed concurrently; try again",
+                field=None,
+            ) from None  # fmt: skip
+        cancelled.append(job.id)
+    audit.record(
+        session, actor=who.user_name, user_id=who.user_id or None, tenant_id=who.tenant_id,
+        action="array.cancel", target=array_id, now=now, details={"jobs": len(cancelled)},
+    )  # fmt: skip
+    return schemas.ArrayCancelOut(id=array_id, cancelled=cancelled, ended=ended)
 
 
 def own_job(session: Session, who: Principal, job_id: str) -> Job:
@@ -138,6 +207,7 @@ def describe_job(session: Session, who: Principal, job_id: str) -> schemas.JobDe
     return schemas.JobDetail(
         **_summary_fields(job),
         tenant=who.tenant_name,
+        after=job.after or [],
         spec=job.spec,
         placement=job.placement,
         pending_reason=job.pending_reason,

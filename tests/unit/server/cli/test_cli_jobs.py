@@ -79,7 +79,7 @@ def test_submit_list_describe_cancel(api_server: ApiServer, cli: Cli, tmp_path: 
     )
     only = cli("jobs", "--state", "cancelled", "--json", token=ada)
     assert [r["id"] for r in json.loads(only.stdout)["jobs"]] == [job]
-    assert _error(cli("jobs", "--state", "sleeping", token=ada)).startswith("error: state: ")
+    assert _error(cli("jobs", "--state", "sleeping", token=ada)).startswith("error: --state: ")
 
 
 def test_submit_overrides_queue_and_name(api_server: ApiServer, cli: Cli, tmp_path: Path) -> None:
