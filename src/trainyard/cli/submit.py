@@ -17,9 +17,9 @@ code (issue 19: the command must start in tens of milliseconds).
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
-import uuid
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import urlsplit
@@ -278,7 +278,7 @@ def submit_command(
             spec_file, command, overrides, env_items, (min_gpus, max_gpus), workdir
         )
         # a retried submit with the same key gets the job the first attempt created
-        headers = {"Content-Type": content_type, "Idempotency-Key": uuid.uuid4().hex}
+        headers = {"Content-Type": content_type, "Idempotency-Key": os.urandom(16).hex()}
         try:
             out = _submit_with_retries(client, body, headers)
         except ClientError as error:
