@@ -99,6 +99,10 @@ def _count_refused(scope: Scope) -> None:
 
 
 def _field(loc: tuple[object, ...] | list[object]) -> str:
+    """The field an error names: `spec.gpus`; a repeated query parameter by its name only
+    (`state`, not `state.0`: the client gave `?state=` and knows no index)."""
+    if len(loc) == 3 and loc[0] == "query" and isinstance(loc[2], int):
+        return str(loc[1])
     parts = [str(p) for p in loc if p not in ("body", "query", "path", "header")]
     return ".".join(parts)
 
