@@ -100,3 +100,22 @@ def test_help_and_version_list_everything(tmp_path: Path) -> None:
     for command in ("submit", "jobs", "wait", "simulate", "admin", "up", "plan"):
         assert command in done.stdout
     assert "Exit codes" in done.stdout
+
+
+def test_shell_completion_completes_commands_and_options(tmp_path: Path) -> None:
+    """Completion (`trainyard --install-completion`) sees every command, though a normal
+    run registers only one."""
+
+    def complete(words: str, cword: int) -> list[str]:
+        env = {**os.environ, "_TRAINYARD_COMPLETE": "complete_bash", "COMP_WORDS": words,
+               "COMP_CWORD": str(cword)}  # fmt: skip
+        done = subprocess.run(
+            [sys.executable, "-m", "trainyard.cli.main"],
+            capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path,
+        )  # fmt: skip
+        return done.stdout.split()
+
+    assert "submit" in complete("trainyard su", 1)
+    assert "wait" in complete("trainyard wa", 1)
+    assert "--state" in complete("trainyard jobs --st", 2)
+    assert "--array" in complete("trainyard submit --arr", 2)
