@@ -35,7 +35,8 @@ _MEM_GB = {"": 1.0, "B": 1e-9, "K": 1 / 1024**2, "M": 1 / 1024, "G": 1.0, "T": 1
 _DURATION = re.compile(r"(?i)^\s*(\d+(?:\.\d+)?)\s*(s|m|min|h|d)?\s*$")
 _CLOCK = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$")
 _AFTER = re.compile(r"^([A-Za-z0-9_-]{1,32})(?::(ok|any|afterok|afterany))?$")
-_ARRAY = re.compile(r"^\s*\d+(?:\s*-\s*\d+)?(?:\s*,\s*\d+(?:\s*-\s*\d+)?)*(?:\s*%\s*\d+)?\s*$")
+_ARRAY_PART = r"\s*\d+(?:\s*-\s*\d+)?(?:\s*:\s*\d+)?\s*"  # 3, 0-9 or 0-99:2 (a step)
+_ARRAY = re.compile(rf"^{_ARRAY_PART}(?:,{_ARRAY_PART})*(?:%\s*\d+)?\s*$")
 _NAME_BAD = re.compile(r"[^a-z0-9-]+")
 
 
@@ -231,7 +232,7 @@ def submit_command(
     ] = None,
     array: Annotated[
         str | None,
-        _opt("A job array: 0-9, 1,3,5 or 0-99%8 (at most 8 at once).", "--array", "-a"),
+        _opt("A job array: 0-9, 1,3,5, 0-99:2 or 0-99%8 (at most 8 at once).", "--array", "-a"),
     ] = None,
     wait: Annotated[bool, _opt("Wait for the job(s) to end; exit as `wait`.", "--wait")] = False,
     as_json: JsonOption = False,
@@ -265,7 +266,7 @@ def submit_command(
         overrides["after"] = dependencies(after)
     if array is not None:
         if not _ARRAY.match(array):
-            fail(f"--array: {array!r} is not a range list; give e.g. 0-9, 1,3,5 or 0-99%8")
+            fail(f"--array: {array!r} is not a range list; give e.g. 0-9, 1,3,5, 0-99:2 or 0-99%8")
         overrides["array"] = array.replace(" ", "")
     env_items = env_pairs(env or [])
     with connect(url, token) as client:

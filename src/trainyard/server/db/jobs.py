@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import ForeignKey, Index, Integer, String, Text
+from sqlalchemy import JSON, ForeignKey, Index, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from trainyard.server.db.base import Base, JobState, Timestamp, new_id, str_enum
@@ -70,7 +70,8 @@ class Job(Base):
     max_gpus: Mapped[int | None] = mapped_column(default=None)
     # Dependencies (`[{"job": id, "condition": "ok"|"any"}]`, None: none) and, for a member
     # of a job array, the array's id, its index and the array's at-most-at-once throttle.
-    after: Mapped[list[Any] | None] = mapped_column(default=None)
+    # (SQL NULL for none, not JSON `null`: the loop's query reads `after IS NOT NULL` only)
+    after: Mapped[list[Any] | None] = mapped_column(JSON(none_as_null=True), default=None)
     array_id: Mapped[str | None] = mapped_column(String(32), default=None)
     array_index: Mapped[int | None] = mapped_column(default=None)
     array_limit: Mapped[int | None] = mapped_column(default=None)
