@@ -2,7 +2,15 @@
 
 `<root>/jobs/<job id>/` (0711: a job's uid may pass through to its own directories only):
 `attempt-<n>/` and `logs/` (0700, the server's), `checkpoints/`, `home/`, `tmp/` (0700,
-the job's uid when it runs as one: `exec/identity.py`), `uid` (0600, the server's).
+the job's uid when it runs as one: `exec/identity.py`), `uid` (0600, the server's),
+`notice` (0644, the server's: why the run is being stopped, `TRAINYARD_NOTICE_FILE`).
+
+- `attempt-<n>/run.json`: pids, process start times, pgid, port, log paths (atomic writes);
+  `attempt-<n>/rank-<r>.exit.json` / `rank-<r>.pid.json`: written by each rank's wrapper
+  (`rankwrap.py`): the exit code, and the pid + start time of the rank's command;
+  `attempt-<n>/stop.json`: written when the run was stopped on purpose.
+- `logs/attempt-<n>/rank-<r>.log`: the rank's stdout and stderr.
+- `checkpoints/`: `TRAINYARD_CHECKPOINT_DIR`, the same for every attempt.
 """
 
 from __future__ import annotations
@@ -51,3 +59,37 @@ def server_user() -> str:
         return pwd.getpwuid(os.geteuid()).pw_name
     except KeyError:
         return str(os.geteuid())
+
+
+NOTICES = ("preempt", "resize", "stop")  # what a job is told before SIGTERM
+
+
+def notice_path(job_dir: Path) -> Path:
+    """`<job dir>/notice`: why the run is being stopped (`TRAINYARD_NOTICE_FILE`)."""
+    return job_dir / "notice"
+
+
+def write_notice(job_dir: Path, reason: str) -> None:
+    """Tell the job why it is stopped (`preempt`, `resize`; anything else: `stop`), before
+    its SIGTERM, so that the SDK checkpoints for the right cause. The file is the server's
+    (0644, replaced atomically) in the server's directory: the job reads it, never writes."""
+    word = reason if reason in NOTICES else "stop"
+    path = notice_path(job_dir)
+    if not job_dir.is_dir():
+        return
+    tmp = path.with_name(f".notice.{os.getpid()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+    try:
+        os.write(fd, f"{word}\n".encode())
+        os.fchmod(fd, 0o644)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+
+
+def clear_notice(job_dir: Path) -> None:
+    """Remove an earlier run's notice (at launch)."""
+    try:
+        notice_path(job_dir).unlink()
+    except FileNotFoundError:
+        pass

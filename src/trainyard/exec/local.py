@@ -1,13 +1,6 @@
 """`LocalExecutor`: runs a job's ranks as real processes on this machine.
 
-Layout under `root_dir/jobs/<job id>/`:
-
-- `attempt-<n>/run.json`: pids, process start times, pgid, port, log paths (atomic writes);
-  `attempt-<n>/rank-<r>.exit.json` / `rank-<r>.pid.json`: written by each rank's wrapper
-  (`rankwrap.py`): the exit code, and the pid + start time of the rank's command;
-  `attempt-<n>/stop.json`: written when the run was stopped on purpose.
-- `logs/attempt-<n>/rank-<r>.log`: the rank's stdout and stderr.
-- `checkpoints/`: `TRAINYARD_CHECKPOINT_DIR`, the same for every attempt.
+The layout under `root_dir/jobs/<job id>/` is `exec/jobdirs.py`'s.
 
 Process groups: rank 0's wrapper starts a new process group (`process_group=0`) and every
 other rank joins it (`process_group=<rank 0 pid>`), so one `killpg` reaches every process of
@@ -44,7 +37,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from trainyard.exec import cgroups, jobenv, logs, procfs
+from trainyard.exec import cgroups, jobdirs, jobenv, logs, procfs
 from trainyard.exec.identity import Identity, JobUsers
 from trainyard.exec.jobdirs import job_dir, owned_dir, private_dir, server_user
 from trainyard.exec.run import (
@@ -111,6 +104,7 @@ class LocalExecutor:
         if spec.attempt < 0:
             raise ValueError(f"attempt: expected >= 0, got {spec.attempt}")
         per_rank = split_devices(spec.devices, spec.workers)
+        shown = list(spec.devices) if spec.visible_devices == "node" else []
         busy = self._busy(spec.devices)
         if busy:
             raise DeviceBusy(spec.job_id, busy)
@@ -147,7 +141,9 @@ class LocalExecutor:
             "TRAINYARD_CHECKPOINT_DIR": str(ckpt.resolve()),
             "TRAINYARD_API_URL": self.api_url,
             "TRAINYARD_TOKEN": spec.token,
+            "TRAINYARD_NOTICE_FILE": str(jobdirs.notice_path(job_dir).resolve()),
         }
+        jobdirs.clear_notice(job_dir)
         if spec.virtual_gpus:
             own["TRAINYARD_VIRTUAL_GPUS"] = "1"
         if spec.array is not None:  # a member of a job array: its index, as SLURM_ARRAY_*
@@ -171,7 +167,10 @@ class LocalExecutor:
                     "RANK": str(rank),
                     "LOCAL_RANK": str(rank),
                     "ROLE_RANK": str(rank),
-                    "CUDA_VISIBLE_DEVICES": ",".join(map(str, devices)),
+                    # as torchrun: every rank sees the job's devices here, LOCAL_RANK picks
+                    "CUDA_VISIBLE_DEVICES": ",".join(map(str, shown or devices)),
+                    "TRAINYARD_RANK_DEVICES": ",".join(str(shown.index(d)) for d in devices)
+                    if shown else ",".join(str(i) for i in range(len(devices))),
                 }
                 log = log_dir / f"rank-{rank}.log"
                 argv = [sys.executable, "-I", "-S", str(WRAPPER)]
@@ -420,7 +419,8 @@ class LocalExecutor:
                 procfs.write_json_atomic(stop_file, {"at": time.time(), "reason": reason})
         if status.settled:
             return status
-        if handle.term_sent_at is None:
+        if handle.term_sent_at is None:  # the notice first: the SDK reads it on SIGTERM
+            jobdirs.write_notice(self.job_dir(handle.job_id), reason)
             handle.term_sent_at = time.monotonic()
             self._signal(handle, signal.SIGTERM)
         return self.poll(handle)

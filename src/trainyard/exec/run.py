@@ -42,6 +42,9 @@ class LaunchSpec:
     memory_gb: float | None = None
     virtual_gpus: bool = False  # the devices are declared, not real (TRAINYARD_VIRTUAL_GPUS=1)
     array: tuple[str, int] | None = None  # (array id, index) of a job array's member
+    # "node": every rank sees all the job's devices on the node (torchrun's way, LOCAL_RANK
+    # indexes them); "rank": each rank sees only its own
+    visible_devices: str = "node"
 
 
 @dataclass(frozen=True)

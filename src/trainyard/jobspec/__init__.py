@@ -68,6 +68,10 @@ Duplicate keys are an error. JSON is accepted as well (it is YAML).
   starting ``TRAINYARD_`` or ``TORCHELASTIC_`` (except ``TRAINYARD_PLAN_*`` in a ``model:``
   spec, which `resolve` replaces with the planner's values).
 - ``working_dir`` (optional): the directory the command runs in.
+- ``visible_devices`` (default ``node``): ``node`` gives every rank all of the job's
+  devices on its node in ``CUDA_VISIBLE_DEVICES``, as torchrun does, so the usual
+  ``torch.cuda.set_device(LOCAL_RANK)`` works (``TRAINYARD_RANK_DEVICES`` lists a rank's
+  own positions when it has several); ``rank`` shows each rank only its own devices.
 - ``checkpoint_every`` (optional, >= 1): steps between checkpoints; informational (shown to
   people, available to the executor), the job itself writes its checkpoints.
 

@@ -352,6 +352,15 @@ def parse_job_spec(
 
     if "after" in values:
         out["after"] = parse_after(values["after"])
+    if "visible_devices" in values:
+        visible = text(values["visible_devices"], "visible_devices").strip()
+        if visible not in ("node", "rank"):
+            raise JobSpecError(
+                "visible_devices",
+                f"{visible!r}: use node (every rank sees the job's devices on its node, as "
+                "torchrun) or rank (each rank sees only its own)",
+            )
+        out["visible_devices"] = visible
     if "array" in values:
         out["array"] = parse_array(values["array"], "array", limits.max_array_size)
 

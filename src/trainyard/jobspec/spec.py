@@ -59,6 +59,7 @@ FIELDS: Final = (
     "elastic",
     "after",
     "array",
+    "visible_devices",
 )
 RESOURCE_FIELDS: Final = ("gpus", "gpu_type", "gpu_memory_gb", "cpus", "memory_gb")
 RESERVED_ENV: Final = frozenset(
@@ -164,6 +165,7 @@ class JobSpec:
     elastic: ElasticSpec | None = None
     after: tuple[Dependency, ...] = ()
     array: ArraySpec | None = None
+    visible_devices: str = "node"  # "node": as torchrun; "rank": each rank its own only
     # Whether the spec said `priority:` itself (else its queue's default may apply); not a
     # field of the stored spec: a stored spec's priority is what it was given at submit.
     priority_given: bool = field(default=True, compare=False, repr=False)

@@ -5,6 +5,7 @@ PENDING -> STARTING -> RUNNING -> SUCCEEDED | FAILED | CANCELLED
 PENDING -> CANCELLED              STARTING -> FAILED | CANCELLED
 RUNNING -> PREEMPTED -> PENDING   (stopped for another job; resumes from its checkpoint)
 RUNNING -> RESIZING -> STARTING   (elastic resize: stopped, restarted on a new placement)
+RESIZING -> SUCCEEDED             (it finished before the resize stopped it)
 FAILED -> PENDING                 (restart, while restarts remain, after a back-off)
 STARTING | RUNNING | RESIZING -> PENDING   (node lost: a restart, with back-off)
 PREEMPTED | RESIZING -> CANCELLED | FAILED
@@ -62,7 +63,7 @@ EDGES: dict[JobState, frozenset[JobState]] = {
     S.PENDING: frozenset({S.STARTING, S.CANCELLED}),
     S.STARTING: frozenset({S.RUNNING, S.FAILED, S.CANCELLED, S.PENDING}),
     S.RUNNING: frozenset({S.SUCCEEDED, S.FAILED, S.CANCELLED, S.PREEMPTED, S.RESIZING, S.PENDING}),
-    S.RESIZING: frozenset({S.STARTING, S.FAILED, S.CANCELLED, S.PENDING}),
+    S.RESIZING: frozenset({S.STARTING, S.SUCCEEDED, S.FAILED, S.CANCELLED, S.PENDING}),
     S.PREEMPTED: frozenset({S.PENDING, S.FAILED, S.CANCELLED}),
     S.FAILED: frozenset({S.PENDING}),
     S.SUCCEEDED: frozenset(),

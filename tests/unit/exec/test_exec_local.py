@@ -71,13 +71,17 @@ def test_environment_per_rank(executor: LocalExecutor, tmp_path: Path) -> None:
     assert settle(executor, h).state == "succeeded"
     ckpt = str((tmp_path / "root" / "jobs" / "envjob" / "checkpoints").resolve())
     ports = set()
-    for rank, devices in ((0, "4,5"), (1, "6,7")):
+    for rank, devices in ((0, "0,1"), (1, "2,3")):  # positions in CUDA_VISIBLE_DEVICES
         (line,) = list(executor.logs("envjob", rank=rank))
         env = json.loads(line)
         assert env["RANK"] == env["LOCAL_RANK"] == env["ROLE_RANK"] == str(rank)
         assert env["WORLD_SIZE"] == env["LOCAL_WORLD_SIZE"] == "2"
         assert env["GROUP_RANK"] == "0" and env["MASTER_ADDR"] == "127.0.0.1"
-        assert env["CUDA_VISIBLE_DEVICES"] == devices and env["TRAINYARD_VIRTUAL_GPUS"] == "1"
+        # torchrun's way: every rank sees the job's devices; LOCAL_RANK (one GPU per rank)
+        # or TRAINYARD_RANK_DEVICES (several) picks its own among them
+        assert env["CUDA_VISIBLE_DEVICES"] == "4,5,6,7" and env["TRAINYARD_VIRTUAL_GPUS"] == "1"
+        assert env["TRAINYARD_RANK_DEVICES"] == devices
+        assert env["TRAINYARD_NOTICE_FILE"].endswith("/jobs/envjob/notice")
         assert env["TORCHELASTIC_RESTART_COUNT"] == env["TRAINYARD_ATTEMPT"] == "2"
         assert env["TRAINYARD_JOB_ID"] == "envjob" and env["TRAINYARD_TOKEN"] == "tok-123"
         assert env["TRAINYARD_API_URL"] == "http://127.0.0.1:8080"
@@ -87,6 +91,21 @@ def test_environment_per_rank(executor: LocalExecutor, tmp_path: Path) -> None:
     assert ports == {str(h.port)}
     log = tmp_path / "root" / "jobs" / "envjob" / "logs" / "attempt-2" / "rank-1.log"
     assert log.is_file() and h.ranks[1].log == log
+
+
+def test_rank_visibility_shows_each_rank_only_its_own_devices(
+    executor: LocalExecutor, tmp_path: Path
+) -> None:
+    """`visible_devices: rank`: each rank sees only its own devices, indexed from 0."""
+    spec = LaunchSpec(
+        "rankvis", [PY, "-c", ENV_SCRIPT], workers=2, devices=(4, 5, 6, 7), cwd=tmp_path,
+        visible_devices="rank",
+    )  # fmt: skip
+    assert settle(executor, executor.launch(spec)).state == "succeeded"
+    for rank, devices in ((0, "4,5"), (1, "6,7")):
+        (line,) = list(executor.logs("rankvis", rank=rank))
+        env = json.loads(line)
+        assert env["CUDA_VISIBLE_DEVICES"] == devices and env["TRAINYARD_RANK_DEVICES"] == "0,1"
 
 
 def test_cpu_job_sees_no_device_and_no_virtual_flag(executor: LocalExecutor) -> None:

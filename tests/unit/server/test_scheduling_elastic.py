@@ -1,7 +1,7 @@
 """Elastic jobs on the platform's scheduling loop, on both databases: the size range reaches
 the core from the database, a job starts at a size in its range when its asked size does not
-fit, the size it runs at is stored and shown, and a running job is never resized (the
-executor cannot resize yet)."""
+fit, the size it runs at is stored and shown, and a running job grows into idle GPUs: it goes
+RESIZING, holding its old and new devices until its run has stopped (issue 15)."""
 
 from __future__ import annotations
 
@@ -75,8 +75,8 @@ def test_an_elastic_job_starts_at_a_size_in_its_range_and_keeps_it(
         assert event is not None and event.details["gpus"] == {"asked": 4, "started": 1}
     mark_running(factory, job_id, NOW + 3)
 
-    # The rigid job ends: its GPUs are idle, but the running elastic job is held at its size
-    # (no resize is planned, so none is silently dropped).
+    # The rigid job ends: its GPUs are idle and the running elastic job is given to the core
+    # with its range, which grows it into them.
     with factory() as s:
         row = s.get(Job, rigid.id)
         assert row is not None
@@ -85,10 +85,31 @@ def test_an_elastic_job_starts_at_a_size_in_its_range_and_keeps_it(
     with factory() as s:
         snap = load_snapshot(s, NOW + 4000)
     (running,) = snap.running
-    assert running.job.gpus == 1 and not running.job.is_elastic
+    assert running.job.gpus == 1 and running.job.is_elastic
+    assert (running.job.min_gpus, running.job.max_gpus) == (1, 4)
     later = run_once(factory, now=NOW + 4000, metrics=platform_metrics())
-    assert later.decision is not None and not later.decision.resizes
+    assert later.decision is not None
+    (resize,) = later.decision.resizes
+    assert resize.job_id == job_id and later.resize == (job_id,)
     assert not later.launch and not later.stop
+    with factory() as s:
+        job = s.get(Job, job_id)
+        assert job is not None and job.state is S.RESIZING
+        grown = sum(len(e["devices"]) for e in job.resize_to or [])
+        assert grown > 1
+        held = {d for e in job.placement or [] for d in e["devices"]}
+        assert held >= {d for e in job.resize_to or [] for d in e["devices"]}  # the union
+        event = s.scalars(
+            select(JobEvent).where(JobEvent.job_id == job_id).order_by(JobEvent.id.desc())
+        ).first()
+        assert event is not None and event.reason == f"resize 1 -> {grown}"
+        assert event.details["gpus"] == {"from": 1, "to": grown}
+    # while it resizes it holds every device it had and will have: nothing else gets them
+    with factory() as s:
+        snap = load_snapshot(s, NOW + 4001)
+    (resizing,) = snap.running
+    assert sum(len(nd.devices) for nd in resizing.placement) == resizing.job.gpus >= grown
+    assert not resizing.job.preemptible
 
 
 def test_a_rigid_job_is_given_to_the_core_rigid(

@@ -27,7 +27,7 @@ from trainyard.server.api.auth import Principal, TokenCache, authenticate, beare
 from trainyard.server.api.errors import ApiError
 from trainyard.server.db.base import JobState, Role
 from trainyard.server.metrics import PLATFORM
-from trainyard.server.services import depends
+from trainyard.server.services import depends, reports
 from trainyard.server.services.admission import Admission
 from trainyard.server.services.intake import Intake, Prepared, QueueDirectory, prepare
 from trainyard.server.services.logs import JobLogs
@@ -244,6 +244,15 @@ def list_jobs(
     with ctx.unit(request) as (session, who, _now):
         where = jobs.Filters(states=state, queue=queue, user=user, since=since, array=array)
         return jobs.list_jobs(session, who, where, limit=limit, offset=offset)
+
+
+@v1.post("/jobs/{job_id}/reports", status_code=202, response_model=schemas.Accepted)
+def report_job(request: Request, ctx: Ctx, job_id: str, body: schemas.ReportIn) -> schemas.Accepted:
+    """A running job reports its steps (the SDK, with the job's token): stored per size and
+    placement for the scheduler's goodput model (`services/reports.py`)."""
+    with ctx.unit(request) as (session, who, now):
+        reports.record(session, who, job_id, body, now=now)
+    return schemas.Accepted()
 
 
 @v1.post("/arrays/{array_id}/cancel", response_model=schemas.ArrayCancelOut)

@@ -26,6 +26,30 @@ class SubmitOut(BaseModel):
     )
 
 
+class Accepted(BaseModel):
+    accepted: bool = True
+
+
+class ReportIn(BaseModel):
+    """One report of a running job: the steps it trained since its last report (issue 15;
+    the SDK's `Reporter` sends it)."""
+
+    model_config = {"extra": "forbid"}
+
+    attempt: int = Field(ge=0, le=2**31 - 1, description="the run it comes from")
+    gpus: int = Field(ge=0, le=1_000_000, description="GPUs the job trains on")
+    nodes: int = Field(default=1, ge=1, le=100_000, description="nodes it spans")
+    world_size: int = Field(ge=1, le=1_000_000, description="ranks")
+    batch: int = Field(ge=1, le=2**31 - 1, description="the global batch of these steps")
+    step_time: float = Field(gt=0, le=86_400, description="mean seconds per step")
+    steps: int = Field(ge=1, le=2**31 - 1, description="steps this mean covers")
+    step: int = Field(ge=0, le=2**62, description="steps trained so far")
+    samples: int = Field(ge=0, le=2**62, description="samples trained so far")
+    loss: float | None = Field(default=None, allow_inf_nan=False)
+    grad_sqr: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    grad_var: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+
+
 class ArrayCancelOut(BaseModel):
     id: str = Field(description="the array")
     cancelled: list[str] = Field(description="members cancelled now")
@@ -67,6 +91,9 @@ class JobDetail(JobSummary):
     tenant: str
     after: list[dict[str, str]] = Field(
         default_factory=list, description="dependencies: [{job, condition: ok|any}]"
+    )
+    progress: dict[str, Any] | None = Field(
+        default=None, description="the job's latest report and measured step times"
     )
     spec: dict[str, Any]
     placement: list[Any] | None

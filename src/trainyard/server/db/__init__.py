@@ -8,6 +8,7 @@ everything it knows from it. Modules:
 - `cluster`: `Queue` (hierarchical), `Node`, `Device`.
 - `jobs`: `Job`, `JobEvent` (state changes go through `trainyard.server.lifecycle`).
 - `usage`: `UsageRecord`, one run interval of a job (accounting).
+- `reports`: `JobObservation`, `JobProgress`: what running jobs report (steps, progress).
 - `audit`: `AuditEvent`, the append-only audit trail.
 - `session`: `make_engine`, `make_session_factory`, `init_db` (Alembic to head).
 """
@@ -16,6 +17,7 @@ from trainyard.server.db.audit import AuditEvent
 from trainyard.server.db.base import Base, Health, JobState, Role
 from trainyard.server.db.cluster import Device, Node, Queue
 from trainyard.server.db.jobs import Job, JobEvent
+from trainyard.server.db.reports import JobObservation, JobProgress
 from trainyard.server.db.session import (
     init_db,
     make_engine,
@@ -33,6 +35,8 @@ __all__ = [
     "Health",
     "Job",
     "JobEvent",
+    "JobObservation",
+    "JobProgress",
     "JobState",
     "Node",
     "Queue",

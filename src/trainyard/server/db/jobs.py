@@ -75,6 +75,8 @@ class Job(Base):
     array_id: Mapped[str | None] = mapped_column(String(32), default=None)
     array_index: Mapped[int | None] = mapped_column(default=None)
     array_limit: Mapped[int | None] = mapped_column(default=None)
+    # A RESIZING job: the placement it restarts on once its run has stopped (None otherwise).
+    resize_to: Mapped[list[Any] | None] = mapped_column(JSON(none_as_null=True), default=None)
     # The `Idempotency-Key` it was submitted with (unique per user) and a digest of the body.
     submit_key: Mapped[str | None] = mapped_column(String(255), default=None)
     submit_digest: Mapped[str | None] = mapped_column(String(64), default=None)

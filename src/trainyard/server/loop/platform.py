@@ -63,7 +63,7 @@ from trainyard.server.lifecycle import (
     restarts_left,
     transition,
 )
-from trainyard.server.loop import scheduling
+from trainyard.server.loop import elastic, scheduling
 from trainyard.server.loop.budgets import Budgets
 from trainyard.server.loop.fairshare import FairShare
 from trainyard.server.loop.pending import PendingCache
@@ -74,8 +74,8 @@ __all__ = ["Platform", "StepReport"]
 log = logging.getLogger(__name__)
 
 S = JobState
-_ACTIVE = (S.STARTING, S.RUNNING, S.PREEMPTED)
-_KEEP_RUN = frozenset({S.STARTING, S.RUNNING, S.PREEMPTED, S.FAILED})
+_ACTIVE = (S.STARTING, S.RUNNING, S.PREEMPTED, S.RESIZING)
+_KEEP_RUN = frozenset({S.STARTING, S.RUNNING, S.PREEMPTED, S.RESIZING, S.FAILED})
 _Out = list[tuple[str, str]]
 
 
@@ -90,6 +90,7 @@ class StepReport:
     failed: list[str] = field(default_factory=list)
     requeued: list[str] = field(default_factory=list)
     stopped: list[str] = field(default_factory=list)  # stop requested (or done)
+    resized: list[str] = field(default_factory=list)  # RESIZING -> STARTING: relaunch now
     blocked: list[str] = field(default_factory=list)  # launch refused: a device is busy
     adopted: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
@@ -195,12 +196,13 @@ class Platform:
         report.applied = applied
         if applied.retry:
             report.errors.append(f"scheduling: {applied.error}")
-        for job_id in applied.stop:
+        for job_id in (*applied.stop, *applied.resize):  # stop them now
             self._guarded(job_id, report, lambda s, row, out: self._observe(s, row, now, out))
         with self.session_factory() as s:
             ready = [item.job_id for item in scheduling.ready_to_launch(s)]
         seen: set[str] = set()
-        for job_id in (*(item.job_id for item in applied.launch), *ready, *list(self._blocked)):
+        launches = (item.job_id for item in applied.launch)
+        for job_id in (*launches, *ready, *report.resized, *list(self._blocked)):
             if job_id in seen:
                 continue
             seen.add(job_id)
@@ -327,12 +329,7 @@ class Platform:
             status = self.executor.poll(handle)
             if status.state == "running":
                 return
-            if status.state == "succeeded":
-                transition(s, row, S.SUCCEEDED, reason="all ranks exited with code 0",
-                           now=now, details={"exit_code": 0, "message": status.reason})  # fmt: skip
-                out.append(("succeeded", row.id))
-                return
-            self._fail(s, row, status, now, out)
+            self._ended(s, row, status, now, out)
         elif state == S.PREEMPTED:
             if handle is not None:
                 status = self.executor.poll(handle)
@@ -344,8 +341,30 @@ class Platform:
             transition(s, row, S.PENDING, reason="preempted: run stopped", now=now,
                        retry=self.retry)  # fmt: skip
             out.append(("requeued", row.id))
+        elif state == S.RESIZING:  # stop the run (notice "resize"), then relaunch at the new size
+            if handle is not None:
+                status = self.executor.poll(handle)
+                if status.settled and not (handle.run_dir / "stop.json").exists():
+                    self._ended(s, row, status, now, out)  # it ended before the resize
+                    return
+                if not status.settled:
+                    status = self.executor.request_stop(handle, reason="resize")
+                    out.append(("stopped", row.id))
+                if not status.settled:
+                    return  # still stopping: it holds its old and new devices until then
+            if elastic.relaunch(s, row, now):
+                out.append(("resized", row.id))
         elif state == S.FAILED:
             self._requeue(s, row, handle, now, out)
+
+    def _ended(self, s: Session, row: Job, status: RunStatus, now: float, out: _Out) -> None:
+        """A run that ended by itself: SUCCEEDED when every rank exited 0, else FAILED."""
+        if status.state == "succeeded":
+            transition(s, row, S.SUCCEEDED, reason="all ranks exited with code 0",
+                       now=now, details={"exit_code": 0, "message": status.reason})  # fmt: skip
+            out.append(("succeeded", row.id))
+            return
+        self._fail(s, row, status, now, out)
 
     def _to_running(
         self, s: Session, row: Job, handle: RunHandle, now: float, out: _Out, kind: str
@@ -421,6 +440,7 @@ class Platform:
             memory_gb=spec.memory_gb * scale if spec.memory_gb else spec.memory_gb,
             virtual_gpus=self.virtual,
             array=(row.array_id, row.array_index or 0) if row.array_id is not None else None,
+            visible_devices=spec.visible_devices,
         )
 
     @staticmethod

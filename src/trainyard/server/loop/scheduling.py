@@ -25,10 +25,9 @@ Decisions taken here:
   applied; a breach is a scheduler bug, logged with
   `trainyard_booking_conflicts_total{stage="decision"}`. The decision is applied as it is:
   the executor's device ledger refuses the launch that would breach it (`platform.py`).
-- Elastic jobs (`min_gpus`/`max_gpus` set): a pending one is given to the core with its range,
-  so it may start at any size in it (the STARTING event's details say `gpus: {asked,
-  started}`, and `gpus` becomes the size it runs at). Running jobs are given at the size they
-  hold: the executor cannot resize a running job yet, so the core never plans a resize here.
+- Elastic jobs (`min_gpus`/`max_gpus` set): a pending one may start at any size in its range
+  (the STARTING event's details say `gpus: {asked, started}`); a RUNNING one is given with
+  its range and measured steps, and the core's resizes are carried out (`loop/elastic.py`).
 - Pending reasons are stored as `"<code>: <message>"` (`split_reason` reads them back).
 - Dependencies and array throttles (`services/depends.py`): pending jobs whose `after:` is
   not met, or beyond their array's `%N`, are left out of the round with their reason, as a
@@ -68,12 +67,12 @@ from trainyard.server.db import Job as JobRow
 from trainyard.server.db import Node as NodeRow
 from trainyard.server.db import Queue as QueueRow
 from trainyard.server.lifecycle import HOLDS_DEVICES, IllegalTransition, transition
-from trainyard.server.loop import parking
+from trainyard.server.loop import elastic, parking
 from trainyard.server.loop.budgets import Budgets
 from trainyard.server.loop.fairshare import FairShare
 from trainyard.server.loop.pending import PendingCache
 from trainyard.server.metrics import PLATFORM, PlatformMetrics
-from trainyard.server.services import depends
+from trainyard.server.services import depends, reports
 
 __all__ = [
     "Applied",
@@ -112,8 +111,8 @@ class Applied:
     """What one applied decision asks of the executor.
 
     `launch`: start now. `deferred`: STARTING, to be launched once `after_evictions` stopped.
-    `stop`: evicted (now PREEMPTED), to be stopped. `retry`: nothing was written (a job
-    changed concurrently); `error` says why."""
+    `stop`: evicted (now PREEMPTED), to be stopped. `resize`: RESIZING, to be stopped and
+    relaunched. `retry`: nothing was written (a job changed concurrently); `error` says why."""
 
     launch: tuple[Launch, ...] = ()
     deferred: tuple[Launch, ...] = ()
@@ -122,6 +121,7 @@ class Applied:
     retry: bool = False
     error: str = ""
     decision: Decision | None = field(default=None, compare=False)
+    resize: tuple[str, ...] = ()
 
 
 def placement_json(nodes: Iterable[NodeDevices]) -> list[dict[str, Any]]:
@@ -242,6 +242,7 @@ def load_snapshot(
     holding = list(
         session.scalars(select(JobRow).where(JobRow.state.in_(HOLDS_DEVICES)).order_by(JobRow.id))
     )
+    reported = reports.observations(session, (r.id for r in holding if elastic.movable(r)))
     taken: set[tuple[str, int]] = set()
     running: list[core.RunningJob] = []
     for row in holding:  # jobs starting or running first: they own devices a victim frees
@@ -254,14 +255,17 @@ def load_snapshot(
         if row.state == S.RUNNING:
             service += row.gpus * max(0.0, now - started)
         preemptible = row.preemptible and row.state not in _UNEVICTABLE
-        job = _job(  # held at its size: live resize of running jobs is not executed yet
-            row,
-            queue_names[row.queue_id],
-            attained_service=service,
-            preemptible=preemptible,
-            min_gpus=None,
-            max_gpus=None,
-        )
+        size: dict[str, Any] = {"min_gpus": None, "max_gpus": None}  # held at its size
+        if elastic.movable(row):  # RUNNING and elastic: the core may resize it
+            facts = elastic.elastic_of(row, reported.get(row.id))
+            size = {"min_gpus": row.min_gpus, "max_gpus": row.max_gpus, "elastic": facts,
+                    "restarts": max(0, row.attempt - 1)}  # fmt: skip
+        elif row.state == S.RESIZING:  # holds its old and new devices until relaunched
+            size["gpus"] = elastic.gpus_of(row.placement)
+        job = _job(
+            row, queue_names[row.queue_id], attained_service=service, preemptible=preemptible,
+            **size,
+        )  # fmt: skip
         running.append(core.RunningJob(job=job, placement=placement, started_at=started))
     for row in holding:  # stopping victims hold what nobody was given yet
         if row.state != S.PREEMPTED or not row.placement:
@@ -366,10 +370,9 @@ def _write(session: Session, decision: Decision, now: float) -> Applied:
         transition(session, row, S.PREEMPTED, reason=ev.reason[:64] or ev.action, now=now,
                    details=facts)  # fmt: skip
         stop.append(ev.job_id)
+    resize = elastic.write_resizes(session, decision, now, _get, placement_json)
     launch: list[Launch] = []
     deferred: list[Launch] = []
-    if decision.resizes:  # not asked for: running jobs are given to the core at their size
-        log.warning("ignored %d resizes of running jobs", len(decision.resizes))
     for p in decision.placements:
         row = _get(session, p.job_id)
         row.placement = placement_json(p.nodes)
@@ -388,7 +391,8 @@ def _write(session: Session, decision: Decision, now: float) -> Applied:
             launch.append(item)
     session.flush()
     count = _write_reasons(session, decision, set(stop) | set(cancel))
-    return Applied(tuple(launch), tuple(deferred), tuple(stop), count, decision=decision)
+    return Applied(tuple(launch), tuple(deferred), tuple(stop), count, decision=decision,
+                   resize=tuple(resize))  # fmt: skip
 
 
 def write_decision(session: Session, decision: Decision, now: float) -> Applied:
@@ -407,27 +411,19 @@ def write_decision(session: Session, decision: Decision, now: float) -> Applied:
 
 
 def ready_to_launch(session: Session) -> list[Launch]:
-    """Deferred STARTING jobs whose victims have all stopped (left PREEMPTED)."""
+    """Deferred STARTING jobs whose victims have all stopped (left PREEMPTED / RESIZING)."""
     out = []
     rows = session.scalars(
         select(JobRow).where(JobRow.state == S.STARTING).order_by(JobRow.state_changed_at)
     )
     for row in rows:
-        event = session.scalars(
-            select(JobEvent)
-            .where(JobEvent.job_id == row.id, JobEvent.to_state == S.STARTING)
-            .order_by(JobEvent.id.desc())
-            .limit(1)
-        ).first()
+        last = select(JobEvent).where(JobEvent.job_id == row.id, JobEvent.to_state == S.STARTING)
+        event = session.scalars(last.order_by(JobEvent.id.desc()).limit(1)).first()
         after = tuple(str(j) for j in (event.details.get("after_evictions") if event else ()) or ())
         if not after:
             continue
-        still = session.scalar(
-            select(func.count())
-            .select_from(JobRow)
-            .where(JobRow.id.in_(after), JobRow.state == S.PREEMPTED)
-        )
-        if not still:
+        stopping = JobRow.id.in_(after) & JobRow.state.in_([S.PREEMPTED, S.RESIZING])
+        if not session.scalar(select(func.count()).select_from(JobRow).where(stopping)):
             out.append(Launch(row.id, _placement(row.placement), after))
     return out
 

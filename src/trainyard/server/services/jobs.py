@@ -182,6 +182,12 @@ def cancel_array(
     return schemas.ArrayCancelOut(id=array_id, cancelled=cancelled, ended=ended)
 
 
+def _progress(session: Session, job_id: str) -> dict[str, Any] | None:
+    from trainyard.server.services.reports import progress_of  # (it imports this module)
+
+    return progress_of(session, job_id)
+
+
 def own_job(session: Session, who: Principal, job_id: str) -> Job:
     well_formed = _JOB_ID.fullmatch(job_id) is not None  # e.g. a NUL would upset PostgreSQL
     job = session.get(Job, job_id) if well_formed else None
@@ -208,6 +214,7 @@ def describe_job(session: Session, who: Principal, job_id: str) -> schemas.JobDe
         **_summary_fields(job),
         tenant=who.tenant_name,
         after=job.after or [],
+        progress=_progress(session, job.id),
         spec=job.spec,
         placement=job.placement,
         pending_reason=job.pending_reason,

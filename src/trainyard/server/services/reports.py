@@ -1,0 +1,137 @@
+"""Reports from running jobs (issue 15): `POST /v1/jobs/{id}/reports`, and what they feed.
+
+A running job (the SDK's `Reporter`, with the job's own token) reports, at a bounded rate,
+one aggregate of the steps it trained since its last report: the GPUs and nodes it ran on,
+the global batch, the mean seconds per step and how many steps that mean covers, its
+progress (steps, samples, loss) and, when it measures them, the gradient statistics of
+Pollux's statistical efficiency. `record` keeps:
+- per (GPUs, nodes, batch), the mean step time (`JobObservation`), weighted by steps, the
+  weight of the past capped at `MAX_WEIGHT` steps so that the mean follows a job whose speed
+  drifts (data loading warming up, a neighbour leaving);
+- the latest progress (`JobProgress`).
+`observations` gives them back as the core's `Elastic` for the scheduling round, so the
+goodput model fits the job's measured throughput rather than its prior.
+Only a RUNNING job reports (409 otherwise); a job's token may report for that job only, a
+member or admin of its tenant for any of the tenant's jobs (404 for other tenants' jobs).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+import trainyard.server.api.schemas as schemas
+from trainyard import core
+from trainyard.server.api.auth import Principal
+from trainyard.server.api.errors import ApiError
+from trainyard.server.db.base import JobState
+from trainyard.server.db.reports import JobObservation, JobProgress
+from trainyard.server.services.jobs import own_job
+
+MAX_WEIGHT = 200  # steps: the most weight the past keeps in a mean step time
+MAX_SAMPLES = 16  # observations per job passed to the core (the most recent)
+
+
+def record(
+    session: Session, who: Principal, job_id: str, report: schemas.ReportIn, *, now: float
+) -> None:
+    """Store one report of a running job (see the module docstring)."""
+    job = own_job(session, who, job_id)
+    if who.job_id is None:
+        who.require_write("report for jobs")
+    if job.state != JobState.RUNNING:
+        raise ApiError(
+            409, f"job {job.id} is {job.state.value}: only a running job reports", field="state"
+        )
+    key = (job.id, report.gpus, report.nodes, report.batch)
+    obs = session.get(JobObservation, key)
+    if obs is None:
+        session.add(
+            JobObservation(
+                job_id=job.id, gpus=report.gpus, nodes=report.nodes, batch=report.batch,
+                step_time=report.step_time, steps=report.steps, updated_at=now,
+            )
+        )  # fmt: skip
+    else:
+        past = min(obs.steps, MAX_WEIGHT)
+        obs.step_time = (obs.step_time * past + report.step_time * report.steps) / (
+            past + report.steps
+        )
+        obs.steps += report.steps
+        obs.updated_at = now
+    progress = session.get(JobProgress, job.id)
+    values: dict[str, Any] = {
+        "attempt": report.attempt, "world_size": report.world_size, "step": report.step,
+        "samples": report.samples, "loss": report.loss, "grad_sqr": report.grad_sqr,
+        "grad_var": report.grad_var, "updated_at": now,
+    }  # fmt: skip
+    if progress is None:
+        session.add(JobProgress(job_id=job.id, **values))
+    else:
+        for name, value in values.items():
+            if value is None and name in ("grad_sqr", "grad_var"):
+                continue  # measured now and then: the last measurement stands
+            setattr(progress, name, value)
+
+
+def observations(session: Session, job_ids: Iterable[str]) -> dict[str, core.Elastic]:
+    """The core's `Elastic` facts of these jobs that reported (batch range left to the
+    caller: it comes from the spec), by job id."""
+    ids = sorted(set(job_ids))
+    if not ids:
+        return {}
+    samples: dict[str, list[core.StepSample]] = defaultdict(list)
+    query = (
+        select(JobObservation)
+        .where(JobObservation.job_id.in_(ids))
+        .order_by(JobObservation.job_id, JobObservation.updated_at)
+    )
+    for obs in session.scalars(query):
+        samples[obs.job_id].append(core.StepSample(obs.gpus, obs.nodes, obs.batch, obs.step_time))
+    stats = {
+        p.job_id: p for p in session.scalars(select(JobProgress).where(JobProgress.job_id.in_(ids)))
+    }
+    out: dict[str, core.Elastic] = {}
+    for job_id in ids:
+        progress = stats.get(job_id)
+        seen = tuple(samples.get(job_id, ())[-MAX_SAMPLES:])
+        if not seen and progress is None:
+            continue
+        out[job_id] = core.Elastic(
+            samples=seen,
+            grad_sqr=(progress.grad_sqr or 0.0) if progress is not None else 0.0,
+            grad_var=(progress.grad_var or 0.0) if progress is not None else 0.0,
+        )
+    return out
+
+
+def progress_of(session: Session, job_id: str) -> dict[str, Any] | None:
+    """The latest report and the measured step times of a job, for `describe`."""
+    progress = session.get(JobProgress, job_id)
+    rows = list(
+        session.scalars(
+            select(JobObservation)
+            .where(JobObservation.job_id == job_id)
+            .order_by(JobObservation.gpus, JobObservation.nodes, JobObservation.batch)
+        )
+    )
+    if progress is None and not rows:
+        return None
+    out: dict[str, Any] = {
+        "observed": [
+            {"gpus": o.gpus, "nodes": o.nodes, "batch": o.batch, "step_time": o.step_time,
+             "steps": o.steps, "samples_per_s": o.batch / o.step_time if o.step_time else None}
+            for o in rows
+        ],
+    }  # fmt: skip
+    if progress is not None:
+        out.update(
+            attempt=progress.attempt, world_size=progress.world_size, step=progress.step,
+            samples=progress.samples, loss=progress.loss, grad_sqr=progress.grad_sqr,
+            grad_var=progress.grad_var, reported_at=progress.updated_at,
+        )  # fmt: skip
+    return out
