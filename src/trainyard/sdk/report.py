@@ -1,0 +1,211 @@
+"""Training progress sent to the trainyard server: `Reporter`.
+
+This module owns the report a job sends (its JSON body, below) and how often it is sent. The
+training loop calls `Reporter.step` once per optimizer step; the call only adds to counters.
+A background thread POSTs one aggregate of the steps since the last report to
+``{TRAINYARD_API_URL}/v1/jobs/{TRAINYARD_JOB_ID}/reports`` (header
+``Authorization: Bearer {TRAINYARD_TOKEN}``) at most every ``min_interval_s`` seconds, and a
+last one at `Reporter.close` (also called at interpreter exit)::
+
+    {"attempt": 0, "gpus": 8, "nodes": 1, "world_size": 8, "batch": 256,
+     "step_time": 0.31, "steps": 16, "step": 1200, "samples": 307200,
+     "loss": 0.52, "grad_sqr": null, "grad_var": null}
+
+``gpus`` is ``WORLD_SIZE`` times the GPUs of a rank (`env.gpus_per_rank`: its
+``TRAINYARD_RANK_DEVICES`` or else ``CUDA_VISIBLE_DEVICES`` entries, at least 1); ``nodes``
+is ``GROUP_WORLD_SIZE``; ``batch`` the global batch of the last step; ``step_time`` the mean
+seconds per step over the ``steps`` aggregated; ``step`` and ``samples`` the totals since the
+reporter started; ``loss``, ``grad_sqr`` and ``grad_var`` the last values given (null when
+never given or not finite).
+
+Only rank 0 reports. Outside trainyard (`env.under_trainyard` false) every call is a no-op
+and the constructor says so in one line on stderr. Reports never raise into the training
+loop: a failed POST (5 s timeout) is dropped, and the first failure is written once to stderr.
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import math
+import sys
+import threading
+import time
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+from typing import Any
+
+from trainyard.sdk import env
+
+TIMEOUT_S = 5.0
+# the server is reached directly: a job's HTTP(S)_PROXY is meant for the outside world
+_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+OFF_LINE = "trainyard.sdk: not running under trainyard; reports are off"
+
+
+def _finite(value: Any) -> float | None:
+    if value is None:
+        return None
+    number = float(value)
+    return number if math.isfinite(number) else None
+
+
+@dataclass
+class _Window:
+    """The steps since the last report."""
+
+    steps: int = 0
+    time_s: float = 0.0
+    batch: int = 0
+    loss: float | None = None
+    grad_sqr: float | None = None
+    grad_var: float | None = None
+
+
+class Reporter:
+    """Aggregates training steps and reports them to the server in the background."""
+
+    def __init__(self, min_interval_s: float = 5.0) -> None:
+        if not min_interval_s >= 0:
+            raise ValueError(f"min_interval_s: expected >= 0, got {min_interval_s}")
+        self.min_interval_s = float(min_interval_s)
+        self.enabled = env.under_trainyard() and env.rank() == 0
+        if not env.under_trainyard():
+            print(OFF_LINE, file=sys.stderr, flush=True)
+        self._cond = threading.Condition()
+        self._window = _Window()
+        self._total_steps = 0
+        self._total_samples = 0
+        self._closing = False
+        self._closed = False
+        self._warned = False
+        self._thread: threading.Thread | None = None
+        if not self.enabled:
+            return
+        url, job = env.api_url(), env.job_id()
+        assert url is not None and job is not None  # under_trainyard
+        self.url = f"{url}/v1/jobs/{urllib.parse.quote(job, safe='')}/reports"
+        self._headers = {"Content-Type": "application/json"}
+        token = env.token()
+        if token:
+            self._headers["Authorization"] = f"Bearer {token}"
+        world = env.world_size()
+        self._fixed = {
+            "attempt": env.attempt(),
+            "gpus": world * env.gpus_per_rank(),
+            "nodes": env.nodes(),
+            "world_size": world,
+        }
+        self._last_sent = time.monotonic()
+        self._thread = threading.Thread(target=self._run, name="trainyard-reports", daemon=True)
+        self._thread.start()
+        atexit.register(self.close)
+
+    def __enter__(self) -> Reporter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def step(
+        self,
+        step_time: float,
+        batch: int,
+        samples: int | None = None,
+        loss: float | None = None,
+        grad_sqr: float | None = None,
+        grad_var: float | None = None,
+    ) -> None:
+        """Record one training step: its duration in seconds, its global batch, the samples
+        it consumed (default: `batch`) and, when known, its loss and the gradient statistics
+        (mean squared norm and variance, as goodput-aware schedulers use them). Never raises;
+        a value that is not a number is reported once on stderr and the step is dropped."""
+        if not self.enabled:
+            return
+        try:
+            seconds, global_batch = float(step_time), int(batch)
+            used = int(samples) if samples is not None else global_batch
+            values = _finite(loss), _finite(grad_sqr), _finite(grad_var)
+        except (TypeError, ValueError, OverflowError) as error:
+            self._warn(f"a step was not recorded: {error}")
+            return
+        with self._cond:
+            w = self._window
+            w.steps += 1
+            w.time_s += seconds
+            w.batch = global_batch
+            w.loss, w.grad_sqr, w.grad_var = (
+                new if new is not None else old
+                for new, old in zip(values, (w.loss, w.grad_sqr, w.grad_var), strict=True)
+            )
+            self._total_steps += 1
+            self._total_samples += used
+            # the first step of a window starts the thread's timer; a due one wakes it
+            if w.steps == 1 or time.monotonic() - self._last_sent >= self.min_interval_s:
+                self._cond.notify()
+
+    def close(self) -> None:
+        """Send what is left and stop the thread (waits at most a little over the POST
+        timeout). Later calls, and `step` after it, do nothing."""
+        thread = self._thread
+        if thread is None or self._closed:
+            return
+        with self._cond:
+            self._closing = True
+            self._cond.notify()
+        thread.join(timeout=TIMEOUT_S + 5.0)
+        self._closed = True
+        self.enabled = False
+        atexit.unregister(self.close)
+
+    # ---- the sending thread ------------------------------------------------------------
+
+    def _take(self) -> dict[str, Any] | None:
+        """The body for the steps since the last report (and a fresh window), or None."""
+        w = self._window
+        if w.steps == 0:
+            return None
+        self._window = _Window(loss=w.loss, grad_sqr=w.grad_sqr, grad_var=w.grad_var)
+        self._last_sent = time.monotonic()
+        return {
+            **self._fixed,
+            "batch": w.batch,
+            "step_time": w.time_s / w.steps,
+            "steps": w.steps,
+            "step": self._total_steps,
+            "samples": self._total_samples,
+            "loss": w.loss,
+            "grad_sqr": w.grad_sqr,
+            "grad_var": w.grad_var,
+        }
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while True:
+                    due = self._last_sent + self.min_interval_s - time.monotonic()
+                    if self._closing or (self._window.steps and due <= 0):
+                        break
+                    self._cond.wait(timeout=max(due, 0.05) if self._window.steps else None)
+                body = self._take()
+                last = self._closing
+            if body is not None:
+                self._post(body)
+            if last:
+                return
+
+    def _post(self, body: dict[str, Any]) -> None:
+        data = json.dumps(body).encode()
+        request = urllib.request.Request(self.url, data=data, headers=self._headers)
+        try:
+            with _OPENER.open(request, timeout=TIMEOUT_S) as response:
+                response.read()
+        except Exception as error:  # never into the training loop
+            self._warn(f"a report to {self.url} failed: {error}")
+
+    def _warn(self, message: str) -> None:
+        if not self._warned:
+            self._warned = True
+            print(f"trainyard.sdk: {message} (further failures are not shown)", file=sys.stderr)
