@@ -120,3 +120,58 @@ def test_a_rigid_job_is_given_to_the_core_rigid(
     with factory() as s:
         (job,) = load_snapshot(s, NOW).pending
     assert job.min_gpus is None and job.max_gpus is None and not job.is_elastic
+
+
+def _report(
+    factory: sessionmaker[Session], job_id: str, gpus: int, step_time: float, now: float
+) -> None:
+    """The job reports `step_time` seconds per step of 64 samples at `gpus` GPUs."""
+    from trainyard.server.api.auth import Principal
+    from trainyard.server.api.schemas import ReportIn
+    from trainyard.server.db.base import Role
+    from trainyard.server.services import reports
+
+    with factory() as s:
+        job = s.get(Job, job_id)
+        assert job is not None
+        who = Principal(user_id=job.user_id or 0, user_name="u", tenant_id=job.tenant_id,
+                        tenant_name="t", role=Role.MEMBER, job_id=job_id)  # fmt: skip
+        body = ReportIn(attempt=0, gpus=gpus, nodes=1, world_size=gpus, batch=64,
+                        step_time=step_time, steps=50, step=50, samples=3200)  # fmt: skip
+        reports.record(s, who, job_id, body, now=now)
+        s.commit()
+
+
+@pytest.mark.parametrize(("at_two", "grows"), [(0.5, True), (2.0, False)])
+def test_reported_speedup_decides_whether_a_running_job_grows(
+    factory: sessionmaker[Session], session: Session, world: World, at_two: float, grows: bool
+) -> None:
+    """The goodput model fits what the job reported (issue 15): a job measured at 1 s per
+    step on 1 GPU and 0.5 s on 2 (linear) grows into idle GPUs; one measured at 2 s on 2
+    (synchronisation costs more than the second GPU gives) does not grow (it may shrink
+    back to the size it ran fastest at)."""
+    rigid = world.job(session, now=1500.0, gpus=2, topology="node")
+    session.commit()
+    run_once(factory, now=NOW, metrics=platform_metrics())
+    mark_running(factory, rigid.id, NOW + 1)
+    job_id = _elastic(session, world, gpus=2, low=1, high=4)
+    run_once(factory, now=NOW + 2, metrics=platform_metrics())
+    mark_running(factory, job_id, NOW + 3)
+    _report(factory, job_id, 1, 1.0, NOW + 500)
+    _report(factory, job_id, 2, at_two, NOW + 600)
+    with factory() as s:
+        row = s.get(Job, rigid.id)
+        assert row is not None
+        transition(s, row, S.SUCCEEDED, reason="done", now=NOW + 700)
+        s.commit()
+    with factory() as s:
+        (running,) = load_snapshot(s, NOW + 4000).running
+    assert running.job.elastic is not None
+    assert {(x.gpus, x.step_time) for x in running.job.elastic.samples} == {(1, 1.0), (2, at_two)}
+    later = run_once(factory, now=NOW + 4000, metrics=platform_metrics())
+    assert later.decision is not None
+    sizes = [sum(len(nd.devices) for nd in r.nodes) for r in later.decision.resizes]
+    if grows:  # into idle GPUs (one step at a time: it is measured at each size it reaches)
+        assert len(sizes) == 1 and sizes[0] > 2, later.decision.resizes
+    else:
+        assert all(k < 2 for k in sizes), later.decision.resizes
