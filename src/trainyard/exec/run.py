@@ -117,9 +117,14 @@ def split_devices(devices: tuple[int, ...], workers: int) -> list[tuple[int, ...
     return [devices[i * k : (i + 1) * k] for i in range(workers)]
 
 
+EXIT_CHECKPOINTED = 85  # trainyard.sdk: saved on a notice and stopped; resumable
+
+
 def describe_code(code: int | None) -> str:
     if code is None:
         return "ended without an exit record (its wrapper was killed)"
     if code < 0:
         return f"was killed by signal {-code} ({signal.Signals(-code).name})"
+    if code == EXIT_CHECKPOINTED:
+        return f"exited with code {code} (saved a checkpoint on a stop request: trainyard.sdk)"
     return f"exited with code {code}"
