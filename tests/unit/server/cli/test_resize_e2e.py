@@ -14,6 +14,8 @@ Rules shown:
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sys
 import time
 from collections.abc import Callable
@@ -130,3 +132,77 @@ def test_an_elastic_job_grows_into_idle_gpus_live(running_server: RunningServer,
     assert observed[2]["samples_per_s"] == 64 / 0.25
     shown = cli("describe", job, "--json", token=running_server.admin_token)
     assert json.loads(shown.stdout)["progress"]["world_size"] == 2
+
+
+# A rank that counts steps, saves its step on SIGTERM (exit 85) and resumes from it.
+COUNTER = r"""
+import os, pathlib, signal, sys, time
+ckpt = pathlib.Path(os.environ["TRAINYARD_CHECKPOINT_DIR"], "step")
+step = int(ckpt.read_text()) if ckpt.exists() else 0
+print(f"START world={os.environ['WORLD_SIZE']} resumed={step}", flush=True)
+stop = []
+signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
+while not stop:
+    time.sleep(0.05)
+    step += 1
+if os.environ["RANK"] == "0":
+    tmp = ckpt.with_suffix(".tmp")
+    tmp.write_text(str(step))
+    os.replace(tmp, ckpt)
+    print(f"SAVED {step}", flush=True)
+sys.exit(85)
+"""
+
+
+def test_a_rank_killed_after_a_resize_recovers_from_the_checkpoint(
+    running_server: RunningServer, cli: Cli
+) -> None:
+    """A resize that fails mid-way: after the relaunch at the new size one rank is killed.
+    That is a failure of the job (restart_count 1, the resize itself counted nothing); it
+    restarts and resumes from the checkpoint its resize saved."""
+    platform = running_server.server.platform
+    assert platform is not None
+    platform.profile = get_profile("default").with_overrides(
+        resize_hold_s=1.0, resize_restart_s=1.0
+    )
+    sleeper = [sys.executable, "-c", "import time; time.sleep(600)"]
+    blocker = _post(running_server, "/v1/jobs", {"name": "blocker", "gpus": 1, "command": sleeper})
+    running_server.wait(blocker["id"], {"RUNNING"})
+    spec = {
+        "name": "counter", "gpus": 2, "workers": 2, "command": [sys.executable, "-c", COUNTER],
+        "elastic": {"min_gpus": 1, "max_gpus": 2}, "max_restarts": 2,
+    }  # fmt: skip
+    job = _post(running_server, "/v1/jobs", spec)["id"]
+    running_server.wait(job, {"RUNNING"})
+    _post(running_server, f"/v1/jobs/{blocker['id']}/cancel")
+    grown = _until(
+        lambda: running_server.job(job),
+        lambda d: d["state"] == "RUNNING" and d["attempt"] == 2,
+    )
+    assert grown["gpus"] == 2 and grown["restart_count"] == 0
+    saved = cli("logs", job, "--attempt", "0", token=running_server.admin_token).stdout
+    step = int(saved.split("SAVED ", 1)[1].split()[0])
+
+    handle = _until(lambda: {"h": platform._runs.get(job)}, lambda h: h["h"] is not None)["h"]
+    pid_file = handle.pid_file(1)
+    _until(lambda: {"ok": pid_file.exists()}, lambda x: x["ok"])
+    os.kill(json.loads(pid_file.read_text())["pid"], signal.SIGKILL)
+
+    again = _until(
+        lambda: running_server.job(job),
+        lambda d: d["state"] == "RUNNING" and d["attempt"] == 3,
+    )
+    assert again["restart_count"] == 1  # the kill is a failure; the resize was not
+    reasons = [e["reason"] for e in again["events"]]
+    assert any(r.startswith("rank 1 exited") or "signal" in r for r in reasons), reasons
+    token = running_server.admin_token
+    resumed = _until(
+        lambda: {"out": cli("logs", job, "--attempt", "2", token=token).stdout},
+        lambda x: "START" in x["out"],
+    )["out"]
+    # the last checkpoint: the one the resize saved, or a later one rank 0 saved when the
+    # failed run was stopped (its peers get SIGTERM once a rank fails)
+    failed_run = cli("logs", job, "--attempt", "1", token=token).stdout
+    last = int(failed_run.split("SAVED ", 1)[1].split()[0]) if "SAVED " in failed_run else step
+    assert f"resumed={step}" in failed_run and last >= step
+    assert f"resumed={last}" in resumed and "world=2" in resumed
