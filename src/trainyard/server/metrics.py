@@ -176,6 +176,14 @@ class PlatformMetrics:
             r, "trainyard_gpus", "GPUs by state (allocated or free) and type.", ("state", "type")
         )
         self.jobs = Gauge(r, "trainyard_jobs", "Jobs in each lifecycle state.", ("state",))
+        self.job_gpus = Gauge(
+            r, "trainyard_job_gpus",
+            "GPUs each job holding devices runs at (an elastic job: its world size now).",
+            ("job", "queue", "state"),
+        )  # fmt: skip
+        self.resizes = Counter(
+            r, "trainyard_job_resizes_total", "Live resizes of running elastic jobs.", ("kind",)
+        )
         self.cycle_seconds = Histogram(
             r, "trainyard_scheduling_cycle_seconds", "Wall time of one scheduling cycle."
         )

@@ -31,6 +31,7 @@ from trainyard.jobspec import spec_from_dict
 from trainyard.server.db import Job as JobRow
 from trainyard.server.db import JobState
 from trainyard.server.lifecycle import transition
+from trainyard.server.metrics import PLATFORM
 
 S = JobState
 
@@ -86,6 +87,7 @@ def write_resizes(
                    now=now, details=details)  # fmt: skip
         row.placement = union(row.placement, new)
         row.resize_to = new
+        PLATFORM.resizes.inc(kind="grow" if size > details["gpus"]["from"] else "shrink")
         out.append(r.job_id)
     return out
 

@@ -49,7 +49,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -70,6 +69,7 @@ from trainyard.server.lifecycle import HOLDS_DEVICES, IllegalTransition, transit
 from trainyard.server.loop import elastic, parking
 from trainyard.server.loop.budgets import Budgets
 from trainyard.server.loop.fairshare import FairShare
+from trainyard.server.loop.gauges import refresh_gauges
 from trainyard.server.loop.pending import PendingCache
 from trainyard.server.metrics import PLATFORM, PlatformMetrics
 from trainyard.server.services import depends, reports
@@ -426,42 +426,6 @@ def ready_to_launch(session: Session) -> list[Launch]:
         if not session.scalar(select(func.count()).select_from(JobRow).where(stopping)):
             out.append(Launch(row.id, _placement(row.placement), after))
     return out
-
-
-def refresh_gauges(session: Session, metrics: PlatformMetrics = PLATFORM) -> None:
-    """Queue lengths, GPUs allocated / free by type and jobs by state, from the database."""
-    queues = {q.id: q.name for q in session.scalars(select(QueueRow))}
-    by_queue = Counter[tuple[int, JobState]]()
-    by_state = Counter[JobState]()
-    for queue_id, state, n in session.execute(
-        select(JobRow.queue_id, JobRow.state, func.count()).group_by(JobRow.queue_id, JobRow.state)
-    ):
-        by_queue[(queue_id, JobState(state))] += n
-        by_state[JobState(state)] += n
-    metrics.queue_pending.replace(({"queue": name}, by_queue[(qid, S.PENDING)])
-                                  for qid, name in queues.items())  # fmt: skip
-    metrics.queue_running.replace(({"queue": name}, by_queue[(qid, S.RUNNING)])
-                                  for qid, name in queues.items())  # fmt: skip
-    metrics.jobs.replace(({"state": s.value}, by_state[s]) for s in JobState)
-    held: set[tuple[str, int]] = set()
-    for (doc,) in session.execute(select(JobRow.placement).where(JobRow.state.in_(HOLDS_DEVICES))):
-        held.update((nd.node, d) for nd in _placement(doc) for d in nd.devices)
-    gpus = Counter[tuple[str, str]]()
-    for node in session.scalars(select(NodeRow)):
-        usable = node.schedulable and node.health == Health.HEALTHY
-        for dev in node.devices:
-            if (node.name, dev.index) in held:
-                gpus[("allocated", dev.gpu_type)] += 1
-            elif usable and dev.health == Health.HEALTHY:
-                gpus[("free", dev.gpu_type)] += 1
-            else:
-                gpus[("free", dev.gpu_type)] += 0
-    types = {t for _, t in gpus}
-    metrics.gpus.replace(
-        ({"state": s, "type": t}, gpus[(s, t)])
-        for t in sorted(types)
-        for s in ("allocated", "free")
-    )
 
 
 def run_once(
