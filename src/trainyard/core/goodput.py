@@ -42,6 +42,7 @@ from trainyard.core.types import Elastic, Job, StepSample
 __all__ = ["GoodputModel", "fit", "packed_nodes"]
 
 _PRIOR = (0.02, 1.0, 0.05, 0.15)  # a, c*B0, s_node, s_net as shares of a one-GPU step
+_SLOPE_TYPICAL = 8.0  # typical (replicas - 2) of a multi-node sample, for the ridge
 _PRIOR_WEIGHT = 0.05  # weight of the prior against one sample (relative squared errors)
 _BATCHES = 8  # batch sizes tried between the smallest and the largest allowed
 
@@ -59,9 +60,16 @@ class GoodputModel:
     max_local_batch: int
     grad_sqr: float
     grad_var: float
+    sync_slope: float = 0.0  # seconds per step per replica beyond 2, several nodes
+    min_local_batch: int = 0  # the smallest per-GPU batch (0: any)
 
     def step_time(self, gpus: int, nodes: int, batch: float) -> float:
-        sync = 0.0 if gpus <= 1 else (self.sync_net if nodes > 1 else self.sync_node)
+        if gpus <= 1:
+            sync = 0.0
+        elif nodes > 1:
+            sync = self.sync_net + self.sync_slope * (gpus - 2)
+        else:
+            sync = self.sync_node
         return self.overhead + self.per_sample * batch / gpus + sync
 
     def gain(self, batch: float) -> float:
@@ -74,6 +82,8 @@ class GoodputModel:
         """(lowest, highest) global batch the job may run at on `gpus` GPUs."""
         low = float(self.batch)
         high = float(max(self.max_batch, self.batch))
+        if self.min_local_batch > 0:  # every GPU holds at least min_local_batch samples
+            low = min(high, max(low, float(self.min_local_batch * gpus)))
         if self.max_local_batch > 0:
             high = max(low, min(high, float(self.max_local_batch * gpus)))
         return low, high
@@ -141,7 +151,14 @@ def _solve(m: list[list[float]], v: list[float]) -> list[float] | None:
 
 def _features(s: StepSample) -> list[float]:
     k = max(1, s.gpus)
-    return [1.0, s.batch / k, 1.0 if k > 1 and s.nodes <= 1 else 0.0, 1.0 if s.nodes > 1 else 0.0]
+    net = 1.0 if s.nodes > 1 else 0.0
+    return [
+        1.0,
+        s.batch / k,
+        1.0 if k > 1 and s.nodes <= 1 else 0.0,
+        net,
+        net * max(0, k - 2),
+    ]
 
 
 def fit(job: Job) -> GoodputModel:
@@ -149,22 +166,23 @@ def fit(job: Job) -> GoodputModel:
     info = job.elastic or Elastic()
     base = info.batch if info.batch > 0 else 1
     samples = [s for s in info.samples if s.step_time > 0 and s.batch > 0 and s.gpus > 0]
-    prior = _prior(samples[-1] if samples else None, base)
+    prior = (*_prior(samples[-1] if samples else None, base), 0.0)
     params = list(prior)
+    nf = 5
     if samples:
         # the prior's pull, in relative step time: a parameter's typical share of a step
         one = prior[0] / _PRIOR[0]  # the prior's one-GPU step time of the base batch
-        typical = (1.0, float(base), 1.0, 1.0)  # feature values of a one-GPU base step
-        m = [[0.0] * 4 for _ in range(4)]
-        v = [0.0] * 4
+        typical = (1.0, float(base), 1.0, 1.0, _SLOPE_TYPICAL)  # feature values, typical step
+        m = [[0.0] * nf for _ in range(nf)]
+        v = [0.0] * nf
         for s in samples:
             x = _features(s)
             w = 1.0 / (s.step_time * s.step_time)  # relative error
-            for i in range(4):
+            for i in range(nf):
                 v[i] += w * x[i] * s.step_time
-                for j in range(4):
+                for j in range(nf):
                     m[i][j] += w * x[i] * x[j]
-        for i in range(4):  # ridge towards the prior
+        for i in range(nf):  # ridge towards the prior
             reg = _PRIOR_WEIGHT * (typical[i] / one) ** 2
             m[i][i] += reg
             v[i] += reg * prior[i]
@@ -175,6 +193,7 @@ def fit(job: Job) -> GoodputModel:
                 params[1] = prior[1]
     if not any(s.nodes > 1 for s in samples):
         params[3] = params[2]  # never measured across nodes: optimistic, as Pollux's model
+        params[4] = 0.0
     return GoodputModel(
         overhead=params[0],
         per_sample=params[1],
@@ -185,4 +204,6 @@ def fit(job: Job) -> GoodputModel:
         max_local_batch=info.max_local_batch,
         grad_sqr=info.grad_sqr,
         grad_var=info.grad_var,
+        sync_slope=params[4],
+        min_local_batch=info.min_local_batch,
     )

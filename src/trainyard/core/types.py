@@ -121,6 +121,7 @@ class Elastic:
     samples: tuple[StepSample, ...] = ()
     grad_sqr: float = 0.0
     grad_var: float = 0.0
+    min_local_batch: int = 0  # the smallest per-GPU batch (0: any)
 
 
 @dataclass(frozen=True, slots=True)

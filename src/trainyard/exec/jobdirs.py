@@ -15,6 +15,7 @@ the job's uid when it runs as one: `exec/identity.py`), `uid` (0600, the server'
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pwd
 import re
@@ -89,7 +90,5 @@ def write_notice(job_dir: Path, reason: str) -> None:
 
 def clear_notice(job_dir: Path) -> None:
     """Remove an earlier run's notice (at launch)."""
-    try:
+    with contextlib.suppress(FileNotFoundError):
         notice_path(job_dir).unlink()
-    except FileNotFoundError:
-        pass

@@ -48,6 +48,7 @@ from trainyard.exec.run import (
     RunState,
     RunStatus,
     describe_code,
+    positions,
     split_devices,
 )
 
@@ -169,8 +170,7 @@ class LocalExecutor:
                     "ROLE_RANK": str(rank),
                     # as torchrun: every rank sees the job's devices here, LOCAL_RANK picks
                     "CUDA_VISIBLE_DEVICES": ",".join(map(str, shown or devices)),
-                    "TRAINYARD_RANK_DEVICES": ",".join(str(shown.index(d)) for d in devices)
-                    if shown else ",".join(str(i) for i in range(len(devices))),
+                    "TRAINYARD_RANK_DEVICES": ",".join(map(str, positions(shown, devices))),
                 }
                 log = log_dir / f"rank-{rank}.log"
                 argv = [sys.executable, "-I", "-S", str(WRAPPER)]

@@ -128,3 +128,9 @@ def describe_code(code: int | None) -> str:
     if code == EXIT_CHECKPOINTED:
         return f"exited with code {code} (saved a checkpoint on a stop request: trainyard.sdk)"
     return f"exited with code {code}"
+
+
+def positions(shown: list[int], devices: tuple[int, ...]) -> list[int]:
+    """Where a rank's `devices` are in the `CUDA_VISIBLE_DEVICES` it is shown (`shown`: the
+    job's devices on the node; empty: it is shown only its own)."""
+    return [shown.index(d) for d in devices] if shown else list(range(len(devices)))

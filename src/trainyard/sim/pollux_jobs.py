@@ -25,7 +25,7 @@ from pathlib import Path
 
 from trainyard.core import Elastic, StepSample
 from trainyard.sim.pollux_elastic import PolluxElastic
-from trainyard.sim.pollux_speed import PolluxSpeed
+from trainyard.sim.pollux_speed import PolluxSpeed, _bracket
 from trainyard.sim.workload import SimJob, Workload
 
 __all__ = ["MAX_GPUS", "PolluxJobs"]
@@ -44,6 +44,7 @@ class PolluxJobs:
     def __init__(self, profiles_dir: Path) -> None:
         self.rigid = PolluxSpeed(profiles_dir)
         self.adaptive = PolluxElastic(speed=self.rigid)
+        self._placed: dict[str, tuple[int, ...]] = {}  # job id -> the placement it runs on
 
     # -- which jobs are elastic ---------------------------------------------------------------
 
@@ -98,19 +99,31 @@ class PolluxJobs:
     # -- what the scheduler is told -----------------------------------------------------------
 
     def _stats(self, job: SimJob, progress: float) -> tuple[float, float]:
+        """The gradient statistics the job measures now: those of its current epoch at the
+        batch it runs (in initial-batch units, interpolated between the profiled batches, as
+        `PolluxSpeed`'s gain reads them), or at the initial batch before it has run."""
         app = self.rigid.apps[job.application or ""]
-        sqr, var = app.stats[app.bszs[0]][self.adaptive.epoch(job, progress)]
-        return sqr, var
+        epoch = self.adaptive.epoch(job, progress)
+        per_node = self._placed.get(job.id)
+        if per_node is None:
+            sqr, var = app.stats[app.bszs[0]][epoch]
+            return sqr, var
+        batch = float(self.adaptive.best_batch(job, per_node, epoch).batch)
+        i0, i1, w = _bracket(app.bszs, batch)
+        s0, s1 = app.stats[app.bszs[i0]][epoch], app.stats[app.bszs[i1]][epoch]
+        return s0[0] + (s1[0] - s0[0]) * w, s0[1] + (s1[1] - s0[1]) * w
 
     def elastic_info(self, job: SimJob) -> Elastic:
         """The scheduler's first view of an elastic job: its batch range, no samples yet."""
         init, top = self.adaptive.bounds(job)
-        _lo, cap = self.adaptive.local_range(job)
+        lo, cap = self.adaptive.local_range(job)
+        self._placed.pop(job.id, None)  # not run yet (ids repeat across workloads)
         sqr, var = self._stats(job, 0.0)
         return Elastic(
             batch=init,
             max_batch=top,
             max_local_batch=math.floor(cap),
+            min_local_batch=math.ceil(lo),
             grad_sqr=sqr,
             grad_var=var,
         )
@@ -129,6 +142,7 @@ class PolluxJobs:
         """`info` after the job started on `per_node` at `progress`: the step it measures
         there (at the batch it chose) replaces any earlier sample of that shape, and the
         gradient statistics are those of its current epoch."""
+        self._placed[job.id] = tuple(per_node)
         epoch = self.adaptive.epoch(job, progress)
         choice = self.adaptive.best_batch(job, per_node, epoch)
         seen = self.adaptive.step_samples(job, per_node, choice.batch)

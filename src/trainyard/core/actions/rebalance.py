@@ -45,7 +45,7 @@ from trainyard.core.state import Alloc
 
 __all__ = ["LAS_SCALE", "Entry", "plan_targets", "sizes_above", "weight"]
 
-LAS_SCALE: Final = 3_600.0  # GPU-seconds of service that halve a job's weight
+LAS_SCALE: Final = 14_400.0  # GPU-seconds of service that halve a job's weight
 
 
 @dataclass(slots=True)
