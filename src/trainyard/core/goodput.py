@@ -2,12 +2,12 @@
 
 `fit(job)` turns a job's observed steps (`Elastic.samples`) into a `GoodputModel`; the resize
 action asks it `goodput(gpus, nodes)` and `speedup(gpus, nodes)`. Pure and cheap: a fit is a
-4x4 linear solve, a query a scan of a few batch sizes.
+5x5 linear solve, a query a scan of a few batch sizes.
 
 Throughput. A step of a global batch B on k GPUs over n nodes takes
 
     T(k, n, B) = a + c * B / k + s(k, n),   s = 0 on one GPU, s_node inside one node,
-                                             s_net across nodes,
+                                             s_net + slope * (k - 2) across nodes,
 
 (per-step overhead, per-sample compute shared by the k GPUs, gradient synchronisation,
 dearer across the network), the shape of the throughput model of Pollux (Qiao et al.,
@@ -27,9 +27,10 @@ variance `var` measured at B0 (Pollux's efficiency; McCandlish et al.'s gradient
 is var / sqr in these units). Without them the gain is 1: a larger batch buys nothing.
 
 Goodput = gain(B) / T(k, n, B), in base-batch steps per second, with B the best batch
-between B0 and `max_batch` that keeps the per-GPU batch within `max_local_batch` (a fixed
-global batch when max_batch == B0). A job that reported nothing yet gets the prior alone
-(speedup(k) a little below k).
+between B0 and `max_batch` that keeps the per-GPU batch within `max_local_batch` and at
+least `min_local_batch` (the batch grows with the GPUs when the job cannot run fewer samples
+per GPU; a fixed global batch when max_batch == B0). A job that reported nothing yet gets
+the prior alone (speedup(k) a little below k).
 """
 
 from __future__ import annotations

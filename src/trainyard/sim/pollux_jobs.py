@@ -25,7 +25,7 @@ from pathlib import Path
 
 from trainyard.core import Elastic, StepSample
 from trainyard.sim.pollux_elastic import PolluxElastic
-from trainyard.sim.pollux_speed import PolluxSpeed, _bracket
+from trainyard.sim.pollux_speed import PolluxSpeed, bracket
 from trainyard.sim.workload import SimJob, Workload
 
 __all__ = ["MAX_GPUS", "PolluxJobs"]
@@ -109,7 +109,7 @@ class PolluxJobs:
             sqr, var = app.stats[app.bszs[0]][epoch]
             return sqr, var
         batch = float(self.adaptive.best_batch(job, per_node, epoch).batch)
-        i0, i1, w = _bracket(app.bszs, batch)
+        i0, i1, w = bracket(app.bszs, batch)
         s0, s1 = app.stats[app.bszs[i0]][epoch], app.stats[app.bszs[i1]][epoch]
         return s0[0] + (s1[0] - s0[0]) * w, s0[1] + (s1[1] - s0[1]) * w
 

@@ -32,7 +32,7 @@ from typing import TypeVar
 
 from trainyard.sim.workload import SimJob, WorkloadError
 
-__all__ = ["EPOCHS", "PolluxSpeed", "normalise_placement"]
+__all__ = ["EPOCHS", "PolluxSpeed", "bracket", "normalise_placement"]
 
 EPOCHS: dict[str, int] = {
     "bert": 2,
@@ -65,7 +65,7 @@ def _interp(xs: tuple[float, ...], ys: tuple[float, ...], x: float) -> float:
     return ys[i - 1] + (ys[i] - ys[i - 1]) * (x - x0) / (x1 - x0)
 
 
-def _bracket(xs: list[int], x: float) -> tuple[int, int, float]:
+def bracket(xs: list[int], x: float) -> tuple[int, int, float]:
     """Indices (lo, hi) of the values around x in sorted xs and the weight of hi."""
     if x <= xs[0]:
         return 0, 0, 0.0
@@ -210,14 +210,14 @@ class _App:
         """Bilinear-style interpolation over (num_nodes, num_replicas): linear in replicas
         within each measured node count, then linear between the two nearest node counts."""
         levels = sorted(self.by_size)
-        lo, hi, w = _bracket(levels, nodes)
+        lo, hi, w = bracket(levels, nodes)
         out = [0.0, 0.0]
         for idx, weight in ((lo, 1.0 - w), (hi, w)):
             if weight == 0.0:
                 continue
             level = self.by_size[levels[idx]]
             reps_list = sorted(level)
-            r0, r1, wr = _bracket(reps_list, reps)
+            r0, r1, wr = bracket(reps_list, reps)
             for ridx, rw in ((r0, 1.0 - wr), (r1, wr)):
                 c = level[reps_list[ridx]]
                 out[0] += weight * rw * _interp(c[0], c[1], local)
@@ -225,7 +225,7 @@ class _App:
         return out[0], out[1]
 
     def gain(self, batch: float, epoch: int) -> float:
-        i0, i1, w = _bracket(self.bszs, batch)
+        i0, i1, w = bracket(self.bszs, batch)
         s0, s1 = self.stats[self.bszs[i0]][epoch], self.stats[self.bszs[i1]][epoch]
         sqr = s0[0] + (s1[0] - s0[0]) * w
         var = s0[1] + (s1[1] - s0[1]) * w

@@ -20,8 +20,8 @@ every resize carries its reason. Four passes, in this order:
    sizes that maximise their weighted speedups (`actions/rebalance.py`): a job that grew
    into a quiet cluster gives GPUs back to later jobs that gain more per GPU.
 4. **Grow into idle GPUs.** While GPUs are idle, the running elastic job with the largest
-   gain in speedup per added GPU grows (to at most twice the largest size it has been
-   measured at: the model is not trusted further from its data), if the gain is at least
+   gain in speedup per added GPU grows (to at most `EXPLORE` (4) times the largest size it
+   has been measured at: the model is not trusted further from its data), if the gain is at least
    `required_gain` (`Profile.resize_min_gain` of its goodput, more while another restart
    would cost a large share of the job's age, `Profile.resize_restart_s`) and it has run
    `Profile.resize_hold_s` since its last (re)start (hysteresis: a resize costs a checkpoint
