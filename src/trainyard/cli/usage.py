@@ -55,10 +55,12 @@ def usage_command(
     until: Annotated[str | None, typer.Option(help="end (default: now)")] = None,
     by: Annotated[str, typer.Option(help="group by tenant, user, queue or job")] = "user",
     output: Annotated[str, typer.Option("--format", help="table, csv or json")] = "table",
+    as_json: Annotated[bool, typer.Option("--json", help="The same as --format json.")] = False,
     url: UrlOption = None,
     token: TokenOption = None,
 ) -> None:
     """GPU/CPU/memory usage of your tenant in a window, to the second."""
+    output = "json" if as_json else output
     if by not in ("tenant", "user", "queue", "job"):
         fail(f"--by: unknown grouping {by!r}; use tenant, user, queue or job")
     if output not in ("table", "csv", "json"):
