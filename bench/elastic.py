@@ -31,11 +31,11 @@ does not hide), wall time and machine.
 
 Scheduling knobs. The stock profile (`default`) grows a job only 60 s after its last start
 (`resize_hold_s`) and charges 90 s per restart (`resize_restart_s`), which would make this a
-ten-minute run. The server is started with the profile `bench-elastic`: `default` with
-`--resize-hold` (15 s) and `--resize-restart` (6 s: about what a resize of this job costs
-here, its measured downtime; with 15 s the job, of about 100 s, ends before a 3 -> 4 step
-repays it and stays at 3), registered in the server process before `trainyard up` runs; 60
-and 90 give the stock behaviour. Jobs run as the server's user (`--job-user server`).
+ten-minute run. The server is started with `trainyard up --resize-hold 15
+--resize-restart-cost 6` (6 s: about what a resize of this job costs here, its measured
+downtime; with 15 s the job, of about 100 s, ends before a 3 -> 4 step repays it and stays
+at 3); this benchmark's `--resize-hold 60 --resize-restart 90` give the stock behaviour.
+Jobs run as the server's user (`--job-user server`).
 
 Run from the repository root with the project's venv: `.venv/bin/python bench/elastic.py`.
 """
@@ -64,18 +64,6 @@ from trainyard.exec.procfs import free_port
 
 REPO = Path(__file__).resolve().parent.parent
 TRAIN = REPO / "examples" / "jobs" / "elastic" / "train.py"
-PROFILE = "bench-elastic"
-# `trainyard up` with one more profile registered first (argv: hold, restart, up's options).
-SERVER = """
-import sys
-import trainyard.core.profiles
-from trainyard.core.framework import PROFILES, get_profile
-hold, restart = float(sys.argv[1]), float(sys.argv[2])
-PROFILES.register("bench-elastic", get_profile("default").with_overrides(
-    name="bench-elastic", resize_hold_s=hold, resize_restart_s=restart))
-from trainyard.cli.main import main
-main(["up", *sys.argv[3:]])
-"""
 STEP = re.compile(r"^step (\d+) loss (\S+) t=(\S+)$")
 START = re.compile(r"^start world_size=(\d+)")
 RESUMED = re.compile(r"^resumed from step (\d+)")
@@ -88,15 +76,17 @@ FINAL = {"SUCCEEDED", "FAILED", "CANCELLED"}
 
 
 class Server:
-    """`trainyard up` (profile `bench-elastic`) in a subprocess with its own home."""
+    """`trainyard up` (with `--resize-hold`/`--resize-restart-cost`) in a subprocess with its
+    own home."""
 
     def __init__(self, home: Path, gpus: int, hold: float, restart: float) -> None:
         self.home = home
         port = free_port()
         self.url = f"http://127.0.0.1:{port}"
         env = {**os.environ, "TRAINYARD_HOME": str(home), "TRAINYARD_CONFIG": str(home / "c.json")}
-        argv = [sys.executable, "-c", SERVER, str(hold), str(restart), "--port", str(port)]
-        argv += ["--virtual-gpus", str(gpus), "--profile", PROFILE, "--job-user", "server"]
+        argv = [sys.executable, "-m", "trainyard.cli.main", "up", "--port", str(port)]
+        argv += ["--resize-hold", str(hold), "--resize-restart-cost", str(restart)]
+        argv += ["--virtual-gpus", str(gpus), "--job-user", "server"]
         argv += ["--interval", "0.5"]
         self.log = (home / "server.log").open("w")
         self.proc = subprocess.Popen(argv, env=env, stdout=self.log, stderr=subprocess.STDOUT)

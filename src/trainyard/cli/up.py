@@ -77,6 +77,24 @@ def up_command(
             help="seconds before a failed job's first restart (doubling, at most 600)",
         ),
     ] = 10.0,
+    resize_hold: Annotated[
+        float | None,
+        typer.Option(
+            "--resize-hold",
+            min=0.0,
+            help="seconds an elastic job runs after a (re)start before it may be resized "
+            "[the profile's: 60]",
+        ),
+    ] = None,
+    resize_restart: Annotated[
+        float | None,
+        typer.Option(
+            "--resize-restart-cost",
+            min=0.0,
+            help="seconds a resize is taken to cost (checkpoint, relaunch): a move must repay "
+            "it over the job's age [the profile's: 90]",
+        ),
+    ] = None,
     submit: Annotated[
         list[Path] | None,
         typer.Option("--submit", help="job spec to submit once the API is up (repeatable)"),
@@ -147,6 +165,8 @@ def up_command(
         profile=profile,
         interval_s=interval,
         restart_backoff_s=restart_backoff,
+        resize_hold_s=resize_hold,
+        resize_restart_s=resize_restart,
         job_user=job_user,
         job_env=tuple(job_env or ()),
         work_roots=tuple(p.expanduser() for p in work_root or ()),

@@ -32,6 +32,7 @@ import math
 import sys
 import threading
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass
@@ -202,6 +203,10 @@ class Reporter:
         try:
             with _OPENER.open(request, timeout=TIMEOUT_S) as response:
                 response.read()
+        except urllib.error.HTTPError as error:
+            if error.code in (401, 409) and self._closing:
+                return  # the job is being stopped (its token ends with its run): nothing lost
+            self._warn(f"a report to {self.url} failed: {error}")
         except Exception as error:  # never into the training loop
             self._warn(f"a report to {self.url} failed: {error}")
 

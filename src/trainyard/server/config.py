@@ -49,6 +49,9 @@ class ServerConfig:
     min_step_gap_s: float = 0.05  # events closer together than this share one step
     grace_s: float = 10.0  # SIGTERM -> SIGKILL when stopping a job
     restart_backoff_s: float = 10.0  # before a failed job's first restart; doubles each time
+    # the profile's resize hysteresis, when given (`Profile.resize_hold_s`, `resize_restart_s`)
+    resize_hold_s: float | None = None
+    resize_restart_s: float | None = None
     heartbeat_s: float = 5.0
     node_name: str | None = None
     job_user: str = "auto"  # auto | dynamic | server | an account (exec/identity.py)

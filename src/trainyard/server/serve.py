@@ -39,6 +39,7 @@ from typing import IO, Any
 
 from sqlalchemy import Engine, update
 
+from trainyard.core import Profile, get_profile
 from trainyard.exec.gpus import GpuInventory, discover
 from trainyard.exec.identity import IdentityError, JobUsers
 from trainyard.exec.local import LocalExecutor
@@ -140,8 +141,13 @@ class Server:
             log_cap_bytes=int(cfg.log_cap_mb * 1024 * 1024),
         )
         retry = RetryPolicy(base_s=cfg.restart_backoff_s)
+        profile: str | Profile = cfg.profile
+        tuned = {"resize_hold_s": cfg.resize_hold_s, "resize_restart_s": cfg.resize_restart_s}
+        if any(v is not None for v in tuned.values()):
+            changes = {k: v for k, v in tuned.items() if v is not None}
+            profile = get_profile(cfg.profile).with_overrides(**changes)
         self.platform = Platform(
-            sessions, executor, profile=cfg.profile, clock=self.clock, retry=retry,
+            sessions, executor, profile=profile, clock=self.clock, retry=retry,
             fairshare=FairShare(cfg.fairshare_half_life_s),
         )  # fmt: skip
         node = self.platform.register_node(inventory, cfg.node_name)
