@@ -8,20 +8,18 @@ never leaks it. `ApiClient` returns decoded JSON, streams text,
 and raises `ClientError` for everything that can go wrong (an API error answer, an unreachable
 server, a timeout, a broken connection): its message is one line a CLI prints as is.
 
-It is built on the standard library's `http.client` (one kept-alive connection per client),
-not on httpx: the commands that only speak HTTP start in a fraction of the time (httpx and
-its dependencies cost ~100 ms of imports per command; issue 19). `ssl` is imported only for
-an `https://` server.
+It speaks HTTP/1.1 itself (`client.wire`: one kept-alive connection per client), not through
+httpx or `http.client`: the commands that only speak HTTP start in a fraction of the time
+(httpx costs ~100 ms of imports per command, `http.client` ~20; issue 19). `ssl` is
+imported only for an `https://` server.
 """
 
 from __future__ import annotations
 
 import codecs
 import contextlib
-import http.client
 import json as jsonlib
 import os
-import socket
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from types import TracebackType
@@ -29,18 +27,12 @@ from typing import Any
 from urllib.parse import urlencode, urlsplit
 
 from trainyard.client import credentials
+from trainyard.client.wire import Connection, Lost, ProtocolError, Response
 
 __all__ = ["DEFAULT_URL", "ApiClient", "ClientError", "Target", "normalize_url", "resolve"]
 
 DEFAULT_URL = "http://127.0.0.1:8765"
 LOGIN_HINT = "run `trainyard login URL --token TOKEN`, or `trainyard up` to start a local server"
-_LOST = (
-    http.client.RemoteDisconnected,
-    http.client.IncompleteRead,
-    ConnectionResetError,
-    BrokenPipeError,
-    ConnectionAbortedError,
-)
 
 
 class ClientError(Exception):
@@ -172,11 +164,11 @@ def transport_error(exc: BaseException, url: str, *, sent: bool) -> ClientError:
     why = str(exc) or type(exc).__name__
     if not sent and isinstance(exc, OSError) and not isinstance(exc, TimeoutError):
         return ClientError(f"cannot reach trainyard at {url}: {why}; is `trainyard up` running?")
-    if isinstance(exc, TimeoutError | socket.timeout):
+    if isinstance(exc, TimeoutError):
         if not sent:
             return ClientError(f"cannot reach trainyard at {url}: timed out connecting")
         return ClientError(f"trainyard at {url} did not answer in time ({why})", lost=True)
-    if isinstance(exc, (*_LOST, OSError)):
+    if isinstance(exc, Lost | ConnectionError | ProtocolError | OSError):
         return ClientError(f"the connection to trainyard at {url} was lost ({why})", lost=True)
     return ClientError(f"request to trainyard at {url} failed: {why}", lost=sent)
 
@@ -194,7 +186,7 @@ class ApiClient:
         self._port = parts.port
         self._prefix = parts.path.rstrip("/")
         self._headers = {"Authorization": f"Bearer {token}"} if token else {}
-        self._conn: http.client.HTTPConnection | None = None
+        self._conn: Connection | None = None
 
     def __enter__(self) -> ApiClient:
         return self
@@ -212,14 +204,8 @@ class ApiClient:
             self._conn.close()
             self._conn = None
 
-    def _connection(self, timeout: float | None) -> http.client.HTTPConnection:
-        if self._https:
-            import ssl  # only for https: its import costs ~20 ms
-
-            return http.client.HTTPSConnection(
-                self._host, self._port, timeout=timeout, context=ssl.create_default_context()
-            )
-        return http.client.HTTPConnection(self._host, self._port, timeout=timeout)
+    def _connection(self, timeout: float | None) -> Connection:
+        return Connection(self._host, self._port, https=self._https, timeout=timeout)
 
     def _target(self, path: str, params: Mapping[str, Any] | None) -> str:
         query = {k: _param(v) for k, v in (params or {}).items() if v is not None}
@@ -227,25 +213,27 @@ class ApiClient:
 
     def _send(
         self,
-        conn: http.client.HTTPConnection,
+        conn: Connection,
         method: str,
         target: str,
         body: bytes | None,
         headers: Mapping[str, str],
-    ) -> http.client.HTTPResponse:
-        """Send one request on `conn` and read the status line; `ClientError` on failure."""
+    ) -> Response:
+        """Send one request on `conn` and read its status and headers; `ClientError` on
+        failure. A kept-alive connection the server closed meanwhile is opened again for a
+        GET (which cannot have done anything)."""
         reused = conn.sock is not None
         sent = False
         try:
             if not reused:
-                conn.connect()
+                conn.open()
             sent = True
-            conn.request(method, target, body=body, headers={**self._headers, **headers})
-            return conn.getresponse()
-        except (OSError, http.client.HTTPException) as exc:
+            conn.request(method, target, {**self._headers, **headers}, body)
+            return conn.response()
+        except OSError as exc:
             conn.close()
-            if reused and method == "GET" and isinstance(exc, _LOST):
-                return self._send(conn, method, target, body, headers)  # a stale keep-alive
+            if reused and method == "GET" and isinstance(exc, Lost | ConnectionError):
+                return self._send(conn, method, target, body, headers)
             raise transport_error(exc, self.url, sent=sent) from None
 
     def request(
@@ -269,7 +257,7 @@ class ApiClient:
         response = self._send(self._conn, method, self._target(path, params), body, extra)
         try:
             answer = Answer(response.status, response.reason, response.read())
-        except (OSError, http.client.HTTPException) as exc:
+        except OSError as exc:
             self.close()
             raise transport_error(exc, self.url, sent=True) from None
         if response.will_close:
@@ -303,7 +291,7 @@ class ApiClient:
             if response.status >= 400:
                 try:
                     answer = Answer(response.status, response.reason, response.read())
-                except (OSError, http.client.HTTPException) as exc:
+                except OSError as exc:
                     raise transport_error(exc, self.url, sent=True) from None
                 raise api_error(answer, self.url)
             if conn.sock is not None:
@@ -312,17 +300,14 @@ class ApiClient:
         finally:
             conn.close()
 
-    def _chunks(self, response: http.client.HTTPResponse) -> Iterator[str]:
+    def _chunks(self, response: Response) -> Iterator[str]:
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         try:
-            while True:
-                data = response.read1(65536)
-                if not data:
-                    break
+            for data in response.chunks():
                 text = decoder.decode(data)
                 if text:
                     yield text
-        except (OSError, http.client.HTTPException) as exc:
+        except OSError as exc:
             raise transport_error(exc, self.url, sent=True) from None
         tail = decoder.decode(b"", final=True)
         if tail:
