@@ -10,7 +10,7 @@ reported from. Written by `services/reports.py` only; both go with their job.
 
 from __future__ import annotations
 
-from sqlalchemy import ForeignKey, String
+from sqlalchemy import BigInteger, ForeignKey, String
 from sqlalchemy.orm import Mapped, mapped_column
 
 from trainyard.server.db.base import Base, Timestamp
@@ -38,8 +38,8 @@ class JobProgress(Base):
     )
     attempt: Mapped[int]
     world_size: Mapped[int]
-    step: Mapped[int]
-    samples: Mapped[int]
+    step: Mapped[int] = mapped_column(BigInteger)
+    samples: Mapped[int] = mapped_column(BigInteger)
     loss: Mapped[float | None]
     grad_sqr: Mapped[float | None]
     grad_var: Mapped[float | None]

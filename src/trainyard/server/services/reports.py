@@ -61,7 +61,7 @@ def record(
         obs.step_time = (obs.step_time * past + report.step_time * report.steps) / (
             past + report.steps
         )
-        obs.steps += report.steps
+        obs.steps = min(obs.steps + report.steps, 2**31 - 1)
         obs.updated_at = now
     progress = session.get(JobProgress, job.id)
     values: dict[str, Any] = {
