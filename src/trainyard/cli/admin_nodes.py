@@ -1,26 +1,32 @@
-"""`trainyard admin node list|drain|undrain`: take a node out of scheduling and back.
+"""`trainyard admin node list|cordon|drain|undrain`: take a node out of scheduling and back.
 
-Draining stops new placements on the node; jobs running there keep running (cancel them, or
-let them finish). The commands work on the database like the rest of `trainyard admin`
-(`--home` / `--db`), and a running server honours them at its next scheduling round.
+`cordon` stops new placements on the node; jobs running there keep running. `drain` cordons
+it and evicts the jobs running there: each gets the notice `preempt` and SIGTERM (the SDK
+checkpoints and exits), is requeued with its progress, and runs elsewhere. `undrain` returns
+the node to service. The commands work on the database like the rest of `trainyard admin`
+(`--home` / `--db`), are recorded in the audit trail, and a running server honours them at
+its next step.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import time
 from typing import Annotated
 
 import typer
 
-from trainyard.cli.admin import Db, Home, Json, _json, _run, _table, _when, admin_app
+from trainyard.cli.admin import Db, Home, Json, _run, _table, _when, admin_app
 from trainyard.server.services import nodes as svc
 
-node_app = typer.Typer(help="Nodes: list, drain, undrain.", no_args_is_help=True)
+node_app = typer.Typer(help="Nodes: list, cordon, drain, undrain.", no_args_is_help=True)
 admin_app.add_typer(node_app, name="node")
 Name = Annotated[str, typer.Argument(metavar="NODE", help="The node's name (`admin node list`).")]
 
 
 def _state(info: svc.NodeInfo) -> str:
-    return "schedulable" if info.schedulable else "drained"
+    return info.state
 
 
 @node_app.command("list")
@@ -28,7 +34,8 @@ def node_list(home: Home = None, db: Db = None, as_json: Json = False) -> None:
     """The nodes, whether they take new jobs, and how many jobs hold devices on each."""
     nodes = _run(home, db, svc.list_nodes)
     if as_json:
-        _json(nodes)
+        out = [{**dataclasses.asdict(n), "state": n.state} for n in nodes]
+        typer.echo(json.dumps(out, indent=2))
         return
     rows = [
         (
@@ -41,11 +48,23 @@ def node_list(home: Home = None, db: Db = None, as_json: Json = False) -> None:
     _table("nodes", ["name", "state", "health", "devices", "jobs", "heartbeat"], rows)
 
 
+@node_app.command("cordon")
+def node_cordon(node: Name, home: Home = None, db: Db = None) -> None:
+    """Place no new job on NODE; the jobs running there keep running."""
+    info = _run(home, db, lambda s: svc.set_schedulable(s, node, False), ("node.cordon", node, {}))
+    typer.echo(f"node {info.name}: cordoned; {info.jobs} job(s) still run there")
+
+
 @node_app.command("drain")
 def node_drain(node: Name, home: Home = None, db: Db = None) -> None:
-    """Place no new job on NODE; the jobs running there keep running."""
-    info = _run(home, db, lambda s: svc.set_schedulable(s, node, False), ("node.drain", node, {}))
-    typer.echo(f"node {info.name}: drained; {info.jobs} job(s) still run there")
+    """Cordon NODE and evict the jobs running there (checkpointed, requeued elsewhere)."""
+    now = time.time()
+    info = _run(home, db, lambda s: svc.drain(s, node, now), ("node.drain", node, {}))
+    typer.echo(
+        f"node {info.name}: draining; {info.jobs} job(s) there are evicted and requeued"
+        if info.jobs
+        else f"node {info.name}: drained (no job runs there)"
+    )
 
 
 @node_app.command("undrain")

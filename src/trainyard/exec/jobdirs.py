@@ -74,7 +74,7 @@ def write_notice(job_dir: Path, reason: str) -> None:
     """Tell the job why it is stopped (`preempt`, `resize`; anything else: `stop`), before
     its SIGTERM, so that the SDK checkpoints for the right cause. The file is the server's
     (0644, replaced atomically) in the server's directory: the job reads it, never writes."""
-    word = reason if reason in NOTICES else "stop"
+    word = next((n for n in NOTICES if reason.startswith(n)), "stop")  # "preempted": preempt
     path = notice_path(job_dir)
     if not job_dir.is_dir():
         return

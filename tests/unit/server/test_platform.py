@@ -320,3 +320,43 @@ def test_an_elastic_job_started_smaller_runs_one_rank_per_gpu_it_got(
     logs = "".join(platform.executor.logs(job.id))
     assert logs.count("world 1") == 1  # one rank: the one GPU it was started on
     _cancel(factory, busy)
+
+
+def test_a_drained_node_evicts_its_jobs_which_run_again_after_undrain(
+    factory: sessionmaker[Session], session: Session, world: World, root: Path
+) -> None:
+    """Issue 16: `admin node drain` cordons the node and the platform evicts the jobs running
+    there (PREEMPTED, `node NODE drained`; notice `preempt`, SIGTERM), which are requeued
+    without costing a restart; with no other node they wait; undrain lets them run again.
+    `cordon` alone leaves running jobs alone."""
+    from trainyard.server.services import nodes
+
+    platform = _platform(factory, root)
+    node = platform.node_name
+    assert node is not None
+    job = submit_code(session, world, "import time; time.sleep(60)", gpus=1)
+    _drive(platform, factory, job, lambda j: j.state == S.RUNNING)
+    with factory() as s:
+        nodes.set_schedulable(s, node, False)  # cordon: it keeps running
+        s.commit()
+    platform.step()
+    assert read_job(factory, job).state == S.RUNNING
+    with factory() as s:
+        nodes.drain(s, node, time.time())
+        s.commit()
+    requeued = _drive(platform, factory, job, lambda j: j.state == S.PENDING, timeout_s=30)
+    assert requeued.restart_count == 0  # an eviction, not a failure
+    with factory() as s:
+        reasons = [e.reason for e in s.scalars(select(JobEvent).where(JobEvent.job_id == job))]
+        (info,) = [n for n in nodes.list_nodes(s) if n.name == node]
+    assert f"node {node} drained" in reasons and info.state == "drained"
+    notice = (root / "jobs" / job / "notice").read_text().strip()
+    assert notice == "preempt"
+    platform.step()
+    assert read_job(factory, job).state == S.PENDING  # the only node is drained
+    with factory() as s:
+        nodes.set_schedulable(s, node, True)  # undrain
+        s.commit()
+    _drive(platform, factory, job, lambda j: j.state == S.RUNNING)
+    _cancel(factory, job)
+    _drive(platform, factory, job, lambda j: j.state == S.CANCELLED)

@@ -64,6 +64,8 @@ class Node(Base):
     topology_path: Mapped[list[Any]] = mapped_column(default=list)
     island_size: Mapped[int] = mapped_column(default=0)
     schedulable: Mapped[bool] = mapped_column(default=True)
+    # set by `admin node drain`: the jobs running here are evicted (None: not draining)
+    drained_at: Mapped[float | None] = mapped_column(Timestamp, default=None)
     virtual: Mapped[bool] = mapped_column(default=False)
     health: Mapped[Health] = mapped_column(str_enum(Health, 16), default=Health.HEALTHY)
     registered_at: Mapped[float] = mapped_column(Timestamp)

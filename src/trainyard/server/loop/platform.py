@@ -63,7 +63,7 @@ from trainyard.server.lifecycle import (
     restarts_left,
     transition,
 )
-from trainyard.server.loop import elastic, scheduling
+from trainyard.server.loop import drain, elastic, scheduling
 from trainyard.server.loop.budgets import Budgets
 from trainyard.server.loop.fairshare import FairShare
 from trainyard.server.loop.pending import PendingCache
@@ -178,6 +178,11 @@ class Platform:
         self._sweep(report)
         for job_id in self._watched():
             self._guarded(job_id, report, lambda s, row, out: self._observe(s, row, now, out))
+        with self.session_factory() as s:
+            evicted = drain.to_evict(s)  # jobs on nodes being drained (loop/drain.py)
+        for job_id, node in evicted.items():  # evicted, then their runs stopped at once
+            then = drain.work(node, now, lambda s, row, out: self._observe(s, row, now, out))
+            self._guarded(job_id, report, then)
         cache = self.pending_cache
         metrics = self.metrics
         factory = self.session_factory

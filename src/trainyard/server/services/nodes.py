@@ -1,7 +1,10 @@
-"""Operator actions on nodes: list them, drain one (no new jobs placed on it; running jobs
-keep running) and return it to service. Same conventions as `trainyard.server.services.admin`: plain
-results, `AdminError` naming the field for bad input, nothing written on error. The scheduler
-reads `Node.schedulable` every round, so a running server honours a drain at its next round.
+"""Operator actions on nodes: list them; cordon one (no new job placed on it; running jobs
+keep running), drain one (cordoned, and the jobs running there are evicted by the platform:
+they checkpoint on the notice `preempt` and are requeued, to run elsewhere) and return it to
+service (undrain). Same conventions as `trainyard.server.services.admin`: plain results,
+`AdminError` naming the field for bad input, nothing written on error. The scheduler reads
+`Node.schedulable` every round and the platform `Node.drained_at` every step, so a running
+server honours them at once.
 """
 
 from __future__ import annotations
@@ -27,6 +30,16 @@ class NodeInfo:
     gpu_type: str
     jobs: int  # jobs holding devices on it
     last_heartbeat_at: float | None
+    drained_at: float | None = None
+
+    @property
+    def state(self) -> str:
+        """schedulable, cordoned, draining (jobs still there) or drained."""
+        if self.schedulable:
+            return "schedulable"
+        if self.drained_at is None:
+            return "cordoned"
+        return "draining" if self.jobs else "drained"
 
 
 def _node(session: Session, name: str) -> Node:
@@ -57,6 +70,7 @@ def _info(session: Session, row: Node) -> NodeInfo:
         gpu_type=devices[0].gpu_type if devices else "-",
         jobs=_jobs_on(session, row.name),
         last_heartbeat_at=row.last_heartbeat_at,
+        drained_at=row.drained_at,
     )
 
 
@@ -66,11 +80,29 @@ def list_nodes(session: Session) -> list[NodeInfo]:
 
 
 def set_schedulable(session: Session, name: str, schedulable: bool) -> NodeInfo:
-    """Drain (`schedulable=False`) or return a node to service; idempotent."""
+    """Cordon (`schedulable=False`) or return a node to service (which ends a drain too);
+    idempotent."""
     row = _node(session, name)
     row.schedulable = schedulable
+    if schedulable:
+        row.drained_at = None
     session.flush()
     return _info(session, row)
 
 
-__all__ = ["NodeInfo", "list_nodes", "set_schedulable"]
+def drain(session: Session, name: str, now: float) -> NodeInfo:
+    """Cordon the node and have its running jobs evicted; idempotent (the first time stays)."""
+    row = _node(session, name)
+    row.schedulable = False
+    if row.drained_at is None:
+        row.drained_at = now
+    session.flush()
+    return _info(session, row)
+
+
+def draining_nodes(session: Session) -> set[str]:
+    """The names of the nodes being drained."""
+    return set(session.scalars(select(Node.name).where(Node.drained_at.is_not(None))))
+
+
+__all__ = ["NodeInfo", "drain", "draining_nodes", "list_nodes", "set_schedulable"]

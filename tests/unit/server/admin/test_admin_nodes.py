@@ -1,6 +1,7 @@
-"""`trainyard admin node list|drain|undrain` on SQLite and PostgreSQL: a drained node gets no
-new job from a real scheduling round, jobs running there are untouched, undrain brings it
-back, and an unknown node is one error line that changes nothing."""
+"""`trainyard admin node list|cordon|drain|undrain` on SQLite and PostgreSQL: a cordoned node
+gets no new job from a real scheduling round, jobs running there are untouched, undrain
+brings it back; drain marks the node for eviction (the platform's part is tested in
+test_platform.py); an unknown node is one error line that changes nothing."""
 
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ def _node(session: Session, name: str) -> None:
     session.commit()
 
 
-def test_drain_keeps_new_jobs_off_and_undrain_brings_them(
+def test_cordon_keeps_new_jobs_off_and_undrain_brings_them(
     engine: Engine, session: Session, world: World, tmp_path: Path
 ) -> None:
     url = engine.url.render_as_string(hide_password=False)
@@ -49,9 +50,9 @@ def test_drain_keeps_new_jobs_off_and_undrain_brings_them(
         transition(s, job, JobState.RUNNING, reason="started", now=1002.0)
         s.commit()
 
-    drained = _admin(url, tmp_path, "drain", "n0")
+    drained = _admin(url, tmp_path, "cordon", "n0")
     assert drained.exit_code == 0, drained.output
-    assert "drained; 1 job(s) still run there" in drained.stdout
+    assert "cordoned; 1 job(s) still run there" in drained.stdout
     listed = json.loads(_admin(url, tmp_path, "list", "--json").stdout)
     assert [(n["name"], n["schedulable"], n["jobs"], n["virtual"]) for n in listed] == [
         ("n0", False, 1, True)
@@ -72,6 +73,13 @@ def test_drain_keeps_new_jobs_off_and_undrain_brings_them(
     assert back.exit_code == 0 and "n0: schedulable" in back.stdout
     applied = run_once(factory, now=1005.0, metrics=platform_metrics())
     assert [launch.job_id for launch in applied.launch] == [waiting.id]
+
+    draining = _admin(url, tmp_path, "drain", "n0")
+    assert draining.exit_code == 0, draining.output
+    assert "draining; 2 job(s) there are evicted and requeued" in draining.stdout
+    (node,) = json.loads(_admin(url, tmp_path, "list", "--json").stdout)
+    assert node["state"] == "draining" and node["drained_at"] is not None
+    assert "drain" in _admin(url, tmp_path, "list").stdout
 
 
 def test_unknown_node_is_one_line_and_changes_nothing(
