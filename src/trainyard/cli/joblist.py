@@ -1,7 +1,8 @@
 """`trainyard jobs`: the tenant's jobs as `squeue` shows them: filtered, paged, watched.
 
 Filters go to the server (`GET /v1/jobs`): `--state` (repeat, or commas), `--queue`,
-`--user`, `--since` (`2h` ago, or a date `2026-12-01[T10:00]` in local time), `--array`.
+`--user`, `--since` (`2h` ago, epoch seconds, or a date `2026-12-01[T10:00]`, UTC unless
+it names a zone; as `trainyard usage` reads it: `remote.parse_when`), `--array`.
 A page is `--limit` rows (100); when more exist it says so on stderr and how to get them
 (`--offset`, or `--all` to read every page). `--format id,state,gpus` picks the columns, as
 `squeue -o` does (`--format help` lists them); `--no-header` drops the header line for
@@ -11,7 +12,6 @@ scripts; `--watch [S]` redraws every S seconds until Ctrl-C; `--json` prints the
 from __future__ import annotations
 
 import time
-from datetime import datetime
 from typing import Annotated, Any
 
 import typer
@@ -26,6 +26,7 @@ from trainyard.cli.remote import (
     clock,
     connect,
     fail,
+    parse_when,
     print_json,
 )
 from trainyard.client.http import ApiClient
@@ -66,17 +67,6 @@ def _states(items: list[str]) -> list[str]:
     return out
 
 
-def since_ts(text: str, now: float | None = None) -> float:
-    """`--since`: a duration ago (`90m`, `2h`, `1d`) or a local date/time (ISO 8601)."""
-    from trainyard.cli.submit import duration_s
-
-    try:
-        return datetime.fromisoformat(text.strip()).timestamp()
-    except ValueError:
-        pass
-    return (now if now is not None else time.time()) - duration_s(text, "--since")
-
-
 def _columns(spec: str) -> list[str]:
     if spec.strip() == "help":
         width = max(map(len, COLUMNS))
@@ -110,7 +100,7 @@ def _cell(job: dict[str, Any], col: str) -> str:
     return "-" if value is None or value == "" else str(value)
 
 
-def _fetch(client: ApiClient, query: dict[str, Any], every: bool) -> dict[str, Any]:
+def fetch_jobs(client: ApiClient, query: dict[str, Any], every: bool) -> dict[str, Any]:
     """One page, or with `every` all of them (`more` then false)."""
     out: dict[str, Any] = client.get("/v1/jobs", **query)
     if not every:
@@ -168,7 +158,7 @@ def jobs_command(
         "state": _states(state or []) or None,
         "queue": queue,
         "user": user,
-        "since": since_ts(since) if since is not None else None,
+        "since": parse_when(since, "--since", time.time()) if since is not None else None,
         "array": array,
         "limit": limit,
         "offset": offset,
@@ -176,7 +166,7 @@ def jobs_command(
     colour = plain.colour_on()
     with connect(url, token) as client:
         while True:
-            out = _fetch(client, query, every)
+            out = fetch_jobs(client, query, every)
             if watch is not None and colour:
                 typer.echo("\x1b[H\x1b[2J", nl=False)  # clear the terminal between frames
             _show(out, cols, query, not no_header, colour, as_json)

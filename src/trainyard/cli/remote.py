@@ -9,6 +9,7 @@ import json
 import os
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
@@ -107,3 +108,25 @@ def relative(ts: float | None, now: float | None = None) -> str:
     delta = ts - (now if now is not None else time.time())
     when = f"in {span(delta)}" if delta >= 0 else f"{span(-delta)} ago"
     return f"{clock(ts)} ({when})"
+
+
+def parse_when(text: str, option: str, now: float) -> float:
+    """Epoch seconds of `text`: epoch seconds, a duration ago (`7d`, `12h`, `90m`, `30s`,
+    `2w`) or an ISO date/time (UTC when it names no zone); else a clear error naming
+    `option`. Every client command's `--since`/`--until` reads times so."""
+    value = text.strip()
+    try:
+        return float(value)
+    except ValueError:
+        pass
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+    if value[-1:] in units and value[:-1].replace(".", "", 1).isdigit():
+        return now - float(value[:-1]) * units[value[-1]]
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        fail(f"{option}: {text!r} is not a date (2026-12-01, 2026-12-01T08:00), epoch seconds "
+             "or a duration ago (7d, 12h)")  # fmt: skip
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    return parsed.timestamp()

@@ -19,7 +19,7 @@ import typer
 from rich import box
 from rich.table import Table
 
-from trainyard.cli.remote import TokenOption, UrlOption, connect, console, fail
+from trainyard.cli.remote import TokenOption, UrlOption, connect, console, fail, parse_when
 
 COLUMNS = ("key", "gpu_hours", "gpu_seconds", "cpu_seconds", "memory_gb_seconds", "intervals",
            "jobs")  # fmt: skip
@@ -28,26 +28,6 @@ COLUMNS = ("key", "gpu_hours", "gpu_seconds", "cpu_seconds", "memory_gb_seconds"
 def register(app: typer.Typer) -> None:
     """Add `usage` to `app`."""
     app.command("usage")(usage_command)
-
-
-def parse_when(text: str, option: str, now: float) -> float:
-    """Epoch seconds of `text` (see the module docstring), or a clear error."""
-    value = text.strip()
-    try:
-        return float(value)
-    except ValueError:
-        pass
-    units = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-    if value[-1:] in units and value[:-1].replace(".", "", 1).isdigit():
-        return now - float(value[:-1]) * units[value[-1]]
-    try:
-        parsed = datetime.fromisoformat(value)
-    except ValueError:
-        fail(f"{option}: {text!r} is not a date (2026-12-01, 2026-12-01T08:00), epoch seconds "
-             "or a duration ago (7d, 12h)")  # fmt: skip
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=UTC)
-    return parsed.timestamp()
 
 
 def usage_command(

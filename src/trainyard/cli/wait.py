@@ -15,6 +15,7 @@ from typing import Annotated, Any
 
 import typer
 
+from trainyard.cli.joblist import fetch_jobs
 from trainyard.cli.jobs import TERMINAL, job_path
 from trainyard.cli.remote import JsonOption, TokenOption, UrlOption, connect, fail, print_json
 from trainyard.client.http import ApiClient
@@ -47,13 +48,8 @@ def _expand(client: ApiClient, ids: list[str]) -> list[str]:
         if not job_id.startswith("a-"):
             out.append(job_id)
             continue
-        query: dict[str, Any] = {"array": job_id, "limit": 1000, "offset": 0}
-        page = client.get("/v1/jobs", **query)
+        page = fetch_jobs(client, {"array": job_id, "limit": 1000, "offset": 0}, every=True)
         members = [j["id"] for j in page["jobs"]]
-        while page.get("more"):
-            query["offset"] += len(page["jobs"])
-            page = client.get("/v1/jobs", **query)
-            members += [j["id"] for j in page["jobs"]]
         if not members:
             fail(f"array {job_id!r}: no such array of yours")
         out += members
