@@ -15,7 +15,7 @@ $(STAMP): $(SRC)
 	@# setuptools builds from build/lib*, which keeps modules that were renamed or removed
 	@# since; they would be installed again beside their new names
 	rm -rf build/lib* src/trainyard.egg-info
-	$(BIN)/python -m pip install --quiet -c constraints.txt '.[dev,torch]'
+	$(BIN)/python -m pip install --quiet -c constraints.txt '.[dev,torch,ray]'
 	@touch $(STAMP)
 
 venv: $(STAMP)

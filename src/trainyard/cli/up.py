@@ -74,7 +74,8 @@ def up_command(
         typer.Option(
             "--restart-backoff",
             min=0.0,
-            help="seconds before a failed job's first restart (doubling, at most 600)",
+            help="back-off before a restart after repeated failures (the first restart is "
+            "immediate; doubling, at most 600)",
         ),
     ] = 10.0,
     resize_hold: Annotated[
@@ -132,6 +133,30 @@ def up_command(
             "--log-cap-mb", min=1.0, help="output kept per rank (older output is rotated away)"
         ),
     ] = 64.0,
+    executor: Annotated[
+        str,
+        typer.Option(
+            "--executor",
+            help="what runs jobs: local (this machine) or ray (the nodes of a Ray cluster; "
+            "pip install 'trainyard[ray]', docs/ray.md)",
+        ),
+    ] = "local",
+    ray_address: Annotated[
+        str | None,
+        typer.Option(
+            "--ray-address",
+            help="the Ray cluster for --executor ray (host:port of its head) [a local Ray]",
+        ),
+    ] = None,
+    progress_timeout: Annotated[
+        float,
+        typer.Option(
+            "--progress-timeout",
+            min=0.0,
+            help="seconds without a progress report (trainyard.sdk) after which a job that "
+            "reports is taken as hung and restarted (0: never)",
+        ),
+    ] = 600.0,
     work_root: Annotated[
         list[Path] | None,
         typer.Option(
@@ -156,6 +181,10 @@ def up_command(
             _fail(f"--submit: no such file {str(path)!r}")
     if exit_when_done and not specs:
         _fail("--exit-when-done needs at least one --submit FILE")
+    if executor not in ("local", "ray"):
+        _fail(f"--executor: unknown executor {executor!r}; choose local or ray")
+    if ray_address and executor != "ray":
+        _fail("--ray-address needs --executor ray")
     config = ServerConfig(
         home=(home or default_home()).expanduser().resolve(),
         db_url=db or default_db(),
@@ -173,6 +202,9 @@ def up_command(
         log_cap_mb=log_cap_mb,
         max_queued_jobs=max_queued_jobs,
         fairshare_half_life_s=fairshare_half_life * 86_400.0,
+        executor=executor,
+        ray_address=ray_address,
+        progress_timeout_s=progress_timeout,
     )
     watch = _Watch(exit_when_done)
     server = Server(config, on_step=watch.on_step)
@@ -272,8 +304,8 @@ def _banner(config: ServerConfig, started: Started, token: str | None) -> None:
     console.print(f"[bold]trainyard[/bold] on {started.node}: API {config.url} "
                   f"(docs {config.url}/docs), home {config.home}")  # fmt: skip
     console.print(f"  database: {config.database}")
-    console.print(f"  devices: {inv.describe()}")
-    if not inv.gpus:
+    console.print(f"  devices: {started.devices or inv.describe()}")
+    if not inv.gpus and not started.devices:
         console.print("  [yellow]no GPU found and none declared: only gpus: 0 jobs can run; "
                       "pass --virtual-gpus N to declare virtual ones[/yellow]")  # fmt: skip
     for note in started.notes:

@@ -143,6 +143,8 @@ class Job:
       statistics); None for a rigid job, or an elastic one that reported nothing yet.
     - `restarts`: times it was started again after its first start (preemptions, resizes,
       failures): the resize action weighs another restart against them.
+    - `recovering`: requeued after a failure (its node or a rank was lost): every job order
+      puts it before the other jobs of its queue.
     """
 
     id: str
@@ -164,6 +166,7 @@ class Job:
     name: str = ""
     elastic: Elastic | None = None
     restarts: int = 0
+    recovering: bool = False
 
     def with_gpus(self, gpus: int) -> Job:
         """This job at another size (an elastic job started small, grown or shrunk): its CPU

@@ -48,7 +48,9 @@ from trainyard.exec.run import (
     RunState,
     RunStatus,
     describe_code,
+    from_record,
     positions,
+    record,
     split_devices,
 )
 
@@ -57,6 +59,8 @@ WRAPPER = Path(__file__).with_name("rankwrap.py")
 
 
 class LocalExecutor:
+    name = "local"
+
     def __init__(
         self,
         root_dir: Path,
@@ -87,6 +91,15 @@ class LocalExecutor:
     @property
     def limits_supported(self) -> bool:
         return self.cgroup_support.supported
+
+    def nodes(self) -> None:
+        """None: this executor runs on the server's own machine (the server registers it)."""
+
+    def notes(self) -> list[str]:
+        return [] if self.limits_supported else [self.cgroup_support.reason]
+
+    def close(self) -> None:
+        """Nothing to release: runs outlive the executor and are adopted again."""
 
     def handles(self) -> list[RunHandle]:
         """The latest run of every job this executor launched or adopted."""
@@ -255,26 +268,7 @@ class LocalExecutor:
         return self.users.note or "runs as the server's user"
 
     def _save(self, h: RunHandle) -> None:
-        data = {
-            "job_id": h.job_id,
-            "attempt": h.attempt,
-            "pgid": h.pgid,
-            "port": h.port,
-            "notes": list(h.notes),
-            "cgroup": str(h.cgroup) if h.cgroup else None,
-            "workers": h.workers,
-            "ranks": [
-                {
-                    "rank": r.rank,
-                    "pid": r.pid,
-                    "start_time": r.start_time,
-                    "log": str(r.log),
-                    "devices": list(r.devices),
-                }
-                for r in h.ranks
-            ],
-        }
-        procfs.write_json_atomic(h.run_dir / "run.json", data)
+        procfs.write_json_atomic(h.run_dir / "run.json", record(h))
 
     # ---- adoption ----------------------------------------------------------------------
 
@@ -285,22 +279,7 @@ class LocalExecutor:
         data = procfs.read_json(run_dir / "run.json") if run_dir else None
         if run_dir is None or not isinstance(data, dict):
             return None
-        ranks = tuple(
-            RankInfo(r["rank"], r["pid"], r["start_time"], Path(r["log"]), tuple(r["devices"]))
-            for r in data["ranks"]
-        )
-        handle = RunHandle(
-            job_id=job_id,
-            attempt=int(data["attempt"]),
-            pgid=int(data["pgid"]),
-            port=int(data["port"]),
-            run_dir=run_dir,
-            ranks=ranks,
-            notes=tuple(data["notes"]),
-            cgroup=Path(data["cgroup"]) if data["cgroup"] else None,
-            adopted=True,
-            workers=int(data.get("workers", 0)),
-        )
+        handle = from_record(data, run_dir)
         self._handles[job_id] = handle
         self._live.setdefault((job_id, handle.attempt), handle)
         return handle

@@ -7,7 +7,7 @@ import signal
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 RunState = Literal["running", "succeeded", "failed", "stopped", "lost"]
 
@@ -24,6 +24,11 @@ class DeviceBusy(RuntimeError):
         self.holders = dict(holders)
         held = ", ".join(f"{d} (job {j} attempt {a})" for d, (j, a) in sorted(holders.items()))
         super().__init__(f"devices still held by live runs: {held}")
+
+
+class NodeGone(RuntimeError):
+    """A launch named a node the engine no longer has (lost since the decision), or a rank
+    could not start there. Nothing of the run is left; the job is requeued at no cost."""
 
 
 @dataclass(frozen=True)
@@ -45,6 +50,18 @@ class LaunchSpec:
     # "node": every rank sees all the job's devices on the node (torchrun's way, LOCAL_RANK
     # indexes them); "rank": each rank sees only its own
     visible_devices: str = "node"
+    # every node of the run with its devices and ranks, rank 0's node first (an executor of
+    # many machines reads this; the local one runs `workers` ranks on `devices` here)
+    hosts: tuple[Host, ...] = ()
+
+
+@dataclass(frozen=True)
+class Host:
+    """One node of a run: its name, the devices the core chose there, and its ranks."""
+
+    node: str
+    devices: tuple[int, ...]
+    workers: int
 
 
 @dataclass(frozen=True)
@@ -54,6 +71,7 @@ class RankInfo:
     start_time: int | None
     log: Path
     devices: tuple[int, ...]
+    node: str = ""  # the node it runs on (the Ray executor's; empty: this machine)
 
 
 @dataclass
@@ -102,6 +120,9 @@ class RunStatus:
     first_failed_rank: int | None
     settled: bool
     reason: str = ""
+    # the run ended because the infrastructure failed it (a node or a rank's supervisor was
+    # lost), not because of the job's own code: it costs the job no restart
+    infra: bool = False
 
     @property
     def finished(self) -> bool:
@@ -134,3 +155,54 @@ def positions(shown: list[int], devices: tuple[int, ...]) -> list[int]:
     """Where a rank's `devices` are in the `CUDA_VISIBLE_DEVICES` it is shown (`shown`: the
     job's devices on the node; empty: it is shown only its own)."""
     return [shown.index(d) for d in devices] if shown else list(range(len(devices)))
+
+
+def record(h: RunHandle) -> dict[str, object]:
+    """The `run.json` document of a run (what `from_record` reads back after a restart)."""
+    return {
+        "job_id": h.job_id,
+        "attempt": h.attempt,
+        "pgid": h.pgid,
+        "port": h.port,
+        "notes": list(h.notes),
+        "cgroup": str(h.cgroup) if h.cgroup else None,
+        "workers": h.workers,
+        "ranks": [
+            {
+                "rank": r.rank,
+                "pid": r.pid,
+                "start_time": r.start_time,
+                "log": str(r.log),
+                "devices": list(r.devices),
+                "node": r.node,
+            }
+            for r in h.ranks
+        ],
+    }
+
+
+def from_record(data: dict[str, Any], run_dir: Path) -> RunHandle:
+    """A handle (marked adopted) from a `run.json` document written by `record`."""
+    ranks = tuple(
+        RankInfo(
+            r["rank"],
+            r["pid"],
+            r["start_time"],
+            Path(r["log"]),
+            tuple(r["devices"]),
+            str(r.get("node", "")),
+        )
+        for r in data["ranks"]
+    )
+    return RunHandle(
+        job_id=str(data["job_id"]),
+        attempt=int(data["attempt"]),
+        pgid=int(data["pgid"]),
+        port=int(data["port"]),
+        run_dir=run_dir,
+        ranks=ranks,
+        notes=tuple(data["notes"]),
+        cgroup=Path(data["cgroup"]) if data.get("cgroup") else None,
+        adopted=True,
+        workers=int(data.get("workers", 0)),
+    )

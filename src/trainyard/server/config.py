@@ -48,7 +48,9 @@ class ServerConfig:
     interval_s: float = 1.0  # the loop's timer; submits, cancels and run ends wake it sooner
     min_step_gap_s: float = 0.05  # events closer together than this share one step
     grace_s: float = 10.0  # SIGTERM -> SIGKILL when stopping a job
-    restart_backoff_s: float = 10.0  # before a failed job's first restart; doubles each time
+    # the back-off before a restart after repeated failures (the first restart is immediate;
+    # doubling with each failure in a row, at most 600 s)
+    restart_backoff_s: float = 10.0
     # the profile's resize hysteresis, when given (`Profile.resize_hold_s`, `resize_restart_s`)
     resize_hold_s: float | None = None
     resize_restart_s: float | None = None
@@ -62,6 +64,11 @@ class ServerConfig:
     fairshare_half_life_s: float = 7 * 86_400.0  # decay of the usage history DRF sees
     max_queued_jobs: int = 10_000  # per tenant: a submit beyond it is answered 429
     log_cap_mb: float = 64.0  # output kept per rank, newest first (exec/rankwrap.py rotates)
+    executor: str = "local"  # local | ray (exec/base.py)
+    ray_address: str | None = None  # the Ray cluster (`ray start --head` prints it)
+    # a job that reports progress (trainyard.sdk) and then reports none for this long is hung:
+    # stopped and restarted (0: never)
+    progress_timeout_s: float = 600.0
 
     @property
     def database(self) -> str:

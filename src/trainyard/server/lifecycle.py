@@ -21,11 +21,20 @@ always passed in; this module never reads a clock.
 Every interval a job spends RUNNING is recorded when it leaves RUNNING, whatever for (a
 `UsageRecord`: the unit of accounting, `services/usage.py`).
 
-Restarts (after a failure or a node loss) are involuntary: they count in `restart_count`,
-are allowed while `restart_count < max_restarts`, and wait `RetryPolicy.delay(n)` =
-`min(cap_s, base_s * 2**n)` seconds, n being the restarts done before this one. When none
-remain, the caller moves the job to FAILED instead. Preemption is not a restart: the job
-goes back to PENDING at once and keeps its count.
+Restarts after a failure of the job itself are involuntary: they count in
+`restart_count` and are allowed while `restart_count < max_restarts` (when none remain, the
+caller moves the job to FAILED instead). The first restart after a healthy run is immediate;
+back-off is for repeated failures: with `failure_streak` = n failures in a row (this one
+included) the restart waits `RetryPolicy.after_failures(n)` = 0 for n = 1, else
+`min(cap_s, base_s * 2**(n - 2))`. A run is healthy, and resets the streak, when it was
+RUNNING for `RetryPolicy.healthy_s` or its event says `healthy` (it reported progress).
+
+An infrastructure failure (the requeue's details say `infra`: a node lost, a rank's
+supervisor gone, a launch on a node that left) is not the job's fault: it costs no restart,
+needs none left, waits no back-off, and leaves the streak as it was. Every requeue after a
+failure sets `recover_first`: the core puts the job at the front of its queue
+(`core.Job.recovering`) until it starts again. Preemption is not a restart: the job goes
+back to PENDING at once and keeps its count.
 """
 
 from __future__ import annotations
@@ -92,11 +101,17 @@ class RetryPolicy:
 
     base_s: float = 10.0
     cap_s: float = 600.0
+    healthy_s: float = 300.0  # a run this long resets the failure streak
 
     def delay(self, restarts_done: int) -> float:
         if restarts_done >= 64:  # 2**64 * base is past any cap
             return self.cap_s
         return min(self.cap_s, self.base_s * 2.0**restarts_done)
+
+    def after_failures(self, streak: int) -> float:
+        """The back-off before a restart after `streak` failures in a row (this one
+        included): none for the first, then `base_s`, doubling up to `cap_s`."""
+        return 0.0 if streak <= 1 else self.delay(streak - 2)
 
 
 DEFAULT_RETRY = RetryPolicy()
@@ -162,10 +177,12 @@ def transition(
     anything when the edge is not allowed."""
     from_state = JobState(job.state)
     to_state = JobState(to_state)
-    _check(job, from_state, to_state, reason, now)
+    _check(job, from_state, to_state, reason, now, details)
     facts: dict[str, Any] = dict(details or {})
 
     if from_state == S.RUNNING and job.started_at is not None:
+        if facts.get("healthy") or now - job.started_at >= retry.healthy_s:
+            job.failure_streak = 0  # a healthy run: the next failure restarts at once
         job.attained_service += job.gpus * max(0.0, now - job.started_at)
         session.add(
             UsageRecord(
@@ -180,6 +197,7 @@ def transition(
         _requeue(job, from_state, reason, now, retry, facts)
     elif to_state == S.STARTING:
         job.attempt += 1
+        job.recover_first = False
         job.next_retry_at = None
         job.pending_reason = None
         job.estimated_start = None
@@ -190,6 +208,8 @@ def transition(
     elif to_state == S.RUNNING:
         job.started_at = now
         job.pending_reason = None  # what a deferred or refused launch waited for
+    if to_state == S.FAILED:  # an infrastructure failure is requeued at no cost (`_requeue`)
+        job.recover_first = bool(facts.get("infra"))
     if to_state in _FINISHED:
         job.finished_at = now
     if "exit_code" in facts and facts["exit_code"] is not None:
@@ -206,7 +226,14 @@ def transition(
     return event
 
 
-def _check(job: Job, from_state: JobState, to_state: JobState, reason: str, now: float) -> None:
+def _check(
+    job: Job,
+    from_state: JobState,
+    to_state: JobState,
+    reason: str,
+    now: float,
+    details: dict[str, Any] | None,
+) -> None:
     def illegal(why: str) -> IllegalTransition:
         return IllegalTransition(job.id, from_state, to_state, why)
 
@@ -220,7 +247,13 @@ def _check(job: Job, from_state: JobState, to_state: JobState, reason: str, now:
             raise illegal("a job starts only with a placement (set job.placement first)")
         if job.next_retry_at is not None and now < job.next_retry_at:
             raise illegal(f"restart back-off lasts until t={job.next_retry_at:.3f} (now {now:.3f})")
-    if to_state == S.PENDING and from_state in _RESTARTS_FROM and restarts_left(job) == 0:
+    infra = False if details is None else bool(details.get("infra"))
+    if (
+        to_state == S.PENDING
+        and from_state in _RESTARTS_FROM
+        and not infra
+        and restarts_left(job) == 0
+    ):
         raise illegal(
             f"no restarts left ({job.restart_count} of max_restarts={job.max_restarts}); "
             "move it to FAILED instead"
@@ -242,13 +275,23 @@ def _requeue(
     job.next_retry_at = None
     if from_state not in _RESTARTS_FROM:  # preempted: back in line at once, not a restart
         return
-    delay = retry.delay(job.restart_count)
+    job.recover_first = True  # at the front of its queue until it starts again
+    if facts.get("infra"):  # not the job's fault: no restart used, no back-off
+        job.pending_reason = f"requeued after an infrastructure failure ({reason}), first in line"
+        facts["infra"] = True
+        return
+    job.failure_streak += 1
+    delay = retry.after_failures(job.failure_streak)
     job.restart_count += 1
-    job.next_retry_at = now + delay
-    job.estimated_start = job.next_retry_at
-    job.pending_reason = (
-        f"restart {job.restart_count} of {job.max_restarts} after {reason}: "
-        f"waiting {delay:g} s of back-off"
-    )
+    if delay > 0:
+        job.next_retry_at = now + delay
+        job.estimated_start = job.next_retry_at
+        job.pending_reason = (
+            f"restart {job.restart_count} of {job.max_restarts} after {reason}: "
+            f"waiting {delay:g} s of back-off ({job.failure_streak} failures in a row)"
+        )
+    else:
+        job.pending_reason = f"restart {job.restart_count} of {job.max_restarts}, first in line"
+    facts.setdefault("failure_streak", job.failure_streak)
     facts.setdefault("restart", job.restart_count)
     facts.setdefault("next_retry_at", job.next_retry_at)

@@ -4,13 +4,16 @@ It owns, for its lifetime:
 
 - the database (migrated to head at start; bootstrapped with a default tenant, admin and
   queue when empty, the admin token written to `<home>/admin-token`);
-- this machine as a node (GPUs from NVML, or declared virtual ones, labelled as such);
-- the local executor and the `Platform` loop, on a thread: one `Platform.step()` per wake-up.
-  It wakes on events (a submit or cancel through the API, any rank process exiting, seen
-  through pidfds) and on a timer (`interval_s`); it records the node's heartbeat;
+- its executor (`--executor`): the local one, with this machine as its node (GPUs from NVML,
+  or declared virtual ones, labelled as such), or Ray's, whose cluster's nodes the loop
+  keeps in the database (`Platform.sync_nodes`);
+- the `Platform` loop, on a thread: one `Platform.step()` per wake-up. It wakes on events (a
+  submit or cancel through the API, any rank process exiting, seen through pidfds locally
+  and through the Ray executor's watcher, a node joining or leaving) and on a timer
+  (`interval_s`); it records the local node's heartbeat;
 - the REST API (uvicorn), which reads job logs from the executor's files, and refuses specs
   this machine cannot run as written (`local_limits`: the local executor starts every rank
-  here, so `nodes` is at most 1).
+  here, so `nodes` is at most 1; with Ray a job may span nodes).
 
 At start, before serving, `Platform.recover()` re-adopts the runs that outlived a previous
 server process (runs are never children of a particular server: they are re-attached by pid
@@ -40,6 +43,7 @@ from typing import IO, Any
 from sqlalchemy import Engine, update
 
 from trainyard.core import Profile, get_profile
+from trainyard.exec.base import Executor
 from trainyard.exec.gpus import GpuInventory, discover
 from trainyard.exec.identity import IdentityError, JobUsers
 from trainyard.exec.local import LocalExecutor
@@ -70,6 +74,7 @@ class Started:
     admin_token: str | None  # set only when this start bootstrapped the database
     recovered: StepReport
     notes: list[str] = field(default_factory=list)
+    devices: str = ""  # what the executor's nodes offer (Ray), instead of `inventory`
 
 
 def local_limits(inventory: GpuInventory) -> Limits:
@@ -131,15 +136,7 @@ class Server:
             write_secret(cfg.admin_token_file, boot.admin_token)
         inventory = discover(virtual=cfg.virtual_gpus)
         _private(cfg.home, cfg.database)
-        executor = LocalExecutor(
-            cfg.runs_dir,
-            api_url=cfg.url,
-            grace_s=cfg.grace_s,
-            users=users,
-            job_env=cfg.job_env,
-            job_umask=self._umask,
-            log_cap_bytes=int(cfg.log_cap_mb * 1024 * 1024),
-        )
+        executor = self._executor(users)
         retry = RetryPolicy(base_s=cfg.restart_backoff_s)
         profile: str | Profile = cfg.profile
         tuned = {"resize_hold_s": cfg.resize_hold_s, "resize_restart_s": cfg.resize_restart_s}
@@ -149,15 +146,57 @@ class Server:
         self.platform = Platform(
             sessions, executor, profile=profile, clock=self.clock, retry=retry,
             fairshare=FairShare(cfg.fairshare_half_life_s),
+            progress_timeout_s=cfg.progress_timeout_s,
         )  # fmt: skip
-        node = self.platform.register_node(inventory, cfg.node_name)
+        notes = executor.notes()
+        if isinstance(executor, LocalExecutor):
+            node = self.platform.register_node(inventory, cfg.node_name)
+            notes.append(users.note or _isolation(users))
+            self.limits = local_limits(inventory)
+        else:
+            self.platform.sync_nodes(self.clock(), force=True)
+            node = f"Ray at {cfg.ray_address or 'a local Ray'}"
+            devices = _describe(executor.nodes() or [])
+            self.limits = Limits()
+            set_waker = getattr(executor, "set_waker", None)
+            if set_waker is not None:
+                set_waker(self._wake.set)
         recovered = self.platform.recover()
         self._watcher = ExitWatcher(lambda _pid: self._wake.set())
         self._watch_runs()
-        notes = [] if executor.limits_supported else [executor.cgroup_support.reason]
-        notes.append(users.note or _isolation(users))
-        self.limits = local_limits(inventory)
-        return Started(inventory, node, boot.admin_token, recovered, notes)
+        started = Started(inventory, node, boot.admin_token, recovered, notes)
+        if not isinstance(executor, LocalExecutor):
+            started.devices = devices
+        return started
+
+    def _executor(self, users: JobUsers) -> Executor:
+        cfg = self.config
+        if cfg.executor == "ray":
+            from trainyard.exec.ray import RayExecutor, RayMissing
+
+            try:
+                return RayExecutor(
+                    cfg.runs_dir,
+                    address=cfg.ray_address,
+                    api_url=cfg.url,
+                    grace_s=cfg.grace_s,
+                    virtual_gpus=cfg.virtual_gpus is not None,
+                    job_env=cfg.job_env,
+                    log_cap_bytes=int(cfg.log_cap_mb * 1024 * 1024),
+                )
+            except RayMissing as error:
+                raise ServerError(f"--executor ray: {error}") from None
+        if cfg.executor != "local":
+            raise ServerError(f"--executor: unknown executor {cfg.executor!r}; use local or ray")
+        return LocalExecutor(
+            cfg.runs_dir,
+            api_url=cfg.url,
+            grace_s=cfg.grace_s,
+            users=users,
+            job_env=cfg.job_env,
+            job_umask=self._umask,
+            log_cap_bytes=int(cfg.log_cap_mb * 1024 * 1024),
+        )
 
     def _lock_home(self) -> None:
         path = self.config.home / "server.lock"
@@ -237,6 +276,8 @@ class Server:
 
     def _watch_runs(self) -> None:
         assert self.platform is not None and self._watcher is not None
+        if self.platform.executor.name != "local":  # its pids are on other machines
+            return
         self._watcher.watch(pid for h in self.platform.executor.handles() for pid in h.pids)
 
     def _heartbeat(self, now: float) -> None:
@@ -312,6 +353,8 @@ class Server:
             self._loop.join(timeout=30)
         if self._watcher is not None:
             self._watcher.close()
+        if self.platform is not None:
+            self.platform.executor.close()
         with contextlib.suppress(FileNotFoundError):
             self.config.state_file.unlink()
         if self.engine is not None:
@@ -322,6 +365,17 @@ class Server:
         if self._umask is not None:
             os.umask(self._umask)
             self._umask = None
+
+
+def _describe(nodes: list[Any]) -> str:
+    """One line on the nodes of a Ray cluster, saying when their GPUs are declared."""
+    alive = [n for n in nodes if n.alive]
+    gpus = sum(n.gpus for n in alive)
+    virtual = any(n.virtual for n in alive)
+    kind = " VIRTUAL GPUs (declared, not real: jobs on them run on the CPU)" if virtual else " GPUs"
+    names = ", ".join(f"{n.name} ({n.gpus})" for n in alive[:8])
+    more = f", and {len(alive) - 8} more" if len(alive) > 8 else ""
+    return f"{len(alive)} Ray nodes, {gpus}{kind}: {names}{more}"
 
 
 def _isolation(users: JobUsers) -> str:

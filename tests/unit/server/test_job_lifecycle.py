@@ -121,44 +121,93 @@ def test_back_off_arithmetic() -> None:
     assert RetryPolicy(base_s=1.5, cap_s=1e9).delay(3) == 12.0
 
 
-def test_failures_restart_with_back_off_until_restarts_run_out(
+def test_failures_restart_at_once_then_with_back_off_until_restarts_run_out(
     session: Session, world: World
 ) -> None:
     policy = RetryPolicy(base_s=10.0, cap_s=25.0)
-    job = world.job(session, now=0.0, max_restarts=3)
+    job = world.job(session, now=0.0, max_restarts=4)
     now = 0.0
-    for restart, delay in enumerate([10.0, 20.0, 25.0], start=1):
+    for restart, delay in enumerate([0.0, 10.0, 20.0, 25.0], start=1):
         job.placement = list(PLACEMENT)
         transition(session, job, S.STARTING, reason="scheduled", now=now)
+        assert job.recover_first is False
         transition(session, job, S.RUNNING, reason="started", now=now + 1)
         transition(session, job, S.FAILED, reason="exit", now=now + 5,
                    details={"exit_code": 3, "message": "boom"})  # fmt: skip
         assert (job.exit_code, job.exit_message, job.finished_at) == (3, "boom", now + 5)
         event = transition(session, job, S.PENDING, reason="retry", now=now + 6, retry=policy)
-        assert job.restart_count == restart and restarts_left(job) == 3 - restart
-        assert job.next_retry_at == now + 6 + delay == job.estimated_start
-        assert event.details == {"restart": restart, "next_retry_at": now + 6 + delay}
-        assert job.pending_reason is not None and f"restart {restart} of 3" in job.pending_reason
+        assert job.restart_count == restart and restarts_left(job) == 4 - restart
+        assert job.failure_streak == restart and job.recover_first is True
+        retry_at = now + 6 + delay if delay else None
+        assert job.next_retry_at == retry_at == job.estimated_start
+        assert event.details == {"restart": restart, "next_retry_at": retry_at,
+                                 "failure_streak": restart}  # fmt: skip
+        assert job.pending_reason is not None and f"restart {restart} of 4" in job.pending_reason
         job.placement = list(PLACEMENT)
-        with pytest.raises(IllegalTransition, match="back-off"):
-            transition(session, job, S.STARTING, reason="scheduled", now=now + 6 + delay - 0.5)
+        if delay:
+            with pytest.raises(IllegalTransition, match="back-off"):
+                transition(session, job, S.STARTING, reason="scheduled",
+                           now=now + 6 + delay - 0.5)  # fmt: skip
         now = now + 6 + delay
     session.commit()
     transition(session, job, S.STARTING, reason="scheduled", now=now)
-    assert job.next_retry_at is None and job.attempt == 4 and job.exit_code is None
+    assert job.next_retry_at is None and job.attempt == 5 and job.exit_code is None
     transition(session, job, S.RUNNING, reason="started", now=now)
     transition(session, job, S.FAILED, reason="exit", now=now + 1)
     with pytest.raises(IllegalTransition, match="no restarts left"):
         transition(session, job, S.PENDING, reason="retry", now=now + 2)
     session.commit()
-    assert job.state is S.FAILED and job.restart_count == 3
+    assert job.state is S.FAILED and job.restart_count == 4
+
+
+def test_a_healthy_run_resets_the_streak(session: Session, world: World) -> None:
+    policy = RetryPolicy(base_s=10.0, cap_s=600.0, healthy_s=100.0)
+    job = world.job(session, now=0.0, max_restarts=9)
+    # (ran for, reported progress) -> the back-off after that failure
+    for ran, healthy, delay in [(5, False, 0.0), (5, False, 10.0), (150, False, 0.0),
+                                (5, False, 10.0), (5, True, 0.0)]:  # fmt: skip
+        job.placement = list(PLACEMENT)
+        now = max(job.next_retry_at or 0.0, job.state_changed_at)
+        transition(session, job, S.STARTING, reason="scheduled", now=now)
+        transition(session, job, S.RUNNING, reason="started", now=now)
+        transition(session, job, S.FAILED, reason="exit", now=now + ran,
+                   details={"exit_code": 1, "healthy": healthy}, retry=policy)  # fmt: skip
+        transition(session, job, S.PENDING, reason="retry", now=now + ran, retry=policy)
+        assert (job.next_retry_at or now + ran) - (now + ran) == delay, (ran, healthy)
+    session.commit()
+
+
+def test_an_infrastructure_failure_costs_nothing(session: Session, world: World) -> None:
+    job = world.job(session, now=0.0, max_restarts=0)
+    for attempt in range(3):
+        job.placement = list(PLACEMENT)
+        transition(session, job, S.STARTING, reason="scheduled", now=10.0 * attempt)
+        transition(session, job, S.RUNNING, reason="started", now=10.0 * attempt + 1)
+        transition(session, job, S.FAILED, reason="rank 1 lost", now=10.0 * attempt + 2,
+                   details={"infra": True})  # fmt: skip
+        assert job.recover_first is True
+        event = transition(session, job, S.PENDING, reason="requeued", now=10.0 * attempt + 3,
+                           details={"infra": True})  # fmt: skip
+        assert (job.restart_count, job.failure_streak, job.next_retry_at) == (0, 0, None)
+        assert job.recover_first is True and event.details["infra"] is True
+        assert "infrastructure failure" in (job.pending_reason or "")
+    session.commit()
+    # its own failure still needs a restart left
+    job.placement = list(PLACEMENT)
+    transition(session, job, S.STARTING, reason="scheduled", now=100.0)
+    assert job.recover_first is False
+    transition(session, job, S.RUNNING, reason="started", now=101.0)
+    transition(session, job, S.FAILED, reason="exit", now=102.0, details={"exit_code": 1})
+    assert job.recover_first is False
+    with pytest.raises(IllegalTransition, match="no restarts left"):
+        transition(session, job, S.PENDING, reason="retry", now=103.0)
 
 
 def test_node_loss_requeues_with_a_restart(session: Session, world: World) -> None:
     job = world.job_in(session, S.RUNNING, now=100.0)
     transition(session, job, S.PENDING, reason="node_lost", now=160.0,
                details={"node": "n0"})  # fmt: skip
-    assert (job.restart_count, job.next_retry_at, job.placement) == (1, 170.0, None)
+    assert (job.restart_count, job.next_retry_at, job.placement) == (1, None, None)
     assert job.attained_service == pytest.approx(2 * 60.0)
     job.max_restarts = 1
     job.placement = list(PLACEMENT)

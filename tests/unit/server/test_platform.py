@@ -211,7 +211,9 @@ def test_recover_fails_and_requeues_a_missing_run(
     report = platform.recover()
     assert report.failed == [job.id] and report.requeued == [job.id]
     after = read_job(factory, job.id)
-    assert after.state == S.PENDING and after.restart_count == 1 and after.placement is None
+    # a run with no record is the infrastructure's failure: first in line, no restart used
+    assert after.state == S.PENDING and after.restart_count == 0 and after.placement is None
+    assert after.recover_first and after.next_retry_at is None
     assert _states(factory, job.id)[-2:] == [S.FAILED, S.PENDING]
 
 
@@ -271,7 +273,7 @@ def test_recover_fails_and_requeues_a_run_that_vanished(
     report = second.recover()
     assert report.failed == [job_id] and report.requeued == [job_id]
     job = read_job(factory, job_id)
-    assert job.state == S.PENDING and job.restart_count == 1
+    assert job.state == S.PENDING and job.restart_count == 0 and job.recover_first
     with factory() as s:
         event = s.scalars(
             select(JobEvent).where(JobEvent.job_id == job_id, JobEvent.to_state == S.FAILED)

@@ -7,6 +7,9 @@
   small jobs thus pass long ones without any knowledge of durations.
 - `sjf`: shortest expected GPU-time first when known; unknown sizes go last, FIFO.
 - `default`: priority, then LAS bucket, then submission time.
+
+Every order puts a job requeued after a failure (`Job.recovering`) before the others of its
+queue: it lost its place through no choice of its own and resumes from its checkpoint.
 """
 
 from __future__ import annotations
@@ -26,24 +29,24 @@ def las_level(job: Job, profile: Profile) -> int:
 
 
 def fifo(job: Job, profile: Profile) -> tuple[Any, ...]:
-    return (job.submit_time, job.id)
+    return (not job.recovering, job.submit_time, job.id)
 
 
 def priority(job: Job, profile: Profile) -> tuple[Any, ...]:
-    return (-job.priority, job.submit_time, job.id)
+    return (not job.recovering, -job.priority, job.submit_time, job.id)
 
 
 def las(job: Job, profile: Profile) -> tuple[Any, ...]:
-    return (las_level(job, profile), job.submit_time, job.id)
+    return (not job.recovering, las_level(job, profile), job.submit_time, job.id)
 
 
 def sjf(job: Job, profile: Profile) -> tuple[Any, ...]:
     size = job.expected_duration * max(job.gpus, 1) if job.expected_duration is not None else _INF
-    return (size, job.submit_time, job.id)
+    return (not job.recovering, size, job.submit_time, job.id)
 
 
 def default(job: Job, profile: Profile) -> tuple[Any, ...]:
-    return (-job.priority, las_level(job, profile), job.submit_time, job.id)
+    return (not job.recovering, -job.priority, las_level(job, profile), job.submit_time, job.id)
 
 
 for _name, _fn in (

@@ -85,6 +85,8 @@ class Job(Base):
     state: Mapped[JobState] = mapped_column(str_enum(JobState, 16), default=JobState.PENDING)
     attempt: Mapped[int] = mapped_column(default=0)  # times the job entered STARTING
     restart_count: Mapped[int] = mapped_column(default=0)  # involuntary restarts so far
+    failure_streak: Mapped[int] = mapped_column(default=0)  # own failures in a row
+    recover_first: Mapped[bool] = mapped_column(default=False)  # requeued after a failure
     max_restarts: Mapped[int] = mapped_column(default=0)
     next_retry_at: Mapped[float | None] = mapped_column(Timestamp, default=None)
     attained_service: Mapped[float] = mapped_column(default=0.0)  # GPU-seconds

@@ -41,8 +41,6 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
 
 from sqlalchemy import and_, or_, select
 from sqlalchemy.exc import IntegrityError
@@ -50,12 +48,10 @@ from sqlalchemy.orm import Session
 from sqlalchemy.orm.exc import StaleDataError
 
 from trainyard.core import Profile
+from trainyard.exec.base import Executor
 from trainyard.exec.gpus import GpuInventory
-from trainyard.exec.local import LocalExecutor
-from trainyard.exec.run import DeviceBusy, LaunchSpec, RunHandle, RunStatus
-from trainyard.jobspec import spec_from_dict
-from trainyard.server.db import Device, Job, JobEvent, JobState, Node
-from trainyard.server.db.tokens import issue_token
+from trainyard.exec.run import DeviceBusy, NodeGone, RunHandle, RunStatus
+from trainyard.server.db import Job, JobEvent, JobState
 from trainyard.server.lifecycle import (
     DEFAULT_RETRY,
     IllegalTransition,
@@ -63,7 +59,7 @@ from trainyard.server.lifecycle import (
     restarts_left,
     transition,
 )
-from trainyard.server.loop import drain, elastic, scheduling
+from trainyard.server.loop import drain, elastic, launching, membership, recovery, scheduling
 from trainyard.server.loop.budgets import Budgets
 from trainyard.server.loop.fairshare import FairShare
 from trainyard.server.loop.pending import PendingCache
@@ -77,6 +73,7 @@ S = JobState
 _ACTIVE = (S.STARTING, S.RUNNING, S.PREEMPTED, S.RESIZING)
 _KEEP_RUN = frozenset({S.STARTING, S.RUNNING, S.PREEMPTED, S.RESIZING, S.FAILED})
 _Out = list[tuple[str, str]]
+HUNG_EVERY_S = 5.0  # how often running jobs are looked at for a stalled progress report
 
 
 @dataclass
@@ -107,7 +104,7 @@ class Platform:
     def __init__(
         self,
         session_factory: Callable[[], Session],
-        executor: LocalExecutor,
+        executor: Executor,
         *,
         profile: str | Profile = "default",
         clock: Callable[[], float] = time.time,
@@ -116,6 +113,8 @@ class Platform:
         max_rounds: int = 3,
         metrics: PlatformMetrics = PLATFORM,
         fairshare: FairShare | None = None,
+        progress_timeout_s: float = 0.0,
+        nodes_every_s: float = 0.5,
     ) -> None:
         self.session_factory = session_factory
         self.executor = executor
@@ -131,43 +130,41 @@ class Platform:
         self.pending_cache = PendingCache()
         self.fairshare = fairshare if fairshare is not None else FairShare()
         self.budgets = Budgets()
+        self.progress_timeout_s = progress_timeout_s  # 0: hung ranks are not looked for
+        self.nodes_every_s = nodes_every_s
+        self._nodes_at = float("-inf")
+        self._hung_at = float("-inf")
+        self._hung_check = False
 
     # ---- node --------------------------------------------------------------------------
 
     def register_node(self, inventory: GpuInventory, name: str | None = None) -> str:
         """Store this machine and its devices unless a node of that name exists; the name."""
         name = name or inventory.hostname
-        now = self.clock()
         with self.session_factory() as s:
-            row = s.scalars(select(Node).where(Node.name == name)).first()
-            if row is None:
-                row = Node(
-                    name=name,
-                    cpus=float(inventory.cpus),
-                    memory_gb=float(inventory.memory_gb),
-                    virtual=inventory.virtual,
-                    registered_at=now,
-                    last_heartbeat_at=now,
-                )
-                row.devices = [
-                    Device(
-                        index=g.index,
-                        gpu_type=g.name,
-                        memory_gb=g.memory_gb,
-                        uuid=g.uuid[:64],
-                        virtual=g.virtual,
-                    )
-                    for g in inventory.gpus
-                ]
-                s.add(row)
-                try:
-                    s.commit()
-                except IntegrityError:  # registered concurrently: use that one
-                    s.rollback()
-                    row = s.scalars(select(Node).where(Node.name == name)).one()
+            row = membership.register_local(s, inventory, name, self.clock())
+            try:
+                s.commit()
+            except IntegrityError:  # registered concurrently: use that one
+                s.rollback()
+                row = membership.register_local(s, inventory, name, self.clock())
             self.virtual = bool(row.virtual or any(d.virtual for d in row.devices))
         self.node_name = name
         return name
+
+    def sync_nodes(self, now: float, force: bool = False) -> membership.Changes:
+        """The executor's nodes into the database (an executor of many machines only)."""
+        if not force and now - self._nodes_at < self.nodes_every_s:
+            return membership.Changes()
+        infos = self.executor.nodes()
+        if infos is None:
+            return membership.Changes()
+        self._nodes_at = now
+        with self.session_factory() as s:
+            changes = membership.sync(s, infos, self.executor.name, now)
+            s.commit()
+        self.virtual = any(n.virtual for n in infos)
+        return changes
 
     # ---- the loop ----------------------------------------------------------------------
 
@@ -175,6 +172,10 @@ class Platform:
         """One turn: observe runs, schedule, stop and launch (see the module docstring)."""
         now = self.clock() if now is None else now
         report = StepReport(now)
+        self.sync_nodes(now)
+        self._hung_check = self.progress_timeout_s > 0 and now - self._hung_at >= HUNG_EVERY_S
+        if self._hung_check:
+            self._hung_at = now
         self._sweep(report)
         for job_id in self._watched():
             self._guarded(job_id, report, lambda s, row, out: self._observe(s, row, now, out))
@@ -221,6 +222,7 @@ class Platform:
         never launched (a crash in between) is launched now."""
         now = self.clock() if now is None else now
         report = StepReport(now)
+        self.sync_nodes(now, force=True)
         with self.session_factory() as s:
             rows = list(s.scalars(select(Job).where(Job.state.in_(_ACTIVE)).order_by(Job.id)))
             jobs = [(r.id, S(r.state), self._attempt(r), self._deferred(s, r)) for r in rows]
@@ -248,6 +250,11 @@ class Platform:
 
     # ---- helpers -----------------------------------------------------------------------
 
+    @property
+    def _local(self) -> str | None:
+        """This machine's node name for the local executor (None: the executor's nodes)."""
+        return self.node_name if self.executor.name == "local" else None
+
     @staticmethod
     def _attempt(row: Job) -> int:
         return max(0, row.attempt - 1)
@@ -266,7 +273,8 @@ class Platform:
         return bool(event is not None and (event.details or {}).get("after_evictions"))
 
     def _watched(self) -> list[str]:
-        retrying = and_(Job.state == S.FAILED, Job.restart_count < Job.max_restarts)
+        left = or_(Job.restart_count < Job.max_restarts, Job.recover_first.is_(True))
+        retrying = and_(Job.state == S.FAILED, left)
         with self.session_factory() as s:
             query = select(Job.id).where(or_(Job.state.in_(_ACTIVE), retrying)).order_by(Job.id)
             return list(s.scalars(query))
@@ -333,6 +341,11 @@ class Platform:
                 return
             status = self.executor.poll(handle)
             if status.state == "running":
+                hung = self._hung_check and recovery.stalled(s, row, now, self.progress_timeout_s)
+                if hung:
+                    self.executor.request_stop(handle, reason="hung")
+                    status = RunStatus("failed", status.exit_codes, None, False, hung)
+                    self._fail(s, row, status, now, out)
                 return
             self._ended(s, row, status, now, out)
         elif state == S.PREEMPTED:
@@ -379,28 +392,11 @@ class Platform:
         out.append((kind, row.id))
 
     def _fail(self, s: Session, row: Job, status: RunStatus | None, now: float, out: _Out) -> None:
-        if status is None:
-            attempt = self._attempt(row)
-            details: dict[str, Any] = {
-                "exit_code": None,
-                "rank": None,
-                "run_state": "lost",
-                "message": f"run lost: no record of attempt {attempt} on this machine",
-            }
-            reason = "run lost"
-        else:
-            rank = status.first_failed_rank
-            code = status.exit_codes.get(rank) if rank is not None else None
-            details = {
-                "exit_code": code,
-                "rank": rank,
-                "run_state": status.state,
-                "message": status.reason or status.state,
-            }
-            if status.state == "lost" or rank is None:
-                reason = f"run {status.state}"
-            else:
-                reason = f"rank {rank} exited with code {code}"
+        """RUNNING (or STARTING) -> FAILED, then requeued once the run has stopped: at no
+        cost when the infrastructure failed it (`RunStatus.infra`, a run lost)."""
+        reason, details = recovery.failure(row, status, self._attempt(row))
+        if row.state == S.RUNNING:
+            details["healthy"] = recovery.progressed(s, row, self._attempt(row))
         transition(s, row, S.FAILED, reason=reason[:64], now=now, details=details)
         out.append(("failed", row.id))
         handle = self._runs.get(row.id)
@@ -409,56 +405,18 @@ class Platform:
     def _requeue(
         self, s: Session, row: Job, handle: RunHandle | None, now: float, out: _Out
     ) -> None:
-        """FAILED -> PENDING (with back-off) once no process of the run is left."""
-        if restarts_left(row) == 0:
+        """FAILED -> PENDING once no process of the run is left: at the front of its queue,
+        without back-off or cost after an infrastructure failure (`recover_first` is set
+        on such a FAILED job), else using a restart, with back-off for repeated failures."""
+        infra = bool(row.recover_first)
+        if not infra and restarts_left(row) == 0:
             return
         if handle is not None and not self.executor.poll(handle).settled:
             return
-        transition(s, row, S.PENDING, reason="restart after failure", now=now, retry=self.retry)
+        reason = "requeued: infrastructure failure" if infra else "restart after failure"
+        transition(s, row, S.PENDING, reason=reason, now=now, retry=self.retry,
+                   details={"infra": infra})  # fmt: skip
         out.append(("requeued", row.id))
-
-    def _launch_spec(self, row: Job, attempt: int, token: str) -> LaunchSpec:
-        spec = spec_from_dict(row.spec or {}, source=f"job {row.id} spec")
-        devices = tuple(
-            int(d)
-            for entry in row.placement or ()
-            if self.node_name is None or entry["node"] == self.node_name
-            for d in entry["devices"]
-        )
-        workers, scale = spec.workers, 1.0
-        if spec.elastic is not None and spec.gpus and devices:
-            # started at another size in its range: each rank keeps its GPUs, the job's CPU
-            # and memory scale with its GPUs (as the core sized them)
-            per_rank = spec.gpus // spec.ranks
-            workers = max(1, len(devices) // per_rank)
-            scale = row.gpus / spec.gpus  # the size it was started at (`write_decision`)
-        return LaunchSpec(
-            job_id=row.id,
-            command=list(spec.command),
-            attempt=attempt,
-            workers=workers,
-            devices=devices,
-            env=dict(spec.env),
-            cwd=Path(spec.working_dir) if spec.working_dir else None,
-            token=token,
-            cpus=spec.cpus * scale if spec.cpus else spec.cpus,
-            memory_gb=spec.memory_gb * scale if spec.memory_gb else spec.memory_gb,
-            virtual_gpus=self.virtual,
-            array=(row.array_id, row.array_index or 0) if row.array_id is not None else None,
-            visible_devices=spec.visible_devices,
-        )
-
-    @staticmethod
-    def _job_token(s: Session, row: Job, attempt: int, now: float) -> str:
-        """A token of the job's user scoped to this job: it reads this job only and works
-        while the job runs (`verify_token`); it is committed with the job's RUNNING state."""
-        user = row.user
-        if user is None:
-            return ""
-        _token_row, token = issue_token(
-            s, user, now=now, name=f"job {row.id} attempt {attempt}", job_id=row.id
-        )
-        return token
 
     def _launch(self, s: Session, row: Job, now: float, out: _Out) -> None:
         if row.state != S.STARTING:
@@ -468,10 +426,18 @@ class Platform:
         handle = self._handle(row.id, attempt)  # launched before a crash: do not launch twice
         if handle is None:
             try:
-                token = self._job_token(s, row, attempt, now)
-                handle = self.executor.launch(self._launch_spec(row, attempt, token))
+                token = launching.job_token(s, row, attempt, now)
+                launching.fence_tokens(s, row, attempt, now)
+                spec = launching.launch_spec(row, attempt, token, self._local, self.virtual)
+                handle = self.executor.launch(spec)
             except DeviceBusy as busy:
                 self._refused(s, row, busy, out)
+                return
+            except NodeGone as gone:  # a node left since the decision: requeued at no cost
+                transition(s, row, S.FAILED, reason="launch failed: node gone", now=now,
+                           details={"message": str(gone), "infra": True})  # fmt: skip
+                out.append(("failed", row.id))
+                self._requeue(s, row, None, now, out)
                 return
             except (ValueError, OSError) as error:  # JobSpecError is a ValueError
                 message = f"launch failed: {error}"

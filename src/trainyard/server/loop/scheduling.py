@@ -212,6 +212,7 @@ def _job(row: Any, queue: str, **changes: Any) -> core.Job:
         "name": row.name,
         "min_gpus": row.min_gpus,
         "max_gpus": row.max_gpus,
+        "recovering": bool(row.recover_first),
     }
     values.update(changes)
     return core.Job(**values)

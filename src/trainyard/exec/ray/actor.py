@@ -1,0 +1,152 @@
+"""`RankSupervisor`: the Ray actor that runs one rank of a job on the node the core chose.
+
+It is a plain class here; `RayExecutor` makes it a Ray actor (`ray.remote`, threaded, so
+`wait` can block in one thread while `read` and `signal` answer in others), pinned to its
+node with a hard node-affinity strategy, detached and named `<job>.<attempt>.<rank>` in the
+`trainyard` namespace so that a restarted server finds it again (`RayExecutor.adopt`).
+
+The rank's command runs as the actor's child in a new session (one `killpg` reaches every
+process it starts) with `PR_SET_PDEATHSIG` = SIGKILL: when the actor's process dies (its
+node is lost, Ray kills it), the rank dies with it and cannot go on writing checkpoints
+beside a new attempt. The parent-death signal follows the *thread* that started the child,
+so the child is started from a thread of this class that lives until the child has exited.
+
+Output (stdout and stderr together) is read by another thread into a buffer that `read`
+empties; the executor appends it to the rank's log file on the server. The buffer keeps at
+most `BUFFER_CAP` unread bytes (the oldest are dropped, and a line says how many).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+
+BUFFER_CAP = 8 * 1024 * 1024
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    with contextlib.suppress(Exception):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+class RankSupervisor:
+    """One rank's process on this node (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._buffer = bytearray()
+        self._dropped = 0
+        self._started = threading.Event()
+        self._done = threading.Event()
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._code: int | None = None
+        self._error = ""
+        self._thread: threading.Thread | None = None
+
+    # ---- what the executor calls -------------------------------------------------------
+
+    def node(self) -> dict[str, str]:
+        """Where this actor runs: its host name and address."""
+        host = socket.gethostname()
+        return {"hostname": host, "address": _address()}
+
+    def free_port(self) -> int:
+        """A TCP port free on this node now (for rank 0's `MASTER_PORT`)."""
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("", 0))
+            return int(s.getsockname()[1])
+
+    def start(self, argv: list[str], env: dict[str, str], cwd: str | None) -> dict[str, object]:
+        """Start the rank (once); its pid and the time it started, or the error."""
+        if self._thread is None:
+            self._thread = threading.Thread(
+                target=self._run, args=(argv, env, cwd), name="rank", daemon=True
+            )
+            self._thread.start()
+        self._started.wait()
+        proc = self._proc
+        return {"pid": proc.pid if proc else 0, "error": self._error, "at": time.time()}
+
+    def wait(self) -> int:
+        """Block until the rank has exited; its exit code (negative: the killing signal)."""
+        self._done.wait()
+        assert self._code is not None
+        return self._code
+
+    def read(self) -> bytes:
+        """The output written since the last call."""
+        with self._lock:
+            out = bytes(self._buffer)
+            self._buffer.clear()
+            dropped, self._dropped = self._dropped, 0
+        if dropped:
+            note = f"[trainyard] {dropped} bytes of output were dropped (log relay behind)\n"
+            out = note.encode() + out
+        return out
+
+    def signal(self, signum: int) -> bool:
+        """Send `signum` to the rank's process group; False once it has exited."""
+        proc = self._proc
+        if proc is None or self._done.is_set():
+            return False
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signum)
+        return True
+
+    def status(self) -> dict[str, object]:
+        proc = self._proc
+        return {"pid": proc.pid if proc else 0, "exited": self._done.is_set(), "code": self._code}
+
+    # ---- inside the actor --------------------------------------------------------------
+
+    def _run(self, argv: list[str], env: dict[str, str], cwd: str | None) -> None:
+        try:
+            self._proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                env=env,
+                cwd=cwd,
+                start_new_session=True,
+                preexec_fn=_die_with_parent,
+            )
+        except OSError as error:
+            self._error = f"cannot start {argv[:1]}: {error}"
+            self._append(f"[trainyard] {self._error}\n".encode())
+            self._code = 127
+            self._started.set()
+            self._done.set()
+            return
+        self._started.set()
+        proc = self._proc
+        assert proc.stdout is not None
+        while chunk := os.read(proc.stdout.fileno(), 65536):
+            self._append(chunk)
+        proc.stdout.close()
+        self._code = proc.wait()
+        self._done.set()
+
+    def _append(self, data: bytes) -> None:
+        with self._lock:
+            self._buffer += data
+            over = len(self._buffer) - BUFFER_CAP
+            if over > 0:
+                del self._buffer[:over]
+                self._dropped += over
+
+
+def _address() -> str:
+    """This node's address as Ray knows it (the raylet's), else the host's."""
+    with contextlib.suppress(Exception):
+        import ray
+
+        return str(ray.util.get_node_ip_address())  # type: ignore[no-untyped-call]
+    return socket.gethostbyname(socket.gethostname())

@@ -1,0 +1,90 @@
+"""The nodes of a Ray cluster as trainyard nodes: names, GPUs, types and topology labels.
+
+`from_ray(records, virtual)` turns `ray.nodes()` records into `NodeInfo`s (pure: tested
+without Ray). What each field comes from, labels first (`ray start --labels`, or
+`Cluster.add_node(labels=...)`):
+
+- name: label `trainyard.io/node`; else `ray-` and the first 12 characters of Ray's node id
+  (a node that restarts without the label comes back as a new node);
+- GPUs: Ray's `GPU` resource (whole GPUs; a fraction is rounded down);
+- GPU type: label `trainyard.io/gpu-type`, else a custom resource `gpu_type_<T>`, else Ray's
+  `accelerator_type:<T>` resource, else "gpu" (or "virtual" for declared GPUs);
+- GPU memory (GB): label `trainyard.io/gpu-memory-gb`, else 80 for virtual GPUs, else 0
+  (unknown);
+- topology: labels `trainyard.io/rack` and `trainyard.io/leaf` (the path rack, leaf; nodes
+  under one leaf switch are closest);
+- virtual: the executor was told its GPUs are declared, not real (`--virtual-gpus`), or
+  label `trainyard.io/virtual-gpus` is "1" / "true".
+
+The head node (Ray's `node:__internal_head__` resource) is skipped when it offers no GPUs:
+it runs the server, not jobs. A node Ray reports dead is kept with `alive=False`, unless
+a live node of the same name exists (it restarted).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from trainyard.exec.base import NodeInfo
+
+LABEL = "trainyard.io/"
+VIRTUAL_MEMORY_GB = 80.0
+
+
+def node_name(record: Mapping[str, Any]) -> str:
+    labels = record.get("Labels") or {}
+    name = labels.get(LABEL + "node")
+    return str(name) if name else f"ray-{str(record.get('NodeID', ''))[:12]}"
+
+
+def _gpu_type(labels: Mapping[str, str], resources: Mapping[str, float], virtual: bool) -> str:
+    if labels.get(LABEL + "gpu-type"):
+        return str(labels[LABEL + "gpu-type"])
+    for prefix in ("gpu_type_", "accelerator_type:"):
+        for key in sorted(resources):
+            if key.startswith(prefix) and len(key) > len(prefix):
+                return key[len(prefix) :]
+    return "virtual" if virtual else "gpu"
+
+
+def _truthy(value: object) -> bool:
+    return str(value).strip().lower() in ("1", "true", "yes")
+
+
+def from_ray(records: Iterable[Mapping[str, Any]], virtual: bool = False) -> list[NodeInfo]:
+    """`NodeInfo`s of `ray.nodes()` records, by name (see the module docstring)."""
+    found: dict[str, NodeInfo] = {}
+    for rec in records:
+        resources: Mapping[str, float] = rec.get("Resources") or {}
+        labels: Mapping[str, str] = rec.get("Labels") or {}
+        gpus = int(resources.get("GPU", 0.0) + 1e-9)
+        if "node:__internal_head__" in resources and gpus == 0:
+            continue
+        is_virtual = virtual or _truthy(labels.get(LABEL + "virtual-gpus", ""))
+        memory = labels.get(LABEL + "gpu-memory-gb")
+        try:
+            gpu_memory = float(memory) if memory else (VIRTUAL_MEMORY_GB if is_virtual else 0.0)
+        except ValueError:
+            gpu_memory = 0.0
+        topology = tuple(
+            str(labels[LABEL + level]) for level in ("rack", "leaf") if labels.get(LABEL + level)
+        )
+        info = NodeInfo(
+            name=node_name(rec),
+            address=str(rec.get("NodeManagerAddress", "")),
+            cpus=float(resources.get("CPU", 0.0)),
+            memory_gb=round(float(resources.get("memory", 0.0)) / 1e9, 1),
+            gpus=gpus,
+            gpu_type=_gpu_type(labels, resources, is_virtual),
+            gpu_memory_gb=gpu_memory,
+            virtual=is_virtual,
+            alive=bool(rec.get("Alive", False)),
+            topology=topology,
+            labels={str(k): str(v) for k, v in labels.items()},
+            engine_id=str(rec.get("NodeID", "")),
+        )
+        old = found.get(info.name)
+        if old is None or (info.alive and not old.alive):
+            found[info.name] = info
+    return sorted(found.values(), key=lambda n: n.name)

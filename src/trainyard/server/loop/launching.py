@@ -1,0 +1,89 @@
+"""What the platform hands an executor to launch one attempt of a job, and its fences.
+
+`launch_spec(row, attempt, token, node_name, virtual)` builds the `LaunchSpec` from the
+job's stored spec and placement: the `hosts` in placement order (rank 0's node first), each
+with its devices and ranks (`workers` per node; an elastic job started at another size runs
+`devices / GPUs per rank` ranks there, its CPU and memory scaled with its GPUs). For the
+local executor (`node_name` set) `devices` are the devices on this machine.
+
+`job_token` issues the token of attempt N (the job's user, scoped to the job); `fence_tokens`
+revokes the tokens of the job's earlier attempts, so a rank of an old attempt that is still
+alive somewhere cannot report progress or checkpoints as the new one.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sqlalchemy import update
+from sqlalchemy.orm import Session
+
+from trainyard.exec.run import Host, LaunchSpec
+from trainyard.jobspec import spec_from_dict
+from trainyard.server.db import ApiToken, Job
+from trainyard.server.db.tokens import issue_token
+
+
+def launch_spec(
+    row: Job, attempt: int, token: str, node_name: str | None, virtual: bool
+) -> LaunchSpec:
+    spec = spec_from_dict(row.spec or {}, source=f"job {row.id} spec")
+    entries = [(str(e["node"]), tuple(int(d) for d in e["devices"])) for e in row.placement or ()]
+    if node_name is not None:  # the local executor: this machine only
+        entries = [(node_name, tuple(d for n, ds in entries if n == node_name for d in ds))]
+    per_rank = spec.gpus // spec.ranks if spec.gpus else 0
+    hosts = tuple(
+        Host(node, devices, max(1, len(devices) // per_rank) if per_rank and devices
+             else spec.workers)
+        for node, devices in entries
+    )  # fmt: skip
+    devices = tuple(d for h in hosts for d in h.devices)
+    workers, scale = spec.workers, 1.0
+    if spec.elastic is not None and spec.gpus and devices:
+        # started at another size in its range: each rank keeps its GPUs, the job's CPU
+        # and memory scale with its GPUs (as the core sized them)
+        workers = max(1, len(devices) // per_rank)
+        scale = row.gpus / spec.gpus  # the size it was started at (`write_decision`)
+    elif len(hosts) == 1:
+        workers = hosts[0].workers
+    return LaunchSpec(
+        job_id=row.id,
+        command=list(spec.command),
+        attempt=attempt,
+        workers=workers,
+        devices=devices,
+        env=dict(spec.env),
+        cwd=Path(spec.working_dir) if spec.working_dir else None,
+        token=token,
+        cpus=spec.cpus * scale if spec.cpus else spec.cpus,
+        memory_gb=spec.memory_gb * scale if spec.memory_gb else spec.memory_gb,
+        virtual_gpus=virtual,
+        array=(row.array_id, row.array_index or 0) if row.array_id is not None else None,
+        visible_devices=spec.visible_devices,
+        hosts=hosts,
+    )
+
+
+def job_token(s: Session, row: Job, attempt: int, now: float) -> str:
+    """A token of the job's user scoped to this job: it reads this job only and works
+    while the job runs (`verify_token`); it is committed with the job's RUNNING state."""
+    user = row.user
+    if user is None:
+        return ""
+    _token_row, token = issue_token(
+        s, user, now=now, name=f"job {row.id} attempt {attempt}", job_id=row.id
+    )
+    return token
+
+
+def fence_tokens(s: Session, row: Job, attempt: int, now: float) -> None:
+    """Revoke the tokens of the job's attempts before `attempt` (in the caller's unit)."""
+    s.execute(
+        update(ApiToken)
+        .where(
+            ApiToken.job_id == row.id,
+            ApiToken.revoked_at.is_(None),
+            ApiToken.name != f"job {row.id} attempt {attempt}",
+        )
+        .values(revoked_at=now)
+    )

@@ -1,0 +1,74 @@
+"""How the platform judges a run that ended or stalled: whose fault, healthy, hung.
+
+- `failure(row, status, attempt)`: the reason and event details of a job's failure. A run
+  the executor lost (no record, a node gone, a rank's supervisor dead: `RunStatus.infra`)
+  is an infrastructure failure (`infra: true`): the job is requeued first in line, at no
+  cost (`lifecycle`). A rank that exited non-zero or was killed by a signal is the job's own
+  failure: it uses a restart (the first one after a healthy run is immediate).
+- `progressed(session, row, attempt)`: the attempt reported training progress through the
+  SDK (`POST /v1/jobs/{id}/reports`): a healthy run, which resets the failure streak.
+- `stalled(session, row, now, timeout_s)`: for a job that reports progress, the reason it
+  counts as hung when no report came for `timeout_s` (from the later of its last report in
+  this attempt and its start), else "". Jobs that never reported are not judged (a
+  SIGSTOPped or deadlocked rank of such a job is found by the operator, not here).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from trainyard.exec.run import RunStatus
+from trainyard.server.db import Job, JobProgress
+
+
+def failure(row: Job, status: RunStatus | None, attempt: int) -> tuple[str, dict[str, Any]]:
+    if status is None:
+        message = f"run lost: no record of attempt {attempt} on its executor"
+        lost: dict[str, Any] = {"exit_code": None, "rank": None, "run_state": "lost"}
+        return "run lost", {**lost, "message": message, "infra": True}
+    rank = status.first_failed_rank
+    code = status.exit_codes.get(rank) if rank is not None else None
+    infra = status.infra or status.state == "lost"
+    details: dict[str, Any] = {
+        "exit_code": code,
+        "rank": rank,
+        "run_state": status.state,
+        "message": status.reason or status.state,
+        "infra": infra,
+    }
+    if infra:
+        reason = f"rank {rank} lost" if rank is not None else f"run {status.state}"
+    elif rank is None:
+        reason = status.reason[:64] if status.reason else f"run {status.state}"
+    else:
+        reason = f"rank {rank} exited with code {code}"
+    return reason, details
+
+
+def _progress(session: Session, job_id: str) -> tuple[int, float] | None:
+    got = session.execute(
+        select(JobProgress.attempt, JobProgress.updated_at).where(JobProgress.job_id == job_id)
+    ).first()
+    return (int(got[0]), float(got[1])) if got is not None else None
+
+
+def progressed(session: Session, row: Job, attempt: int) -> bool:
+    got = _progress(session, row.id)
+    return bool(got is not None and got[0] == attempt and row.started_at is not None
+                and got[1] >= row.started_at)  # fmt: skip
+
+
+def stalled(session: Session, row: Job, now: float, timeout_s: float) -> str:
+    if timeout_s <= 0 or row.started_at is None:
+        return ""
+    got = _progress(session, row.id)
+    if got is None:
+        return ""
+    attempt = max(0, row.attempt - 1)
+    since = max(got[1], row.started_at) if got[0] == attempt else row.started_at
+    if now - since < timeout_s:
+        return ""
+    return f"hung: no progress reported for {now - since:.0f} s (timeout {timeout_s:g} s)"
