@@ -46,6 +46,11 @@ one world size resumes at another (the model state is that of the unwrapped modu
 optimizer state is identical on every rank). A run whose checkpoint already reached ``--steps``
 prints ``done`` at once, with the loss of that step (kept in the checkpoint).
 
+Benchmarks: ``--step-sleep S`` makes every step take S seconds longer (a stand-in for a
+bigger model); ``--trace FILE`` makes rank 0 append ``{"attempt", "step", "t", "world"}`` as one
+JSON line per step (``t``: wall-clock seconds after the step; ``attempt``:
+``TRAINYARD_ATTEMPT``), flushed, so that recovery can be timed from outside.
+
 Signals: on SIGTERM each rank sets a flag; the flag is summed across ranks with the step's loss,
 so every rank stops after the same step, rank 0 checkpoints it and every rank exits with code
 143 (128 + SIGTERM: "stopped on request, resumable", distinct from success). A second SIGTERM,
@@ -62,6 +67,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import glob
+import json
 import math
 import os
 import random
@@ -105,6 +111,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--keep", type=int, default=3, help="checkpoints to keep")
     parser.add_argument("--pg-timeout", type=float, default=20.0, help="seconds")
     parser.add_argument("--device", choices=["auto", "cpu"], default="auto")
+    parser.add_argument(
+        "--step-sleep", type=float, default=0.0, help="seconds added to each step (a bigger model)"
+    )
+    parser.add_argument(
+        "--trace", default="", help="rank 0 appends one JSON line per step here (benchmarks)"
+    )
     return parser.parse_args(argv)
 
 
@@ -285,6 +297,8 @@ def main(argv: list[str] | None = None) -> int:
     _training = True
     step = start_step
     started = time.monotonic()
+    trace = open(args.trace, "a", buffering=1) if args.trace and rank == 0 else None  # noqa: SIM115
+    attempt = _env_int("TRAINYARD_ATTEMPT", 0)
     try:
         while step < args.steps:
             step += 1
@@ -299,6 +313,11 @@ def main(argv: list[str] | None = None) -> int:
             dist.all_reduce(stats)
             last_loss = stats[0].item() / world
             stopping = stats[1].item() > 0
+            if args.step_sleep > 0:
+                time.sleep(args.step_sleep)
+            if trace is not None:
+                record = {"attempt": attempt, "step": step, "t": time.time(), "world": world}
+                trace.write(json.dumps(record) + "\n")
             if step == 1 or step % args.log_every == 0 or step == args.steps or stopping:
                 log(f"step {step} loss {last_loss:.6f}")
             due = args.checkpoint_every > 0 and step % args.checkpoint_every == 0

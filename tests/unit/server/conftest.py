@@ -163,3 +163,22 @@ def session(engine: Engine) -> Iterator[Session]:
 def world(session: Session) -> World:
     """A tenant, a user and a queue tree to submit jobs into, committed."""
     return World.create(session, now=1000.0)
+
+
+@pytest.fixture(scope="session")
+def ray_world() -> Iterator[Any]:
+    """A real Ray cluster of three worker nodes for the whole session (`ray_cluster.py`)."""
+    from ray_cluster import RayWorld
+
+    world = RayWorld()
+    try:
+        yield world
+    finally:
+        world.shutdown()
+
+
+@pytest.fixture
+def ray_nodes(ray_world: Any) -> Any:
+    """The Ray cluster with all three worker nodes alive at the start of the test."""
+    ray_world.ensure()
+    return ray_world

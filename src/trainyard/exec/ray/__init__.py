@@ -171,15 +171,15 @@ class RayExecutor:
             raise ValueError("command: must not be empty")
         if not spec.hosts:
             raise ValueError("hosts: the Ray executor needs the nodes of the run")
-        busy = self._busy(spec)
-        if busy:
-            raise DeviceBusy(spec.job_id, busy)
         if not all(h.node in self._node_ids for h in spec.hosts):
             self.nodes()
         missing = [h.node for h in spec.hosts if h.node not in self._node_ids]
         if missing:
             raise NodeGone(f"node {missing[0]} is not in the Ray cluster (lost or never joined)")
         self._fence(spec.job_id, spec.attempt)
+        busy = self._busy(spec)
+        if busy:
+            raise DeviceBusy(spec.job_id, busy)
         jd = self.job_dir(spec.job_id)
         run_dir = jd / f"attempt-{spec.attempt}"
         if (run_dir / "run.json").exists():
@@ -316,6 +316,9 @@ class RayExecutor:
     def _fence(self, job_id: str, attempt: int) -> None:
         """Kill every actor of an earlier attempt of `job_id` that Ray still knows."""
         ray = self._ray
+        for (job, number), run in list(self._runs.items()):
+            if job == job_id and number < attempt and not self._settled(run):
+                self._kill_all(run)
         prefix = f"{job_id}."
         names = [
             n for n in ray.util.list_named_actors() if isinstance(n, str) and n.startswith(prefix)

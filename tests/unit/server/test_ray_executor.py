@@ -1,0 +1,158 @@
+"""The Ray executor on a real Ray cluster of three nodes (`ray_cluster.py`): discovery, ranks
+on the nodes and devices asked for with torchrun's multi-node environment, logs relayed to the
+server's files, a killed rank (the job's failure) against a lost node (the infrastructure's),
+stop with a notice, adoption by a new executor, and fencing of an older attempt."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from trainyard.exec import procfs
+from trainyard.exec.run import Host, LaunchSpec, RunHandle, RunStatus
+
+ENV_DUMP = (
+    "import json, os, time; keys = ('RANK', 'LOCAL_RANK', 'NODE_RANK', 'GROUP_RANK', "
+    "'WORLD_SIZE', 'LOCAL_WORLD_SIZE', 'MASTER_ADDR', 'MASTER_PORT', 'CUDA_VISIBLE_DEVICES', "
+    "'TRAINYARD_NODE', 'TRAINYARD_RANK_DEVICES', 'TRAINYARD_VIRTUAL_GPUS'); "
+    "print(json.dumps({k: os.environ.get(k) for k in keys}), flush=True); "
+    "time.sleep(float(os.environ.get('NAP', '0')))"
+)
+SLEEPER = "import time; print('up', flush=True); time.sleep(120)"
+
+
+@pytest.fixture
+def executor(ray_nodes: Any, tmp_path: Path) -> Iterator[Any]:
+    from trainyard.exec.ray import RayExecutor
+
+    ex = RayExecutor(tmp_path / "runs", address=ray_nodes.address, virtual_gpus=True, grace_s=2.0)
+    try:
+        yield ex
+    finally:
+        for handle in ex.handles():
+            ex.stop(handle, grace_s=0.5, reason="test teardown")
+        ex.close()
+
+
+def _spec(job: str, code: str, hosts: tuple[Host, ...], **kw: Any) -> LaunchSpec:
+    return LaunchSpec(job, [sys.executable, "-c", code], hosts=hosts, virtual_gpus=True, **kw)
+
+
+def _settle(ex: Any, handle: RunHandle, timeout_s: float = 60.0) -> RunStatus:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        status: RunStatus = ex.poll(handle)
+        if status.settled:
+            return status
+        assert time.monotonic() < deadline, status
+        time.sleep(0.05)
+
+
+def _wait_output(ex: Any, handle: RunHandle, rank: int, text: str, timeout_s: float = 60.0) -> None:
+    log = next(r.log for r in handle.ranks if r.rank == rank)
+    deadline = time.monotonic() + timeout_s
+    while text not in log.read_text():
+        assert time.monotonic() < deadline, log.read_text()
+        ex.poll(handle)
+        time.sleep(0.05)
+
+
+def test_nodes_come_from_ray_with_their_gpus_and_racks(executor: Any) -> None:
+    nodes = {n.name: n for n in executor.nodes() if n.alive}
+    assert sorted(nodes) == ["w1", "w2", "w3"]  # the head offers no GPU: not a node of ours
+    for name, node in nodes.items():
+        assert (node.gpus, node.gpu_type, node.virtual) == (4, "virtual", True)
+        assert node.topology == ({"w1": "r1", "w2": "r1", "w3": "r2"}[name],)
+        assert node.engine_id and node.address == "127.0.0.1"
+
+
+def test_ranks_run_on_the_nodes_and_devices_asked_with_torchrun_env(executor: Any) -> None:
+    hosts = (Host("w2", (2, 3), 2), Host("w1", (0, 1), 2))
+    handle = executor.launch(_spec("j-env", ENV_DUMP, hosts))
+    status = _settle(executor, handle)
+    assert status.state == "succeeded" and status.exit_codes == {0: 0, 1: 0, 2: 0, 3: 0}
+    seen = {r.rank: json.loads(r.log.read_text().splitlines()[0]) for r in handle.ranks}
+    assert [r.node for r in handle.ranks] == ["w2", "w2", "w1", "w1"]  # rank 0's node first
+    port = seen[0]["MASTER_PORT"]
+    for rank, env in seen.items():
+        node_rank, local = divmod(rank, 2)
+        assert env["RANK"] == str(rank) and env["LOCAL_RANK"] == str(local)
+        assert env["NODE_RANK"] == env["GROUP_RANK"] == str(node_rank)
+        assert (env["WORLD_SIZE"], env["LOCAL_WORLD_SIZE"]) == ("4", "2")
+        assert env["MASTER_ADDR"] == "127.0.0.1" and env["MASTER_PORT"] == port
+        assert env["TRAINYARD_NODE"] == hosts[node_rank].node
+        # torchrun's view: every rank sees its node's devices of the job, LOCAL_RANK picks
+        assert env["CUDA_VISIBLE_DEVICES"] == ",".join(map(str, hosts[node_rank].devices))
+        assert env["TRAINYARD_RANK_DEVICES"] == str(local)
+        assert env["TRAINYARD_VIRTUAL_GPUS"] == "1"
+    record = json.loads((handle.run_dir / "run.json").read_text())
+    assert [r["node"] for r in record["ranks"]] == ["w2", "w2", "w1", "w1"]
+
+
+def test_a_killed_rank_is_the_jobs_failure_and_stops_the_others(executor: Any) -> None:
+    handle = executor.launch(_spec("j-kill", SLEEPER, (Host("w1", (0,), 1), Host("w3", (0,), 1))))
+    _wait_output(executor, handle, 1, "up")
+    os.kill(handle.ranks[1].pid, signal.SIGKILL)
+    status = _settle(executor, handle)
+    assert (status.state, status.first_failed_rank, status.infra) == ("failed", 1, False)
+    assert status.exit_codes[1] == -signal.SIGKILL and status.exit_codes[0] == -signal.SIGTERM
+    assert "killed by signal 9" in status.reason
+    assert not any(procfs.alive(r.pid, None) for r in handle.ranks)
+
+
+def test_a_lost_node_is_an_infrastructure_failure(executor: Any, ray_nodes: Any) -> None:
+    handle = executor.launch(_spec("j-node", SLEEPER, (Host("w1", (0,), 1), Host("w3", (1,), 1))))
+    _wait_output(executor, handle, 1, "up")
+    ray_nodes.remove("w3")
+    status = _settle(executor, handle)
+    assert (status.state, status.first_failed_rank, status.infra) == ("failed", 1, True)
+    assert "node w3" in status.reason and status.exit_codes[1] is None
+    deadline = time.monotonic() + 30
+    while any(n.name == "w3" and n.alive for n in executor.nodes()):
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    assert not any(procfs.alive(r.pid, None) for r in handle.ranks)  # nothing left behind
+
+
+def test_stop_writes_the_notice_then_signals(executor: Any) -> None:
+    code = (
+        "import os, signal, sys, time\n"
+        "def bye(*_):\n"
+        "    print('notice', open(os.environ['TRAINYARD_NOTICE_FILE']).read(), flush=True)\n"
+        "    sys.exit(85)\n"
+        "signal.signal(signal.SIGTERM, bye)\nprint('up', flush=True)\ntime.sleep(60)\n"
+    )
+    handle = executor.launch(_spec("j-stop", code, (Host("w2", (1,), 1),)))
+    _wait_output(executor, handle, 0, "up")
+    status = executor.stop(handle, reason="preempt")
+    assert status.state == "stopped" and status.settled and status.exit_codes == {0: 85}
+    assert "preempt" in handle.ranks[0].log.read_text()
+
+
+def test_a_new_executor_adopts_a_live_run_and_fences_it_before_the_next_attempt(
+    executor: Any, ray_nodes: Any, tmp_path: Path
+) -> None:
+    from trainyard.exec.ray import RayExecutor
+
+    hosts = (Host("w1", (2,), 1), Host("w2", (2,), 1))
+    first = executor.launch(_spec("j-fence", SLEEPER, hosts))
+    _wait_output(executor, first, 0, "up")
+    again = RayExecutor(tmp_path / "runs", address=ray_nodes.address, virtual_gpus=True)
+    adopted = again.adopt("j-fence")
+    assert adopted is not None and adopted.attempt == 0 and adopted.adopted
+    assert again.poll(adopted).state == "running"
+    # attempt 1 starts only once every rank of attempt 0 is gone
+    second = again.launch(_spec("j-fence", SLEEPER, hosts, attempt=1))
+    assert not any(procfs.alive(r.pid, None) for r in first.ranks)
+    _wait_output(again, second, 0, "up")
+    assert again.poll(second).state == "running"
+    again.stop(second, grace_s=0.5)
+    again.close()
