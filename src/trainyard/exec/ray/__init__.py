@@ -90,6 +90,7 @@ class _Run:
     lost: dict[int, str] = field(default_factory=dict)  # ranks whose actor died -> why
     ended_at: dict[int, float] = field(default_factory=dict)
     drained: set[int] = field(default_factory=set)  # ended ranks whose output is all relayed
+    killed: set[int] = field(default_factory=set)  # lost because we killed the actor
     released: bool = False
 
 
@@ -453,7 +454,11 @@ class RayExecutor:
             state, reason = "succeeded", f"all {len(codes)} ranks exited with code 0"
         elif first is not None:
             state = "failed"
-            if first in run.lost:
+            # a rank whose actor died took its peers down with it: the lost rank is the
+            # cause, whichever exit arrived first (peers fail at once on a dead collective)
+            died = sorted((run.ended_at[r], r) for r in run.lost if r not in run.killed)
+            if died:
+                first = died[0][1]
                 infra, reason = True, f"rank {first} lost: {run.lost[first]}"
             else:
                 reason = f"rank {first} {describe_code(run.codes[first])}"
@@ -464,6 +469,8 @@ class RayExecutor:
             reason = f"launch interrupted: {len(h.ranks)} of {h.workers} ranks were started"
         if state == "failed" and not settled:
             self._escalate(run, time.monotonic())
+            # judged once every rank is accounted for (whose fault it was needs them all)
+            state, infra, reason = "running", False, f"stopping: {reason}"
         elif stop_at is not None and not settled and time.time() - stop_at >= self.grace_s:
             self._signal(run, signal.SIGKILL)
         if settled:
@@ -499,8 +506,9 @@ class RayExecutor:
         for rank, actor in list(run.actors.items()):
             with contextlib.suppress(Exception):
                 ray.kill(actor, no_restart=True)
-            if rank not in run.codes:
-                run.lost.setdefault(rank, "its actor was killed")
+            if rank not in run.codes and rank not in run.lost:
+                run.lost[rank] = "its actor was killed"
+                run.killed.add(rank)
                 run.ended_at.setdefault(rank, time.time())
         with self._lock:
             run.waits.clear()
