@@ -50,6 +50,9 @@ Benchmarks: ``--step-sleep S`` makes every step take S seconds longer (a stand-i
 bigger model); ``--trace FILE`` makes rank 0 append ``{"attempt", "step", "t", "world"}`` as one
 JSON line per step (``t``: wall-clock seconds after the step; ``attempt``:
 ``TRAINYARD_ATTEMPT``), flushed, so that recovery can be timed from outside.
+``--report-every S`` sends training progress to the server through ``trainyard.sdk.Reporter``
+at most every S seconds (the platform then knows the run is healthy, and hung if reports
+stop).
 
 Signals: on SIGTERM each rank sets a flag; the flag is summed across ranks with the step's loss,
 so every rank stops after the same step, rank 0 checkpoints it and every rank exits with code
@@ -113,6 +116,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--device", choices=["auto", "cpu"], default="auto")
     parser.add_argument(
         "--step-sleep", type=float, default=0.0, help="seconds added to each step (a bigger model)"
+    )
+    parser.add_argument(
+        "--report-every",
+        type=float,
+        default=0.0,
+        help="seconds between progress reports to trainyard (trainyard.sdk.Reporter; 0: none)",
     )
     parser.add_argument(
         "--trace", default="", help="rank 0 appends one JSON line per step here (benchmarks)"
@@ -299,6 +308,12 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     trace = open(args.trace, "a", buffering=1) if args.trace and rank == 0 else None  # noqa: SIM115
     attempt = _env_int("TRAINYARD_ATTEMPT", 0)
+    reporter = None
+    if args.report_every > 0:
+        from trainyard import sdk
+
+        reporter = sdk.Reporter(min_interval_s=args.report_every)
+    step_began = time.monotonic()
     try:
         while step < args.steps:
             step += 1
@@ -318,6 +333,10 @@ def main(argv: list[str] | None = None) -> int:
             if trace is not None:
                 record = {"attempt": attempt, "step": step, "t": time.time(), "world": world}
                 trace.write(json.dumps(record) + "\n")
+            if reporter is not None:
+                now = time.monotonic()
+                reporter.step(now - step_began, batch=args.batch_size * world, loss=last_loss)
+                step_began = now
             if step == 1 or step % args.log_every == 0 or step == args.steps or stopping:
                 log(f"step {step} loss {last_loss:.6f}")
             due = args.checkpoint_every > 0 and step % args.checkpoint_every == 0
