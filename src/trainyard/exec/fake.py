@@ -1,0 +1,111 @@
+"""`FakeExecutor`: runs nothing, for tests of the platform loop only.
+
+Runs live in memory. A test decides how each one ends (`finish`, `lose`), which nodes exist
+(`set_nodes`), and which nodes a launch fails on (`gone`). The platform then shows what it
+does with each outcome, with no process started. Never used by the server: `trainyard up`
+takes `local` or `ray` only.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from trainyard.exec.base import NodeInfo
+from trainyard.exec.run import LaunchSpec, NodeGone, RankInfo, RunHandle, RunState, RunStatus
+
+
+class FakeExecutor:
+    name = "fake"
+
+    def __init__(self, root_dir: Path = Path("/nonexistent"), grace_s: float = 0.0) -> None:
+        self.root_dir = root_dir
+        self.grace_s = grace_s
+        self.launched: list[LaunchSpec] = []
+        self.stopped: list[tuple[str, int, str]] = []
+        self.gone: set[str] = set()  # launches naming one of these nodes fail (NodeGone)
+        self._nodes: list[NodeInfo] | None = None
+        self._runs: dict[tuple[str, int], RunHandle] = {}
+        self._status: dict[tuple[str, int], RunStatus] = {}
+
+    # ---- what a test controls ---------------------------------------------------------
+
+    def set_nodes(self, nodes: list[NodeInfo] | None) -> None:
+        self._nodes = nodes
+
+    def finish(self, job_id: str, codes: dict[int, int | None], infra: bool = False) -> None:
+        """End the latest run of `job_id` with these exit codes (None: the rank was lost)."""
+        h = self._latest(job_id)
+        bad = [r for r, c in codes.items() if c != 0]
+        state: RunState = "succeeded" if not bad else "failed"
+        reason = "all ranks exited with code 0" if not bad else f"rank {bad[0]} failed"
+        self._status[(h.job_id, h.attempt)] = RunStatus(
+            state, dict(codes), bad[0] if bad else None, True, reason, infra=infra
+        )
+
+    def lose(self, job_id: str, rank: int = 0) -> None:
+        """The infrastructure lost a rank of the latest run (a node went away)."""
+        h = self._latest(job_id)
+        codes: dict[int, int | None] = {r.rank: -15 for r in h.ranks}
+        codes[rank] = None
+        self.finish(job_id, codes, infra=True)
+
+    # ---- the executor interface -------------------------------------------------------
+
+    def launch(self, spec: LaunchSpec) -> RunHandle:
+        for host in spec.hosts:
+            if host.node in self.gone:
+                raise NodeGone(f"node {host.node} is gone")
+        self.launched.append(spec)
+        ranks = tuple(
+            RankInfo(i, 0, None, Path("/dev/null"), (), h.node)
+            for i, h in enumerate(h for h in spec.hosts for _ in range(h.workers))
+        ) or (RankInfo(0, 0, None, Path("/dev/null"), spec.devices),)
+        handle = RunHandle(spec.job_id, spec.attempt, 0, 0, self.root_dir, ranks)
+        self._runs[(spec.job_id, spec.attempt)] = handle
+        codes: dict[int, int | None] = {r.rank: None for r in ranks}
+        self._status[(spec.job_id, spec.attempt)] = RunStatus("running", codes, None, False)
+        return handle
+
+    def poll(self, handle: RunHandle) -> RunStatus:
+        return self._status[(handle.job_id, handle.attempt)]
+
+    def request_stop(self, handle: RunHandle, reason: str = "") -> RunStatus:
+        key = (handle.job_id, handle.attempt)
+        self.stopped.append((handle.job_id, handle.attempt, reason))
+        if not self._status[key].settled:
+            codes: dict[int, int | None] = {r.rank: -15 for r in handle.ranks}
+            self._status[key] = RunStatus("stopped", codes, None, True, f"stopped ({reason})")
+        return self._status[key]
+
+    def stop(self, handle: RunHandle, grace_s: float | None = None, reason: str = "") -> RunStatus:
+        return self.request_stop(handle, reason)
+
+    def adopt(self, job_id: str, attempt: int | None = None) -> RunHandle | None:
+        if attempt is None:
+            found = [h for (j, _a), h in self._runs.items() if j == job_id]
+            return max(found, key=lambda h: h.attempt) if found else None
+        return self._runs.get((job_id, attempt))
+
+    def known_jobs(self) -> list[str]:
+        return sorted({j for j, _a in self._runs})
+
+    def handles(self) -> list[RunHandle]:
+        return list(self._runs.values())
+
+    def job_dir(self, job_id: str) -> Path:
+        return self.root_dir / "jobs" / job_id
+
+    def nodes(self) -> list[NodeInfo] | None:
+        return self._nodes
+
+    def notes(self) -> list[str]:
+        return ["fake executor: nothing runs (tests only)"]
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+    def _latest(self, job_id: str) -> RunHandle:
+        handle = self.adopt(job_id)
+        if handle is None:
+            raise KeyError(f"no run of {job_id}")
+        return handle

@@ -1,0 +1,133 @@
+"""The platform's recovery rules with an in-memory executor (`exec/fake.py`), on both
+databases: a node lost costs no restart and puts the job first in line; the job's own
+failure restarts at once the first time and with back-off after; a launch on a node that
+left is requeued at no cost; nodes join, leave and come back in the database."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from server_factories import World, read_job
+from sqlalchemy import Engine, select
+from sqlalchemy.orm import Session, sessionmaker
+
+from trainyard.exec.base import NodeInfo
+from trainyard.exec.fake import FakeExecutor
+from trainyard.server.db import Health, JobState, Node, make_session_factory
+from trainyard.server.lifecycle import RetryPolicy
+from trainyard.server.loop.platform import Platform
+
+S = JobState
+
+
+def _node(name: str, alive: bool = True) -> NodeInfo:
+    return NodeInfo(name, "10.0.0.1", 16.0, 64.0, 4, "H100", 80.0, False, alive, ("r1",))
+
+
+@pytest.fixture
+def factory(engine: Engine, world: World) -> sessionmaker[Session]:
+    return make_session_factory(engine)
+
+
+@pytest.fixture
+def fake() -> FakeExecutor:
+    ex = FakeExecutor()
+    ex.set_nodes([_node("n1"), _node("n2")])
+    return ex
+
+
+@pytest.fixture
+def platform(factory: sessionmaker[Session], fake: FakeExecutor) -> Platform:
+    return Platform(factory, fake, retry=RetryPolicy(base_s=30.0, cap_s=60.0), nodes_every_s=0)
+
+
+def _job(session: Session, world: World, name: str, max_restarts: int = 0) -> str:
+    spec = {"name": name, "command": ["python", "train.py"], "gpus": 4, "workers": 4}
+    job = world.job(session, now=time.time(), gpus=4, spec=spec, max_restarts=max_restarts)
+    session.commit()
+    return job.id
+
+
+def _nodes_of(factory: sessionmaker[Session], job_id: str) -> list[str]:
+    return [str(e["node"]) for e in read_job(factory, job_id).placement or ()]
+
+
+def test_nodes_join_leave_and_come_back(
+    platform: Platform, fake: FakeExecutor, factory: sessionmaker[Session]
+) -> None:
+    platform.step()
+    with factory() as s:
+        rows = {n.name: n for n in s.scalars(select(Node))}
+        assert sorted(rows) == ["n1", "n2"] and rows["n1"].executor == "fake"
+        assert [d.gpu_type for d in rows["n1"].devices] == ["H100"] * 4
+        assert rows["n1"].topology_path == ["r1"]
+    fake.set_nodes([_node("n1"), _node("n2", alive=False)])
+    platform.step()
+    with factory() as s:
+        assert s.scalars(select(Node).where(Node.name == "n2")).one().health == Health.LOST
+    fake.set_nodes([_node("n1"), _node("n2")])
+    platform.step()
+    with factory() as s:
+        assert s.scalars(select(Node).where(Node.name == "n2")).one().health == Health.HEALTHY
+
+
+def test_a_lost_node_costs_no_restart_and_the_job_goes_first(
+    platform: Platform, fake: FakeExecutor, factory: sessionmaker[Session], session: Session,
+    world: World,
+) -> None:  # fmt: skip
+    a = _job(session, world, "a")
+    platform.step()
+    c = _job(session, world, "c")
+    platform.step()
+    assert {_nodes_of(factory, a)[0], _nodes_of(factory, c)[0]} == {"n1", "n2"}
+    b = _job(session, world, "b")  # waits: the cluster is full
+    platform.step()
+    assert read_job(factory, b).state == S.PENDING
+    lost = _nodes_of(factory, c)[0]
+    fake.set_nodes([_node(n, alive=n != lost) for n in ("n1", "n2")])
+    fake.lose(c)
+    platform.step()
+    job = read_job(factory, c)
+    assert job.state == S.PENDING and job.restart_count == 0 and job.recover_first
+    assert job.next_retry_at is None  # max_restarts is 0: it was not its fault
+    fake.finish(a, {i: 0 for i in range(4)})
+    platform.step()
+    platform.step()
+    # c lost its place through no fault of its own: it runs before b, submitted earlier
+    assert read_job(factory, c).state in (S.STARTING, S.RUNNING)
+    assert read_job(factory, b).state == S.PENDING
+    assert lost not in _nodes_of(factory, c)
+
+
+def test_its_own_failure_restarts_at_once_then_with_back_off(
+    platform: Platform, fake: FakeExecutor, factory: sessionmaker[Session], session: Session,
+    world: World,
+) -> None:  # fmt: skip
+    job_id = _job(session, world, "f", max_restarts=3)
+    platform.step()
+    fake.finish(job_id, {0: 1, 1: -15, 2: -15, 3: -15})
+    platform.step()
+    job = read_job(factory, job_id)
+    assert job.state in (S.STARTING, S.RUNNING) and job.restart_count == 1  # at once
+    fake.finish(job_id, {0: 1, 1: -15, 2: -15, 3: -15})
+    platform.step()
+    job = read_job(factory, job_id)
+    assert job.state == S.PENDING and job.failure_streak == 2
+    assert job.next_retry_at is not None and job.next_retry_at - time.time() > 25
+
+
+def test_a_launch_on_a_node_that_left_is_requeued_at_no_cost(
+    platform: Platform, fake: FakeExecutor, factory: sessionmaker[Session], session: Session,
+    world: World,
+) -> None:  # fmt: skip
+    fake.gone = {"n1", "n2"}
+    job_id = _job(session, world, "g")
+    platform.step()
+    job = read_job(factory, job_id)
+    assert job.state == S.PENDING and job.restart_count == 0 and job.recover_first
+    assert not fake.launched
+    fake.gone = set()
+    platform.step()
+    assert read_job(factory, job_id).state in (S.STARTING, S.RUNNING)
+    assert len(fake.launched) == 1
