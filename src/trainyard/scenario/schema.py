@@ -56,6 +56,7 @@ JOB: dict[str, Spec] = {
     "name": ("str", None),
     "elastic": ("elastic", None),  # a mapping of ELASTIC fields (`elastic` below)
     "restarts": ("int", 0),
+    "recovering": ("bool", None),
 }
 ELASTIC: dict[str, Spec] = {
     "batch": ("int", 0),

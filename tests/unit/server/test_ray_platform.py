@@ -81,7 +81,12 @@ def _drive(
         job = read_job(factory, job_id)
         if done(job):
             return job
-        assert time.monotonic() < deadline, (job.state, job.pending_reason, job.exit_message)
+        if time.monotonic() >= deadline:
+            with factory() as s:
+                events = [(e.from_state, e.to_state, e.reason, e.details.get("attempt"))
+                          for e in s.scalars(select(JobEvent).where(JobEvent.job_id == job_id)
+                                             .order_by(JobEvent.id))]  # fmt: skip
+            raise AssertionError((job.state, job.attempt, job.placement, events))
         time.sleep(0.1)
 
 
@@ -139,22 +144,25 @@ def test_a_killed_rank_and_a_lost_node_recover_from_the_checkpoint(
     _wait_steps(platform, trace, 1, 45)
     lost = _placement_nodes(read_job(factory, job_id))[1]
     ray_nodes.remove(lost)  # the infrastructure's failure: costs nothing
-    job = _drive(platform, factory, job_id, lambda j: j.state == S.RUNNING and j.attempt == 3)
+    # (a launch may still name the node before Ray reports it dead: NodeGone, requeued again)
+    job = _drive(platform, factory, job_id, lambda j: j.state == S.RUNNING and j.attempt >= 3)
     assert job.restart_count == 1 and lost not in _placement_nodes(job)
     with factory() as s:
         assert s.scalars(select(Node).where(Node.name == lost)).one().health == Health.LOST
     job = _drive(platform, factory, job_id, lambda j: j.state == S.SUCCEEDED, timeout_s=180)
 
     rows = _trace(trace)
-    starts = {a: min(r["step"] for r in rows if r["attempt"] == a) for a in (0, 1, 2)}
-    ends = {a: max(r["step"] for r in rows if r["attempt"] == a) for a in (0, 1, 2)}
-    for before, after in ((0, 1), (1, 2)):
+    runs = sorted({r["attempt"] for r in rows})
+    assert len(runs) == 3 and runs[:2] == [0, 1]  # the three attempts that trained
+    starts = {a: min(r["step"] for r in rows if r["attempt"] == a) for a in runs}
+    ends = {a: max(r["step"] for r in rows if r["attempt"] == a) for a in runs}
+    for before, after in itertools.pairwise(runs):
         resumed = starts[after] - 1
-        assert resumed % 10 == 0 and 0 < ends[before] - resumed <= 10  # at most one interval
+        assert resumed % 10 == 0 and 0 <= ends[before] - resumed <= 10  # at most one interval
         # no duplicate ranks: the old attempt wrote nothing once the new one trained
         first_new = min(r["t"] for r in rows if r["attempt"] == after)
         assert max(r["t"] for r in rows if r["attempt"] == before) < first_new
-    assert ends[2] == 120
+    assert ends[runs[2]] == 120
     with factory() as s:
         states = [e.to_state for e in s.scalars(
             select(JobEvent).where(JobEvent.job_id == job_id).order_by(JobEvent.id))]  # fmt: skip
@@ -162,8 +170,9 @@ def test_a_killed_rank_and_a_lost_node_recover_from_the_checkpoint(
             JobEvent.job_id == job_id, JobEvent.to_state == S.FAILED))]  # fmt: skip
         usage = list(s.scalars(select(UsageRecord).where(UsageRecord.job_id == job_id)))
     assert states.count(S.SUCCEEDED) == 1 and states.count(S.RUNNING) == 3
-    assert [bool(e.details.get("infra")) for e in failed] == [False, True]
-    assert sorted(u.attempt for u in usage) == [0, 1, 2]  # one record per attempt, no overlap
+    infra = [bool(e.details.get("infra")) for e in failed]
+    assert infra[0] is False and len(infra) >= 2 and all(infra[1:])
+    assert sorted(u.attempt for u in usage) == runs  # one record per attempt, no overlap
     spans = sorted((u.started_at, u.ended_at) for u in usage)
     assert all(a[1] <= b[0] for a, b in itertools.pairwise(spans))
 

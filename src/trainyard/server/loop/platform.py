@@ -180,6 +180,10 @@ class Platform:
         for job_id in self._watched():
             self._guarded(job_id, report, lambda s, row, out: self._observe(s, row, now, out))
         with self.session_factory() as s:
+            stranded = recovery.on_lost_nodes(s)  # jobs on nodes the executor lost
+        for job_id, node in stranded.items():
+            self._guarded(job_id, report, self._lost_work(node, now))
+        with self.session_factory() as s:
             evicted = drain.to_evict(s)  # jobs on nodes being drained (loop/drain.py)
         for job_id, node in evicted.items():  # evicted, then their runs stopped at once
             then = drain.work(node, now, lambda s, row, out: self._observe(s, row, now, out))
@@ -374,6 +378,20 @@ class Platform:
                 out.append(("resized", row.id))
         elif state == S.FAILED:
             self._requeue(s, row, handle, now, out)
+
+    def _lost_work(self, node: str, now: float) -> Callable[[Session, Job, _Out], None]:
+        return lambda s, row, out: self._node_lost(s, row, node, now, out)
+
+    def _node_lost(self, s: Session, row: Job, node: str, now: float, out: _Out) -> None:
+        """A RUNNING job on a LOST node: its run is stopped everywhere, and it fails as the
+        infrastructure's failure (requeued first, at no cost, once the run has stopped)."""
+        if row.state != S.RUNNING:
+            return
+        handle = self._handle(row.id, self._attempt(row))
+        if handle is not None:
+            self.executor.request_stop(handle, reason="node lost")
+        why = f"node {node} lost"
+        self._fail(s, row, RunStatus("failed", {}, None, False, why, infra=True), now, out)
 
     def _ended(self, s: Session, row: Job, status: RunStatus, now: float, out: _Out) -> None:
         """A run that ended by itself: SUCCEEDED when every rank exited 0, else FAILED."""

@@ -11,6 +11,9 @@
   counts as hung when no report came for `timeout_s` (from the later of its last report in
   this attempt and its start), else "". Jobs that never reported are not judged (a
   SIGSTOPped or deadlocked rank of such a job is found by the operator, not here).
+- `on_lost_nodes(session)`: RUNNING jobs placed on a node the executor reports LOST. Their
+  runs are stopped everywhere and they fail as the infrastructure's failure, even when the
+  engine has not (yet) reported their ranks gone (a node cut off keeps its processes).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from trainyard.exec.run import RunStatus
-from trainyard.server.db import Job, JobProgress
+from trainyard.server.db import Health, Job, JobProgress, JobState, Node
 
 
 def failure(row: Job, status: RunStatus | None, attempt: int) -> tuple[str, dict[str, Any]]:
@@ -72,3 +75,18 @@ def stalled(session: Session, row: Job, now: float, timeout_s: float) -> str:
     if now - since < timeout_s:
         return ""
     return f"hung: no progress reported for {now - since:.0f} s (timeout {timeout_s:g} s)"
+
+
+def on_lost_nodes(session: Session) -> dict[str, str]:
+    """RUNNING jobs with a device on a LOST node -> that node's name."""
+    lost = set(session.scalars(select(Node.name).where(Node.health == Health.LOST)))
+    if not lost:
+        return {}
+    out: dict[str, str] = {}
+    for job_id, placement in session.execute(
+        select(Job.id, Job.placement).where(Job.state == JobState.RUNNING)
+    ):
+        on = sorted({str(p["node"]) for p in placement or ()} & lost)
+        if on:
+            out[str(job_id)] = on[0]
+    return out
