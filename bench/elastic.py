@@ -43,13 +43,11 @@ Run from the repository root with the project's venv: `.venv/bin/python bench/el
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import platform
 import re
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -58,9 +56,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
-
-from trainyard.exec.procfs import free_port
+from served import FINAL, Server, until
 
 REPO = Path(__file__).resolve().parent.parent
 TRAIN = REPO / "examples" / "jobs" / "elastic" / "train.py"
@@ -72,83 +68,6 @@ DONE = re.compile(
     r"^done steps=(\d+) final_loss=(\S+) train_loss=\S+ mean_step_ms=(\S+) "
     r"median_step_ms=(\S+) save_share=(\S+) "
 )
-FINAL = {"SUCCEEDED", "FAILED", "CANCELLED"}
-
-
-class Server:
-    """`trainyard up` (with `--resize-hold`/`--resize-restart-cost`) in a subprocess with its
-    own home."""
-
-    def __init__(self, home: Path, gpus: int, hold: float, restart: float) -> None:
-        self.home = home
-        port = free_port()
-        self.url = f"http://127.0.0.1:{port}"
-        env = {**os.environ, "TRAINYARD_HOME": str(home), "TRAINYARD_CONFIG": str(home / "c.json")}
-        argv = [sys.executable, "-m", "trainyard.cli.main", "up", "--port", str(port)]
-        argv += ["--resize-hold", str(hold), "--resize-restart-cost", str(restart)]
-        argv += ["--virtual-gpus", str(gpus), "--job-user", "server"]
-        argv += ["--interval", "0.5"]
-        self.log = (home / "server.log").open("w")
-        self.proc = subprocess.Popen(argv, env=env, stdout=self.log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{self.url}/healthz", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.2)
-        else:
-            self.stop([])
-            raise RuntimeError(f"server did not start; see {home / 'server.log'}")
-        token = (home / "admin-token").read_text().strip()
-        self.http = httpx.Client(
-            base_url=self.url, headers={"Authorization": f"Bearer {token}"}, timeout=60
-        )
-
-    def submit(self, spec: dict[str, Any]) -> str:
-        answer = self.http.post("/v1/jobs", json=spec)
-        if answer.status_code != 201:
-            raise RuntimeError(f"submit refused: {answer.status_code} {answer.text}")
-        return str(answer.json()["id"])
-
-    def job(self, job_id: str) -> dict[str, Any]:
-        out: dict[str, Any] = self.http.get(f"/v1/jobs/{job_id}").json()
-        return out
-
-    def cancel(self, job_id: str) -> None:
-        self.http.post(f"/v1/jobs/{job_id}/cancel")
-
-    def logs(self, job_id: str, attempt: int | None = None) -> str:
-        """Rank 0's output of `attempt` (0 first), of the latest attempt by default."""
-        params = {"rank": 0} if attempt is None else {"rank": 0, "attempt": attempt}
-        answer = self.http.get(f"/v1/jobs/{job_id}/logs", params=params)
-        return answer.text if answer.status_code == 200 else ""
-
-    def stop(self, jobs: list[str]) -> None:
-        """Cancel `jobs` (their processes outlive the server otherwise), then stop it."""
-        with contextlib.suppress(httpx.HTTPError, RuntimeError):
-            for job_id in jobs:
-                if self.job(job_id)["state"] not in FINAL:
-                    self.cancel(job_id)
-            for job_id in jobs:
-                _until(f"{job_id} to end", lambda j=job_id: self.job(j)["state"] in FINAL, 60)
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(60)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self.log.close()
-
-
-def _until(what: str, check: Any, timeout: float) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.25)
-    raise RuntimeError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
 def train_argv(args: argparse.Namespace, *extra: str, steps: int | None = None) -> list[str]:
@@ -185,13 +104,23 @@ def parse_attempt(text: str) -> dict[str, Any]:
 
 
 def elastic_run(args: argparse.Namespace, home: Path) -> dict[str, Any]:
-    server = Server(home, 4, args.resize_hold, args.resize_restart)
+    server = Server(
+        home,
+        [
+            "--resize-hold",
+            str(args.resize_hold),
+            "--resize-restart-cost",
+            str(args.resize_restart),
+            "--interval",
+            "0.5",
+        ],
+    )
     sleeper = [sys.executable, "-c", "import time; time.sleep(3600)"]
     jobs: list[str] = []
     try:
         blocker = server.submit({"name": "sleeper", "gpus": 3, "command": sleeper})
         jobs.append(blocker)
-        _until("the sleeper to run", lambda: server.job(blocker)["state"] == "RUNNING", 120)
+        until("the sleeper to run", lambda: server.job(blocker)["state"] == "RUNNING", 120)
         spec = {
             "name": "elastic", "gpus": 4, "workers": 4, "max_restarts": 2,
             "command": [sys.executable, *train_argv(args)],
@@ -209,19 +138,19 @@ def elastic_run(args: argparse.Namespace, home: Path) -> dict[str, Any]:
                 return False
             return parse_attempt(server.logs(job))["first_step"] is not None
 
-        _until("the job to train at 1", lambda: training_at(1), 180)
+        until("the job to train at 1", lambda: training_at(1), 180)
         server.cancel(blocker)
         grown = True
         try:
-            _until("the job to grow to 4", lambda: training_at(4), args.grow_timeout)
+            until("the job to grow to 4", lambda: training_at(4), args.grow_timeout)
         except RuntimeError:
             grown = False  # reported as it is: the squeeze comes anyway
         squeeze = [sys.executable, "-c", f"import time; time.sleep({args.squeeze_s})"]
         high = server.submit({"name": "high", "gpus": 2, "priority": 100, "command": squeeze})
         jobs.append(high)
         t_high = time.time()
-        _until("the elastic job to end", lambda: server.job(job)["state"] in FINAL, 1800)
-        _until("the 2-GPU job to end", lambda: server.job(high)["state"] in FINAL, 600)
+        until("the elastic job to end", lambda: server.job(job)["state"] in FINAL, 1800)
+        until("the 2-GPU job to end", lambda: server.job(high)["state"] in FINAL, 600)
         detail = server.job(job)
         high_detail = server.job(high)
         attempts = [parse_attempt(server.logs(job, a)) for a in range(detail["attempt"] + 1)]

@@ -40,90 +40,18 @@ import platform
 import shutil
 import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-import httpx
-
-from trainyard.exec.procfs import free_port
+from served import FINAL, Server, until
+from trainyard.exec.ray.nodes import FAST_HEALTH_CHECKS
 
 REPO = Path(__file__).resolve().parent.parent
 TRAIN = REPO / "examples" / "jobs" / "ddp" / "train.py"
-FINAL = {"SUCCEEDED", "FAILED", "CANCELLED"}
-FAST_HEALTH = {
-    "health_check_initial_delay_ms": 0,
-    "health_check_period_ms": 500,
-    "health_check_timeout_ms": 500,
-    "health_check_failure_threshold": 3,
-}
 NODES = {"w1": "r1", "w2": "r1", "w3": "r2"}
-
-
-class Server:
-    """`trainyard up` in a subprocess with its own home."""
-
-    def __init__(self, home: Path, extra: list[str]) -> None:
-        self.home = home
-        port = free_port()
-        self.url = f"http://127.0.0.1:{port}"
-        env = {**os.environ, "TRAINYARD_HOME": str(home), "TRAINYARD_CONFIG": str(home / "c.json")}
-        argv = [sys.executable, "-m", "trainyard.cli.main", "up", "--port", str(port)]
-        argv += ["--job-user", "server", "--virtual-gpus", "4", *extra]
-        self.log = (home / "server.log").open("w")
-        self.proc = subprocess.Popen(argv, env=env, stdout=self.log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 180
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{self.url}/healthz", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.2)
-        else:
-            self.stop([])
-            raise RuntimeError(f"server did not start; see {home / 'server.log'}")
-        token = (home / "admin-token").read_text().strip()
-        self.http = httpx.Client(
-            base_url=self.url, headers={"Authorization": f"Bearer {token}"}, timeout=60
-        )
-
-    def submit(self, spec: dict[str, Any]) -> str:
-        answer = self.http.post("/v1/jobs", json=spec)
-        if answer.status_code != 201:
-            raise RuntimeError(f"submit refused: {answer.status_code} {answer.text}")
-        return str(answer.json()["id"])
-
-    def job(self, job_id: str) -> dict[str, Any]:
-        out: dict[str, Any] = self.http.get(f"/v1/jobs/{job_id}").json()
-        return out
-
-    def stop(self, jobs: list[str]) -> None:
-        with contextlib.suppress(httpx.HTTPError, RuntimeError):
-            for job_id in jobs:
-                if self.job(job_id)["state"] not in FINAL:
-                    self.http.post(f"/v1/jobs/{job_id}/cancel")
-            for job_id in jobs:
-                _until(f"{job_id} to end", lambda j=job_id: self.job(j)["state"] in FINAL, 60)
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(60)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self.log.close()
-
-
-def _until(what: str, check: Any, timeout: float, every: float = 0.02) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(every)
-    raise RuntimeError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
 class Trace:
@@ -158,7 +86,7 @@ class Cluster:
 
         self.cluster = RayCluster(
             initialize_head=True,
-            head_node_args={"num_cpus": 1, "num_gpus": 0, "_system_config": FAST_HEALTH},
+            head_node_args={"num_cpus": 1, "num_gpus": 0, "_system_config": FAST_HEALTH_CHECKS},
         )
         self.workers: dict[str, Any] = {}
         for name in NODES:
@@ -195,6 +123,9 @@ def _worker_pid(home: Path, job_id: str, attempt: int, rank: dict[str, Any]) -> 
     return int(rank["pid"])
 
 
+POLL_S = 0.02  # how often the trace is read while a failure is timed
+
+
 def run(args: argparse.Namespace, home: Path) -> dict[str, Any]:
     cluster = Cluster() if args.executor == "ray" else None
     extra = ["--interval", "1.0", "--restart-backoff", "10"]
@@ -220,10 +151,11 @@ def run(args: argparse.Namespace, home: Path) -> dict[str, Any]:
         failures = [("kill", i) for i in range(args.kills)]
         failures += [("node", i) for i in range(args.node_losses if cluster else 0)]
         for kind, _i in failures:
-            first = _until(f"attempt {attempt} to train", lambda a=attempt: trace.first(a), 300)
+            first = until(f"attempt {attempt} to train", lambda a=attempt: trace.first(a),
+                          300, POLL_S)  # fmt: skip
             target = first["step"] + k + k // 2  # past a checkpoint, between two
-            _until(f"step {target}", lambda a=attempt, t=target: (trace.last(a) or {}).get(
-                "step", 0) >= t, 300)  # fmt: skip
+            until(f"step {target}", lambda a=attempt, t=target: (trace.last(a) or {}).get(
+                "step", 0) >= t, 300, POLL_S)  # fmt: skip
             run_doc = _run_json(home, job, attempt)
             assert run_doc is not None, "no run record"
             rank1 = next(r for r in run_doc["ranks"] if r["rank"] == 1)
@@ -235,7 +167,7 @@ def run(args: argparse.Namespace, home: Path) -> dict[str, Any]:
                 lost_node = rank1["node"]
                 cluster.remove(lost_node)
             nxt = attempt + 1
-            new = _until(f"attempt {nxt} to train", lambda a=nxt: trace.first(a), 300)
+            new = until(f"attempt {nxt} to train", lambda a=nxt: trace.first(a), 300, POLL_S)
             old_last = trace.last(attempt)
             assert old_last is not None
             entry = {
@@ -254,7 +186,7 @@ def run(args: argparse.Namespace, home: Path) -> dict[str, Any]:
             else:
                 out["kills"].append(entry)
             attempt = nxt
-        _until("the job to end", lambda: server.job(job)["state"] in FINAL, 900, every=0.5)
+        until("the job to end", lambda: server.job(job)["state"] in FINAL, 900, every=0.5)
         detail = server.job(job)
         out["final_state"] = detail["state"]
         out["restart_count"] = detail["restart_count"]

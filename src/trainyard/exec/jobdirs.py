@@ -22,6 +22,7 @@ import re
 import stat
 from pathlib import Path
 
+from trainyard.exec import procfs
 from trainyard.exec.identity import Identity
 
 JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -92,3 +93,40 @@ def clear_notice(job_dir: Path) -> None:
     """Remove an earlier run's notice (at launch)."""
     with contextlib.suppress(FileNotFoundError):
         notice_path(job_dir).unlink()
+
+
+def known_jobs(root_dir: Path) -> list[str]:
+    """The ids of the jobs with a directory under `root_dir`."""
+    jobs = root_dir / "jobs"
+    return sorted(p.name for p in jobs.iterdir() if p.is_dir()) if jobs.is_dir() else []
+
+
+def attempt_dir(base: Path, attempt: int | None) -> Path | None:
+    """`base/attempt-<attempt>`, or the highest-numbered one when `attempt` is None (None:
+    there is none)."""
+    if attempt is not None:
+        d = base / f"attempt-{attempt}"
+        return d if d.is_dir() else None
+    found = [
+        (int(p.name.split("-", 1)[1]), p)
+        for p in (base.glob("attempt-*") if base.is_dir() else [])
+        if p.name.split("-", 1)[1].isdigit()
+    ]
+    return max(found)[1] if found else None
+
+
+STOP_FILE = "stop.json"
+
+
+def record_stop(run_dir: Path, reason: str, now: float) -> None:
+    """Write `attempt-<n>/stop.json` (the run is being stopped on purpose) unless it exists:
+    the first stop's time counts for the grace period, also after a server restart."""
+    path = run_dir / STOP_FILE
+    if not path.exists():
+        procfs.write_json_atomic(path, {"at": now, "reason": reason})
+
+
+def stop_record(run_dir: Path) -> tuple[float, str] | None:
+    """(when, why) of the run's `stop.json`, or None when it was not stopped on purpose."""
+    data = procfs.read_json(run_dir / STOP_FILE)
+    return (float(data["at"]), str(data.get("reason", ""))) if isinstance(data, dict) else None

@@ -12,7 +12,7 @@ A rank sees exactly:
 - the spec's `env`;
 - the torchrun variables (`RANK`, `WORLD_SIZE`, `MASTER_ADDR`, ...), `CUDA_VISIBLE_DEVICES`
   and the job's own `TRAINYARD_*` (its id, attempt, checkpoint directory, API URL and
-  token), which a spec cannot override.
+  token), which a spec cannot override (`launch_variables`: the part every executor sets).
 
 Nothing else of the server's environment reaches a job: its database URL, credentials,
 tokens and whatever its shell exported stay with it.
@@ -24,6 +24,9 @@ import os
 import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+
+from trainyard.exec.jobdirs import notice_path
+from trainyard.exec.run import LaunchSpec
 
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 
@@ -62,3 +65,33 @@ def job_environment(
     env["PATH"] = interpreter_first(spec_env.get("PATH", DEFAULT_PATH))
     env.update(own)
     return env
+
+
+def launch_variables(
+    spec: LaunchSpec, *, world: int, nnodes: int, master: str, port: int, job_dir: Path,
+    api_url: str,
+) -> dict[str, str]:  # fmt: skip
+    """What every executor sets for every rank of an attempt: torchrun's variables shared by
+    all ranks (a rank adds its own `RANK`, `LOCAL_RANK`, ...) and the job's `TRAINYARD_*`."""
+    own = {
+        "WORLD_SIZE": str(world),
+        "GROUP_WORLD_SIZE": str(nnodes),
+        "ROLE_NAME": "default",
+        "ROLE_WORLD_SIZE": str(world),
+        "MASTER_ADDR": master,
+        "MASTER_PORT": str(port),
+        "TORCHELASTIC_RESTART_COUNT": str(spec.attempt),
+        "TORCHELASTIC_RUN_ID": spec.job_id,
+        "PYTHONUNBUFFERED": "1",
+        "TRAINYARD_JOB_ID": spec.job_id,
+        "TRAINYARD_ATTEMPT": str(spec.attempt),
+        "TRAINYARD_CHECKPOINT_DIR": str((job_dir / "checkpoints").resolve()),
+        "TRAINYARD_API_URL": api_url,
+        "TRAINYARD_TOKEN": spec.token,
+        "TRAINYARD_NOTICE_FILE": str(notice_path(job_dir).resolve()),
+    }
+    if spec.virtual_gpus:
+        own["TRAINYARD_VIRTUAL_GPUS"] = "1"
+    if spec.array is not None:  # a member of a job array: its index, as SLURM_ARRAY_*
+        own.update(TRAINYARD_ARRAY_ID=spec.array[0], TRAINYARD_ARRAY_INDEX=str(spec.array[1]))
+    return own

@@ -138,30 +138,12 @@ class LocalExecutor:
         notes, cgroup = self._limits(spec)
         notes = (*notes, self._identity_note(who))
         port = procfs.free_port()
-        own = {
-            "WORLD_SIZE": str(spec.workers),
-            "LOCAL_WORLD_SIZE": str(spec.workers),
-            "GROUP_RANK": "0",
-            "GROUP_WORLD_SIZE": "1",
-            "ROLE_NAME": "default",
-            "ROLE_WORLD_SIZE": str(spec.workers),
-            "MASTER_ADDR": "127.0.0.1",
-            "MASTER_PORT": str(port),
-            "TORCHELASTIC_RESTART_COUNT": str(spec.attempt),
-            "TORCHELASTIC_RUN_ID": spec.job_id,
-            "PYTHONUNBUFFERED": "1",
-            "TRAINYARD_JOB_ID": spec.job_id,
-            "TRAINYARD_ATTEMPT": str(spec.attempt),
-            "TRAINYARD_CHECKPOINT_DIR": str(ckpt.resolve()),
-            "TRAINYARD_API_URL": self.api_url,
-            "TRAINYARD_TOKEN": spec.token,
-            "TRAINYARD_NOTICE_FILE": str(jobdirs.notice_path(job_dir).resolve()),
-        }
+        own = jobenv.launch_variables(
+            spec, world=spec.workers, nnodes=1, master="127.0.0.1", port=port,
+            job_dir=job_dir, api_url=self.api_url,
+        )  # fmt: skip
+        own.update(LOCAL_WORLD_SIZE=str(spec.workers), GROUP_RANK="0")
         jobdirs.clear_notice(job_dir)
-        if spec.virtual_gpus:
-            own["TRAINYARD_VIRTUAL_GPUS"] = "1"
-        if spec.array is not None:  # a member of a job array: its index, as SLURM_ARRAY_*
-            own.update(TRAINYARD_ARRAY_ID=spec.array[0], TRAINYARD_ARRAY_INDEX=str(spec.array[1]))
         base = jobenv.job_environment(
             spec_env=spec.env,
             own=own,
@@ -275,7 +257,7 @@ class LocalExecutor:
     def adopt(self, job_id: str, attempt: int | None = None) -> RunHandle | None:
         """Re-attach to the latest (or given) attempt recorded on disk; None when there is no
         record. Poll the handle to learn whether it still runs, ended, or was lost."""
-        run_dir = self._attempt_dir(self.job_dir(job_id), "", attempt)
+        run_dir = jobdirs.attempt_dir(self.job_dir(job_id), attempt)
         data = procfs.read_json(run_dir / "run.json") if run_dir else None
         if run_dir is None or not isinstance(data, dict):
             return None
@@ -285,21 +267,7 @@ class LocalExecutor:
         return handle
 
     def known_jobs(self) -> list[str]:
-        jobs = self.root_dir / "jobs"
-        return sorted(p.name for p in jobs.iterdir() if p.is_dir()) if jobs.is_dir() else []
-
-    @staticmethod
-    def _attempt_dir(parent: Path, sub: str, attempt: int | None) -> Path | None:
-        base = parent / sub if sub else parent
-        if attempt is not None:
-            d = base / f"attempt-{attempt}"
-            return d if d.is_dir() else None
-        found = [
-            (int(p.name.split("-", 1)[1]), p)
-            for p in (base.glob("attempt-*") if base.is_dir() else [])
-            if p.name.split("-", 1)[1].isdigit()
-        ]
-        return max(found)[1] if found else None
+        return jobdirs.known_jobs(self.root_dir)
 
     # ---- status and stopping -----------------------------------------------------------
 
@@ -349,13 +317,13 @@ class LocalExecutor:
         settled = not self._alive_members(h)
         first = failures[0][1] if failures else None
         state: RunState
-        stop = procfs.read_json(h.run_dir / "stop.json")
-        stop_at = float(stop["at"]) if isinstance(stop, dict) else None
+        stop = jobdirs.stop_record(h.run_dir)
+        stop_at = stop[0] if stop is not None else None
         last_end = max(t for _, _, t in ends.values()) if all_done and ends else None
         if stop_at is not None and (last_end is None or stop_at <= last_end):
             # stopped while running: a clean exit after SIGTERM is a stop, not a success
-            assert isinstance(stop, dict)
-            state, reason = "stopped", f"stopped on request ({stop.get('reason', '')})"
+            assert stop is not None
+            state, reason = "stopped", f"stopped on request ({stop[1]})"
         elif all_done and not failures:
             state = "succeeded"
             reason = f"all {len(ends)} ranks exited with code 0"
@@ -393,9 +361,7 @@ class LocalExecutor:
         run that already ended keeps its outcome."""
         status = self.poll(handle)
         if status.state == "running":
-            stop_file = handle.run_dir / "stop.json"
-            if not stop_file.exists():
-                procfs.write_json_atomic(stop_file, {"at": time.time(), "reason": reason})
+            jobdirs.record_stop(handle.run_dir, reason, time.time())
         if status.settled:
             return status
         if handle.term_sent_at is None:  # the notice first: the SDK reads it on SIGTERM
@@ -409,9 +375,7 @@ class LocalExecutor:
         for it. Idempotent; a run that already ended keeps its outcome."""
         grace = self.grace_s if grace_s is None else grace_s
         if self.poll(handle).state == "running":
-            stop_file = handle.run_dir / "stop.json"
-            if not stop_file.exists():
-                procfs.write_json_atomic(stop_file, {"at": time.time(), "reason": reason})
+            jobdirs.record_stop(handle.run_dir, reason, time.time())
         if self._alive_members(handle):
             self._signal(handle, signal.SIGTERM)
             self._wait_gone(handle, grace)
@@ -459,7 +423,7 @@ def log_paths(
 ) -> dict[int, Path]:
     """The per-rank log files of the latest (or given) attempt of a job, by rank; reading
     them needs no executor (the API serves logs this way)."""
-    d = LocalExecutor._attempt_dir(job_dir(root_dir, job_id), "logs", attempt)
+    d = jobdirs.attempt_dir(job_dir(root_dir, job_id) / "logs", attempt)
     if d is None:
         return {}
     paths = {int(p.stem.split("-")[1]): p for p in d.glob("rank-*.log")}

@@ -19,12 +19,8 @@ from typing import Any
 
 import pytest
 
-FAST_HEALTH = {
-    "health_check_initial_delay_ms": 0,
-    "health_check_period_ms": 500,
-    "health_check_timeout_ms": 500,
-    "health_check_failure_threshold": 3,
-}
+from trainyard.exec.ray.nodes import FAST_HEALTH_CHECKS
+
 NODES = {"w1": "r1", "w2": "r1", "w3": "r2"}
 GPUS_PER_NODE = 4
 
@@ -56,7 +52,7 @@ class RayWorld:
         self.ray = ray
         self.cluster = Cluster(
             initialize_head=True,
-            head_node_args={"num_cpus": 1, "num_gpus": 0, "_system_config": FAST_HEALTH},
+            head_node_args={"num_cpus": 1, "num_gpus": 0, "_system_config": FAST_HEALTH_CHECKS},
         )
         self.workers: dict[str, Any] = {}
         ray.init(address=self.cluster.address, namespace="trainyard", log_to_driver=False,

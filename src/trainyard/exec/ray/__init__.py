@@ -27,6 +27,10 @@ whose actor died (its node left, its process was killed) is *lost*: the run fail
 actor's buffer to `<job dir>/logs/attempt-N/rank-R.log` on the server, so the log API is the
 local executor's. A watcher thread wakes the server's loop (`set_waker`) as soon as a rank
 ends or the set of live nodes changes.
+
+Parts: `actor.py` (the rank supervisor), `nodes.py` (Ray's nodes as trainyard's),
+`runs.py` (what is known of an attempt and how it is judged), `watch.py` (the watcher
+thread), `logfile.py` (relayed output, capped as local logs are).
 """
 
 from __future__ import annotations
@@ -35,7 +39,6 @@ import contextlib
 import signal
 import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -45,15 +48,15 @@ from trainyard.exec.jobdirs import job_dir, private_dir, server_user
 from trainyard.exec.ray.actor import RankSupervisor
 from trainyard.exec.ray.logfile import append_capped
 from trainyard.exec.ray.nodes import from_ray
+from trainyard.exec.ray.runs import RayRun, attempt_of, judge, lost_reason
+from trainyard.exec.ray.watch import Watcher
 from trainyard.exec.run import (
     DeviceBusy,
     LaunchSpec,
     NodeGone,
     RankInfo,
     RunHandle,
-    RunState,
     RunStatus,
-    describe_code,
     from_record,
     positions,
     record,
@@ -76,22 +79,6 @@ def _ray() -> Any:
             "the Ray executor needs Ray: pip install 'trainyard[ray]' (ray is not installed)"
         ) from None
     return ray
-
-
-@dataclass
-class _Run:
-    """What this process knows of one attempt: actors, pending refs, outcomes."""
-
-    handle: RunHandle
-    actors: dict[int, Any] = field(default_factory=dict)
-    waits: dict[int, Any] = field(default_factory=dict)  # rank -> ref of `wait`
-    reads: dict[int, Any] = field(default_factory=dict)  # rank -> ref of `read`
-    codes: dict[int, int | None] = field(default_factory=dict)  # ended ranks
-    lost: dict[int, str] = field(default_factory=dict)  # ranks whose actor died -> why
-    ended_at: dict[int, float] = field(default_factory=dict)
-    drained: set[int] = field(default_factory=set)  # ended ranks whose output is all relayed
-    killed: set[int] = field(default_factory=set)  # lost because we killed the actor
-    released: bool = False
 
 
 class RayExecutor:
@@ -132,13 +119,11 @@ class RayExecutor:
                 raise RayMissing(f"cannot connect to Ray at {address or 'auto'}: {error}") from None
         self.address = address or ""
         self._actor = ray.remote(max_concurrency=4, num_cpus=0, max_restarts=0)(RankSupervisor)
-        self._runs: dict[tuple[str, int], _Run] = {}
-        self._latest: dict[str, _Run] = {}
+        self._runs: dict[tuple[str, int], RayRun] = {}
+        self._latest: dict[str, RayRun] = {}
         self._node_ids: dict[str, str] = {}  # node name -> Ray node id (alive nodes)
         self._lock = threading.Lock()
-        self._waker: Any = None
-        self._watch_stop = threading.Event()
-        self._watcher: threading.Thread | None = None
+        self._watcher: Watcher | None = None
 
     # ---- nodes -------------------------------------------------------------------------
 
@@ -162,8 +147,7 @@ class RayExecutor:
         return [run.handle for run in self._latest.values()]
 
     def known_jobs(self) -> list[str]:
-        jobs = self.root_dir / "jobs"
-        return sorted(p.name for p in jobs.iterdir() if p.is_dir()) if jobs.is_dir() else []
+        return jobdirs.known_jobs(self.root_dir)
 
     # ---- launch ------------------------------------------------------------------------
 
@@ -195,7 +179,7 @@ class RayExecutor:
         handle = RunHandle(spec.job_id, spec.attempt, 0, 0, run_dir, (), tuple(self.notes()))
         handle.workers = world
         procfs.write_json_atomic(run_dir / "run.json", record(handle))
-        run = _Run(handle)
+        run = RayRun(handle)
         try:
             self._start(spec, run, log_dir, world)
         except BaseException:
@@ -205,7 +189,7 @@ class RayExecutor:
         self._track(run)
         return handle
 
-    def _start(self, spec: LaunchSpec, run: _Run, log_dir: Path, world: int) -> None:
+    def _start(self, spec: LaunchSpec, run: RayRun, log_dir: Path, world: int) -> None:
         ray = self._ray
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -230,9 +214,14 @@ class RayExecutor:
             where_ = spec.hosts[0].node
             raise NodeGone(f"rank 0 could not start on node {where_}: {error}") from None
         h.port = port
+        own = jobenv.launch_variables(
+            spec, world=world, nnodes=len(spec.hosts), master=str(where["address"]), port=port,
+            job_dir=jd, api_url=self.api_url,
+        )  # fmt: skip
+        own["TRAINYARD_EXECUTOR"] = "ray"
         base = jobenv.job_environment(
             spec_env=spec.env,
-            own=self._own_env(spec, world, len(spec.hosts), str(where["address"]), port),
+            own=own,
             home=(jd / "home").resolve(),
             tmp=(jd / "tmp").resolve(),
             user=server_user(),
@@ -273,40 +262,13 @@ class RayExecutor:
         h.ranks = tuple(ranks)
         h.pgid = ranks[0].pid if ranks else 0
 
-    def _own_env(
-        self, spec: LaunchSpec, world: int, nnodes: int, master: str, port: int
-    ) -> dict[str, str]:
-        own = {
-            "WORLD_SIZE": str(world),
-            "GROUP_WORLD_SIZE": str(nnodes),
-            "ROLE_NAME": "default",
-            "ROLE_WORLD_SIZE": str(world),
-            "MASTER_ADDR": master,
-            "MASTER_PORT": str(port),
-            "TORCHELASTIC_RESTART_COUNT": str(spec.attempt),
-            "TORCHELASTIC_RUN_ID": spec.job_id,
-            "PYTHONUNBUFFERED": "1",
-            "TRAINYARD_JOB_ID": spec.job_id,
-            "TRAINYARD_ATTEMPT": str(spec.attempt),
-            "TRAINYARD_CHECKPOINT_DIR": str((self.job_dir(spec.job_id) / "checkpoints").resolve()),
-            "TRAINYARD_API_URL": self.api_url,
-            "TRAINYARD_TOKEN": spec.token,
-            "TRAINYARD_NOTICE_FILE": str(jobdirs.notice_path(self.job_dir(spec.job_id)).resolve()),
-            "TRAINYARD_EXECUTOR": "ray",
-        }
-        if spec.virtual_gpus:
-            own["TRAINYARD_VIRTUAL_GPUS"] = "1"
-        if spec.array is not None:
-            own.update(TRAINYARD_ARRAY_ID=spec.array[0], TRAINYARD_ARRAY_INDEX=str(spec.array[1]))
-        return own
-
     def _busy(self, spec: LaunchSpec) -> dict[int, tuple[str, int]]:
-        """Devices of the launch that a live run of another attempt holds (by device index
-        of rank 0's node first; the node is named in the holder's placement)."""
+        """Devices of the launch (on their nodes) that a live run holds, by device index,
+        with the holder (job id, attempt)."""
         wanted = {(h.node, d) for h in spec.hosts for d in h.devices}
         busy: dict[int, tuple[str, int]] = {}
         for key, run in list(self._runs.items()):
-            if self._settled(run):
+            if run.settled:
                 continue
             for r in run.handle.ranks:
                 for d in r.devices:
@@ -318,14 +280,14 @@ class RayExecutor:
         """Kill every actor of an earlier attempt of `job_id` that Ray still knows."""
         ray = self._ray
         for (job, number), run in list(self._runs.items()):
-            if job == job_id and number < attempt and not self._settled(run):
+            if job == job_id and number < attempt and not run.settled:
                 self._kill_all(run)
         prefix = f"{job_id}."
         names = [
             n for n in ray.util.list_named_actors() if isinstance(n, str) and n.startswith(prefix)
         ]
-        old = [n for n in names if _attempt_of(n, prefix) is not None]
-        old = [n for n in old if (_attempt_of(n, prefix) or 0) < attempt]
+        old = [n for n in names if attempt_of(n, prefix) is not None]
+        old = [n for n in old if (attempt_of(n, prefix) or 0) < attempt]
         for name in old:
             with contextlib.suppress(ValueError, ray.exceptions.RayError):
                 ray.kill(ray.get_actor(name, namespace=self.namespace), no_restart=True)
@@ -336,7 +298,7 @@ class RayExecutor:
             if old:
                 time.sleep(0.05)
 
-    def _track(self, run: _Run) -> None:
+    def _track(self, run: RayRun) -> None:
         h = run.handle
         with self._lock:
             self._runs[(h.job_id, h.attempt)] = run
@@ -352,14 +314,14 @@ class RayExecutor:
         if attempt is not None and (job_id, attempt) in self._runs:
             return self._runs[(job_id, attempt)].handle
         base = self.job_dir(job_id)
-        run_dir = _attempt_dir(base, attempt)
+        run_dir = jobdirs.attempt_dir(base, attempt)
         data = procfs.read_json(run_dir / "run.json") if run_dir else None
         if run_dir is None or not isinstance(data, dict):
             return None
         handle = from_record(data, run_dir)
         if (job_id, handle.attempt) in self._runs:
             return self._runs[(job_id, handle.attempt)].handle
-        run = _Run(handle)
+        run = RayRun(handle)
         for info in handle.ranks:
             name = f"{job_id}.{handle.attempt}.{info.rank}"
             try:
@@ -372,10 +334,7 @@ class RayExecutor:
 
     # ---- status ------------------------------------------------------------------------
 
-    def _settled(self, run: _Run) -> bool:
-        return all(r.rank in run.codes or r.rank in run.lost for r in run.handle.ranks)
-
-    def _collect(self, run: _Run) -> None:
+    def _collect(self, run: RayRun) -> None:
         """Take the outcomes that have arrived and relay output (never blocks for long)."""
         ray = self._ray
         with self._lock:
@@ -389,13 +348,13 @@ class RayExecutor:
                 try:
                     run.codes[rank] = int(ray.get(ref))
                 except ray.exceptions.RayError as error:
-                    run.lost[rank] = _lost_reason(run.handle, rank, error)
+                    run.lost[rank] = lost_reason(run.handle, rank, error)
                 run.ended_at.setdefault(rank, time.time())
                 with self._lock:
                     run.waits.pop(rank, None)
         self._relay(run)
 
-    def _relay(self, run: _Run) -> None:
+    def _relay(self, run: RayRun) -> None:
         """Append each rank's new output to its log on the server: one read in flight per
         rank (calls to a threaded actor may overlap, so never two); a rank that ended gets
         one last read of what it buffered before `wait` returned."""
@@ -430,61 +389,25 @@ class RayExecutor:
         if run is None:
             return RunStatus("lost", {}, None, True, "no record of the run", infra=True)
         self._collect(run)
-        h = run.handle
-        codes: dict[int, int | None] = {r.rank: None for r in h.ranks}
-        codes.update(run.codes)
-        settled = self._settled(run)
-        failures = sorted(
-            (run.ended_at.get(rank, 0.0), rank)
-            for rank in codes
-            if rank in run.lost or (rank in run.codes and run.codes[rank] != 0)
-        )
-        first = failures[0][1] if failures else None
-        stop = procfs.read_json(h.run_dir / "stop.json")
-        stop_at = float(stop["at"]) if isinstance(stop, dict) else None
-        ended = [run.ended_at[r] for r in codes if r in run.ended_at]
-        all_done = settled
-        last_end = max(ended) if all_done and ended else None
-        state: RunState
-        infra = False
-        if stop_at is not None and (last_end is None or stop_at <= last_end):
-            assert isinstance(stop, dict)
-            state, reason = "stopped", f"stopped on request ({stop.get('reason', '')})"
-        elif all_done and not failures:
-            state, reason = "succeeded", f"all {len(codes)} ranks exited with code 0"
-        elif first is not None:
-            state = "failed"
-            # a rank whose actor died took its peers down with it: the lost rank is the
-            # cause, whichever exit arrived first (peers fail at once on a dead collective)
-            died = sorted((run.ended_at[r], r) for r in run.lost if r not in run.killed)
-            if died:
-                first = died[0][1]
-                infra, reason = True, f"rank {first} lost: {run.lost[first]}"
-            else:
-                reason = f"rank {first} {describe_code(run.codes[first])}"
-        else:
-            state, reason = "running", ""
-        if not h.complete:
-            state, infra = "failed", True
-            reason = f"launch interrupted: {len(h.ranks)} of {h.workers} ranks were started"
-        if state == "failed" and not settled:
+        stop = jobdirs.stop_record(run.handle.run_dir)
+        verdict = judge(run, stop)
+        if verdict.failing:
             self._escalate(run, time.monotonic())
-            # judged once every rank is accounted for (whose fault it was needs them all)
-            state, infra, reason = "running", False, f"stopping: {reason}"
-        elif stop_at is not None and not settled and time.time() - stop_at >= self.grace_s:
-            self._signal(run, signal.SIGKILL)
-        if settled:
+        elif stop is not None and not run.settled and time.time() - stop[0] >= self.grace_s:
+            self._signal(run, signal.SIGKILL)  # a requested stop past its grace period
+        if run.settled:
             self._release(run)
-        return RunStatus(state, codes, first, settled, reason, infra=infra)
+        return RunStatus(verdict.state, run.exit_codes(), verdict.first, run.settled,
+                         verdict.reason, infra=verdict.infra)  # fmt: skip
 
     # ---- stopping ----------------------------------------------------------------------
 
-    def _signal(self, run: _Run, sig: signal.Signals) -> None:
+    def _signal(self, run: RayRun, sig: signal.Signals) -> None:
         for rank, actor in run.actors.items():
             if rank not in run.codes and rank not in run.lost:
                 actor.signal.remote(int(sig))
 
-    def _escalate(self, run: _Run, now: float) -> None:
+    def _escalate(self, run: RayRun, now: float) -> None:
         h = run.handle
         if h.term_sent_at is None:
             h.term_sent_at = now
@@ -494,14 +417,14 @@ class RayExecutor:
             if now - h.term_sent_at >= self.grace_s + 10.0:  # unresponsive actors
                 self._kill_all(run)
 
-    def _release(self, run: _Run) -> None:
+    def _release(self, run: RayRun) -> None:
         """Kill the detached actors of a settled run (they would stay otherwise)."""
         if run.released:
             return
         run.released = True
         self._kill_all(run)
 
-    def _kill_all(self, run: _Run) -> None:
+    def _kill_all(self, run: RayRun) -> None:
         ray = self._ray
         for rank, actor in list(run.actors.items()):
             with contextlib.suppress(Exception):
@@ -516,9 +439,7 @@ class RayExecutor:
     def request_stop(self, handle: RunHandle, reason: str = "") -> RunStatus:
         status = self.poll(handle)
         if status.state == "running":
-            stop_file = handle.run_dir / "stop.json"
-            if not stop_file.exists():
-                procfs.write_json_atomic(stop_file, {"at": time.time(), "reason": reason})
+            jobdirs.record_stop(handle.run_dir, reason, time.time())
         if status.settled:
             return status
         run = self._runs[(handle.job_id, handle.attempt)]
@@ -551,65 +472,19 @@ class RayExecutor:
 
     def set_waker(self, wake: Any) -> None:
         """Call `wake()` (from a thread) when a rank ends or the live nodes change."""
-        self._waker = wake
         if self._watcher is None:
-            self._watcher = threading.Thread(target=self._watch, name="ray-watch", daemon=True)
-            self._watcher.start()
+            self._watcher = Watcher(self._ray, self._pending, wake)
 
-    def _watch(self) -> None:
-        ray = self._ray
-        alive: frozenset[str] | None = None
-        last_nodes = 0.0
-        while not self._watch_stop.is_set():
-            with self._lock:
-                refs = [ref for run in self._runs.values() for ref in run.waits.values()]
-            try:
-                if refs:
-                    ready, _ = ray.wait(refs, num_returns=1, timeout=0.2)
-                    if ready and self._waker is not None:
-                        self._waker()
-                        self._watch_stop.wait(0.2)  # the loop collects it meanwhile
-                else:
-                    self._watch_stop.wait(0.2)
-                if time.monotonic() - last_nodes >= 0.5:
-                    last_nodes = time.monotonic()
-                    now = frozenset(n["NodeID"] for n in ray.nodes() if n.get("Alive"))
-                    if alive is not None and now != alive and self._waker is not None:
-                        self._waker()
-                    alive = now
-            except Exception:  # Ray shutting down: the loop stops with the server
-                self._watch_stop.wait(0.5)
+    def _pending(self) -> list[Any]:
+        with self._lock:
+            return [ref for run in self._runs.values() for ref in run.waits.values()]
 
     def close(self) -> None:
-        self._watch_stop.set()
         if self._watcher is not None:
-            self._watcher.join(timeout=2.0)
+            self._watcher.stop()
         if self._owns_ray:
             with contextlib.suppress(Exception):
                 self._ray.shutdown()
-
-
-def _attempt_of(name: str, prefix: str) -> int | None:
-    parts = name[len(prefix) :].split(".")
-    return int(parts[0]) if len(parts) == 2 and parts[0].isdigit() else None
-
-
-def _attempt_dir(base: Path, attempt: int | None) -> Path | None:
-    if attempt is not None:
-        d = base / f"attempt-{attempt}"
-        return d if d.is_dir() else None
-    found = [
-        (int(p.name.split("-", 1)[1]), p)
-        for p in (base.glob("attempt-*") if base.is_dir() else [])
-        if p.name.split("-", 1)[1].isdigit()
-    ]
-    return max(found)[1] if found else None
-
-
-def _lost_reason(h: RunHandle, rank: int, error: Exception) -> str:
-    node = next((r.node for r in h.ranks if r.rank == rank), "?")
-    text = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-    return f"its supervisor on node {node} died ({type(error).__name__}: {text[:160]})"
 
 
 __all__ = ["NAMESPACE", "RayExecutor", "RayMissing"]

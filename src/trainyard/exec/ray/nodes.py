@@ -30,6 +30,14 @@ from trainyard.exec.base import NodeInfo
 
 LABEL = "trainyard.io/"
 VIRTUAL_MEMORY_GB = 80.0
+# The head's `_system_config` (`ray start --head --system-config`) that notices a dead node in
+# about 1.5 s instead of about 14 s (docs/ray.md).
+FAST_HEALTH_CHECKS = {
+    "health_check_initial_delay_ms": 0,
+    "health_check_period_ms": 500,
+    "health_check_timeout_ms": 500,
+    "health_check_failure_threshold": 3,
+}
 
 
 def node_name(record: Mapping[str, Any]) -> str:

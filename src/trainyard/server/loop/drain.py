@@ -23,9 +23,8 @@ from trainyard.server.services.nodes import draining_nodes
 S = JobState
 
 
-def to_evict(session: Session) -> dict[str, str]:
-    """RUNNING jobs with a device on a node being drained -> that node's name."""
-    nodes = draining_nodes(session)
+def running_on(session: Session, nodes: set[str]) -> dict[str, str]:
+    """RUNNING jobs with a device on one of `nodes` -> the first such node's name."""
     if not nodes:
         return {}
     out: dict[str, str] = {}
@@ -36,6 +35,11 @@ def to_evict(session: Session) -> dict[str, str]:
         if on:
             out[str(job_id)] = on[0]
     return out
+
+
+def to_evict(session: Session) -> dict[str, str]:
+    """RUNNING jobs with a device on a node being drained -> that node's name."""
+    return running_on(session, draining_nodes(session))
 
 
 def evict(session: Session, row: Job, node: str, now: float) -> bool:

@@ -48,7 +48,8 @@ from sqlalchemy.orm import Session
 from sqlalchemy.orm.exc import StaleDataError
 
 from trainyard.core import Profile
-from trainyard.exec.base import Executor
+from trainyard.exec import jobdirs
+from trainyard.exec.base import Executor, NodeInfo
 from trainyard.exec.gpus import GpuInventory
 from trainyard.exec.run import DeviceBusy, NodeGone, RunHandle, RunStatus
 from trainyard.server.db import Job, JobEvent, JobState
@@ -133,6 +134,7 @@ class Platform:
         self.progress_timeout_s = progress_timeout_s  # 0: hung ranks are not looked for
         self.nodes_every_s = nodes_every_s
         self._nodes_at = float("-inf")
+        self._nodes_seen: tuple[tuple[NodeInfo, ...], float] = ((), float("-inf"))
         self._hung_at = float("-inf")
         self._hung_check = False
 
@@ -160,9 +162,16 @@ class Platform:
         if infos is None:
             return membership.Changes()
         self._nodes_at = now
+        # the database is read and written only when the nodes changed, or for heartbeats
+        seen = tuple(infos)
+        if not force and seen == self._nodes_seen[0] and (
+            now - self._nodes_seen[1] < membership.HEARTBEAT_WRITE_S
+        ):
+            return membership.Changes()
         with self.session_factory() as s:
             changes = membership.sync(s, infos, self.executor.name, now)
             s.commit()
+        self._nodes_seen = (seen, now)
         self.virtual = any(n.virtual for n in infos)
         return changes
 
@@ -366,7 +375,7 @@ class Platform:
         elif state == S.RESIZING:  # stop the run (notice "resize"), then relaunch at the new size
             if handle is not None:
                 status = self.executor.poll(handle)
-                if status.settled and not (handle.run_dir / "stop.json").exists():
+                if status.settled and jobdirs.stop_record(handle.run_dir) is None:
                     self._ended(s, row, status, now, out)  # it ended before the resize
                     return
                 if not status.settled:

@@ -24,7 +24,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from trainyard.exec.run import RunStatus
-from trainyard.server.db import Health, Job, JobProgress, JobState, Node
+from trainyard.server.db import Health, Job, JobProgress, Node
+from trainyard.server.loop import drain
 
 
 def failure(row: Job, status: RunStatus | None, attempt: int) -> tuple[str, dict[str, Any]]:
@@ -80,13 +81,4 @@ def stalled(session: Session, row: Job, now: float, timeout_s: float) -> str:
 def on_lost_nodes(session: Session) -> dict[str, str]:
     """RUNNING jobs with a device on a LOST node -> that node's name."""
     lost = set(session.scalars(select(Node.name).where(Node.health == Health.LOST)))
-    if not lost:
-        return {}
-    out: dict[str, str] = {}
-    for job_id, placement in session.execute(
-        select(Job.id, Job.placement).where(Job.state == JobState.RUNNING)
-    ):
-        on = sorted({str(p["node"]) for p in placement or ()} & lost)
-        if on:
-            out[str(job_id)] = on[0]
-    return out
+    return drain.running_on(session, lost)
