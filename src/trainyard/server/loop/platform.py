@@ -164,9 +164,8 @@ class Platform:
         self._nodes_at = now
         # the database is read and written only when the nodes changed, or for heartbeats
         seen = tuple(infos)
-        if not force and seen == self._nodes_seen[0] and (
-            now - self._nodes_seen[1] < membership.HEARTBEAT_WRITE_S
-        ):
+        fresh = now - self._nodes_seen[1] < membership.HEARTBEAT_WRITE_S
+        if not force and fresh and seen == self._nodes_seen[0]:
             return membership.Changes()
         with self.session_factory() as s:
             changes = membership.sync(s, infos, self.executor.name, now)
