@@ -58,6 +58,9 @@ class BackfillState:
     held_memo: dict[ShapeKey, bool] = field(default_factory=dict)
     # (holds lifted, shape) -> (epoch, fewest GPUs) that did not fit (`_place_on_held`)
     held_failures: dict[ShapeKey, tuple[int, int]] = field(default_factory=dict)
+    # owed jobs no eviction could place this cycle (reclaim tried them): their reservations
+    # do not stand in the way of a job of the same queue that an eviction can place
+    unreclaimable: set[str] = field(default_factory=set)
     # (queue, shape, holds lifted) -> (epoch, GPUs, status) of a failure (`place_backfill`)
     backfill_failures: dict[ShapeKey, tuple[int, int, Status]] = field(default_factory=dict)
 
@@ -198,12 +201,21 @@ def lift_holds(cycle: Cycle, job: Job, other_queues: bool = False) -> list[Hold]
     """Lift the reservations not in `job`'s way and return `cycle.holds` as it was: its own,
     and, for a job its queue's guarantee covers, those of jobs that would borrow beyond
     their own queue's guarantee (the guarantee is the stronger promise; with
-    `other_queues`, only reservations of other queues)."""
+    `other_queues`, only reservations of other queues). Without `other_queues` (an
+    eviction), also those of jobs of its own queue that no eviction could place this cycle
+    (`BackfillState.unreclaimable`): the guarantee is the queue's, and GPUs taken back from
+    borrowers would otherwise sit idle, held for a job still waiting on work that cannot be
+    evicted; the reservation is computed again around the job placed."""
     saved = list(cycle.holds)
     owed = job.gpus > 0 and _owed(cycle, job)
+    stuck = cycle.state_of(BackfillState).unreclaimable if owed and not other_queues else ()
     for h in saved:
-        if h.job.id == job.id or (
-            owed and not _owed(cycle, h.job) and not (other_queues and h.job.queue == job.queue)
+        if (
+            h.job.id == job.id
+            or (
+                owed and not _owed(cycle, h.job) and not (other_queues and h.job.queue == job.queue)
+            )
+            or (h.job.queue == job.queue and h.job.id in stuck)
         ):
             cycle.unhold(h)
             cycle.holds.remove(h)

@@ -17,6 +17,7 @@ could reclaim; and a queue that no longer borrows is never a victim.
 
 from __future__ import annotations
 
+from trainyard.core.actions.backfill import BackfillState
 from trainyard.core.actions.victims import by_queue, evict_for
 from trainyard.core.cycle import Cycle
 from trainyard.core.framework import ACTIONS, EVICTORS
@@ -124,6 +125,8 @@ def reclaim(cycle: Cycle) -> None:
             continue  # earlier evictions freed more than their preemptor needed
         if not reclaim_for(cycle, job):
             failed[key] = min(failed.get(key, 1 << 30), job.gpus)
+            # its reservation does not keep its queue's guarantee from a job eviction can place
+            cycle.state_of(BackfillState).unreclaimable.add(job.id)
 
 
 ACTIONS.register("reclaim", reclaim)
