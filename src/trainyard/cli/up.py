@@ -157,6 +157,15 @@ def up_command(
             "reports is taken as hung and restarted (0: never)",
         ),
     ] = 600.0,
+    spares: Annotated[
+        int,
+        typer.Option(
+            "--spares",
+            min=0,
+            help="idle nodes kept as hot spares: jobs recovering from a failure (a lost "
+            "node, a killed rank) restart there first, and no other job is placed there",
+        ),
+    ] = 0,
     work_root: Annotated[
         list[Path] | None,
         typer.Option(
@@ -205,6 +214,7 @@ def up_command(
         executor=executor,
         ray_address=ray_address,
         progress_timeout_s=progress_timeout,
+        spares=spares,
     )
     watch = _Watch(exit_when_done)
     server = Server(config, on_step=watch.on_step)

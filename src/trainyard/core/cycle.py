@@ -34,6 +34,7 @@ from trainyard.core.placement import (
 )
 from trainyard.core.queues import QueueIndex
 from trainyard.core.snapshot import Snapshot, validate
+from trainyard.core.spares import recovering_first
 from trainyard.core.state import PHANTOM_QUEUE, Alloc, ClusterState
 from trainyard.core.statement import Statement
 from trainyard.core.topology import Layout, build_layout
@@ -346,7 +347,12 @@ def run_cycle(
     prof = get_profile(profile) if isinstance(profile, str) else profile
     prof.validate()
     validate(snapshot, placements=False)  # placements are checked while indexing them
-    cycle = Cycle(snapshot, prof, layout)
+    return recovering_first(snapshot, prof, layout, _decide)
+
+
+def _decide(snapshot: Snapshot, profile: Profile, layout: Layout | None) -> Decision:
+    """One cycle of `profile` on a validated snapshot (`run_cycle`, after `spares.py`)."""
+    cycle = Cycle(snapshot, profile, layout)
     run_actions(cycle)
     return build_decision(cycle)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from trainyard.core.placement import devices_of
@@ -123,7 +124,8 @@ def _capacity(cycle: Cycle, job: Job) -> tuple[PendingCode, str]:
             f"{free} GPUs are free but not with that CPU/memory beside them"
         )
     hint = cycle.hints.get(job.id, "")
-    return "capacity", f"waiting for {_types(job)}; {free} free{_held_for(cycle, job)}{hint}"
+    held = _held_for(cycle, job) + _on_spares(cycle, job)
+    return "capacity", f"waiting for {_types(job)}; {free} free{held}{hint}"
 
 
 def _drained(cycle: Cycle, job: Job) -> tuple[str, bool]:
@@ -141,12 +143,48 @@ def _drained(cycle: Cycle, job: Job) -> tuple[str, bool]:
         if not node.schedulable:
             out.append(f"{node.name} ({node.gpus} GPUs) is drained")
             temporary = True
+        elif node.spare:
+            out.append(f"{node.name} ({node.gpus} GPUs) is a hot spare, kept for recovering jobs")
+            temporary = True
         elif node.unavailable:
             out.append(f"{node.name} has {len(node.unavailable)} failed GPUs")
     if not out:
         return "", False
     shown = ", ".join(out[:3]) + (f" and {len(out) - 3} more" if len(out) > 3 else "")
     return f"the rest are not schedulable: {shown}", temporary
+
+
+@dataclass(slots=True)
+class SpareIndex:
+    """The snapshot's hot spares as (name, GPUs, class), listed once per cycle."""
+
+    nodes: list[tuple[str, int, int]] | None = None
+
+
+def _on_spares(cycle: Cycle, job: Job) -> str:
+    """ "; N more idle on hot spares ..." when spare nodes of the job's classes are idle (a
+    job not recovering may not use them: core/spares.py)."""
+    if job.recovering:
+        return ""
+    spares = cycle.state_of(SpareIndex)
+    if spares.nodes is None:
+        class_of = cycle.layout.class_of_node
+        spares.nodes = [
+            (n.name, n.gpus - len(n.unavailable), class_of[i])
+            for i, n in enumerate(cycle.snapshot.nodes)
+            if n.spare
+        ]
+    if not spares.nodes:
+        return ""
+    classes = cycle.classes_of(job)
+    idle = [(name, k) for name, k, c in spares.nodes if c in classes]
+    if not idle:
+        return ""
+    names = ", ".join(name for name, _k in idle[:3]) + (" ..." if len(idle) > 3 else "")
+    return (
+        f"; {sum(k for _n, k in idle)} more on hot spares ({names}), kept for jobs "
+        "recovering from a failure"
+    )
 
 
 def _held_for(cycle: Cycle, job: Job) -> str:

@@ -42,6 +42,14 @@ from trainyard.core.topology import Layout, build_layout
 from trainyard.core.types import Decision, Job
 
 
+def _spare_pass(snapshot: Snapshot) -> bool:
+    """Would `run_cycle` run the spare pass first (core/spares.py)? Its cycle is not kept
+    here, so arrivals are then decided by full cycles."""
+    return any(j.recovering and j.gpus for j in snapshot.pending) and any(
+        n.spare for n in snapshot.nodes
+    )
+
+
 class Scheduler:
     """A full cycle's state, kept to decide arrivals incrementally (see module docstring)."""
 
@@ -56,7 +64,7 @@ class Scheduler:
         self.cycle = Cycle(snapshot, self.profile, self.layout)
         run_actions(self.cycle)
         self.decision = build_decision(self.cycle)
-        self.steady = self.decision.is_empty
+        self.steady = self.decision.is_empty and not _spare_pass(snapshot)
         self._base = self.cycle.stmt.checkpoint()
         self._holds = list(self.cycle.holds)
         self.stale = False  # see decide_arrival

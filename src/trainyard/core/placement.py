@@ -243,7 +243,7 @@ def cpu_only_candidates(state: ClusterState, job: Job) -> list[Candidate]:
     layout = state.layout
     best: Candidate | None = None
     for n, node in enumerate(layout.nodes):
-        if not node.schedulable:
+        if not node.schedulable or node.spare:
             continue
         if state.free_cpu[n] + 1e-9 < job.cpus or state.free_mem[n] + 1e-9 < job.memory_gb:
             continue

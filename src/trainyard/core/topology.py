@@ -91,7 +91,8 @@ def build_layout(nodes: tuple[Node, ...], topology: Topology) -> Layout:
                 class_ids[key] = len(classes)
                 classes.append(key)
             class_of_node.append(class_ids[key])
-        ok = full_mask(node.gpus) & ~mask_of(node.unavailable) if node.schedulable else 0
+        open_ = node.schedulable and not node.spare  # a spare: only core/spares.py uses it
+        ok = full_mask(node.gpus) & ~mask_of(node.unavailable) if open_ else 0
         usable.append(ok)
         size = node.island_size or node.gpus or 1
         islands.append(

@@ -58,6 +58,8 @@ class Node:
     `path` names this node's domain at every topology level, outermost first; it has one entry
     per `Topology.levels`. Devices `[k*island_size, (k+1)*island_size)` form NVLink island k.
     `unavailable` lists device indices that must not be used (failed or drained GPUs).
+    `spare`: a hot spare, kept idle for jobs recovering from a failure (`Job.recovering`),
+    which try the spares before any other node (`core/spares.py`); no other job goes there.
     """
 
     name: str
@@ -71,6 +73,7 @@ class Node:
     schedulable: bool = True
     unavailable: tuple[int, ...] = ()
     virtual: bool = False  # devices are declared, not discovered (no real GPU behind them)
+    spare: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -82,6 +82,7 @@ NODE: dict[str, Spec] = {
     "schedulable": ("bool", None),
     "unavailable": ("ints", 0),
     "virtual": ("bool", None),
+    "spare": ("bool", None),
 }
 QUEUE: dict[str, Spec] = {
     "name": ("str", None),

@@ -69,6 +69,7 @@ class ServerConfig:
     # a job that reports progress (trainyard.sdk) and then reports none for this long is hung:
     # stopped and restarted (0: never)
     progress_timeout_s: float = 600.0
+    spares: int = 0  # idle nodes kept as hot spares for jobs recovering from a failure
 
     @property
     def database(self) -> str:

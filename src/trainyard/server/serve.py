@@ -146,7 +146,7 @@ class Server:
         self.platform = Platform(
             sessions, executor, profile=profile, clock=self.clock, retry=retry,
             fairshare=FairShare(cfg.fairshare_half_life_s),
-            progress_timeout_s=cfg.progress_timeout_s,
+            progress_timeout_s=cfg.progress_timeout_s, spares=cfg.spares,
         )  # fmt: skip
         notes = executor.notes()
         if isinstance(executor, LocalExecutor):

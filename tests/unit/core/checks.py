@@ -166,6 +166,9 @@ def check_decision(snapshot: Snapshot, decision: Decision, profile: str) -> None
             node = nodes.get(nd.node)
             assert node is not None, f"{p.job_id}: unknown node {nd.node}"
             assert node.schedulable, f"{p.job_id} placed on unschedulable node {nd.node}"
+            assert not node.spare or job.recovering, (
+                f"{p.job_id} is not recovering but was placed on hot spare {nd.node}"
+            )
             assert len(set(nd.devices)) == len(nd.devices)
             for d in nd.devices:
                 assert 0 <= d < node.gpus, f"{p.job_id}: device {nd.node}:{d} does not exist"
@@ -284,7 +287,7 @@ def node_room(snapshot: Snapshot, job: Job, blocked: set[Device]) -> dict[str, i
     cpg, mpg = job.cpus / g, job.memory_gb / g
     out = {}
     for node in snapshot.nodes:
-        if not node.schedulable:
+        if not node.schedulable or (node.spare and not job.recovering):
             continue
         if job.gpus and job.gpu_types and node.gpu_type not in job.gpu_types:
             continue

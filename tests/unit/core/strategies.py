@@ -93,6 +93,7 @@ def clusters(draw: st.DrawFn) -> tuple[Topology, tuple[Node, ...]]:
                 island_size=draw(st.sampled_from([0, *divisors])),
                 schedulable=draw(st.integers(0, 7)) > 0,
                 unavailable=tuple(sorted(unavailable)),
+                spare=draw(st.integers(0, 7)) == 0,  # a hot spare (core/spares.py)
             )
         )
     bandwidth = tuple((lv, 100.0 * (k + 1)) for k, lv in enumerate(levels))
@@ -243,6 +244,7 @@ def pending_jobs(
                 topology=draw(
                     st.sampled_from([None, None, None, "island", "node", *levels, "cluster"])
                 ),
+                recovering=draw(st.integers(0, 5)) == 0,  # requeued after a failure
             )
         )
         out[-1] = maybe_elastic(draw, out[-1])

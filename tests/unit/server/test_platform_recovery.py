@@ -131,3 +131,31 @@ def test_a_launch_on_a_node_that_left_is_requeued_at_no_cost(
     platform.step()
     assert read_job(factory, job_id).state in (S.STARTING, S.RUNNING)
     assert len(fake.launched) == 1
+
+
+def test_a_hot_spare_takes_the_job_a_lost_node_held_and_nothing_else(
+    factory: sessionmaker[Session], session: Session, world: World
+) -> None:
+    fake = FakeExecutor()
+    fake.set_nodes([_node("n1"), _node("n2"), _node("n3")])
+    platform = Platform(factory, fake, nodes_every_s=0, spares=1)
+    a = _job(session, world, "a")
+    platform.step()
+    c = _job(session, world, "c")
+    platform.step()
+    b = _job(session, world, "b")  # n3 is idle, but the spare: b waits
+    platform.step()
+    assert sorted(_nodes_of(factory, a) + _nodes_of(factory, c)) == ["n1", "n2"]
+    assert platform.spares.names == ("n3",)
+    job = read_job(factory, b)
+    assert job.state == S.PENDING and "hot spares (n3)" in (job.pending_reason or "")
+    lost = _nodes_of(factory, c)[0]
+    fake.set_nodes([_node(n, alive=n != lost) for n in ("n1", "n2", "n3")])
+    fake.lose(c)
+    platform.step()
+    platform.step()
+    # c restarts at once on the spare, ahead of b, which still waits
+    assert read_job(factory, c).state in (S.STARTING, S.RUNNING)
+    assert _nodes_of(factory, c) == ["n3"]
+    assert read_job(factory, b).state == S.PENDING
+    assert platform.spares.names == ()  # no node is idle now

@@ -244,9 +244,7 @@ def _levels(cycle: Cycle, job: Job) -> list[int]:
     fits_node = any(g <= layout.class_node_max[c] for c in classes)
     levels = [layout.depth] if fits_node else []
     if job.topology not in ("node", "island"):
-        levels += list(range(layout.depth - 1, max_level - 1, -1))
-        if max_level < 0:
-            levels.append(-1)
+        levels += list(range(layout.depth - 1, max_level - 1, -1))  # to -1, the cluster
     return levels
 
 
@@ -272,12 +270,15 @@ def _evict_at_levels(
             total: dict[int, int] = {}
             per_node: dict[int, list[tuple[int, Alloc]]] = {}
             domain_of = _domain_map(cycle, level)
+            usable = cycle.layout.usable_mask
             for a in pool:
                 if a.cls != c:
                     continue
                 for n, mask, _cpu, _mem in a.parts:
+                    k = (mask & usable[n]).bit_count()  # a cordoned node's GPUs free nothing
+                    if not k:
+                        continue
                     d = domain_of[n] if domain_of is not None else 0
-                    k = mask.bit_count()
                     if d in credit:
                         credit[d].append((k, a))
                         total[d] += k

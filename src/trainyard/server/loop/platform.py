@@ -64,6 +64,7 @@ from trainyard.server.loop import drain, elastic, launching, membership, recover
 from trainyard.server.loop.budgets import Budgets
 from trainyard.server.loop.fairshare import FairShare
 from trainyard.server.loop.pending import PendingCache
+from trainyard.server.loop.spares import Spares
 from trainyard.server.metrics import PLATFORM, PlatformMetrics
 
 __all__ = ["Platform", "StepReport"]
@@ -116,6 +117,7 @@ class Platform:
         fairshare: FairShare | None = None,
         progress_timeout_s: float = 0.0,
         nodes_every_s: float = 0.5,
+        spares: int = 0,
     ) -> None:
         self.session_factory = session_factory
         self.executor = executor
@@ -131,6 +133,7 @@ class Platform:
         self.pending_cache = PendingCache()
         self.fairshare = fairshare if fairshare is not None else FairShare()
         self.budgets = Budgets()
+        self.spares = Spares(spares)  # hot spares for recovering jobs (loop/spares.py)
         self.progress_timeout_s = progress_timeout_s  # 0: hung ranks are not looked for
         self.nodes_every_s = nodes_every_s
         self._nodes_at = float("-inf")
@@ -203,7 +206,7 @@ class Platform:
         def round_() -> scheduling.Applied:
             return scheduling.run_once(
                 factory, self.profile, now=now, cache=cache, metrics=metrics,
-                fairshare=self.fairshare, budgets=self.budgets,
+                fairshare=self.fairshare, budgets=self.budgets, spares=self.spares,
             )  # fmt: skip
 
         applied = round_()

@@ -71,6 +71,7 @@ from trainyard.server.loop.budgets import Budgets
 from trainyard.server.loop.fairshare import FairShare
 from trainyard.server.loop.gauges import refresh_gauges
 from trainyard.server.loop.pending import PendingCache
+from trainyard.server.loop.spares import Spares
 from trainyard.server.metrics import PLATFORM, PlatformMetrics
 from trainyard.server.services import depends, reports
 
@@ -230,10 +231,12 @@ def load_snapshot(
     cache: PendingCache | None = None,
     fairshare: FairShare | None = None,
     budgets: Budgets | None = None,
+    spares: Spares | None = None,
 ) -> Snapshot:
     """The cluster as the core sees it at `now` (see the module docstring for the rules).
     Pending jobs come from `cache` (`pending.PendingCache`, kept across rounds) when given;
-    each queue's usage history from `fairshare` (`fairshare.FairShare`) when given."""
+    each queue's usage history from `fairshare` (`fairshare.FairShare`) when given; hot
+    spares are marked by `spares` (`spares.Spares`) when given."""
     nodes, depth = _nodes(session)
     total = sum(n.gpus for n in nodes)
     usage = fairshare.shares(session, now, total) if fairshare is not None else {}
@@ -285,6 +288,8 @@ def load_snapshot(
             max_gpus=None,
         )  # fmt: skip
         running.append(core.RunningJob(job=job, placement=tuple(left), started_at=started))
+    if spares is not None:
+        nodes = spares.mark(nodes, {nd.node for r in running for nd in r.placement})
     pending_cache = cache if cache is not None else PendingCache()  # (an empty one is falsy)
     pending, seen = pending_cache.load(session, now, queue_names, _job)
     session.info[_SEEN] = seen
@@ -439,12 +444,13 @@ def run_once(
     cache: PendingCache | None = None,
     fairshare: FairShare | None = None,
     budgets: Budgets | None = None,
+    spares: Spares | None = None,
 ) -> Applied:
     """One scheduling round: load, decide, apply; observes the cycle latency and refreshes the
     gauges. A `retry` result wrote nothing; run again."""
     began = time.perf_counter()
     with session_factory() as session:
-        snapshot = load_snapshot(session, now, topology, cache, fairshare, budgets)
+        snapshot = load_snapshot(session, now, topology, cache, fairshare, budgets, spares)
         with gc_paused():
             decision, parked = parking.decide(snapshot, profile)
         session.info[_PARKED] = parked
