@@ -41,11 +41,16 @@ def node_list(home: Home = None, db: Db = None, as_json: Json = False) -> None:
         (
             n.name, _state(n), n.health,
             f"{n.gpus} x {n.gpu_type}" + (" (VIRTUAL)" if n.virtual else ""),
-            n.jobs, _when(n.last_heartbeat_at),
+            n.jobs, _when(n.last_heartbeat_at), _why(n),
         )
         for n in nodes
     ]  # fmt: skip
-    _table("nodes", ["name", "state", "health", "devices", "jobs", "heartbeat"], rows)
+    _table("nodes", ["name", "state", "health", "devices", "jobs", "heartbeat", "why"], rows)
+
+
+def _why(info: svc.NodeInfo) -> str:
+    bad = f"GPUs {','.join(map(str, info.unhealthy_gpus))} unhealthy" if info.unhealthy_gpus else ""
+    return "; ".join(x for x in (info.drain_reason or "", bad) if x) or "-"
 
 
 @node_app.command("cordon")
@@ -56,10 +61,18 @@ def node_cordon(node: Name, home: Home = None, db: Db = None) -> None:
 
 
 @node_app.command("drain")
-def node_drain(node: Name, home: Home = None, db: Db = None) -> None:
+def node_drain(
+    node: Name,
+    reason: Annotated[
+        str | None, typer.Option("--reason", help="why, shown by `admin node list`")
+    ] = None,
+    home: Home = None,
+    db: Db = None,
+) -> None:
     """Cordon NODE and evict the jobs running there (checkpointed, requeued elsewhere)."""
     now = time.time()
-    info = _run(home, db, lambda s: svc.drain(s, node, now), ("node.drain", node, {}))
+    details = {"reason": reason} if reason else {}
+    info = _run(home, db, lambda s: svc.drain(s, node, now, reason), ("node.drain", node, details))
     typer.echo(
         f"node {info.name}: draining; {info.jobs} job(s) there are evicted and requeued"
         if info.jobs

@@ -44,6 +44,7 @@ from sqlalchemy import Engine, update
 
 from trainyard.core import Profile, get_profile
 from trainyard.exec.base import Executor
+from trainyard.exec.gpuhealth import GpuHealth
 from trainyard.exec.gpus import GpuInventory, discover
 from trainyard.exec.identity import IdentityError, JobUsers
 from trainyard.exec.local import LocalExecutor
@@ -152,6 +153,7 @@ class Server:
         if isinstance(executor, LocalExecutor):
             node = self.platform.register_node(inventory, cfg.node_name)
             notes.append(users.note or _isolation(users))
+            notes.append(self._gpu_checks(inventory))
             self.limits = local_limits(inventory)
         else:
             self.platform.sync_nodes(self.clock(), force=True)
@@ -168,6 +170,19 @@ class Server:
         if not isinstance(executor, LocalExecutor):
             started.devices = devices
         return started
+
+    def _gpu_checks(self, inventory: GpuInventory) -> str:
+        """Start GPU health checks on this machine (loop/nodewatch.py); what to tell."""
+        if inventory.virtual or not inventory.gpus:
+            return "GPU health checks: off (the GPUs are virtual)"
+        health = GpuHealth()
+        why = health.start()
+        if why:
+            return f"GPU health checks: off ({why})"
+        assert self.platform is not None
+        self.platform.nodes.gpu_health = health
+        extra = f"; {'; '.join(health.notes)}" if health.notes else ""
+        return f"GPU health checks: on (NVML: lost GPUs, critical XIDs, ECC){extra}"
 
     def _executor(self, users: JobUsers) -> Executor:
         cfg = self.config
@@ -355,6 +370,7 @@ class Server:
             self._watcher.close()
         if self.platform is not None:
             self.platform.executor.close()
+            self.platform.nodes.close()
         with contextlib.suppress(FileNotFoundError):
             self.config.state_file.unlink()
         if self.engine is not None:

@@ -66,6 +66,8 @@ class Node(Base):
     schedulable: Mapped[bool] = mapped_column(default=True)
     # set by `admin node drain`: the jobs running here are evicted (None: not draining)
     drained_at: Mapped[float | None] = mapped_column(Timestamp, default=None)
+    # why: the operator's `--reason`, or the GPU fault that drained it (loop/gpuwatch.py)
+    drain_reason: Mapped[str | None] = mapped_column(String(255), default=None)
     virtual: Mapped[bool] = mapped_column(default=False)
     health: Mapped[Health] = mapped_column(str_enum(Health, 16), default=Health.HEALTHY)
     registered_at: Mapped[float] = mapped_column(Timestamp)

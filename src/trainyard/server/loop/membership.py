@@ -10,7 +10,15 @@
   a LOST node (`scheduling._nodes`); jobs running there fail as their ranks are lost and
   are requeued at no cost (`Platform`). Cordons and drains are the operator's and are kept.
 
-Each change is logged and returned (`Changes`), so the caller can wake the loop.
+- `beat_local(session, name, now)`: the local executor's heartbeats. The server's own
+  node gets a heartbeat (and is HEALTHY again if it was LOST: the server came back); any
+  other node of the local executor whose last heartbeat is older than `LOCAL_LOST_AFTER_S`
+  becomes LOST (its server stopped: a renamed host, or a machine that is gone), and the
+  jobs recorded as running there are recovered like those of any lost node.
+
+Each change is logged, recorded in the audit trail as the system's (`actor` "trainyard":
+`node.joined`, `node.lost`, `node.back`) and returned (`Changes`), so the caller can wake
+the loop.
 """
 
 from __future__ import annotations
@@ -25,10 +33,13 @@ from sqlalchemy.orm import Session
 from trainyard.exec.base import NodeInfo
 from trainyard.exec.gpus import GpuInventory
 from trainyard.server.db import Device, Health, Node
+from trainyard.server.services import audit
 
 log = logging.getLogger(__name__)
 
 HEARTBEAT_WRITE_S = 5.0  # an alive node's last_heartbeat_at is written at most this often
+LOCAL_LOST_AFTER_S = 30.0  # a local node without a heartbeat for this long is LOST
+SYSTEM = "trainyard"  # the audit trail's actor for what the platform itself does
 
 
 @dataclass
@@ -39,6 +50,11 @@ class Changes:
 
     def __bool__(self) -> bool:
         return bool(self.joined or self.lost or self.back)
+
+
+def _event(session: Session, action: str, name: str, now: float, why: str) -> None:
+    audit.record(session, actor=SYSTEM, action=action, target=name, now=now,
+                 details={"why": why})  # fmt: skip
 
 
 def register_local(session: Session, inventory: GpuInventory, name: str, now: float) -> Node:
@@ -96,11 +112,13 @@ def sync(session: Session, infos: list[NodeInfo], executor: str, now: float) -> 
             session.add(row)
             changes.joined.append(name)
             log.info("node %s joined: %d GPUs (%s)", name, info.gpus, info.gpu_type)
+            _event(session, "node.joined", name, now, f"{info.gpus} x {info.gpu_type}")
             continue
         if row.health == Health.LOST:
             row.health = Health.HEALTHY
             changes.back.append(name)
             log.info("node %s is back", name)
+            _event(session, "node.back", name, now, f"{executor} reports it alive again")
         row.executor = executor
         row.address = info.address[:255]
         row.cpus, row.memory_gb = info.cpus, info.memory_gb
@@ -122,4 +140,28 @@ def sync(session: Session, infos: list[NodeInfo], executor: str, now: float) -> 
         row.health = Health.LOST
         changes.lost.append(name)
         log.warning("node %s lost (its executor no longer reports it alive)", name)
+        _event(session, "node.lost", name, now, f"{executor} no longer reports it alive")
+    return changes
+
+
+def beat_local(
+    session: Session, name: str, now: float, lost_after_s: float = LOCAL_LOST_AFTER_S
+) -> Changes:
+    """The local executor's heartbeats (module docstring)."""
+    changes = Changes()
+    for row in session.scalars(select(Node).where(Node.executor == "local")):
+        if row.name == name:
+            row.last_heartbeat_at = now
+            if row.health == Health.LOST:
+                row.health = Health.HEALTHY
+                changes.back.append(name)
+                _event(session, "node.back", name, now, "its server is running again")
+            continue
+        last = row.last_heartbeat_at if row.last_heartbeat_at is not None else row.registered_at
+        if row.health != Health.LOST and now - last > lost_after_s:
+            row.health = Health.LOST
+            changes.lost.append(row.name)
+            log.warning("node %s lost (no heartbeat for %.0f s)", row.name, now - last)
+            _event(session, "node.lost", row.name, now,
+                   f"no heartbeat from its server for {now - last:.0f} s")  # fmt: skip
     return changes

@@ -43,13 +43,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from sqlalchemy import and_, or_, select
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.exc import StaleDataError
 
 from trainyard.core import Profile
 from trainyard.exec import jobdirs
-from trainyard.exec.base import Executor, NodeInfo
+from trainyard.exec.base import Executor
+from trainyard.exec.gpuhealth import GpuHealth
 from trainyard.exec.gpus import GpuInventory
 from trainyard.exec.run import DeviceBusy, NodeGone, RunHandle, RunStatus
 from trainyard.server.db import Job, JobEvent, JobState
@@ -63,6 +63,7 @@ from trainyard.server.lifecycle import (
 from trainyard.server.loop import drain, elastic, launching, membership, recovery, scheduling
 from trainyard.server.loop.budgets import Budgets
 from trainyard.server.loop.fairshare import FairShare
+from trainyard.server.loop.nodewatch import NodeWatch
 from trainyard.server.loop.pending import PendingCache
 from trainyard.server.loop.spares import Spares
 from trainyard.server.metrics import PLATFORM, PlatformMetrics
@@ -118,14 +119,15 @@ class Platform:
         progress_timeout_s: float = 0.0,
         nodes_every_s: float = 0.5,
         spares: int = 0,
+        gpu_health: GpuHealth | None = None,
     ) -> None:
         self.session_factory = session_factory
         self.executor = executor
         self.profile = profile
         self.clock = clock
         self.retry = retry
-        self.node_name = node_name
-        self.virtual = False
+        self.nodes = NodeWatch(session_factory, executor, clock, nodes_every_s, gpu_health)
+        self.nodes.node_name = node_name
         self.max_rounds = max_rounds
         self.metrics = metrics
         self._runs: dict[str, RunHandle] = {}
@@ -135,9 +137,6 @@ class Platform:
         self.budgets = Budgets()
         self.spares = Spares(spares)  # hot spares for recovering jobs (loop/spares.py)
         self.progress_timeout_s = progress_timeout_s  # 0: hung ranks are not looked for
-        self.nodes_every_s = nodes_every_s
-        self._nodes_at = float("-inf")
-        self._nodes_seen: tuple[tuple[NodeInfo, ...], float] = ((), float("-inf"))
         self._hung_at = float("-inf")
         self._hung_check = False
 
@@ -145,37 +144,19 @@ class Platform:
 
     def register_node(self, inventory: GpuInventory, name: str | None = None) -> str:
         """Store this machine and its devices unless a node of that name exists; the name."""
-        name = name or inventory.hostname
-        with self.session_factory() as s:
-            row = membership.register_local(s, inventory, name, self.clock())
-            try:
-                s.commit()
-            except IntegrityError:  # registered concurrently: use that one
-                s.rollback()
-                row = membership.register_local(s, inventory, name, self.clock())
-            self.virtual = bool(row.virtual or any(d.virtual for d in row.devices))
-        self.node_name = name
-        return name
+        return self.nodes.register(inventory, name)
 
     def sync_nodes(self, now: float, force: bool = False) -> membership.Changes:
-        """The executor's nodes into the database (an executor of many machines only)."""
-        if not force and now - self._nodes_at < self.nodes_every_s:
-            return membership.Changes()
-        infos = self.executor.nodes()
-        if infos is None:
-            return membership.Changes()
-        self._nodes_at = now
-        # the database is read and written only when the nodes changed, or for heartbeats
-        seen = tuple(infos)
-        fresh = now - self._nodes_seen[1] < membership.HEARTBEAT_WRITE_S
-        if not force and fresh and seen == self._nodes_seen[0]:
-            return membership.Changes()
-        with self.session_factory() as s:
-            changes = membership.sync(s, infos, self.executor.name, now)
-            s.commit()
-        self._nodes_seen = (seen, now)
-        self.virtual = any(n.virtual for n in infos)
-        return changes
+        """The executor's nodes, or this machine's heartbeat, into the database."""
+        return self.nodes.sync(now, force)
+
+    @property
+    def node_name(self) -> str | None:
+        return self.nodes.node_name
+
+    @property
+    def virtual(self) -> bool:
+        return self.nodes.virtual
 
     # ---- the loop ----------------------------------------------------------------------
 
@@ -184,6 +165,7 @@ class Platform:
         now = self.clock() if now is None else now
         report = StepReport(now)
         self.sync_nodes(now)
+        self.nodes.check_gpus(now)  # a faulty GPU drains its node (loop/nodewatch.py)
         self._hung_check = self.progress_timeout_s > 0 and now - self._hung_at >= HUNG_EVERY_S
         if self._hung_check:
             self._hung_at = now

@@ -15,7 +15,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
 from trainyard.errors import suggest
-from trainyard.server.db import Job, Node
+from trainyard.server.db import Health, Job, Node
 from trainyard.server.lifecycle import HOLDS_DEVICES
 from trainyard.server.services.admin import AdminError
 
@@ -31,6 +31,8 @@ class NodeInfo:
     jobs: int  # jobs holding devices on it
     last_heartbeat_at: float | None
     drained_at: float | None = None
+    drain_reason: str | None = None
+    unhealthy_gpus: tuple[int, ...] = ()  # device indices a GPU fault took out
 
     @property
     def state(self) -> str:
@@ -71,6 +73,8 @@ def _info(session: Session, row: Node) -> NodeInfo:
         jobs=_jobs_on(session, row.name),
         last_heartbeat_at=row.last_heartbeat_at,
         drained_at=row.drained_at,
+        drain_reason=row.drain_reason,
+        unhealthy_gpus=tuple(d.index for d in devices if d.health != Health.HEALTHY),
     )
 
 
@@ -80,22 +84,32 @@ def list_nodes(session: Session) -> list[NodeInfo]:
 
 
 def set_schedulable(session: Session, name: str, schedulable: bool) -> NodeInfo:
-    """Cordon (`schedulable=False`) or return a node to service (which ends a drain too);
-    idempotent."""
+    """Cordon (`schedulable=False`) or return a node to service (which ends a drain too,
+    and takes its GPUs that a fault marked unhealthy back: the GPU checks drain it again if
+    the fault is still there); idempotent."""
     row = _node(session, name)
     row.schedulable = schedulable
     if schedulable:
         row.drained_at = None
+        row.drain_reason = None
+        for device in row.devices:  # the operator says it is repaired; checks say if not
+            if device.health == Health.UNHEALTHY:
+                device.health = Health.HEALTHY
     session.flush()
     return _info(session, row)
 
 
-def drain(session: Session, name: str, now: float) -> NodeInfo:
-    """Cordon the node and have its running jobs evicted; idempotent (the first time stays)."""
+def drain(session: Session, name: str, now: float, reason: str | None = None) -> NodeInfo:
+    """Cordon the node and have its running jobs evicted; idempotent (the first time and
+    its reason stay; a reason given later is kept if there was none)."""
+    if reason is not None and len(reason) > 255:
+        raise AdminError("reason", f"at most 255 characters (got {len(reason)})")
     row = _node(session, name)
     row.schedulable = False
     if row.drained_at is None:
         row.drained_at = now
+    if reason and not row.drain_reason:
+        row.drain_reason = reason
     session.flush()
     return _info(session, row)
 

@@ -74,12 +74,17 @@ def test_cordon_keeps_new_jobs_off_and_undrain_brings_them(
     applied = run_once(factory, now=1005.0, metrics=platform_metrics())
     assert [launch.job_id for launch in applied.launch] == [waiting.id]
 
-    draining = _admin(url, tmp_path, "drain", "n0")
+    draining = _admin(url, tmp_path, "drain", "n0", "--reason", "fan replacement")
     assert draining.exit_code == 0, draining.output
     assert "draining; 2 job(s) there are evicted and requeued" in draining.stdout
     (node,) = json.loads(_admin(url, tmp_path, "list", "--json").stdout)
     assert node["state"] == "draining" and node["drained_at"] is not None
-    assert "drain" in _admin(url, tmp_path, "list").stdout
+    assert node["drain_reason"] == "fan replacement"
+    listed = _admin(url, tmp_path, "list").stdout
+    assert "drain" in listed and "replacement" in listed  # (the table wraps at 80 columns)
+    back = _admin(url, tmp_path, "undrain", "n0")
+    (node,) = json.loads(_admin(url, tmp_path, "list", "--json").stdout)
+    assert node["drain_reason"] is None and node["state"] == "schedulable"
 
 
 def test_unknown_node_is_one_line_and_changes_nothing(
@@ -92,6 +97,12 @@ def test_unknown_node_is_one_line_and_changes_nothing(
     assert result.exit_code == 2
     assert result.output.strip().splitlines()[-1] == (
         "error: node: no node named 'gpu-b'; did you mean 'gpu-a'?"
+    )
+    assert row_counts(engine) == before
+    too_long = _admin(url, tmp_path, "drain", "gpu-a", "--reason", "x" * 300)
+    assert too_long.exit_code == 2
+    assert too_long.output.strip().splitlines()[-1] == (
+        "error: reason: at most 255 characters (got 300)"
     )
     assert row_counts(engine) == before
     with make_session_factory(engine)() as s:
