@@ -5,7 +5,9 @@ the core chose), reports how it stands (`poll`: running, succeeded, failed, stop
 `RunStatus.infra` when the infrastructure, not the job, ended it), stops it with a grace
 period (`request_stop` never blocks; `stop` waits), re-attaches after a server restart
 (`adopt`, from what it recorded under the job's directory) and says which nodes it has
-(`nodes`: None for an executor of this one machine, whose node the server registers itself).
+(`nodes`: None for an executor of this one machine, whose node the server registers itself)
+and what is wrong with their GPUs (`gpu_problems`: node -> faults found now; {} for the local
+executor, whose machine the platform checks itself).
 
 Implementations: `exec/local.py` (`LocalExecutor`, processes on this machine),
 `exec/ray/` (`RayExecutor`, ranks as Ray actors on the nodes of a Ray cluster) and
@@ -20,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
+from trainyard.exec.gpuhealth import GpuProblem
 from trainyard.exec.run import LaunchSpec, RunHandle, RunStatus
 
 EXECUTORS = ("local", "ray")
@@ -74,6 +77,8 @@ class Executor(Protocol):
     def job_dir(self, job_id: str) -> Path: ...
 
     def nodes(self) -> list[NodeInfo] | None: ...
+
+    def gpu_problems(self) -> dict[str, list[GpuProblem]]: ...
 
     def notes(self) -> list[str]: ...
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from trainyard.exec.base import NodeInfo
+from trainyard.exec.gpuhealth import GpuProblem
 from trainyard.exec.run import LaunchSpec, NodeGone, RankInfo, RunHandle, RunState, RunStatus
 
 
@@ -24,6 +25,7 @@ class FakeExecutor:
         self.stopped: list[tuple[str, int, str]] = []
         self.gone: set[str] = set()  # launches naming one of these nodes fail (NodeGone)
         self._nodes: list[NodeInfo] | None = None
+        self.faults: dict[str, list[GpuProblem]] = {}  # what gpu_problems reports
         self._runs: dict[tuple[str, int], RunHandle] = {}
         self._status: dict[tuple[str, int], RunStatus] = {}
 
@@ -31,6 +33,10 @@ class FakeExecutor:
 
     def set_nodes(self, nodes: list[NodeInfo] | None) -> None:
         self._nodes = nodes
+
+    def gpu_problems(self) -> dict[str, list[GpuProblem]]:
+        """What a test put in `faults` (node -> problems), reported until it takes it out."""
+        return {node: list(found) for node, found in self.faults.items()}
 
     def finish(self, job_id: str, codes: dict[int, int | None], infra: bool = False) -> None:
         """End the latest run of `job_id` with these exit codes (None: the rank was lost)."""

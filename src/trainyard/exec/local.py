@@ -38,6 +38,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from trainyard.exec import cgroups, jobdirs, jobenv, logs, procfs
+from trainyard.exec.gpuhealth import GpuProblem
 from trainyard.exec.identity import Identity, JobUsers
 from trainyard.exec.jobdirs import job_dir, owned_dir, private_dir, server_user
 from trainyard.exec.run import (
@@ -94,6 +95,10 @@ class LocalExecutor:
 
     def nodes(self) -> None:
         """None: this executor runs on the server's own machine (the server registers it)."""
+
+    def gpu_problems(self) -> dict[str, list[GpuProblem]]:
+        """{}: the platform checks this machine's GPUs itself (loop/nodewatch.py)."""
+        return {}
 
     def notes(self) -> list[str]:
         return [] if self.limits_supported else [self.cgroup_support.reason]

@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from fake_nvml import FakeNvml
 from trainyard.exec.base import NodeInfo
 from trainyard.exec.fake import FakeExecutor
-from trainyard.exec.gpuhealth import GpuHealth
+from trainyard.exec.gpuhealth import GpuHealth, GpuProblem
 from trainyard.server.db import Health, JobEvent, JobState, Node, make_session_factory
 from trainyard.server.db.audit import AuditEvent
 from trainyard.server.loop import membership
@@ -163,3 +163,20 @@ def test_node_changes_from_an_executor_are_in_the_audit_trail(
     assert [e.target for e in _events(factory, "node.lost")] == ["n2"]
     assert [e.target for e in _events(factory, "node.back")] == ["n2"]
     assert _events(factory, "node.back")[0].details == {"why": "fake reports it alive again"}
+
+
+def test_faults_an_executor_finds_on_its_nodes_drain_those_nodes(
+    factory: sessionmaker[Session], world: World
+) -> None:
+    fake = FakeExecutor()
+    fake.set_nodes([_node("n1"), _node("n2")])
+    platform = Platform(factory, fake, nodes_every_s=0)
+    platform.step()
+    fake.faults["n2"] = [GpuProblem(0, "lost", "NVML reports the GPU lost")]
+    reason = platform.nodes.check_gpus(time.time(), force=True)
+    assert reason == "n2: GPU 0: NVML reports the GPU lost"
+    assert _row(factory, "n1")[0].drained_at is None
+    row, healths = _row(factory, "n2")
+    assert row.drain_reason == "GPU 0: NVML reports the GPU lost"
+    assert healths[0] == Health.UNHEALTHY
+    assert platform.nodes.check_gpus(time.time(), force=True) == ""  # known already

@@ -156,3 +156,30 @@ def test_a_new_executor_adopts_a_live_run_and_fences_it_before_the_next_attempt(
     assert again.poll(second).state == "running"
     again.stop(second, grace_s=0.5)
     again.close()
+
+
+def test_gpu_probes_run_on_each_node_and_say_why_checks_are_off(
+    ray_nodes: Any, tmp_path: Path
+) -> None:
+    from trainyard.exec.ray import RayExecutor
+
+    # declared GPUs are not probed unless asked: nothing to read there
+    plain = RayExecutor(tmp_path / "a", address=ray_nodes.address, virtual_gpus=True)
+    plain.nodes()
+    assert plain.gpu_problems() == {} and plain.gpu_checks_off() == {}
+    plain.close()
+    # asked: a probe actor on every node opens NVML there (the real pynvml; no driver here)
+    ex = RayExecutor(tmp_path / "b", address=ray_nodes.address, virtual_gpus=True, gpu_checks=True)
+    try:
+        ex.nodes()
+        deadline = time.monotonic() + 60
+        while len(ex.gpu_checks_off()) < 3:
+            found = ex.gpu_problems()  # probes still starting answer at a later call
+            assert all(v == [] for v in found.values()), found
+            assert time.monotonic() < deadline, ex.gpu_checks_off()
+        off = ex.gpu_checks_off()
+        assert sorted(off) == ["w1", "w2", "w3"]
+        assert all(why.startswith("NVML:") for why in off.values()), off
+        assert all(v == [] for v in ex.gpu_problems().values())
+    finally:
+        ex.close()

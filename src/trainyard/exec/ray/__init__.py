@@ -28,7 +28,11 @@ actor's buffer to `<job dir>/logs/attempt-N/rank-R.log` on the server, so the lo
 local executor's. A watcher thread wakes the server's loop (`set_waker`) as soon as a rank
 ends or the set of live nodes changes.
 
+GPU health: a probe actor on each node with real GPUs reads NVML there (`health.py`);
+`gpu_problems` is what the platform's checks ask (loop/nodewatch.py).
+
 Parts: `actor.py` (the rank supervisor), `nodes.py` (Ray's nodes as trainyard's),
+`health.py` (the GPU probes),
 `runs.py` (what is known of an attempt and how it is judged), `watch.py` (the watcher
 thread), `logfile.py` (relayed output, capped as local logs are).
 """
@@ -44,9 +48,11 @@ from typing import Any
 
 from trainyard.exec import jobdirs, jobenv, procfs
 from trainyard.exec.base import NodeInfo
+from trainyard.exec.gpuhealth import GpuProblem
 from trainyard.exec.jobdirs import job_dir, private_dir, server_user
 from trainyard.exec.ray.actor import RankSupervisor
-from trainyard.exec.ray.logfile import append_capped
+from trainyard.exec.ray.health import Probes
+from trainyard.exec.ray.logfile import relay
 from trainyard.exec.ray.nodes import from_ray
 from trainyard.exec.ray.runs import RayRun, attempt_of, judge, lost_reason
 from trainyard.exec.ray.watch import Watcher
@@ -92,6 +98,7 @@ class RayExecutor:
         api_url: str = "",
         grace_s: float = 10.0,
         virtual_gpus: bool = False,
+        gpu_checks: bool | None = None,
         job_env: tuple[str, ...] = (),
         log_cap_bytes: int = DEFAULT_LOG_CAP,
         namespace: str = NAMESPACE,
@@ -124,6 +131,11 @@ class RayExecutor:
         self._node_ids: dict[str, str] = {}  # node name -> Ray node id (alive nodes)
         self._lock = threading.Lock()
         self._watcher: Watcher | None = None
+        # GPU health on each node (health.py): None checks nodes with real GPUs only
+        self._probes: Probes | None = (
+            None if gpu_checks is False else Probes(ray, namespace, always=bool(gpu_checks))
+        )
+        self._found: list[NodeInfo] = []
 
     # ---- nodes -------------------------------------------------------------------------
 
@@ -131,13 +143,27 @@ class RayExecutor:
         """The cluster's nodes now (dead ones with `alive=False`)."""
         found = from_ray(self._ray.nodes(), self.virtual_gpus)
         self._node_ids = {n.name: n.engine_id for n in found if n.alive}
+        self._found = found
         return found
+
+    def gpu_problems(self) -> dict[str, list[GpuProblem]]:
+        """GPU faults found now on each node that is checked (health.py)."""
+        if self._probes is None:
+            return {}
+        return self._probes.check(self._found or self.nodes())
+
+    def gpu_checks_off(self) -> dict[str, str]:
+        """Nodes whose GPUs cannot be checked, and why (e.g. no NVML driver there)."""
+        return dict(self._probes.off) if self._probes is not None else {}
 
     def notes(self) -> list[str]:
         where = self.address or "a local Ray"
         return [
             f"Ray executor on {where}: ranks run as the Ray workers' user, without cgroup "
-            "limits of trainyard's (the runs directory must be shared by every node)"
+            "limits of trainyard's (the runs directory must be shared by every node)",
+            "GPU health checks: off (the GPUs are virtual)"
+            if self._probes is None or (self.virtual_gpus and not self._probes.always)
+            else "GPU health checks: a probe on each node with real GPUs reads NVML there",
         ]
 
     def job_dir(self, job_id: str) -> Path:
@@ -352,34 +378,7 @@ class RayExecutor:
                 run.ended_at.setdefault(rank, time.time())
                 with self._lock:
                     run.waits.pop(rank, None)
-        self._relay(run)
-
-    def _relay(self, run: RayRun) -> None:
-        """Append each rank's new output to its log on the server: one read in flight per
-        rank (calls to a threaded actor may overlap, so never two); a rank that ended gets
-        one last read of what it buffered before `wait` returned."""
-        ray = self._ray
-        logs = {r.rank: r.log for r in run.handle.ranks}
-        for rank, actor in run.actors.items():
-            if rank in run.lost or rank in run.drained or run.released:
-                continue
-            ref = run.reads.get(rank)
-            if rank in run.codes:
-                run.reads.pop(rank, None)
-                with contextlib.suppress(ray.exceptions.RayError, TimeoutError):
-                    if ref is not None:
-                        append_capped(logs[rank], ray.get(ref, timeout=5.0), self.log_cap_bytes)
-                    last = ray.get(actor.read.remote(), timeout=5.0)
-                    append_capped(logs[rank], last, self.log_cap_bytes)
-                run.drained.add(rank)
-                continue
-            if ref is not None:
-                ready, _ = ray.wait([ref], timeout=0)
-                if not ready:
-                    continue
-                with contextlib.suppress(ray.exceptions.RayError):
-                    append_capped(logs[rank], ray.get(ref), self.log_cap_bytes)
-            run.reads[rank] = actor.read.remote()
+        relay(self._ray, run, self.log_cap_bytes)
 
     def poll(self, handle: RunHandle) -> RunStatus:
         run = self._runs.get((handle.job_id, handle.attempt))

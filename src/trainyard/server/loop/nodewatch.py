@@ -12,7 +12,8 @@
   the reason, so the jobs there are evicted, checkpoint and run elsewhere; the audit trail
   gets a `node.gpu_fault` entry by "trainyard". A GPU already UNHEALTHY is not reported
   again; `admin node undrain` takes it back, and the next check drains again if the fault
-  is still there. GPU checks on Ray's nodes are not made (docs/ray.md).
+  is still there. On Ray the executor checks each node's GPUs there (`exec/ray/health.py`,
+  `Executor.gpu_problems`).
 """
 
 from __future__ import annotations
@@ -133,21 +134,25 @@ class NodeWatch:
         return changes
 
     def check_gpus(self, now: float, force: bool = False) -> str:
-        """Look at this machine's GPUs (every GPU_CHECK_EVERY_S); the drain reason of a new
-        fault, or ""."""
-        health = self.gpu_health
-        if health is None or self.node_name is None:
-            return ""
+        """Look at the GPUs (every GPU_CHECK_EVERY_S): this machine's, and those the executor
+        checks on its nodes; "node: reason" of each node a new fault drained, or ""."""
         if not force and now - self._gpus_at < GPU_CHECK_EVERY_S:
             return ""
         self._gpus_at = now
-        problems = health.check()
-        if not problems:
+        found = self.executor.gpu_problems()  # an executor of many machines checks its own
+        if self.gpu_health is not None and self.node_name is not None:
+            found[self.node_name] = self.gpu_health.check()
+        found = {node: problems for node, problems in found.items() if problems}
+        if not found:
             return ""
+        reasons = []
         with self.session_factory() as s:
-            reason = record_faults(s, self.node_name, problems, now)
+            for node, problems in sorted(found.items()):
+                reason = record_faults(s, node, problems, now)
+                if reason:
+                    reasons.append(f"{node}: {reason}")
             s.commit()
-        return reason
+        return "; ".join(reasons)
 
     def close(self) -> None:
         if self.gpu_health is not None:
