@@ -180,3 +180,28 @@ def test_faults_an_executor_finds_on_its_nodes_drain_those_nodes(
     assert row.drain_reason == "GPU 0: NVML reports the GPU lost"
     assert healths[0] == Health.UNHEALTHY
     assert platform.nodes.check_gpus(time.time(), force=True) == ""  # known already
+
+
+def test_a_job_that_fails_on_a_faulty_gpu_costs_no_restart(
+    factory: sessionmaker[Session], session: Session, world: World
+) -> None:
+    fake = FakeExecutor()
+    fake.set_nodes([_node("n1")])
+    platform = Platform(factory, fake, nodes_every_s=0)
+    spec = {"name": "a", "command": ["python", "train.py"], "gpus": 4, "workers": 4}
+    job_id = world.job(session, now=time.time(), gpus=4, spec=spec, max_restarts=0).id
+    session.commit()
+    platform.step()
+    assert read_job(factory, job_id).state in (S.STARTING, S.RUNNING)
+    fake.faults["n1"] = [GpuProblem(3, "xid", "XID 79 (GPU has fallen off the bus)")]
+    platform.nodes.check_gpus(time.time(), force=True)
+    fake.finish(job_id, {0: 1, 1: -15, 2: -15, 3: -15})  # the crash the fault caused
+    platform.step()
+    job = read_job(factory, job_id)
+    assert job.state == S.PENDING and job.restart_count == 0 and job.recover_first
+    with factory() as s:
+        failed = s.scalars(
+            select(JobEvent).where(JobEvent.job_id == job_id, JobEvent.to_state == S.FAILED)
+        ).one()
+    assert failed.reason == "GPU fault on node n1" and failed.details["infra"] is True
+    assert "GPU 3: XID 79" in failed.details["message"]

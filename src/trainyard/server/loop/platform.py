@@ -406,6 +406,7 @@ class Platform:
         """RUNNING (or STARTING) -> FAILED, then requeued once the run has stopped: at no
         cost when the infrastructure failed it (`RunStatus.infra`, a run lost)."""
         reason, details = recovery.failure(row, status, self._attempt(row))
+        reason = recovery.gpu_fault(s, row, reason, details)
         if row.state == S.RUNNING:
             details["healthy"] = recovery.progressed(s, row, self._attempt(row))
         transition(s, row, S.FAILED, reason=reason[:64], now=now, details=details)

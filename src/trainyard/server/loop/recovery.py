@@ -5,6 +5,9 @@
   is an infrastructure failure (`infra: true`): the job is requeued first in line, at no
   cost (`lifecycle`). A rank that exited non-zero or was killed by a signal is the job's own
   failure: it uses a restart (the first one after a healthy run is immediate).
+- `gpu_fault(session, row, reason, details)`: a run that failed while one of its GPUs is
+  marked UNHEALTHY (a fault the GPU checks found, loop/nodewatch.py) failed because of the
+  hardware: the failure becomes the infrastructure's, with the fault as its message.
 - `progressed(session, row, attempt)`: the attempt reported training progress through the
   SDK (`POST /v1/jobs/{id}/reports`): a healthy run, which resets the failure streak.
 - `stalled(session, row, now, timeout_s)`: for a job that reports progress, the reason it
@@ -50,6 +53,27 @@ def failure(row: Job, status: RunStatus | None, attempt: int) -> tuple[str, dict
     else:
         reason = f"rank {rank} exited with code {code}"
     return reason, details
+
+
+def gpu_fault(session: Session, row: Job, reason: str, details: dict[str, Any]) -> str:
+    """The failure's reason, made the infrastructure's in `details` when a GPU of the run
+    is marked UNHEALTHY (module docstring)."""
+    if details.get("infra"):
+        return reason
+    held: dict[str, set[int]] = {}
+    for part in row.placement or ():
+        held.setdefault(str(part["node"]), set()).update(int(d) for d in part["devices"])
+    if not held:
+        return reason
+    for node in session.scalars(select(Node).where(Node.name.in_(list(held)))):
+        bad = [d.index for d in node.devices
+               if d.health == Health.UNHEALTHY and d.index in held[node.name]]  # fmt: skip
+        if bad:
+            why = node.drain_reason or f"GPU {bad[0]} unhealthy"
+            details["infra"] = True
+            details["message"] = f"{details.get('message', '')}; GPU fault on {node.name}: {why}"
+            return f"GPU fault on node {node.name}"
+    return reason
 
 
 def _progress(session: Session, job_id: str) -> tuple[int, float] | None:
