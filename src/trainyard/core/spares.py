@@ -3,12 +3,22 @@
 A node marked `spare` in the snapshot is not usable by the cycle (`build_layout` gives it no
 usable device), so no job is placed there and no eviction frees anything there. When jobs
 recovering from a failure (`Job.recovering`: a lost node, a killed rank, a hung run) are
-pending, `recovering_first` runs one cycle before the profile's own: only the spares usable,
-only the recovering jobs pending, the `allocate` action alone (greedy: each job that fits a
-spare takes it, in the profile's job order, where the recovering are first anyway). The
-profile's cycle then runs on the snapshot with those placements applied, spares still
-closed, so a recovering job that found no spare competes, first in line, for the rest of the
-cluster. The decision is both: the spare placements first.
+pending, `recovering_first` places them before the profile's own cycle, with the `allocate`
+action alone (greedy, in the profile's job order, where the recovering are first anyway):
+
+1. on the spares only, so that a job that fits the spares takes them and leaves the rest
+   of the cluster's free capacity to the queue;
+2. those left, on the spares and every other node together (a 2-node job that lost one
+   node restarts on the node it kept and a spare).
+
+The profile's cycle then runs on the snapshot with those placements applied, spares closed,
+so a recovering job that found no room competes, first in line, for the rest of the cluster
+(by reclaim or preemption as any job). When that cycle evicted jobs and recovering jobs
+still wait (the evictions may have lowered their queue's use below its quota, or freed a
+spare a job ran on), the spare passes run once more on what it left, nodes holding a
+reservation aside; a placement on a victim's node then waits for the victims there to
+stop (`after_evictions`). The decision
+is all of them: the first spare passes first, the last ones last.
 
 Spares trade utilisation for time to recover: a job that loses a node restarts at once on
 a warm, idle node instead of waiting for one to free up (the shell chooses which nodes are
@@ -24,28 +34,72 @@ from trainyard.core.apply import apply_decision
 from trainyard.core.framework import Profile
 from trainyard.core.snapshot import Snapshot
 from trainyard.core.topology import Layout
-from trainyard.core.types import Decision
+from trainyard.core.types import Decision, Job, Node, Placement
 
 Decide = Callable[[Snapshot, Profile, Layout | None], Decision]
+
+
+def _open(node: Node, others: bool, closed: frozenset[str]) -> Node:
+    if node.name in closed:
+        return replace(node, spare=False, schedulable=False)
+    if node.spare:
+        return replace(node, spare=False)
+    return node if others else replace(node, schedulable=False)
+
+
+def _waiting_for(placement: Placement, leaving: dict[str, list[str]]) -> Placement:
+    """`placement`, starting only once the victims on its nodes have stopped."""
+    victims = sorted({v for nd in placement.nodes for v in leaving.get(nd.node, ())})
+    return placement._replace(after_evictions=tuple(victims)) if victims else placement
+
+
+def _passes(
+    snapshot: Snapshot,
+    waiting: tuple[Job, ...],
+    profile: Profile,
+    decide: Decide,
+    closed: frozenset[str] = frozenset(),
+) -> tuple[Snapshot, tuple[Placement, ...]]:
+    """The two spare passes for `waiting`: the snapshot after them and their placements
+    (nodes in `closed` take nothing)."""
+    greedy = profile.with_overrides(actions=("allocate",))
+    placed: tuple[Placement, ...] = ()
+    for others in (False, True):
+        done = {p.job_id for p in placed}
+        left = tuple(j for j in waiting if j.id not in done)
+        if not left:
+            break
+        nodes = tuple(_open(n, others, closed) for n in snapshot.nodes)
+        found = decide(replace(snapshot, nodes=nodes, pending=left), greedy, None)
+        if found.placements:
+            snapshot = apply_decision(snapshot, found)
+            placed += found.placements
+    return snapshot, placed
 
 
 def recovering_first(
     snapshot: Snapshot, profile: Profile, layout: Layout | None, decide: Decide
 ) -> Decision:
-    """`decide(snapshot, profile, layout)`, with the spare pass first when it can matter."""
+    """`decide(snapshot, profile, layout)`, with the spare passes first when they can matter."""
     waiting = tuple(j for j in snapshot.pending if j.recovering and j.gpus)
     if not waiting or not any(n.spare for n in snapshot.nodes):
         return decide(snapshot, profile, layout)
-    only_spares = tuple(
-        replace(n, spare=False) if n.spare else replace(n, schedulable=False)
-        for n in snapshot.nodes
-    )
-    first = decide(
-        replace(snapshot, nodes=only_spares, pending=waiting),
-        profile.with_overrides(actions=("allocate",)),
-        None,
-    )
-    if not first.placements:
-        return decide(snapshot, profile, layout)
-    rest = decide(apply_decision(snapshot, first), profile, layout)
-    return replace(rest, placements=first.placements + rest.placements)
+    after, placed = _passes(snapshot, waiting, profile, decide)
+    rest = decide(after, profile, layout)
+    left = tuple(j for j in waiting if j.id in rest.pending)
+    if rest.evictions and left:  # they may have lowered a recovering job's queue below its
+        # quota: offer the spares again; what lands on a victim's node waits for the victim
+        evicted = {e.job_id for e in rest.evictions}
+        leaving: dict[str, list[str]] = {}
+        for r in after.running:
+            if r.job.id in evicted:
+                for nd in r.placement:
+                    leaving.setdefault(nd.node, []).append(r.job.id)
+        reserved = frozenset(nd.node for r in rest.reservations for nd in r.nodes)
+        _after, more = _passes(apply_decision(after, rest), left, profile, decide, reserved)
+        if more:
+            more = tuple(_waiting_for(p, leaving) for p in more)
+            taken = {p.job_id for p in more}
+            pending = {k: v for k, v in rest.pending.items() if k not in taken}
+            rest = replace(rest, placements=rest.placements + more, pending=pending)
+    return replace(rest, placements=placed + rest.placements) if placed else rest

@@ -287,7 +287,7 @@ def node_room(snapshot: Snapshot, job: Job, blocked: set[Device]) -> dict[str, i
     cpg, mpg = job.cpus / g, job.memory_gb / g
     out = {}
     for node in snapshot.nodes:
-        if not node.schedulable or (node.spare and not job.recovering):
+        if not node.schedulable or (node.spare and not (job.recovering and job.gpus)):
             continue
         if job.gpus and job.gpu_types and node.gpu_type not in job.gpu_types:
             continue
