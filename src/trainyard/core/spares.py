@@ -53,6 +53,19 @@ def _waiting_for(placement: Placement, leaving: dict[str, list[str]]) -> Placeme
     return placement._replace(after_evictions=tuple(victims)) if victims else placement
 
 
+def _settled(snapshot: Snapshot, found: Decision) -> Snapshot:
+    """`snapshot` with the jobs `found` placed held as placed: the cycle after the passes
+    neither evicts nor resizes a job that this decision starts."""
+    ids = {p.job_id for p in found.placements}
+    running = tuple(
+        replace(r, job=replace(r.job, preemptible=False, min_gpus=None, max_gpus=None))
+        if r.job.id in ids
+        else r
+        for r in snapshot.running
+    )
+    return replace(snapshot, running=running)
+
+
 def _passes(
     snapshot: Snapshot,
     waiting: tuple[Job, ...],
@@ -72,7 +85,7 @@ def _passes(
         nodes = tuple(_open(n, others, closed) for n in snapshot.nodes)
         found = decide(replace(snapshot, nodes=nodes, pending=left), greedy, None)
         if found.placements:
-            snapshot = apply_decision(snapshot, found)
+            snapshot = _settled(apply_decision(snapshot, found), found)
             placed += found.placements
     return snapshot, placed
 
@@ -86,10 +99,11 @@ def recovering_first(
         return decide(snapshot, profile, layout)
     after, placed = _passes(snapshot, waiting, profile, decide)
     rest = decide(after, profile, layout)
-    left = tuple(j for j in waiting if j.id in rest.pending)
+    evicted = {e.job_id for e in rest.evictions}
+    done = {p.job_id for p in placed} | evicted  # a spare placement the cycle took back too
+    left = tuple(j for j in waiting if j.id in rest.pending and j.id not in done)
     if rest.evictions and left:  # they may have lowered a recovering job's queue below its
         # quota: offer the spares again; what lands on a victim's node waits for the victim
-        evicted = {e.job_id for e in rest.evictions}
         leaving: dict[str, list[str]] = {}
         for r in after.running:
             if r.job.id in evicted:
