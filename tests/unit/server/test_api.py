@@ -236,3 +236,32 @@ def test_unknown_query_parameters_are_refused(api: ApiWorld) -> None:
     assert takes in answer.json()["error"]["message"]
     assert api.client.get("/v1/jobs?state=RUNNING", headers=api.auth("ada")).status_code == 200
     assert api.client.get("/v1/queues?x=1", headers=api.auth("ada")).status_code == 422
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "field"),
+    [
+        ("POST", "/v1/tokens", {"name": "\x00"}, "name"),
+        ("POST", "/v1/tokens", {"name": "a\nb"}, "name"),
+        ("GET", "/v1/jobs?queue=%00", None, "queue"),
+        ("GET", "/v1/jobs?user=a%00b", None, "user"),
+        ("GET", "/v1/jobs?array=%00", None, "array"),
+    ],
+    ids=["token-name-nul", "token-name-newline", "queue-nul", "user-nul", "array-nul"],
+)
+def test_control_characters_in_free_text_are_refused_naming_the_field(
+    api: ApiWorld, method: str, path: str, body: object, field: str
+) -> None:
+    # PostgreSQL refuses NUL in text: this was a 500 (a DataError) before, found by the fuzzer
+    before = api.row_counts()
+    answer = api.client.request(method, path, json=body, headers=api.auth("ada"))
+    assert answer.status_code == 422, answer.text
+    error = answer.json()["error"]
+    assert error["field"] == field
+    assert "control characters" in error["message"]
+    assert api.row_counts() == before
+    for path_id in ("/v1/jobs/a%00b", "/v1/arrays/a%00b/cancel", "/v1/tokens/a%00b"):
+        method = "GET" if path_id.startswith("/v1/jobs") else "POST"
+        if path_id.startswith("/v1/tokens"):
+            method = "DELETE"
+        assert api.client.request(method, path_id, headers=api.auth("ada")).status_code == 404

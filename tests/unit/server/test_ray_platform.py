@@ -167,7 +167,8 @@ def test_a_killed_rank_and_a_lost_node_recover_from_the_checkpoint(
         states = [e.to_state for e in s.scalars(
             select(JobEvent).where(JobEvent.job_id == job_id).order_by(JobEvent.id))]  # fmt: skip
         failed = [e for e in s.scalars(select(JobEvent).where(
-            JobEvent.job_id == job_id, JobEvent.to_state == S.FAILED))]  # fmt: skip
+            JobEvent.job_id == job_id, JobEvent.to_state == S.FAILED
+        ).order_by(JobEvent.id))]  # by id: PostgreSQL keeps no order unless told  # fmt: skip
         usage = list(s.scalars(select(UsageRecord).where(UsageRecord.job_id == job_id)))
     assert states.count(S.SUCCEEDED) == 1 and states.count(S.RUNNING) == 3
     infra = [bool(e.details.get("infra")) for e in failed]

@@ -17,6 +17,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 from starlette.types import Scope
 
+import trainyard.server.api.schemas as schemas
 from trainyard.jobspec import Limits
 from trainyard.server.api.bodylimit import BodyLimit
 from trainyard.server.api.errors import ApiError, error_body
@@ -131,6 +132,9 @@ def _install_handlers(app: FastAPI) -> None:
         first = errors[0] if errors else {}
         field = _field(tuple(first.get("loc", ())))
         message = str(first.get("msg", "invalid request"))
+        if first.get("type") == "string_pattern_mismatch":
+            pattern = (first.get("ctx") or {}).get("pattern")
+            message = schemas.PATTERN_MESSAGES.get(pattern, message)
         return JSONResponse(error_body(field, message), status_code=422)
 
     @app.exception_handler(StarletteHTTPException)

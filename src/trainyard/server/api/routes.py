@@ -227,13 +227,24 @@ def list_jobs(
     state: Annotated[
         list[JobState] | None, Query(description="only jobs in these states (repeat)")
     ] = None,
-    queue: Annotated[str | None, Query(max_length=128, description="only this queue")] = None,
-    user: Annotated[str | None, Query(max_length=128, description="only this user's")] = None,
+    queue: Annotated[
+        str | None,
+        Query(max_length=128, pattern=schemas.PRINTABLE, description="only this queue"),
+    ] = None,
+    user: Annotated[
+        str | None,
+        Query(max_length=128, pattern=schemas.PRINTABLE, description="only this user's"),
+    ] = None,
     since: Annotated[
         float | None, Query(ge=0, description="only jobs submitted at or after (Unix time)")
     ] = None,
     array: Annotated[
-        str | None, Query(max_length=32, description="only the members of this job array")
+        str | None,
+        Query(
+            max_length=32,
+            pattern=schemas.PRINTABLE,
+            description="only the members of this job array",
+        ),
     ] = None,
     limit: Annotated[int, Query(ge=1, le=jobs.LIST_LIMIT)] = jobs.LIST_LIMIT,
     offset: Annotated[int, Query(ge=0, le=2**31 - 1)] = 0,

@@ -8,6 +8,12 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from trainyard.server.db.base import Health, JobState, Role
 
+# Free text that reaches the database: no control characters (PostgreSQL refuses NUL in text,
+# and a label or a name has no use for the others). In the OpenAPI schema, so clients and the
+# fuzzer know; `PATTERN_MESSAGES` gives its error a sentence a person can act on.
+PRINTABLE = r"^[^\x00-\x1f\x7f]*$"
+PATTERN_MESSAGES = {PRINTABLE: "must not contain control characters (NUL, newline, tab, ...)"}
+
 
 class ErrorDetail(BaseModel):
     field: str | None = Field(description="dotted path of the input at fault, or null")
@@ -166,7 +172,12 @@ class HealthOut(BaseModel):
 class TokenIn(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)  # no unknown fields, no coercion
 
-    name: str = Field(default="", max_length=64, description="a label, e.g. 'laptop' or 'ci'")
+    name: str = Field(
+        default="",
+        max_length=64,
+        pattern=PRINTABLE,
+        description="a label, e.g. 'laptop' or 'ci'",
+    )
     expires_in_s: float | None = Field(
         default=None, ge=1, le=10 * 365 * 86400, description="lifetime in seconds; null: none"
     )
