@@ -133,7 +133,7 @@ def _install_handlers(app: FastAPI) -> None:
         field = _field(tuple(first.get("loc", ())))
         message = str(first.get("msg", "invalid request"))
         if first.get("type") == "string_pattern_mismatch":
-            pattern = (first.get("ctx") or {}).get("pattern")
+            pattern = str((first.get("ctx") or {}).get("pattern"))
             message = schemas.PATTERN_MESSAGES.get(pattern, message)
         return JSONResponse(error_body(field, message), status_code=422)
 
