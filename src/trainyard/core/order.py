@@ -39,9 +39,10 @@ if TYPE_CHECKING:
     from trainyard.core.cycle import Cycle
 
 SharePath = tuple[tuple[int, float], ...]
-# (LAS level of the queue's next job (0 unless las_drf), fair-share keys root first, size of
-# the queue's next job (0 unless the tie-break is "smaller"))
-QueueKey = tuple[int, SharePath, int]
+# A queue's key: the LAS level of its next job (0 unless las_drf), its fair-share keys root
+# first, the size of its next job (0 unless the tie-break is "smaller"), as `flat_key` lays
+# them out in one tuple.
+FlatKey = tuple[float, ...]
 
 
 def share_path(queues: QueueIndex, q: int) -> SharePath:
@@ -52,11 +53,31 @@ def share_path(queues: QueueIndex, q: int) -> SharePath:
     return tuple(map(queues.share_key, reversed(path)))
 
 
+def flat_key(queues: QueueIndex, q: int, level: int, size: int) -> FlatKey:
+    """`(level, share_path(queues, q), size)` flattened into one tuple that sorts the same:
+    each share key's two values in turn, root first, then -1 closing the path (a path that
+    is a prefix of another sorts first, as the shorter tuple does), then `size`. One level
+    of tuples compares several times faster than tuples of tuples of tuples."""
+    out: list[float] = [float(level)]
+    for a in reversed(queues.path[q]):
+        flag, value = queues.share_key(a)
+        out.append(float(flag))
+        out.append(value)
+    out.append(-1.0)
+    out.append(float(size))
+    return tuple(out)
+
+
 class PendingOrder:
-    """Yields pending jobs in scheduling order; remembers what it yielded in `visited`."""
+    """Yields pending jobs in scheduling order; remembers what it yielded in `visited`.
+
+    Per queue (by index): its jobs in job order (`_lists`), the position of its next job
+    (`_pos`), its key (`_keys`, None once it has no job left) and the version of that key
+    (`_ver`). Heap entries carry the version they were pushed with: an entry whose version
+    is no longer the queue's is stale and dropped when it reaches the top."""
 
     def __init__(self, cycle: Cycle) -> None:
-        self.queues = cycle.queues  # not the cycle itself: no reference cycle to collect
+        self.queues = cycle.queues
         profile = cycle.profile
         key = JOB_ORDERS.get(profile.job_order)
         self.visited: list[Job] = []
@@ -67,31 +88,42 @@ class PendingOrder:
         # `las_level` of the job orders, inlined: read once, not per job from the profile
         self._thresholds = profile.las_thresholds
         pending = cycle.snapshot.pending
+        n = len(self.queues.queues)
+        self._lists: list[list[Job]] = [[] for _ in range(n)]
+        self._pos: list[int] = [0] * n
+        self._keys: list[FlatKey | None] = [None] * n
+        self._ver: list[int] = [0] * n
+        self._heap: list[tuple[FlatKey, int, int]] = []
+        self._group: dict[int, list[int]] = {}  # root queue -> queues with jobs below it
         if self._global:
             self._all = sorted(pending, key=lambda j: key(j, profile))
-            self._pos = 0
+            self._at = 0
         else:
             qi = cycle.queues.index
-            lists: dict[int, list[Job]] = {}
+            lists = self._lists
             for job in pending:
-                lists.setdefault(qi[job.queue], []).append(job)
-            self._lists = {q: sorted(js, key=lambda j: key(j, profile)) for q, js in lists.items()}
-            self._pos_q = dict.fromkeys(self._lists, 0)
+                lists[qi[job.queue]].append(job)
             queues = cycle.queues
-            self._group: dict[int, list[int]] = {}  # root queue -> queues with jobs below it
-            for q in self._lists:
-                self._group.setdefault(queues.path[q][-1], []).append(q)
-            self._keys: dict[int, QueueKey] = {}
-            for q in self._lists:
-                self._keys[q] = self._key(q)
-            self._heap = [(k, q) for q, k in self._keys.items()]
+            for q in range(n):
+                if lists[q]:
+                    lists[q].sort(key=lambda j: key(j, profile))
+                    self._group.setdefault(queues.path[q][-1], []).append(q)
+                    k = self._key(q)
+                    self._keys[q] = k
+                    self._heap.append((k, q, 0))
             heapq.heapify(self._heap)
         self.touched: set[int] = set()  # queues whose allocation changed (set by the cycle)
 
-    def _key(self, q: int) -> QueueKey:
-        head = self._lists[q][self._pos_q[q]]
+    def _key(self, q: int) -> FlatKey:
+        head = self._lists[q][self._pos[q]]
         level = bisect_right(self._thresholds, head.attained_service) if self._las else 0
-        return (level, share_path(self.queues, q), head.gpus if self._smaller else 0)
+        return flat_key(self.queues, q, level, head.gpus if self._smaller else 0)
+
+    def _set(self, q: int, key: FlatKey) -> None:
+        self._keys[q] = key
+        ver = self._ver[q] + 1
+        self._ver[q] = ver
+        heapq.heappush(self._heap, (key, q, ver))
 
     def _refresh(self) -> None:
         """Recompute the keys of queues that share a root with a touched queue."""
@@ -99,11 +131,11 @@ class PendingOrder:
         keys = self._keys
         for touched in self.touched:
             for q in self._group.get(path[touched][-1], ()):
-                if q in keys:
+                old = keys[q]
+                if old is not None:
                     key = self._key(q)
-                    if key != keys[q]:
-                        keys[q] = key
-                        heapq.heappush(self._heap, (key, q))
+                    if key != old:
+                        self._set(q, key)
         self.touched.clear()
 
     def __iter__(self) -> Iterator[Job]:
@@ -111,42 +143,42 @@ class PendingOrder:
 
     def __next__(self) -> Job:
         if self._global:
-            if self._pos >= len(self._all):
+            if self._at >= len(self._all):
                 raise StopIteration
-            job = self._all[self._pos]
-            self._pos += 1
+            job = self._all[self._at]
+            self._at += 1
         else:
             if self.touched:
                 self._refresh()
-            keys = self._keys
             heap = self._heap
-            while heap and keys.get(heap[0][1]) != heap[0][0]:
+            ver = self._ver
+            while heap and (ver[heap[0][1]] != heap[0][2] or self._keys[heap[0][1]] is None):
                 heapq.heappop(heap)  # stale: the queue's key changed, or it has no jobs left
             if not heap:
                 raise StopIteration
             q = heap[0][1]
-            pos = self._pos_q[q]
-            job = self._lists[q][pos]
-            self._pos_q[q] = pos + 1
-            if pos + 1 >= len(self._lists[q]):
-                del self._keys[q]
+            pos = self._pos[q]
+            jobs = self._lists[q]
+            job = jobs[pos]
+            self._pos[q] = pos + 1
+            if pos + 1 >= len(jobs):
+                self._keys[q] = None
             elif self._smaller or self._las:
                 # the queue's next job changed, its shares did not (a change of share
                 # marks the queue touched, and `_refresh` recomputes its whole key)
-                nxt = self._lists[q][pos + 1]
-                old = keys[q]
+                nxt = jobs[pos + 1]
+                old = self._keys[q]
+                assert old is not None
                 level = bisect_right(self._thresholds, nxt.attained_service) if self._las else 0
                 size = nxt.gpus if self._smaller else 0
-                if level != old[0] or size != old[2]:
-                    key = (level, old[1], size)
-                    keys[q] = key
-                    heapq.heappush(heap, (key, q))
+                if level != old[0] or size != old[-1]:
+                    self._set(q, (float(level), *old[1:-1], float(size)))
         self.visited.append(job)
         return job
 
     def queue_jobs(self, q: int) -> list[Job]:
         """Queue `q`'s pending jobs in job order (queue orders `drf` and `las_drf`)."""
-        return self._lists.get(q, [])
+        return self._lists[q]
 
     def rest(self) -> list[Job]:
         """Drain the iterator (jobs never considered, in order)."""

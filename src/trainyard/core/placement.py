@@ -70,18 +70,16 @@ def _first_usable(
     for _ in range(_SCAN_LIMIT):
         if not mask:
             break
-        low = mask & -mask
-        mask ^= low
-        n = low.bit_length() - 1
-        if free_cpu[n] < need_cpu or free_mem[n] < need_mem:
-            continue
-        if not island:
-            return n
-        free = state.free_mask[n]
-        if any((free & isl).bit_count() >= g for isl in state.layout.islands[n]):
-            return n
-        if first < 0:
-            first = n
+        n = (mask & -mask).bit_length() - 1  # masks span every node: each operation counts
+        if free_cpu[n] >= need_cpu and free_mem[n] >= need_mem:
+            if not island:
+                return n
+            free = state.free_mask[n]
+            if any((free & isl).bit_count() >= g for isl in state.layout.islands[n]):
+                return n
+            if first < 0:
+                first = n
+        mask ^= 1 << n
     return first if island == 1 else -1
 
 
@@ -102,11 +100,11 @@ def single_node_candidates(
     out: list[Candidate] = []
     last = nb
     for k in range(g, nb):  # the two tightest buckets
-        if _add_first(state, out, c, k, g, cpu, mem, island) and len(out) == 2:
+        if buckets[k] and _add_first(state, out, c, k, g, cpu, mem, island) and len(out) == 2:
             last = k
             break
     for k in range(nb - 1, last, -1):  # and the emptiest one above them
-        if _add_first(state, out, c, k, g, cpu, mem, island):
+        if buckets[k] and _add_first(state, out, c, k, g, cpu, mem, island):
             break
     return out
 

@@ -30,7 +30,7 @@ actions of a cycle.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
@@ -51,6 +51,9 @@ class VictimsState:
     priority first, listed before the cycle's first eviction (None until then)."""
 
     by_queue: dict[int, list[Alloc]] | None = None
+    # node -> domain id at the node level (identity) and at the cluster level (all 0)
+    node_ids: list[int] | None = None
+    no_domain: list[int] | None = None
 
 
 def eligible(cycle: Cycle, alloc: Alloc) -> bool:
@@ -65,14 +68,19 @@ def eligible(cycle: Cycle, alloc: Alloc) -> bool:
     return alloc.placed_now or cycle.now - alloc.started_at >= job.min_runtime
 
 
-def _domain_map(cycle: Cycle, level: int) -> Sequence[int] | None:
-    """Node -> domain id at `level` (identity for nodes; None for the whole cluster)."""
+def _domain_map(cycle: Cycle, level: int) -> list[int]:
+    """Node -> domain id at `level` (identity for nodes; 0 for the whole cluster)."""
     layout = cycle.layout
+    if 0 <= level < layout.depth:
+        return layout.domain_of[level]
+    st = cycle.state_of(VictimsState)
     if level >= layout.depth:
-        return range(len(layout.nodes))
-    if level < 0:
-        return None
-    return layout.domain_of[level]
+        if st.node_ids is None:
+            st.node_ids = list(range(len(layout.nodes)))
+        return st.node_ids
+    if st.no_domain is None:
+        st.no_domain = [0] * len(layout.nodes)
+    return st.no_domain
 
 
 def _merge(entries: list[tuple[int, Alloc]]) -> list[tuple[int, Alloc]]:
@@ -274,19 +282,26 @@ def _evict_at_levels(
             for a in pool:
                 if a.cls != c:
                     continue
-                for n, mask, _cpu, _mem in a.parts:
-                    k = (mask & usable[n]).bit_count()  # a cordoned node's GPUs free nothing
+                for part in a.parts:
+                    n = part[0]
+                    k = (part[1] & usable[n]).bit_count()  # a cordoned node's GPUs free nothing
                     if not k:
                         continue
-                    d = domain_of[n] if domain_of is not None else 0
-                    if d in credit:
-                        credit[d].append((k, a))
-                        total[d] += k
-                    else:
-                        credit[d] = [(k, a)]
+                    d = domain_of[n]
+                    entry = (k, a)
+                    found = credit.get(d)
+                    if found is None:
+                        credit[d] = [entry]
                         total[d] = k
+                    else:
+                        found.append(entry)
+                        total[d] += k
                     if spans:
-                        per_node.setdefault(n, []).append((k, a))
+                        here = per_node.get(n)
+                        if here is None:
+                            per_node[n] = [entry]
+                        else:
+                            here.append(entry)
             shortfall = []
             for d, held in total.items():
                 free = _free_in(cycle, c, level, d)
