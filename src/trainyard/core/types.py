@@ -116,6 +116,9 @@ class Elastic:
     - `samples`: observed steps at the sizes it has run (newest last).
     - `grad_sqr`, `grad_var`: the gradient's squared norm and variance at `batch`, when the job
       reports them (Pollux's statistical efficiency; 0 and 0: efficiency 1 at every batch).
+    - `remaining`: samples the job still has to train, when it knows (a job that reports its
+      total steps or samples: the SDK's `Reporter(total_steps=...)`); 0: unknown. The
+      rebalance then weighs the job by the time it has left (`actions/rebalance.py`).
     """
 
     batch: int = 0
@@ -125,6 +128,7 @@ class Elastic:
     grad_sqr: float = 0.0
     grad_var: float = 0.0
     min_local_batch: int = 0  # the smallest per-GPU batch (0: any)
+    remaining: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

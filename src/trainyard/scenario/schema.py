@@ -65,6 +65,7 @@ ELASTIC: dict[str, Spec] = {
     "max_local_batch": ("int", 0),
     "grad_sqr": ("float", 0),
     "grad_var": ("float", 0),
+    "remaining": ("float", 0),
 }
 STEP_SAMPLE: dict[str, Spec] = {
     "gpus": ("int", 1),

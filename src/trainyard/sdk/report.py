@@ -9,14 +9,17 @@ last one at `Reporter.close` (also called at interpreter exit)::
 
     {"attempt": 0, "gpus": 8, "nodes": 1, "world_size": 8, "batch": 256,
      "step_time": 0.31, "steps": 16, "step": 1200, "samples": 307200,
-     "loss": 0.52, "grad_sqr": null, "grad_var": null}
+     "loss": 0.52, "grad_sqr": null, "grad_var": null, "remaining_samples": 2252800}
 
 ``gpus`` is ``WORLD_SIZE`` times the GPUs of a rank (`env.gpus_per_rank`: its
 ``TRAINYARD_RANK_DEVICES`` or else ``CUDA_VISIBLE_DEVICES`` entries, at least 1); ``nodes``
 is ``GROUP_WORLD_SIZE``; ``batch`` the global batch of the last step; ``step_time`` the mean
 seconds per step over the ``steps`` aggregated; ``step`` and ``samples`` the totals since the
 reporter started; ``loss``, ``grad_sqr`` and ``grad_var`` the last values given (null when
-never given or not finite).
+never given or not finite); ``remaining_samples`` the last number of samples the job said it
+still has to train (null when it never said: a loop that knows its total steps passes
+``(total_steps - step) * batch``; the scheduler then gives GPUs first where they bring a job
+nearest its end, `core/actions/rebalance.py`).
 
 Only rank 0 reports. Outside trainyard (`env.under_trainyard` false) every call is a no-op
 and the constructor says so in one line on stderr. Reports never raise into the training
@@ -63,6 +66,7 @@ class _Window:
     loss: float | None = None
     grad_sqr: float | None = None
     grad_var: float | None = None
+    remaining: int | None = None
 
 
 class Reporter:
@@ -118,17 +122,20 @@ class Reporter:
         loss: float | None = None,
         grad_sqr: float | None = None,
         grad_var: float | None = None,
+        remaining_samples: int | None = None,
     ) -> None:
         """Record one training step: its duration in seconds, its global batch, the samples
-        it consumed (default: `batch`) and, when known, its loss and the gradient statistics
-        (mean squared norm and variance, as goodput-aware schedulers use them). Never raises;
-        a value that is not a number is reported once on stderr and the step is dropped."""
+        it consumed (default: `batch`) and, when known, its loss, the gradient statistics
+        (mean squared norm and variance, as goodput-aware schedulers use them) and the
+        samples it still has to train to its end. Never raises; a value that is not a
+        number is reported once on stderr and the step is dropped."""
         if not self.enabled:
             return
         try:
             seconds, global_batch = float(step_time), int(batch)
             used = int(samples) if samples is not None else global_batch
             values = _finite(loss), _finite(grad_sqr), _finite(grad_var)
+            left = max(0, int(remaining_samples)) if remaining_samples is not None else None
         except (TypeError, ValueError, OverflowError) as error:
             self._warn(f"a step was not recorded: {error}")
             return
@@ -141,6 +148,8 @@ class Reporter:
                 new if new is not None else old
                 for new, old in zip(values, (w.loss, w.grad_sqr, w.grad_var), strict=True)
             )
+            if left is not None:
+                w.remaining = left
             self._total_steps += 1
             self._total_samples += used
             # the first step of a window starts the thread's timer; a due one wakes it
@@ -168,7 +177,9 @@ class Reporter:
         w = self._window
         if w.steps == 0:
             return None
-        self._window = _Window(loss=w.loss, grad_sqr=w.grad_sqr, grad_var=w.grad_var)
+        self._window = _Window(
+            loss=w.loss, grad_sqr=w.grad_sqr, grad_var=w.grad_var, remaining=w.remaining
+        )
         self._last_sent = time.monotonic()
         return {
             **self._fixed,
@@ -180,6 +191,7 @@ class Reporter:
             "loss": w.loss,
             "grad_sqr": w.grad_sqr,
             "grad_var": w.grad_var,
+            "remaining_samples": w.remaining,
         }
 
     def _run(self) -> None:

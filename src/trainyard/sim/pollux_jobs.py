@@ -12,9 +12,11 @@
   its epoch); a rigid one's is `PolluxSpeed`'s, so a mixed workload runs both.
 - The scheduler's view (`core.Elastic`, through the engine's `elastic_info` and `observe`
   hooks): the batch range and per-GPU cap, the gradient statistics at the initial batch in
-  the job's current epoch, and one `core.StepSample` per placement the job has run on (the
-  step time of the batch it chose there), as a real job's SDK would report them. The core
-  fits its own goodput model to these (`core.goodput`); it never sees the profiles.
+  the job's current epoch, one `core.StepSample` per placement the job has run on (the
+  step time of the batch it chose there), and the samples it has left (`remaining`: its
+  progress still to make, in samples of its initial batch; a job trains to a target, as a
+  training script runs a set number of epochs), as a real job's SDK would report them. The
+  core fits its own goodput model to these (`core.goodput`); it never sees the profiles.
 """
 
 from __future__ import annotations
@@ -126,15 +128,21 @@ class PolluxJobs:
             min_local_batch=math.ceil(lo),
             grad_sqr=sqr,
             grad_var=var,
+            remaining=self.work(job) * init,
         )
 
     def report(self, job: SimJob, progress: float, info: Elastic) -> Elastic:
         """`info` while the job runs on: the gradient statistics of its current epoch (the
         same object when they have not changed)."""
         sqr, var = self._stats(job, progress)
-        if (sqr, var) == (info.grad_sqr, info.grad_var):
+        left = self._left(job, progress, info)
+        if (sqr, var, left) == (info.grad_sqr, info.grad_var, info.remaining):
             return info
-        return replace(info, grad_sqr=sqr, grad_var=var)
+        return replace(info, grad_sqr=sqr, grad_var=var, remaining=left)
+
+    def _left(self, job: SimJob, progress: float, info: Elastic) -> float:
+        """Samples of the initial batch still to train (progress is in its steps)."""
+        return max(0.0, self.work(job) - progress) * info.batch
 
     def observe(
         self, job: SimJob, per_node: tuple[int, ...], progress: float, info: Elastic
@@ -150,4 +158,7 @@ class PolluxJobs:
         kept = [s for s in info.samples if (s.gpus, s.nodes) != (sample.gpus, sample.nodes)]
         kept.append(sample)
         sqr, var = self._stats(job, progress)
-        return replace(info, samples=tuple(kept[-_SAMPLES_KEPT:]), grad_sqr=sqr, grad_var=var)
+        return replace(
+            info, samples=tuple(kept[-_SAMPLES_KEPT:]), grad_sqr=sqr, grad_var=var,
+            remaining=self._left(job, progress, info),
+        )  # fmt: skip

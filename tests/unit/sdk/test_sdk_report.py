@@ -30,6 +30,7 @@ FIELDS = {
     "loss",
     "grad_sqr",
     "grad_var",
+    "remaining_samples",
 }
 
 
@@ -84,7 +85,9 @@ def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[Recorder]:
 def test_many_steps_make_one_report_per_interval(server: Recorder) -> None:
     reporter = sdk.Reporter(min_interval_s=3600.0)
     for i in range(1000):
-        reporter.step(0.5 if i % 2 else 1.5, batch=256, loss=1.0 / (i + 1), grad_sqr=2.0)
+        left = (1500 - i - 1) * 256 if i < 999 else None  # the last step does not say
+        reporter.step(0.5 if i % 2 else 1.5, batch=256, loss=1.0 / (i + 1), grad_sqr=2.0,
+                      remaining_samples=left)  # fmt: skip
     assert server.requests == []  # the interval has not passed
     reporter.close()
     reporter.close()
@@ -108,6 +111,7 @@ def test_many_steps_make_one_report_per_interval(server: Recorder) -> None:
         "loss": pytest.approx(0.001),
         "grad_sqr": 2.0,
         "grad_var": None,
+        "remaining_samples": 501 * 256,  # the last value given
     }
 
 

@@ -123,9 +123,11 @@ def test_a_rigid_job_is_given_to_the_core_rigid(
 
 
 def _report(
-    factory: sessionmaker[Session], job_id: str, gpus: int, step_time: float, now: float
-) -> None:
-    """The job reports `step_time` seconds per step of 64 samples at `gpus` GPUs."""
+    factory: sessionmaker[Session], job_id: str, gpus: int, step_time: float, now: float,
+    remaining: int | None = None,
+) -> None:  # fmt: skip
+    """The job reports `step_time` seconds per step of 64 samples at `gpus` GPUs (and the
+    samples it has left, when given)."""
     from trainyard.server.api.auth import Principal
     from trainyard.server.api.schemas import ReportIn
     from trainyard.server.db.base import Role
@@ -137,7 +139,8 @@ def _report(
         who = Principal(user_id=job.user_id or 0, user_name="u", tenant_id=job.tenant_id,
                         tenant_name="t", role=Role.MEMBER, job_id=job_id)  # fmt: skip
         body = ReportIn(attempt=0, gpus=gpus, nodes=1, world_size=gpus, batch=64,
-                        step_time=step_time, steps=50, step=50, samples=3200)  # fmt: skip
+                        step_time=step_time, steps=50, step=50, samples=3200,
+                        remaining_samples=remaining)  # fmt: skip
         reports.record(s, who, job_id, body, now=now)
         s.commit()
 
@@ -175,3 +178,22 @@ def test_reported_speedup_decides_whether_a_running_job_grows(
         assert len(sizes) == 1 and sizes[0] > 2, later.decision.resizes
     else:
         assert all(k < 2 for k in sizes), later.decision.resizes
+
+
+def test_the_work_a_job_says_it_has_left_reaches_the_core(
+    factory: sessionmaker[Session], session: Session, world: World
+) -> None:
+    """Issue 13: `remaining_samples` of the latest report is the core's `Elastic.remaining`
+    (the rebalance weighs the job by the time it has left); a report without it keeps the
+    last value, as a job reports it only when it knows."""
+    job_id = _elastic(session, world, gpus=2, low=1, high=4)
+    run_once(factory, now=NOW, metrics=platform_metrics())
+    mark_running(factory, job_id, NOW + 1)
+    _report(factory, job_id, 2, 0.5, NOW + 10, remaining=640_000)
+    with factory() as s:
+        (running,) = load_snapshot(s, NOW + 20).running
+    assert running.job.elastic is not None and running.job.elastic.remaining == 640_000.0
+    _report(factory, job_id, 2, 0.5, NOW + 30)
+    with factory() as s:
+        (running,) = load_snapshot(s, NOW + 40).running
+    assert running.job.elastic is not None and running.job.elastic.remaining == 640_000.0

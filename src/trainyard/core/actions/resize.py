@@ -302,7 +302,7 @@ def _rebalance(cycle: Cycle, rs: ResizeState) -> None:
             one = m.goodput(1, 1)
             if one > 0.0:
                 hi = max(a.gpus, _explored(a.job))
-                entries.append(Entry(a, lo, hi, weight(a.job.attained_service), m, one))
+                entries.append(Entry(a, lo, hi, weight(a.job, one), m, one))
         plan_targets(entries, state.class_free[c], rs.per_node)
         _move(cycle, rs, entries, c)
 

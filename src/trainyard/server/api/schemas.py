@@ -54,6 +54,9 @@ class ReportIn(BaseModel):
     loss: float | None = Field(default=None, allow_inf_nan=False)
     grad_sqr: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     grad_var: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    remaining_samples: int | None = Field(
+        default=None, ge=0, le=10**15, description="samples the job still has to train"
+    )
 
 
 class ArrayCancelOut(BaseModel):

@@ -43,4 +43,6 @@ class JobProgress(Base):
     loss: Mapped[float | None]
     grad_sqr: Mapped[float | None]
     grad_var: Mapped[float | None]
+    # samples the job said it still has to train (None: it never said)
+    remaining_samples: Mapped[int | None] = mapped_column(BigInteger, default=None)
     updated_at: Mapped[float] = mapped_column(Timestamp)

@@ -54,6 +54,7 @@ def elastic_of(row: JobRow, reported: core.Elastic | None) -> core.Elastic | Non
     return core.Elastic(
         batch=base.batch, max_batch=base.max_batch, max_local_batch=base.max_local_batch,
         samples=reported.samples, grad_sqr=reported.grad_sqr, grad_var=reported.grad_var,
+        remaining=reported.remaining,
     )  # fmt: skip
 
 

@@ -4,7 +4,8 @@ A running job (the SDK's `Reporter`, with the job's own token) reports, at a bou
 one aggregate of the steps it trained since its last report: the GPUs and nodes it ran on,
 the global batch, the mean seconds per step and how many steps that mean covers, its
 progress (steps, samples, loss) and, when it measures them, the gradient statistics of
-Pollux's statistical efficiency. `record` keeps:
+Pollux's statistical efficiency and, when it knows them, the samples it still has to
+train. `record` keeps:
 - per (GPUs, nodes, batch), the mean step time (`JobObservation`), weighted by steps, the
   weight of the past capped at `MAX_WEIGHT` steps so that the mean follows a job whose speed
   drifts (data loading warming up, a neighbour leaving);
@@ -67,13 +68,14 @@ def record(
     values: dict[str, Any] = {
         "attempt": report.attempt, "world_size": report.world_size, "step": report.step,
         "samples": report.samples, "loss": report.loss, "grad_sqr": report.grad_sqr,
-        "grad_var": report.grad_var, "updated_at": now,
+        "grad_var": report.grad_var, "remaining_samples": report.remaining_samples,
+        "updated_at": now,
     }  # fmt: skip
     if progress is None:
         session.add(JobProgress(job_id=job.id, **values))
     else:
         for name, value in values.items():
-            if value is None and name in ("grad_sqr", "grad_var"):
+            if value is None and name in ("grad_sqr", "grad_var", "remaining_samples"):
                 continue  # measured now and then: the last measurement stands
             setattr(progress, name, value)
 
@@ -105,6 +107,7 @@ def observations(session: Session, job_ids: Iterable[str]) -> dict[str, core.Ela
             samples=seen,
             grad_sqr=(progress.grad_sqr or 0.0) if progress is not None else 0.0,
             grad_var=(progress.grad_var or 0.0) if progress is not None else 0.0,
+            remaining=float(progress.remaining_samples or 0) if progress is not None else 0.0,
         )
     return out
 
@@ -132,6 +135,7 @@ def progress_of(session: Session, job_id: str) -> dict[str, Any] | None:
         out.update(
             attempt=progress.attempt, world_size=progress.world_size, step=progress.step,
             samples=progress.samples, loss=progress.loss, grad_sqr=progress.grad_sqr,
-            grad_var=progress.grad_var, reported_at=progress.updated_at,
+            grad_var=progress.grad_var, remaining_samples=progress.remaining_samples,
+            reported_at=progress.updated_at,
         )  # fmt: skip
     return out
