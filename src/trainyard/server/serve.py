@@ -354,6 +354,8 @@ class Server:
             log_level="warning",
             access_log=False,
             lifespan="off",
+            # open console pages (server-sent events) end with the server, not the reverse
+            timeout_graceful_shutdown=3,
         )
         server = uvicorn.Server(config)
         self._http = server

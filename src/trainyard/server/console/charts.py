@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from markupsafe import Markup, escape
 
 WIDTH, HEIGHT = 640, 220
-LEFT, RIGHT, TOP, BOTTOM = 56, 12, 12, 28
+LEFT, RIGHT, TOP, BOTTOM = 56, 12, 26, 28
 SERIES = 8  # distinct colours in the style sheet
 
 Point = tuple[float, float]
@@ -105,7 +105,7 @@ def _axes(frame: _Frame, yticks: list[float], time_axis: bool, y_unit: str) -> l
     parts.append(f'<line class="axis" x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{HEIGHT - BOTTOM}" '
                  f'y2="{HEIGHT - BOTTOM}"/>')  # fmt: skip
     if y_unit:
-        parts.append(f'<text class="unit" x="4" y="{TOP + 4}">{escape(y_unit)}</text>')
+        parts.append(f'<text class="unit" x="4" y="14">{escape(y_unit)}</text>')
     return parts
 
 

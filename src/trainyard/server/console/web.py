@@ -50,7 +50,7 @@ SECURITY_HEADERS = {
         "frame-ancestors 'none'"
     ),
     "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
+    "Referrer-Policy": "same-origin",  # (no-referrer would make forms send `Origin: null`)
     "Cache-Control": "no-store",
 }
 
