@@ -133,7 +133,9 @@ def _seed(db_url: str) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgres"])
-def site(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
+def site(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Site]:
     tmp = tmp_path_factory.mktemp(f"console-{request.param}")
     for db_url in _database(request, tmp):
         cluster = Cluster(tmp, db_url, virtual_gpus=4, args=("--job-user", "server"))

@@ -66,6 +66,6 @@ def validation_error(errors: Sequence[Any]) -> ApiError:
     field = _field(tuple(first.get("loc", ())))
     message = str(first.get("msg", "invalid request"))
     if first.get("type") == "string_pattern_mismatch":
-        pattern = (first.get("ctx") or {}).get("pattern")
+        pattern = str((first.get("ctx") or {}).get("pattern"))
         message = schemas.PATTERN_MESSAGES.get(pattern, message)
     return ApiError(422, message, field=field)

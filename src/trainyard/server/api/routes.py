@@ -25,7 +25,7 @@ import trainyard.server.services.usage as usage
 from trainyard.jobspec import Limits
 from trainyard.server.api.auth import Principal, TokenCache, authenticate, authorization, bearer
 from trainyard.server.api.errors import ApiError
-from trainyard.server.db.base import JobState, Role
+from trainyard.server.db.base import JobState
 from trainyard.server.metrics import PLATFORM
 from trainyard.server.services import depends, reports
 from trainyard.server.services.admission import Admission

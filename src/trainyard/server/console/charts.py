@@ -117,7 +117,7 @@ def _table(series: Sequence[Series], time_axis: bool, y_unit: str) -> str:
                     if time_axis else f"{x:g}")  # fmt: skip
             rows.append(f"<tr><td>{escape(s.name)}</td><td>{when}</td><td>{y:.4g}</td></tr>")
     return (
-        "<details class=\"chart-data\"><summary>The numbers</summary><table><thead><tr>"
+        '<details class="chart-data"><summary>The numbers</summary><table><thead><tr>'
         f"<th>series</th><th>{'time' if time_axis else 'x'}</th><th>{escape(y_unit) or 'value'}"
         f"</th></tr></thead><tbody>{''.join(rows[:500])}</tbody></table></details>"
     )
@@ -210,7 +210,9 @@ def bar_chart(title: str, bars: Sequence[tuple[str, float]], *, y_unit: str = ""
         return Markup(f'<p class="empty">{escape(title)}: nothing to show.</p>')
     yticks = nice_ticks(0.0, max(v for _, v in bars) or 1.0)
     frame = _Frame(0, len(bars), 0.0, yticks[-1])
-    svg = [p for p in _axes(frame, yticks, False, y_unit) if 'text-anchor="middle"' not in p]  # the bars carry their labels
+    svg = [
+        p for p in _axes(frame, yticks, False, y_unit) if 'text-anchor="middle"' not in p
+    ]  # the bars carry their labels
     slot = (WIDTH - LEFT - RIGHT) / len(bars)
     for i, (label, value) in enumerate(bars):
         x = LEFT + i * slot + slot * 0.15

@@ -83,6 +83,7 @@ class Watcher:
 
     async def _run(self) -> None:
         while self.listeners > 0:
+            seen: tuple[Any, ...] | None
             try:
                 seen = await run_in_threadpool(self._read)
             except Exception:  # a database hiccup: the pages refresh on their own timer
@@ -156,9 +157,7 @@ def stream_page(request: Request, page: Any, base: dict[str, Any]) -> StreamingR
     return StreamingResponse(events(), media_type="text/event-stream", headers=HEADERS)
 
 
-def log_events(
-    request: Request, job_id: str, rank: int, attempt: int | None
-) -> StreamingResponse:
+def log_events(request: Request, job_id: str, rank: int, attempt: int | None) -> StreamingResponse:
     """A rank's log lines as they are written (a 404/422 `ApiError` before streaming)."""
     ctx = context(request)
     stop = threading.Event()
@@ -172,7 +171,9 @@ def log_events(
     )
 
 
-async def _pump(request: Request, lines: Iterator[str], stop: threading.Event) -> AsyncIterator[str]:
+async def _pump(
+    request: Request, lines: Iterator[str], stop: threading.Event
+) -> AsyncIterator[str]:
     """Lines from the blocking follower (a worker thread) to the browser, in batches."""
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue[str | None] = asyncio.Queue()

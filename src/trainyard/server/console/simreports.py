@@ -70,7 +70,9 @@ def details(report: Report) -> dict[str, Any]:
     summaries = json.loads((report.path / "summary.json").read_text())
     header, rows = table_rows(summaries)
     plots = [f for f in FILES if (report.path / f).is_file()]
-    plots += sorted(p.name for p in report.path.glob("allocation-*.png") if _ALLOCATION.fullmatch(p.name))
+    plots += sorted(
+        p.name for p in report.path.glob("allocation-*.png") if _ALLOCATION.fullmatch(p.name)
+    )
     scalars = {
         label: {k: v for k, v in s.items() if isinstance(v, int | float | str)}
         for label, s in summaries.items()

@@ -100,8 +100,17 @@ def cluster(session: Session, who: Principal, now: float) -> dict[str, Any]:
                 legend[holder.job.id] = holder.job
                 since[holder.job.id] = holder.since
         nodes.append(
-            NodeView(n.name, n.executor, _node_status(n), n.drain_reason, n.virtual, n.cpus,
-                     n.memory_gb, n.last_heartbeat_at, gpus)  # fmt: skip
+            NodeView(
+                n.name,
+                n.executor,
+                _node_status(n),
+                n.drain_reason,
+                n.virtual,
+                n.cpus,
+                n.memory_gb,
+                n.last_heartbeat_at,
+                gpus,
+            )
         )
     cells = [g for n in nodes for g in n.gpus]
     counts = jobs.state_counts(session, who)
@@ -155,8 +164,14 @@ def queues(session: Session, who: Principal, now: float, usage_weight: float) ->
     total_gpus = sum(len(n.devices) for n in nodes)
     index = QueueIndex(
         tuple(
-            core.Queue(q.name, names.get(q.parent_id) if q.parent_id else None, q.guaranteed,
-                       q.limit, q.weight, q.usage)  # fmt: skip
+            core.Queue(
+                q.name,
+                names.get(q.parent_id) if q.parent_id else None,
+                q.guaranteed,
+                q.limit,
+                q.weight,
+                q.usage,
+            )
             for q in rows
         ),
         total_gpus,
@@ -183,9 +198,12 @@ def queues(session: Session, who: Principal, now: float, usage_weight: float) ->
         (counted at the highest queue that does not contain it: disjoint subtrees)."""
         idle = max(0, guaranteed - used[name])
         line = {name, *ancestors(name)}
-        others = sum(borrowed[q] for q in used if q not in line and (parent[q] in line or parent[q] is None)
-                     and name not in ancestors(q))  # fmt: skip
-        return min(idle, others)
+        outside = [
+            q for q in used
+            if q not in line and (parent[q] in line or parent[q] is None)
+            and name not in ancestors(q)
+        ]  # fmt: skip
+        return min(idle, sum(borrowed[q] for q in outside))
 
     views: dict[str, QueueView] = {}
     for q in rows:
@@ -196,7 +214,7 @@ def queues(session: Session, who: Principal, now: float, usage_weight: float) ->
             visible[q.name], len(ancestors(q.name)), used[q.name], borrowed[q.name],
             lent(q.name, q.guaranteed), index.share_key(i),
         )  # fmt: skip
-    for name, view in views.items():
+    for name, _view in views.items():
         up = parent[name]
         if up in views:
             views[up].children.append(name)
@@ -223,9 +241,7 @@ def queues(session: Session, who: Principal, now: float, usage_weight: float) ->
 # ---- jobs -----------------------------------------------------------------------------------
 
 
-def job_list(
-    session: Session, who: Principal, where: jobs.Filters, page: int
-) -> dict[str, Any]:
+def job_list(session: Session, who: Principal, where: jobs.Filters, page: int) -> dict[str, Any]:
     listed = jobs.list_jobs(session, who, where, limit=PAGE_SIZE, offset=(page - 1) * PAGE_SIZE)
     reasons: dict[str, str] = {}
     pending = [j.id for j in listed.jobs if j.state == JobState.PENDING]

@@ -14,11 +14,12 @@ becomes the API's error (`api/errors.validation_error`) rendered on the page by 
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import hashlib
 import math
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -66,7 +67,7 @@ class ConsoleSettings:
     live_refresh_s: float = 5.0  # a live page re-renders at least this often (ages, ETAs)
 
 
-class Respond(Exception):  # noqa: N818 (not an error: a response decided in a dependency)
+class Respond(Exception):
     """Raised by a dependency to answer with `response` instead of the page."""
 
     def __init__(self, response: Response) -> None:
@@ -245,7 +246,7 @@ class ConsoleRoute(APIRoute):
     """A console route: refused query parameters render the page with the API's error
     (through `ON_INVALID`), an `ApiError` of a service becomes a message page."""
 
-    def get_route_handler(self) -> Callable[[Request], Awaitable[Response]]:
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
         path = self.path
 
@@ -263,10 +264,8 @@ class ConsoleRoute(APIRoute):
                                     f"{error.field}: {error.message}")  # fmt: skip
             except ApiError as error:
                 who = None
-                try:
+                with contextlib.suppress(Respond):
                     who = await page_user(request)
-                except Respond:
-                    pass
                 title = {403: "Not allowed", 404: "Not found"}.get(error.status, "Error")
                 return message_page(request, who, error.status, title, error.message)
 

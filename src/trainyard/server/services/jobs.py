@@ -127,6 +127,7 @@ SORTS: dict[str, Any] = {
 }
 assert tuple(SORTS) == schemas.JOB_SORTS
 
+
 def list_jobs(
     session: Session,
     who: Principal,

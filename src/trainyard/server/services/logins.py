@@ -95,9 +95,7 @@ def log_in(session: Session, credential: str, *, now: float) -> Login:
         user = row.user
         how = f"token {row.token_id}"
     expires = now + SESSION_TTL_S
-    token_row, token = issue_token(
-        session, user, now=now, name=CONSOLE_SESSION, expires_at=expires
-    )
+    token_row, token = issue_token(session, user, now=now, name=CONSOLE_SESSION, expires_at=expires)
     audit.record(
         session, actor=user.name, user_id=user.id, tenant_id=user.tenant_id,
         action="console.login", target=token_row.token_id, now=now, details={"with": how},

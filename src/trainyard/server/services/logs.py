@@ -108,7 +108,5 @@ def open_logs(
                 row = s.get(Job, job_key)
                 return row is None or row.state not in _LIVE or row.attempt - 1 != followed
 
-        lines = source.follow(
-            job.id, rank, followed, ended, ranks=workers, tail_bytes=tail_bytes
-        )
+        lines = source.follow(job.id, rank, followed, ended, ranks=workers, tail_bytes=tail_bytes)
     return (line + "\n" for line in lines)

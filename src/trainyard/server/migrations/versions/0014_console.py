@@ -58,9 +58,7 @@ def upgrade() -> None:
             ["job_id"], ["jobs.id"], name="fk_job_report_samples_job_id_jobs", ondelete="CASCADE"
         ),
     )
-    op.create_index(
-        "ix_job_report_samples_job_id_time", "job_report_samples", ["job_id", "time"]
-    )
+    op.create_index("ix_job_report_samples_job_id_time", "job_report_samples", ["job_id", "time"])
 
 
 def downgrade() -> None:
