@@ -37,7 +37,6 @@ def console_command(
     """Print a one-time link that logs a browser in to the web console."""
     from trainyard.server.api.errors import ApiError
     from trainyard.server.config import ServerConfig
-    from trainyard.server.db.tokens import verify_token
     from trainyard.server.services import logins
 
     config = ServerConfig(home=admin_cli._home(home))
@@ -49,11 +48,7 @@ def console_command(
         )  # fmt: skip
     with admin_cli._database(home, db) as session:
         now = time.time()
-        name = user
-        if name is None:
-            token = _read(config.admin_token_file)
-            row = verify_token(session, token, now=now) if token else None
-            name = row.user.name if row is not None else "admin"
+        name = user or logins.link_user(session, _read(config.admin_token_file), now=now)
         try:
             code = logins.issue_code(session, name, now=now)
         except ApiError as error:

@@ -252,7 +252,6 @@ class Server:
         """A link that logs a browser in to the console once (a new login code for `user`,
         by default the admin token's user); None when there is no such user."""
         from trainyard.server.api.errors import ApiError
-        from trainyard.server.db.tokens import verify_token
         from trainyard.server.services import logins
 
         assert self.platform is not None, "prepare() first"
@@ -263,8 +262,7 @@ class Server:
                     token = self.config.admin_token_file.read_text().strip()
                 except OSError:
                     token = ""
-                row = verify_token(s, token, now=now) if token else None
-                user = row.user.name if row is not None else "admin"
+                user = logins.link_user(s, token, now=now)
             try:
                 code = logins.issue_code(s, user, now=now)
             except ApiError:

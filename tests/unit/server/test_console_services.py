@@ -275,3 +275,23 @@ def test_simulation_reports_serve_their_own_files_only(tmp_path: Path) -> None:
     assert simreports.find((tmp_path,), "..") is None
     details = simreports.details(found)
     assert details["header"][0] == "policy" and details["rows"][0][0] == "fifo"
+
+
+def test_trainyard_console_prints_a_link_that_logs_in(api: ApiWorld, tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from trainyard.cli.main import app
+
+    db = api.engine.url.render_as_string(hide_password=False)
+    argv = ["console", "--home", str(tmp_path), "--db", db]
+    down = CliRunner().invoke(app, argv + ["--user", "vic"])
+    assert down.exit_code == 2 and "no server is running" in down.output
+    (tmp_path / "server.json").write_text(json.dumps({"url": "http://127.0.0.1:1"}))
+    done = CliRunner().invoke(app, argv + ["--user", "vic"])
+    assert done.exit_code == 0, done.output
+    code = re.search(r"http://127\.0\.0\.1:1/\?token=(tyc_\S+)", done.output)
+    assert code, done.output
+    cookie = _login(api, code.group(1))
+    assert _as(api, cookie).get("/v1/whoami").json()["user"] == "vic"
+    unknown = CliRunner().invoke(app, argv + ["--user", "nobody"])
+    assert unknown.exit_code == 2 and "--user" in unknown.output

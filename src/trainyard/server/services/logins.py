@@ -65,6 +65,13 @@ def issue_code(session: Session, user_name: str, *, now: float, ttl_s: float = C
     return code
 
 
+def link_user(session: Session, admin_token: str, *, now: float) -> str:
+    """Whom a login link is for by default: the user of the server's admin token (the
+    bootstrapped `admin`, unless the operator replaced it), else `admin`."""
+    row = verify_token(session, admin_token, now=now) if admin_token else None
+    return row.user.name if row is not None else "admin"
+
+
 def _redeem_code(session: Session, code: str, *, now: float) -> User:
     digest = hash_token(code)
     spent = session.execute(
