@@ -284,14 +284,29 @@ def test_trainyard_console_prints_a_link_that_logs_in(api: ApiWorld, tmp_path: P
 
     db = api.engine.url.render_as_string(hide_password=False)
     argv = ["console", "--home", str(tmp_path), "--db", db]
-    down = CliRunner().invoke(app, argv + ["--user", "vic"])
+    down = CliRunner().invoke(app, [*argv, "--user", "vic"])
     assert down.exit_code == 2 and "no server is running" in down.output
     (tmp_path / "server.json").write_text(json.dumps({"url": "http://127.0.0.1:1"}))
-    done = CliRunner().invoke(app, argv + ["--user", "vic"])
+    done = CliRunner().invoke(app, [*argv, "--user", "vic"])
     assert done.exit_code == 0, done.output
     code = re.search(r"http://127\.0\.0\.1:1/\?token=(tyc_\S+)", done.output)
     assert code, done.output
     cookie = _login(api, code.group(1))
     assert _as(api, cookie).get("/v1/whoami").json()["user"] == "vic"
-    unknown = CliRunner().invoke(app, argv + ["--user", "nobody"])
+    unknown = CliRunner().invoke(app, [*argv, "--user", "nobody"])
     assert unknown.exit_code == 2 and "--user" in unknown.output
+
+
+def test_charts_cover_their_data_and_say_what_they_show() -> None:
+    from trainyard.server.console.charts import Series, line_chart, nice_ticks, stacked_chart
+
+    for low, high in ((0, 4200), (0.0003, 0.08), (5, 5), (0, 1)):
+        ticks = nice_ticks(low, high)
+        assert ticks[0] <= low and ticks[-1] >= high and len(ticks) <= 12
+    chart = str(line_chart("Rate <b>", [Series("a&b", [(0.0, 1.0), (60.0, 3.0)])], y_unit="x/s"))
+    assert 'role="img"' in chart and "Rate &lt;b&gt;" in chart and "a&amp;b" in chart
+    assert "<table>" in chart  # the numbers, for screen readers
+    assert "nothing reported" in str(line_chart("Empty", [Series("a", [])]))
+    stacked = str(stacked_chart("Use", [Series("q1", [(0.0, 1.0), (1.0, 2.0)]),
+                                        Series("q2", [(0.0, 0.5), (1.0, 0.5)])]))  # fmt: skip
+    assert stacked.count("<polygon") == 2

@@ -38,12 +38,11 @@ def nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
     raw = (high - low) / max(count, 1)
     magnitude = 10 ** math.floor(math.log10(raw))
     step = next(m * magnitude for m in (1, 2, 2.5, 5, 10) if m * magnitude >= raw)
-    start = math.floor(low / step) * step
-    ticks = []
-    value = start
-    while value <= high + step * 1e-9:
-        ticks.append(round(value, 10))
+    value = math.floor(low / step) * step
+    ticks = [round(value, 10)]
+    while value < high - step * 1e-9:  # the last tick at or above `high`
         value += step
+        ticks.append(round(value, 10))
     return ticks
 
 

@@ -219,7 +219,9 @@
         status.textContent = `${count} lines`;
       });
       source.addEventListener("end", () => {
-        status.textContent = `${count} lines · attempt ended`;
+        const head = document.getElementById("job_head");
+        const waiting = head && head.dataset.state === "PENDING" && !count;
+        status.textContent = waiting ? "no output: the job has not started" : `${count} lines · attempt ended`;
         source.close();
         source = null;
       });
