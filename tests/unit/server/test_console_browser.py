@@ -389,3 +389,28 @@ def test_a_forged_write_is_refused(jobs_cancelled: Site, browser: Any) -> None:
     assert status == 403
     assert site.state("ada", job_id) == "RUNNING"
     page.context.close()
+
+
+def test_make_ups_printed_link_shows_the_example_jobs_on_the_virtual_gpus(
+    browser: Any, tmp_path: Path
+) -> None:
+    """Acceptance 1 of issue 17: `trainyard up --virtual-gpus 4 --submit <the examples>`, as
+    `make up` runs it; the link it prints shows the 4 virtual GPUs and the examples on them
+    as they run (the page is opened as soon as the link is printed and follows them live)."""
+    from test_up_e2e import Up
+
+    up = Up(tmp_path, f"sqlite:///{tmp_path / 'trainyard.db'}", tmp_path / "home")
+    try:
+        link = wait_until("the console link", lambda: re.search(r"console: (\S+)", up.output()),
+                          60, up.output)  # fmt: skip
+        page = browser.new_context(viewport={"width": 1366, "height": 900}).new_page()
+        page.goto(link.group(1))
+        expect = _expect()
+        expect(page.locator(".gpu.virtual")).to_have_count(4)
+        ddp = page.locator("a.gpu.busy", has_text="ddp-mlp")
+        expect(ddp).to_have_count(2, timeout=WAIT_MS)  # the 2-worker DDP example, live
+        expect(page.locator(".legend-jobs")).to_contain_text("ddp-mlp")
+        page.context.close()
+    finally:
+        up.stop()
+        print(up.output())

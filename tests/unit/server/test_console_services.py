@@ -310,3 +310,18 @@ def test_charts_cover_their_data_and_say_what_they_show() -> None:
     stacked = str(stacked_chart("Use", [Series("q1", [(0.0, 1.0), (1.0, 2.0)]),
                                         Series("q2", [(0.0, 0.5), (1.0, 0.5)])]))  # fmt: skip
     assert stacked.count("<polygon") == 2
+
+
+def test_admin_gc_removes_expired_login_codes(api: ApiWorld, tmp_path: Path) -> None:
+    from trainyard.server.db import LoginCode
+    from trainyard.server.services import retention
+
+    with _session(api) as s:
+        logins.issue_code(s, "ada", now=NOW - 100 * 86400)
+        logins.issue_code(s, "ada", now=NOW)
+        s.commit()
+        report = retention.collect(s, tmp_path, now=NOW, runs_age_s=1e9, checkpoints_age_s=1e9,
+                                   tokens_age_s=30 * 86400)  # fmt: skip
+        s.commit()
+        assert report.tokens == 1
+        assert len(list(s.scalars(select(LoginCode)))) == 1

@@ -115,9 +115,11 @@ def _job_charts(values: dict[str, Any]) -> dict[str, Any]:
         charts.append(line_chart("World size (reported)", [Series("ranks", values["world"])],
                                  y_unit="ranks", step=True))  # fmt: skip
         rates = [Series("throughput", values["throughput"])]
-        if values["goodput"]:
+        title = "Throughput"
+        if values["goodput"]:  # reported gradient statistics: Pollux's efficiency applies
             rates.append(Series("goodput", values["goodput"]))
-        charts.append(line_chart("Throughput and goodput", rates, y_unit="samples/s"))
+            title = "Throughput and goodput"
+        charts.append(line_chart(title, rates, y_unit="samples/s"))
     if values["loss"]:
         charts.append(line_chart("Loss", [Series("loss", values["loss"])], y_min=None))
     return values | {"charts": charts}
