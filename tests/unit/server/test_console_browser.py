@@ -403,6 +403,14 @@ def test_make_ups_printed_link_shows_the_example_jobs_on_the_virtual_gpus(
     try:
         link = wait_until("the console link", lambda: re.search(r"console: (\S+)", up.output()),
                           60, up.output)  # fmt: skip
+        base = link.group(1).split("/?", 1)[0]
+
+        def serving() -> bool:  # the banner comes just before the API listens
+            with contextlib.suppress(httpx.HTTPError):
+                return httpx.get(f"{base}/healthz", timeout=2).status_code == 200
+            return False
+
+        wait_until("the API", serving, 60, up.output)
         page = browser.new_context(viewport={"width": 1366, "height": 900}).new_page()
         page.goto(link.group(1))
         expect = _expect()

@@ -325,3 +325,13 @@ def test_admin_gc_removes_expired_login_codes(api: ApiWorld, tmp_path: Path) -> 
         s.commit()
         assert report.tokens == 1
         assert len(list(s.scalars(select(LoginCode)))) == 1
+
+
+def test_the_jobs_page_lists_an_arrays_members(api: ApiWorld) -> None:
+    made = api.client.post("/v1/jobs", json=SPEC | {"array": "0-2"}, headers=api.auth("ada"))
+    assert made.status_code == 201, made.text
+    single = api.client.post("/v1/jobs", json=SPEC, headers=api.auth("ada")).json()["id"]
+    page = _as(api, _login(api, api.tokens["ada"])).get(f"/jobs?array={made.json()['id']}")
+    assert page.status_code == 200
+    assert all(member in page.text for member in made.json()["array_ids"])
+    assert single not in page.text

@@ -230,6 +230,12 @@ QueueFilter = Annotated[
 UserFilter = Annotated[
     str | None, Query(max_length=128, pattern=schemas.PRINTABLE, description="only this user's")
 ]
+ArrayFilter = Annotated[
+    str | None,
+    Query(
+        max_length=32, pattern=schemas.PRINTABLE, description="only the members of this job array"
+    ),
+]
 JobOrder = Annotated[
     str | None,
     Query(
@@ -250,14 +256,7 @@ def list_jobs(
     since: Annotated[
         float | None, Query(ge=0, description="only jobs submitted at or after (Unix time)")
     ] = None,
-    array: Annotated[
-        str | None,
-        Query(
-            max_length=32,
-            pattern=schemas.PRINTABLE,
-            description="only the members of this job array",
-        ),
-    ] = None,
+    array: ArrayFilter = None,
     limit: Annotated[int, Query(ge=1, le=jobs.LIST_LIMIT)] = jobs.LIST_LIMIT,
     offset: Annotated[int, Query(ge=0, le=2**31 - 1)] = 0,
     sort: JobOrder = None,

@@ -16,6 +16,7 @@ import trainyard.server.services.jobs as jobs
 from trainyard.server.api.auth import Principal
 from trainyard.server.api.errors import ApiError, not_found
 from trainyard.server.api.routes import (
+    ArrayFilter,
     JobOrder,
     QueueFilter,
     StateFilter,
@@ -74,9 +75,12 @@ async def jobs_page(
     queue: QueueFilter = None,
     user: UserFilter = None,
     sort: JobOrder = None,
+    array: ArrayFilter = None,
     page: Annotated[int, Query(ge=1, le=1_000_000)] = 1,
 ) -> Response:
-    where = jobs.Filters(states=state, queue=queue or None, user=user or None, sort=sort)
+    where = jobs.Filters(
+        states=state, queue=queue or None, user=user or None, sort=sort, array=array or None
+    )
     shown = Page(
         "jobs.html",
         lambda s, now: views.job_list(s, who, where, page),
