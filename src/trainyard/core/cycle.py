@@ -145,10 +145,13 @@ class Cycle:
         return found
 
     def max_level(self, job: Job) -> int:
+        """The outermost level `job` may span (depth: one node; -1: the whole cluster)."""
         if job.topology is None:
-            return -1
+            return self.layout.depth if job.nodes == 1 else -1
         level = self.layout.level_index(job.topology)
-        return -1 if level is None else level
+        if level is None:
+            return -1
+        return max(level, self.layout.depth) if job.nodes == 1 else level
 
     def quota_blocker(self, job: Job) -> int:
         """-1 if the job's queue may take it now, else the blocking queue's index."""
@@ -256,6 +259,7 @@ class Cycle:
             job.cpus / g,
             job.memory_gb / g,
             job.submit_time <= self.split_before,
+            job.nodes,
         )
         epoch = self.state.epoch
         cached = self._fail.get(key)

@@ -60,7 +60,28 @@ def _in(seconds: float) -> str:
 def _types(job: Job) -> str:
     t = "/".join(job.gpu_types) + " " if job.gpu_types else ""
     mem = f" with >= {job.gpu_memory_gb:g} GB" if job.gpu_memory_gb else ""
-    return f"{job.gpus} {t}GPU{'s' if job.gpus != 1 else ''}{mem}"
+    spread = f" on {job.nodes} nodes ({job.gpus // job.nodes} each)" if job.nodes > 1 else ""
+    return f"{job.gpus} {t}GPU{'s' if job.gpus != 1 else ''}{mem}{spread}"
+
+
+def _nodes_with(cycle: Cycle, job: Job, free: bool) -> int:
+    """Nodes of one of `job`'s classes with `gpus / nodes` GPUs (free ones with `free`,
+    else usable ones), the most over its classes."""
+    state = cycle.state
+    layout = cycle.layout
+    per = job.gpus // job.nodes
+    best = 0
+    for c in cycle.classes_of(job):
+        if free:
+            found = sum(state.bucket[c][k].bit_count() for k in range(per, len(state.bucket[c])))
+        else:
+            found = sum(
+                1
+                for n, cls in enumerate(layout.class_of_node)
+                if cls == c and layout.usable_mask[n].bit_count() >= per
+            )
+        best = max(best, found)
+    return best
 
 
 def _capacity(cycle: Cycle, job: Job) -> tuple[PendingCode, str]:
@@ -84,6 +105,28 @@ def _capacity(cycle: Cycle, job: Job) -> tuple[PendingCode, str]:
             f"needs {_types(job)} of one type but the cluster has at most {capacity} such GPUs"
         )
     free = max(state.class_free[c] for c in classes)
+    if job.nodes > 1:
+        per = job.gpus // job.nodes
+        usable = _nodes_with(cycle, job, free=False)
+        if usable < job.nodes:
+            return "unresolvable", (
+                f"needs {_types(job)} but the cluster has {usable} node"
+                f"{'s' if usable != 1 else ''} with {per} such GPU{'s' if per != 1 else ''}"
+            )
+        if free >= job.gpus:
+            ready = _nodes_with(cycle, job, free=True)
+            where = f" inside one {job.topology}" if job.topology is not None else ""
+            return "fragmented", (
+                f"needs {_types(job)}{where}; {free} free in total, on {ready} node"
+                f"{'s' if ready != 1 else ''} with {per} free"
+            )
+    if job.nodes == 1 and job.topology is None:
+        largest_node = max(layout.class_node_max[c] for c in classes)
+        if largest_node < job.gpus:
+            return "unresolvable", (
+                f"needs {_types(job)} on one node (nodes: 1), but the largest node has "
+                f"{largest_node}"
+            )
     level = cycle.max_level(job)
     if job.topology is not None and level >= 0:
         where = job.topology
@@ -107,12 +150,12 @@ def _capacity(cycle: Cycle, job: Job) -> tuple[PendingCode, str]:
         largest = max(state.largest_free(c, layout.depth) for c in classes)
         profile = cycle.profile
         if (
-            not profile.may_split(job, cycle.now)
+            (job.nodes == 1 or not profile.may_split(job, cycle.now))
             and largest < job.gpus
             and job.gpus <= max(layout.class_node_max[c] for c in classes)
         ):
             wait = ""
-            if profile.split_small_jobs:
+            if profile.split_small_jobs and job.nodes != 1:
                 left = profile.locality_wait_s - (cycle.now - job.submit_time)
                 wait = f" (it waits {left:.0f} s more for one before spanning nodes)"
             return "fragmented", (
@@ -354,6 +397,7 @@ def build_decision(cycle: Cycle, only: tuple[Job, ...] | None = None) -> Decisio
             job.gpu_types,
             job.gpu_memory_gb,
             job.topology,
+            job.nodes,
             job.cpus,
             job.memory_gb,
             job.queue,

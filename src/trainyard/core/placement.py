@@ -11,6 +11,9 @@ Rules, in order:
    (largest free first), then the best-fitting child for the remainder, recursively.
 4. Several candidates (one per free-count bucket for single-node jobs, a few best-fitting
    domains for gangs) are rated by the profile's weighted scorers; ties go to the lowest index.
+5. A job that asks for exactly N nodes (`Job.nodes` >= 2) takes `gpus / N` GPUs on each of N
+   distinct nodes (`spread_candidates`): inside the innermost domain that has N such nodes,
+   the nodes with the fewest free GPUs that suffice first (best fit), then the lowest index.
 
 Only candidate *shapes* (node, GPU count) are computed here; device bits are chosen by
 `pick_devices` when the chosen candidate is committed, keeping islands whole where possible.
@@ -201,6 +204,64 @@ def gang_candidates(state: ClusterState, job: Job, c: int, max_level: int) -> li
     return []
 
 
+def _pick_nodes(
+    state: ClusterState, c: int, mask: int, count: int, per: int, cpu: float, mem: float
+) -> list[tuple[int, int]] | None:
+    """`count` nodes of `mask` with `per` usable GPUs each (the tightest free count first,
+    then the lowest index), as (node, per) parts; None if fewer exist."""
+    buckets = state.bucket[c]
+    out: list[tuple[int, int]] = []
+    for k in range(per, len(buckets)):
+        m = buckets[k] & mask
+        while m:
+            low = m & -m
+            m ^= low
+            n = low.bit_length() - 1
+            if (cpu > 0 or mem > 0) and state.node_room(n, cpu, mem) < per:
+                continue
+            out.append((n, per))
+            if len(out) == count:
+                return out
+    return None
+
+
+def spread_candidates(state: ClusterState, job: Job, c: int, max_level: int) -> list[Candidate]:
+    """Candidates for a job of exactly `job.nodes` nodes (rule 5 of the module docstring):
+    up to four domains of the innermost level that has room, fewest qualifying nodes first,
+    or the whole cluster when the job may span it."""
+    count = job.nodes
+    per = job.gpus // count
+    buckets = state.bucket[c]
+    if per >= len(buckets):
+        return []
+    eligible = 0
+    for k in range(per, len(buckets)):
+        eligible |= buckets[k]
+    if eligible.bit_count() < count:
+        return []
+    layout = state.layout
+    cpu, mem = job_demand(job)
+    for level in range(layout.depth - 1, max(max_level, 0) - 1, -1):
+        doms = []
+        for d, dm in enumerate(layout.domain_mask[level]):
+            m = dm & eligible
+            if m and m.bit_count() >= count:
+                doms.append((m.bit_count(), d, m))
+        doms.sort()
+        out: list[Candidate] = []
+        for _cnt, d, m in doms[:4]:
+            parts = _pick_nodes(state, c, m, count, per, cpu, mem)
+            if parts is not None:
+                out.append(Candidate(c, parts, level, d))
+        if out:
+            return out
+    if max_level < 0:
+        parts = _pick_nodes(state, c, eligible, count, per, cpu, mem)
+        if parts is not None:
+            return [Candidate(c, parts, -1, 0)]
+    return []
+
+
 def candidates(
     state: ClusterState,
     job: Job,
@@ -219,6 +280,12 @@ def candidates(
     class_free = state.class_free
     for c in classes:
         if class_free[c] < g:
+            continue
+        if job.nodes > 1:
+            found = spread_candidates(state, job, c, max_level)
+            if found:
+                out.extend(found)
+                spans = True
             continue
         if g <= layout.class_node_max[c]:
             found = single_node_candidates(state, job, c, job.topology == "island")

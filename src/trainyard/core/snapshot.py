@@ -53,6 +53,24 @@ def _job_problem(job: Job, queues: set[str]) -> tuple[str, str] | None:
         return "min_gpus", "must not exceed gpus"
     if job.max_gpus is not None and job.max_gpus < job.gpus:
         return "max_gpus", "must be >= gpus"
+    return _nodes_problem(job)
+
+
+def _nodes_problem(job: Job) -> tuple[str, str] | None:
+    """What is wrong with `job.nodes` (see `Job`), or None."""
+    n = job.nodes
+    if n == 0:
+        return None
+    if n < 0:
+        return "nodes", f"must be >= 0 (0: any shape), got {n}"
+    if job.gpus == 0 and n > 1:
+        return "nodes", "a CPU-only job runs on one node: use nodes 0 or 1"
+    if job.gpus % n:
+        return "nodes", f"gpus ({job.gpus}) must split evenly over {n} nodes"
+    if job.is_elastic:
+        return "nodes", "an elastic job's shape follows its size: use nodes 0"
+    if n > 1 and job.topology in ("island", "node"):
+        return "nodes", f"topology {job.topology!r} keeps the job on one node: use nodes 1"
     return None
 
 

@@ -38,6 +38,7 @@ class Layout:
     domain_of: list[list[int]]  # [level][node] -> domain id at that level
     domain_names: list[list[str]]  # [level][domain] -> name
     children: list[list[list[int]]]  # [level][domain] -> child domains (or nodes at last level)
+    domain_mask: list[list[int]]  # [level][domain] -> bitmask of its nodes
     top: list[int]  # children of the root: level-0 domains, or all nodes when depth == 0
     domain_capacity: list[list[list[int]]]  # [level][class][domain] -> usable GPUs
     leaf_of: list[int]  # per node: its innermost domain (-1 when there are no levels)
@@ -150,6 +151,12 @@ def build_layout(nodes: tuple[Node, ...], topology: Topology) -> Layout:
                 per_class[c][domain_of[level][i]] += usable[i].bit_count()
         dcap.append(per_class)
 
+    masks: list[list[int]] = [[0] * len(domain_names[level]) for level in range(depth)]
+    for level in range(depth):
+        row = masks[level]
+        for i, d in enumerate(domain_of[level]):
+            row[d] |= 1 << i
+
     return Layout(
         nodes=nodes,
         levels=levels,
@@ -163,6 +170,7 @@ def build_layout(nodes: tuple[Node, ...], topology: Topology) -> Layout:
         domain_of=domain_of,
         domain_names=domain_names,
         children=children,
+        domain_mask=masks,
         top=top,
         domain_capacity=dcap,
         leaf_of=list(domain_of[depth - 1]) if depth else [-1] * len(nodes),

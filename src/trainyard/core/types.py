@@ -136,6 +136,10 @@ class Job:
     - `cpus`, `memory_gb`: for the whole job; split across nodes in proportion to GPUs.
     - `topology`: a level the gang must stay inside (`"island"`, `"node"`, or a topology level
       name); None means "as tight as possible, but spanning is allowed".
+    - `nodes`: 0 (the default) lets the core shape the gang (as few nodes as it fits on);
+      N >= 1 asks for exactly N distinct nodes with `gpus / N` GPUs on each, as a job whose
+      ranks are laid out per node needs (`nodes: 2` in a spec is two machines, never one).
+      Elastic jobs take 0: their shape follows their size.
     - `min_runtime`: seconds a started job runs before it may be preempted.
     - `expected_duration`: seconds, when known (for reservations, backfill, shortest-first).
     - `attained_service`: GPU-seconds received so far (least-attained-service ordering).
@@ -170,6 +174,7 @@ class Job:
     elastic: Elastic | None = None
     restarts: int = 0
     recovering: bool = False
+    nodes: int = 0
 
     def with_gpus(self, gpus: int) -> Job:
         """This job at another size (an elastic job started small, grown or shrunk): its CPU

@@ -193,6 +193,16 @@ class JobSpec:
         return "node" if self.nodes == 1 and self.gpus else None
 
     @property
+    def core_nodes(self) -> int:
+        """The nodes the scheduler must place the job on exactly (`core.Job.nodes`): `nodes`
+        for a rigid GPU job of several nodes (N machines, `gpus / N` GPUs each, never fewer
+        machines), else 0 (one node is `core_topology`; an elastic job's shape follows its
+        size)."""
+        if self.nodes > 1 and self.gpus and self.elastic is None:
+            return self.nodes
+        return 0
+
+    @property
     def gpus_per_worker(self) -> int:
         """GPUs each rank gets (0 for a CPU-only job); needs a resolved spec."""
         return self._resolved_gpus() // self.ranks
@@ -251,6 +261,7 @@ class JobSpec:
             min_gpus=elastic.min_gpus if elastic is not None else None,
             max_gpus=elastic.max_gpus if elastic is not None else None,
             elastic=elastic.core_elastic() if elastic is not None else None,
+            nodes=self.core_nodes,
         )
 
 

@@ -57,6 +57,7 @@ JOB: dict[str, Spec] = {
     "elastic": ("elastic", None),  # a mapping of ELASTIC fields (`elastic` below)
     "restarts": ("int", 0),
     "recovering": ("bool", None),
+    "nodes": ("int", 0),
 }
 ELASTIC: dict[str, Spec] = {
     "batch": ("int", 0),

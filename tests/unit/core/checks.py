@@ -186,8 +186,14 @@ def check_decision(snapshot: Snapshot, decision: Decision, profile: str) -> None
             assert p.gpu_type == gpu_type
             assert not job.gpu_types or gpu_type in job.gpu_types, f"{p.job_id}: wrong type"
             assert memory >= job.gpu_memory_gb, f"{p.job_id}: not enough device memory"
-            if job.topology in ("node", "island"):
+            if job.topology in ("node", "island") or job.nodes == 1:
                 assert len(gpu_nodes) == 1, f"{p.job_id} must stay inside one node"
+            if job.nodes > 1:
+                per = {len(nd.devices) for nd in p.nodes}
+                assert len(p.nodes) == job.nodes and per == {job.gpus // job.nodes}, (
+                    f"{p.job_id} asks for {job.nodes} nodes of {job.gpus // job.nodes} GPUs, "
+                    f"placed as {[len(nd.devices) for nd in p.nodes]}"
+                )
             if job.topology == "island":
                 node = gpu_nodes[0]
                 size = node.island_size or node.gpus
@@ -318,16 +324,25 @@ def fits_now(snapshot: Snapshot, job: Job, blocked: set[Device], split: bool) ->
     `topology` allows."""
     room = node_room(snapshot, job, blocked)
     need = max(job.gpus, 1)
+    nodes = [n for n in snapshot.nodes if n.name in room]
+    levels = snapshot.topology.levels
+    depth = levels.index(job.topology) + 1 if job.topology in levels else 0
+    if job.nodes > 1:  # exactly that many nodes of one class and domain, gpus / N each
+        per = job.gpus // job.nodes
+        counts: dict[tuple[object, ...], int] = {}
+        for n in nodes:
+            if room[n.name] >= per:
+                key = (n.gpu_type, n.gpu_memory_gb, n.path[:depth])
+                counts[key] = counts.get(key, 0) + 1
+        found = [key for key, count in counts.items() if count >= job.nodes]
+        return f"{job.nodes} nodes of {found[0]}" if found else None
     for name, r in room.items():
         if r >= need:
             return name
-    if job.gpus == 0 or job.topology in ("node", "island"):
+    if job.gpus == 0 or job.topology in ("node", "island") or job.nodes == 1:
         return None
-    nodes = [n for n in snapshot.nodes if n.name in room]
     if not split and any(n.gpus - len(n.unavailable) >= job.gpus for n in nodes):
         return None
-    levels = snapshot.topology.levels
-    depth = levels.index(job.topology) + 1 if job.topology in levels else 0
     groups: dict[tuple[object, ...], int] = {}
     for n in nodes:
         key = (n.gpu_type, n.gpu_memory_gb, n.path[:depth])

@@ -69,6 +69,18 @@ def maybe_elastic(draw: st.DrawFn, job: Job, nodes: int = 1) -> Job:
 
 
 @st.composite
+def node_counts(draw: st.DrawFn, job: Job) -> int:
+    """`Job.nodes` for `job`: mostly 0 (any shape); for a rigid GPU job sometimes 1 or a
+    divisor of its GPUs (exactly that many nodes; not with a one-node topology)."""
+    if job.is_elastic or not job.gpus or draw(st.integers(0, 3)):
+        return 0
+    spread = [n for n in range(2, job.gpus + 1) if job.gpus % n == 0]
+    if job.topology in ("node", "island") or not spread:
+        return 1
+    return draw(st.sampled_from([1, *spread]))
+
+
+@st.composite
 def clusters(draw: st.DrawFn) -> tuple[Topology, tuple[Node, ...]]:
     """0-3 topology levels, 1-8 nodes of 1-8 GPUs, one or two device classes."""
     depth = draw(st.integers(0, 3))
@@ -248,6 +260,7 @@ def pending_jobs(
             )
         )
         out[-1] = maybe_elastic(draw, out[-1])
+        out[-1] = replace(out[-1], nodes=draw(node_counts(out[-1])))
     return tuple(out)
 
 

@@ -90,6 +90,9 @@ def test_valid_specs_map_to_the_core(data: dict[str, Any]) -> None:
     job = spec.to_core_job("j", 1.0)
     assert job.gpus == spec.gpus and job.queue == spec.queue and job.name == spec.name
     assert spec.gpus is not None and spec.gpus % spec.ranks == 0
+    # `nodes: N` is N machines for a rigid GPU job (one node is the topology "node")
+    expect = spec.nodes if spec.nodes > 1 and spec.gpus and spec.elastic is None else 0
+    assert job.nodes == expect
 
 
 @given(valid_specs())

@@ -158,6 +158,7 @@ def test_to_core_job() -> None:
         expected_duration=7200.0,
         attained_service=30.0,
         topology="leaf",
+        nodes=2,  # exactly two machines, 8 GPUs on each
     )
 
 

@@ -40,6 +40,11 @@ def _submit(api: ApiWorld, **fields: Any) -> tuple[int, dict[str, Any]]:
         ({"gpus": 1, "memory_gb": 600}, "memory_gb", "the largest node has 512"),
         ({"gpus": 1, "topology": "galaxy"}, "topology", "no topology level 'galaxy'"),
         (
+            {"gpus": 2, "nodes": 2},
+            "nodes",
+            "2 nodes with 1 GPU each asked, and the cluster has 1 such node",
+        ),  # issue 11 item 5: nodes are distinct machines
+        (
             {"gpus": 8, "workers": 8, "elastic": {"min_gpus": 6, "max_gpus": 8}},
             "elastic.min_gpus",
             "6 GPUs asked",

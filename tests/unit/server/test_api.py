@@ -236,6 +236,12 @@ def test_unknown_query_parameters_are_refused(api: ApiWorld) -> None:
     assert takes in answer.json()["error"]["message"]
     assert api.client.get("/v1/jobs?state=RUNNING", headers=api.auth("ada")).status_code == 200
     assert api.client.get("/v1/queues?x=1", headers=api.auth("ada")).status_code == 422
+    # a single-valued parameter given twice would keep the last value silently
+    twice = api.client.get("/v1/jobs?queue=research&queue=sales", headers=api.auth("ada"))
+    assert twice.status_code == 422 and twice.json()["error"]["field"] == "queue"
+    assert "given 2 times" in twice.json()["error"]["message"]
+    many = api.client.get("/v1/jobs?state=RUNNING&state=PENDING", headers=api.auth("ada"))
+    assert many.status_code == 200  # a list parameter may repeat
 
 
 @pytest.mark.parametrize(

@@ -65,7 +65,7 @@ def test_migrations_create_the_models_schema(db_url: str) -> None:
         names = set(inspect(engine).get_table_names())
         assert names == TABLES | {"alembic_version"}
         with engine.connect() as conn:
-            assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0014"
+            assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0015"
         assert _diff(engine) == []
         job_indexes = {i["name"]: i["column_names"] for i in inspect(engine).get_indexes("jobs")}
         assert job_indexes["ix_jobs_state_queue_id"] == ["state", "queue_id"]
@@ -242,3 +242,19 @@ def test_two_processes_migrating_at_once_both_succeed(db_url: str) -> None:
         assert _diff(engine) == []
     finally:
         engine.dispose()
+
+
+def test_upgrading_to_0014_takes_nodes_from_each_stored_spec(
+    engine: Engine, session: Session, world: World
+) -> None:
+    spread = world.job(session, gpus=4, spec={"nodes": 2, "gpus": 4}, nodes=0)
+    single = world.job(session, gpus=4, spec={"nodes": 1, "gpus": 4})
+    elastic = world.job(session, gpus=4, spec={"nodes": 2, "gpus": 4}, min_gpus=2, max_gpus=8)
+    ids = (spread.id, single.id, elastic.id)
+    session.commit()
+    session.close()
+    downgrade(engine, "0013")
+    upgrade(engine)
+    with make_session_factory(engine)() as s:
+        nodes = [s.get(Job, job_id).nodes for job_id in ids]  # type: ignore[union-attr]
+    assert nodes == [2, 0, 0]  # an elastic job's shape follows its size

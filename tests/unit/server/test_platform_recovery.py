@@ -53,6 +53,23 @@ def _nodes_of(factory: sessionmaker[Session], job_id: str) -> list[str]:
     return [str(e["node"]) for e in read_job(factory, job_id).placement or ()]
 
 
+def test_a_job_of_two_nodes_runs_one_rank_on_each_of_two_nodes(
+    platform: Platform, fake: FakeExecutor, factory: sessionmaker[Session], session: Session,
+    world: World,
+) -> None:  # fmt: skip
+    # issue 11, item 5: the core used to pack `nodes: 2, gpus: 2` onto one node (one host)
+    spec = {"name": "two", "command": ["python", "t.py"], "gpus": 2, "workers": 1, "nodes": 2}
+    job = world.job(session, now=time.time(), gpus=2, spec=spec, nodes=2, max_restarts=0)
+    session.commit()
+    platform.step()
+    assert read_job(factory, job.id).state in (S.STARTING, S.RUNNING)
+    assert sorted(_nodes_of(factory, job.id)) == ["n1", "n2"]
+    (launch,) = fake.launched
+    assert sorted((h.node, len(h.devices), h.workers) for h in launch.hosts) == [
+        ("n1", 1, 1), ("n2", 1, 1),
+    ]  # fmt: skip
+
+
 def test_nodes_join_leave_and_come_back(
     platform: Platform, fake: FakeExecutor, factory: sessionmaker[Session]
 ) -> None:

@@ -104,7 +104,7 @@ def _youngest_unestimated(cycle: Cycle, st: BackfillState) -> list[str]:
 def _blind(cycle: Cycle, job: Job) -> bool:
     """May `job` be reserved for without estimates (see the module docstring)?"""
     after = cycle.profile.reserve_unknown_after_s
-    if after is None or not job.gpus or cycle.now - job.submit_time < after:
+    if after is None or not job.gpus or job.nodes > 1 or cycle.now - job.submit_time < after:
         return False
     node_max = cycle.layout.class_node_max
     return any(job.gpus <= node_max[c] for c in cycle.classes_of(job))
@@ -173,6 +173,7 @@ def _place_on_held(cycle: Cycle, st: BackfillState, job: Job) -> bool:
         job.gpu_types,
         job.gpu_memory_gb,
         job.topology,
+        job.nodes,
         job.cpus / g,
         job.memory_gb / g,
     )
@@ -280,6 +281,7 @@ def _place_backfill(cycle: Cycle, st: BackfillState, job: Job) -> bool:
             job.gpu_types,
             job.gpu_memory_gb,
             job.topology,
+            job.nodes,
             job.cpus / g,
             job.memory_gb / g,
             lifted,
@@ -362,6 +364,7 @@ def _blocked_by_holds(cycle: Cycle, st: BackfillState, job: Job) -> bool:
         job.gpu_types,
         job.gpu_memory_gb,
         job.topology,
+        job.nodes,
         job.cpus,
         job.memory_gb,
     )

@@ -8,7 +8,9 @@ victims), largest first and cheapest among equals, until the gang fits, and free
 only what the gang will take there: all of it on every node but the last, the remainder on
 the last. Victims are still whole jobs (a victim with parts on other nodes frees those too).
 `victims.py` tries this plan next to the greedy one and keeps the one that lets the gang span
-the fewest nodes, then evicts the fewest GPUs on the fewest nodes.
+the fewest nodes, then evicts the fewest GPUs on the fewest nodes. A gang of exactly N nodes
+(`Job.nodes`) takes `gpus / N` on each: the plan picks the N nodes that need the fewest GPUs
+freed to give that much (then the most obtainable, then the lowest index).
 """
 
 from __future__ import annotations
@@ -48,30 +50,39 @@ def node_plan(
     g: int,
     cost: CostKey,
     plan: Plan,
+    count: int = 0,
 ) -> list[Alloc]:
     """Victims that clear whole nodes of class `c` among `nodes` for a gang of `g` GPUs
-    (`per_node`: node -> (GPUs there, victim); `plan` chooses victims inside one node)."""
+    (`per_node`: node -> (GPUs there, victim); `plan` chooses victims inside one node);
+    `count` >= 2: a gang of exactly that many nodes (see the module docstring)."""
     state = cycle.state
     layout = cycle.layout
+    per = g // count if count > 1 else 0
     caps: list[tuple[int, int, int]] = []  # (-GPUs obtainable, GPUs to evict, node)
     for n in nodes:
         if layout.class_of_node[n] != c:
             continue
         held = sum(k for k, _a in per_node.get(n, ()))
         cap = state.free_cnt[n] + held
-        if cap:
+        if cap and cap >= per:
             caps.append((-cap, held, n))
-    caps.sort()
     chosen: list[tuple[int, int]] = []  # (node, GPUs the gang takes there)
-    got = 0
-    for neg, _held, n in caps:
-        take = min(-neg, g - got)
-        chosen.append((n, take))
-        got += take
-        if got >= g:
-            break
-    if got < g:
-        return []
+    if per:
+        if len(caps) < count:
+            return []
+        caps.sort(key=lambda t: (max(0, per - state.free_cnt[t[2]]), t))
+        chosen = [(n, per) for _neg, _held, n in caps[:count]]
+    else:
+        caps.sort()
+        got = 0
+        for neg, _held, n in caps:
+            take = min(-neg, g - got)
+            chosen.append((n, take))
+            got += take
+            if got >= g:
+                break
+        if got < g:
+            return []
     out: list[Alloc] = []
     seen: set[str] = set()
     for n, take in chosen:

@@ -133,6 +133,7 @@ def las_preempt(cycle: Cycle) -> None:
             job.gpu_types,
             job.gpu_memory_gb,
             job.topology,
+            job.nodes,
             state.epoch,
         )
         if job.gpus >= failed.get(key, 1 << 30):

@@ -72,6 +72,7 @@ def preempt(cycle: Cycle) -> None:
             job.gpu_types,
             job.gpu_memory_gb,
             job.topology,
+            job.nodes,
             cycle.state.epoch,
         )
         if job.gpus >= failed.get(key, 1 << 30):

@@ -241,9 +241,9 @@ def _levels(cycle: Cycle, job: Job) -> list[int]:
     g = job.gpus
     classes = cycle.classes_of(job)
     max_level = cycle.max_level(job)
-    fits_node = any(g <= layout.class_node_max[c] for c in classes)
+    fits_node = job.nodes <= 1 and any(g <= layout.class_node_max[c] for c in classes)
     levels = [layout.depth] if fits_node else []
-    if job.topology not in ("node", "island"):
+    if job.topology not in ("node", "island") and job.nodes != 1:
         levels += list(range(layout.depth - 1, max_level - 1, -1))  # to -1, the cluster
     return levels
 
@@ -305,7 +305,7 @@ def _evict_at_levels(
                 whole = []
                 for _need, d in shortfall[:_DOMAINS_PLANNED]:
                     nodes = nodes_in(cycle.layout, level, d)
-                    plan = node_plan(cycle, c, nodes, per_node, g, cost, _plan)
+                    plan = node_plan(cycle, c, nodes, per_node, g, cost, _plan, job.nodes)
                     if plan:
                         whole.append((_price(plan, cost), d, plan))
                 whole.sort(key=lambda o: (o[0], o[1]))

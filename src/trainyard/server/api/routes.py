@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Annotated, Any
+from typing import Annotated, Any, get_args, get_origin
 
 from fastapi import APIRouter, Depends, Header, Query, Request, Response, Security
 from fastapi.concurrency import run_in_threadpool
@@ -96,17 +96,26 @@ async def raw_body(request: Request) -> bytes:
 Ctx = Annotated[ApiContext, Depends(context)]
 
 
-def _query_names(dependant: Any) -> set[str]:
-    """The query parameters an operation declares, its dependencies' included."""
-    names = {param.alias for param in dependant.query_params}
+def _takes_many(annotation: Any) -> bool:
+    """Whether a parameter of this type may be repeated (`list[X]`, `list[X] | None`)."""
+    if get_origin(annotation) in (list, tuple, set, frozenset):
+        return True
+    return any(_takes_many(arg) for arg in get_args(annotation))
+
+
+def _query_names(dependant: Any) -> dict[str, bool]:
+    """The query parameters an operation declares (its dependencies' included), each with
+    whether it may be repeated."""
+    names = {p.alias: _takes_many(p.field_info.annotation) for p in dependant.query_params}
     for sub in dependant.dependencies:
-        names |= _query_names(sub)
+        names.update(_query_names(sub))
     return names
 
 
 def known_query(request: Request) -> None:
     """Refuse query parameters the operation does not take (a typo such as `?stat=RUNNING`
-    would otherwise be silently ignored)."""
+    would otherwise be silently ignored), and one of a single value given more than once
+    (`?queue=a&queue=b` would otherwise keep the last one silently)."""
     route = request.scope.get("route")
     dependant = getattr(route, "dependant", None)
     if dependant is None:
@@ -117,6 +126,12 @@ def known_query(request: Request) -> None:
             known = ", ".join(sorted(allowed)) or "none"
             raise ApiError(
                 422, f"unknown query parameter {name!r}; this operation takes: {known}",
+                field=name,
+            )  # fmt: skip
+        given = len(request.query_params.getlist(name))
+        if given > 1 and not allowed[name]:
+            raise ApiError(
+                422, f"{name!r} takes one value and was given {given} times; give it once",
                 field=name,
             )  # fmt: skip
 

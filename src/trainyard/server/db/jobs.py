@@ -64,6 +64,8 @@ class Job(Base):
     min_runtime: Mapped[float] = mapped_column(default=0.0)
     expected_duration: Mapped[float | None] = mapped_column(default=None)
     topology: Mapped[str | None] = mapped_column(String(32), default=None)
+    # Exactly this many nodes, `gpus / nodes` GPUs each (0: any shape; `JobSpec.core_nodes`)
+    nodes: Mapped[int] = mapped_column(default=0, server_default="0")
     # An elastic job's size range (None: rigid); `gpus` is then the size it asks for while
     # pending and the size it was started at once placed.
     min_gpus: Mapped[int | None] = mapped_column(default=None)

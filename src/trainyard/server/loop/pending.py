@@ -30,6 +30,7 @@ FULL_COLUMNS = (
     JobRow.id, JobRow.queue_id, JobRow.gpus, JobRow.priority, JobRow.submitted_at,
     JobRow.gpu_types, JobRow.gpu_memory_gb, JobRow.cpus, JobRow.memory_gb, JobRow.preemptible,
     JobRow.min_runtime, JobRow.expected_duration, JobRow.attained_service, JobRow.topology,
+    JobRow.nodes,
     JobRow.name, JobRow.version, JobRow.min_gpus, JobRow.max_gpus, JobRow.recover_first,
 )  # fmt: skip
 CHUNK = 500

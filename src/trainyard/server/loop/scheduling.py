@@ -210,6 +210,7 @@ def _job(row: Any, queue: str, **changes: Any) -> core.Job:
         "expected_duration": row.expected_duration,
         "attained_service": row.attained_service,
         "topology": row.topology,
+        "nodes": row.nodes,
         "name": row.name,
         "min_gpus": row.min_gpus,
         "max_gpus": row.max_gpus,

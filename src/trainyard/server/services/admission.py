@@ -212,6 +212,15 @@ def _check_capacity(spec: JobSpec, shape: ClusterShape) -> None:
             field="elastic.min_gpus" if spec.elastic is not None else "gpus",
         )  # fmt: skip
     per_node = -(-gpus // spec.nodes) if gpus else 0
+    if spec.core_nodes > 1:
+        enough = [n for n in fits if n.gpus >= per_node]
+        if len(enough) < spec.nodes:
+            raise ApiError(
+                422, f"{spec.nodes} nodes with {per_node} GPU{'s' if per_node != 1 else ''} "
+                f"each asked, and the cluster has {len(enough)} such "
+                f"node{'s' if len(enough) != 1 else ''}{hint}",
+                field="nodes",
+            )  # fmt: skip
     if per_node and not any(n.gpus >= per_node for n in fits):
         biggest = max((n.gpus for n in fits), default=0)
         raise ApiError(

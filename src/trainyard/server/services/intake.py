@@ -214,6 +214,7 @@ def _rows(who: Principal, spec: JobSpec, queue_id: int, now: float) -> Prepared:
         "min_runtime": spec.min_runtime_s,
         "expected_duration": spec.expected_duration_s,
         "topology": spec.core_topology,
+        "nodes": spec.core_nodes,
         "min_gpus": spec.elastic.min_gpus if spec.elastic is not None else None,
         "max_gpus": spec.elastic.max_gpus if spec.elastic is not None else None,
         "max_restarts": spec.max_restarts,

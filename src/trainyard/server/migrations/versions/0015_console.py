@@ -1,7 +1,7 @@
 """The web console (issue 17): `login_codes` and `job_report_samples`.
 
-Revision ID: 0014
-Revises: 0013
+Revision ID: 0015
+Revises: 0014
 
 `login_codes` holds the one-time codes of console login links (their SHA-256 only), deleted
 with their user. `job_report_samples` keeps what running jobs report over time (at most one
@@ -14,8 +14,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0014"
-down_revision: str | None = "0013"
+revision = "0015"
+down_revision: str | None = "0014"
 branch_labels: tuple[str, ...] | None = None
 depends_on: tuple[str, ...] | None = None
 
