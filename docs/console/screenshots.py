@@ -92,8 +92,9 @@ def main() -> None:
             page.wait_for_timeout(1000)
             page.screenshot(path=str(OUT / "field-error.png"))
             chromium.close()
-        for job in api.get("/v1/jobs").json()["jobs"]:
-            api.post(f"/v1/jobs/{job['id']}/cancel")
+        for client in (api, httpx.Client(base_url=url, headers={"Authorization": f"Bearer {ada}"})):
+            for job in client.get("/v1/jobs").json()["jobs"]:  # (jobs outlive the server)
+                client.post(f"/v1/jobs/{job['id']}/cancel")
     finally:
         server.terminate()
         server.wait(timeout=60)
