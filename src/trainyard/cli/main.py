@@ -35,6 +35,7 @@ COMMANDS: dict[str, str] = {
     "schedule": "schedule",
     "simulate": "simulate",
     "up": "up",
+    "console": "console",
     "submit": "submit",
     "jobs": "joblist",
     "describe": "jobs",

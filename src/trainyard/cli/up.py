@@ -166,6 +166,14 @@ def up_command(
             "node, a killed rank) restart there first, and no other job is placed there",
         ),
     ] = 0,
+    sim_reports: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--sim-reports",
+            help="folder of `trainyard simulate --report` output the console shows "
+            "(repeatable) [HOME/sim-reports]",
+        ),
+    ] = None,
     work_root: Annotated[
         list[Path] | None,
         typer.Option(
@@ -215,6 +223,7 @@ def up_command(
         ray_address=ray_address,
         progress_timeout_s=progress_timeout,
         spares=spares,
+        sim_reports=tuple(p.expanduser().resolve() for p in sim_reports or ()),
     )
     watch = _Watch(exit_when_done)
     server = Server(config, on_step=watch.on_step)
@@ -225,7 +234,7 @@ def up_command(
         _fail(str(error))
         return
     token = _token(config, started)
-    _banner(config, started, token)
+    _banner(config, started, token, server.console_link())
     server.serve(on_ready=lambda: watch.submit(config, token, specs))
     console.print(
         f"server stopped; {config.url} is down. Jobs still running keep running; the next "
@@ -309,10 +318,14 @@ def _token(config: ServerConfig, started: Started) -> str | None:
         return None
 
 
-def _banner(config: ServerConfig, started: Started, token: str | None) -> None:
+def _banner(config: ServerConfig, started: Started, token: str | None, link: str | None) -> None:
     inv = started.inventory
     console.print(f"[bold]trainyard[/bold] on {started.node}: API {config.url} "
                   f"(docs {config.url}/docs), home {config.home}")  # fmt: skip
+    if link is not None:
+        console.print(f"  [bold]console[/bold]: {link}")
+        console.print("    (logs a browser in once, within 15 minutes; `trainyard console` "
+                      "prints a new link)")  # fmt: skip
     console.print(f"  database: {config.database}")
     console.print(f"  devices: {started.devices or inv.describe()}")
     if not inv.gpus and not started.devices:

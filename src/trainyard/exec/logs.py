@@ -73,21 +73,39 @@ def _format(rank: int, line: str, prefix: bool) -> str:
     return f"[rank {rank}] {line}" if prefix else line
 
 
+def _tail_start(path: Path, tail_bytes: int | None) -> int:
+    """Where reading the last `tail_bytes` of `path` starts: after a newline (0: all)."""
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        return 0
+    if tail_bytes is None or size <= tail_bytes:
+        return 0
+    with path.open("rb") as f:
+        f.seek(size - tail_bytes)
+        chunk = f.read(tail_bytes)
+    newline = chunk.find(b"\n")
+    return size - tail_bytes + newline + 1 if newline >= 0 else size
+
+
 def follow_lines(
     paths: dict[int, Path] | Callable[[], dict[int, Path]],
     prefix: bool,
     ended: Callable[[], bool],
     interval_s: float = 0.1,
+    tail_bytes: int | None = None,
 ) -> Iterator[str]:
     """Yield lines of every file as they appear until `ended()` is true and all is read.
     `paths` may be a function, asked again before every read: files that appear later (a
-    run not launched yet, ranks started one by one) are followed too."""
+    run not launched yet, ranks started one by one) are followed too. `tail_bytes`: of a
+    file already there, start with its last complete lines within that many bytes."""
     offsets: dict[int, int] = {}
     partial: dict[int, bytes] = {}
     while True:
         done = ended()  # decided before reading, so nothing written before the end is lost
         for rank, path in sorted((paths() if callable(paths) else paths).items()):
-            offsets.setdefault(rank, 0)
+            if rank not in offsets:
+                offsets[rank] = _tail_start(path, tail_bytes)
             partial.setdefault(rank, b"")
             try:
                 size = path.stat().st_size

@@ -5,7 +5,9 @@ Everything lives under one home directory: `$TRAINYARD_HOME`, else `~/.trainyard
 - `trainyard.db`: the embedded SQLite database (unless `--db URL` names another one);
 - `runs/`: the local executor's job directories (run records, per-rank logs, checkpoints);
 - `admin-token`: the first admin's API token, written once at bootstrap (mode 0600);
-- `server.json`: the running server's URL and pid (removed on a clean exit).
+- `server.json`: the running server's URL and pid (removed on a clean exit);
+- `sim-reports/`: where the console looks for simulator reports unless told otherwise
+  (`trainyard simulate --report ~/.trainyard/sim-reports/NAME`).
 
 The server creates everything with umask 077 (files 0600, directories 0700); the home and the
 executor's `runs/` and `runs/jobs/` are 0711 when jobs run as other accounts, so that a job
@@ -70,6 +72,8 @@ class ServerConfig:
     # stopped and restarted (0: never)
     progress_timeout_s: float = 600.0
     spares: int = 0  # idle nodes kept as hot spares for jobs recovering from a failure
+    # folders the console shows simulator reports from (empty: `<home>/sim-reports`)
+    sim_reports: tuple[Path, ...] = ()
 
     @property
     def database(self) -> str:
@@ -86,6 +90,10 @@ class ServerConfig:
     @property
     def state_file(self) -> Path:
         return self.home / "server.json"
+
+    @property
+    def sim_report_dirs(self) -> tuple[Path, ...]:
+        return self.sim_reports or (self.home / "sim-reports",)
 
     @property
     def url(self) -> str:

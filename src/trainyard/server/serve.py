@@ -53,6 +53,7 @@ from trainyard.jobspec import Limits
 from trainyard.server.api.app import create_app
 from trainyard.server.bootstrap import bootstrap, write_secret
 from trainyard.server.config import ServerConfig
+from trainyard.server.console import ConsoleSettings
 from trainyard.server.db import Node, init_db, make_session_factory
 from trainyard.server.lifecycle import RetryPolicy
 from trainyard.server.loop.fairshare import FairShare
@@ -241,7 +242,37 @@ class Server:
             work_roots=self.config.work_roots,
             private=(self.config.home,),
             max_queued=self.config.max_queued_jobs,
+            console=ConsoleSettings(
+                sim_reports=self.config.sim_report_dirs,
+                usage_weight=self._profile().usage_weight,
+            ),
         )
+
+    def console_link(self, user: str | None = None) -> str | None:
+        """A link that logs a browser in to the console once (a new login code for `user`,
+        by default the admin token's user); None when there is no such user."""
+        from trainyard.server.api.errors import ApiError
+        from trainyard.server.services import logins
+
+        assert self.platform is not None, "prepare() first"
+        now = self.clock()
+        with self.platform.session_factory() as s:
+            if user is None:
+                try:
+                    token = self.config.admin_token_file.read_text().strip()
+                except OSError:
+                    token = ""
+                user = logins.link_user(s, token, now=now)
+            try:
+                code = logins.issue_code(s, user, now=now)
+            except ApiError:
+                return None
+            s.commit()
+        return f"{self.config.url}/?token={code}"
+
+    def _profile(self) -> Profile:
+        chosen = self.platform.profile if self.platform is not None else self.config.profile
+        return get_profile(chosen) if isinstance(chosen, str) else chosen
 
     # ---- the loop ------------------------------------------------------------------------
 
@@ -321,6 +352,8 @@ class Server:
             log_level="warning",
             access_log=False,
             lifespan="off",
+            # open console pages (server-sent events) end with the server, not the reverse
+            timeout_graceful_shutdown=3,
         )
         server = uvicorn.Server(config)
         self._http = server

@@ -232,7 +232,7 @@ def test_unknown_query_parameters_are_refused(api: ApiWorld) -> None:
     answer = api.client.get("/v1/jobs?stat=RUNNING", headers=api.auth("ada"))
     assert answer.status_code == 422
     assert answer.json()["error"]["field"] == "stat"
-    takes = "takes: array, limit, offset, queue, since, state, user"
+    takes = "takes: array, limit, offset, queue, since, sort, state, user"
     assert takes in answer.json()["error"]["message"]
     assert api.client.get("/v1/jobs?state=RUNNING", headers=api.auth("ada")).status_code == 200
     assert api.client.get("/v1/queues?x=1", headers=api.auth("ada")).status_code == 422

@@ -17,11 +17,12 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 from starlette.types import Scope
 
-import trainyard.server.api.schemas as schemas
 from trainyard.jobspec import Limits
 from trainyard.server.api.bodylimit import BodyLimit
-from trainyard.server.api.errors import ApiError, error_body
+from trainyard.server.api.errors import ApiError, error_body, validation_error
 from trainyard.server.api.routes import ApiContext, ops, v1
+from trainyard.server.console import ConsoleSettings
+from trainyard.server.console import install as install_console
 from trainyard.server.db.session import make_engine, make_session_factory
 from trainyard.server.metrics import PLATFORM, UsageCollector
 from trainyard.server.services import usage
@@ -42,6 +43,7 @@ def create_app(
     work_roots: tuple[Path, ...] = (),
     private: tuple[Path, ...] = (),
     max_queued: int | None = DEFAULT_MAX_QUEUED,
+    console: ConsoleSettings | None = None,
 ) -> FastAPI:
     """The API over the database behind `engine_or_url` (already migrated: `init_db`).
     `notify` is called after each submit and cancel (the server wakes its scheduler loop);
@@ -72,6 +74,7 @@ def create_app(
     )
     app.include_router(v1)
     app.include_router(ops)
+    install_console(app, console)
     _install_handlers(app)
     # bodies are bounded while streaming in, before authentication (api/bodylimit.py); the
     # bound is the largest spec accepted, plus room for the JSON around it
@@ -99,15 +102,6 @@ def _count_refused(scope: Scope) -> None:
         PLATFORM.submissions.inc(outcome="rejected")
 
 
-def _field(loc: tuple[object, ...] | list[object]) -> str:
-    """The field an error names: `spec.gpus`; a repeated query parameter by its name only
-    (`state`, not `state.0`: the client gave `?state=` and knows no index)."""
-    if len(loc) == 3 and loc[0] == "query" and isinstance(loc[2], int):
-        return str(loc[1])
-    parts = [str(p) for p in loc if p not in ("body", "query", "path", "header")]
-    return ".".join(parts)
-
-
 _METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE")
 
 
@@ -128,14 +122,8 @@ def _install_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
-        errors = exc.errors()
-        first = errors[0] if errors else {}
-        field = _field(tuple(first.get("loc", ())))
-        message = str(first.get("msg", "invalid request"))
-        if first.get("type") == "string_pattern_mismatch":
-            pattern = str((first.get("ctx") or {}).get("pattern"))
-            message = schemas.PATTERN_MESSAGES.get(pattern, message)
-        return JSONResponse(error_body(field, message), status_code=422)
+        error = validation_error(exc.errors())
+        return JSONResponse(error.body(), status_code=error.status)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:

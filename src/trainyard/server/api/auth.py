@@ -8,6 +8,12 @@ so their existence does not leak).
 the token), so a burst of requests verifies once. A token revoked through this server is
 dropped at once; one revoked or a user disabled elsewhere (`trainyard admin`) stops working
 within `ttl_s`. Job-scoped tokens are never cached: they end with their job.
+
+The web console's browsers send their session token (an API token, `services/logins.py`) in
+the HttpOnly cookie `SESSION_COOKIE` instead of the header: `authorization` turns it into
+the same `Bearer` credential, so the console is the API's callers with the API's rules. A
+write (any method but GET, HEAD, OPTIONS) made with the cookie must carry the session's
+CSRF token in `CSRF_HEADER` and must not come from another origin; otherwise 403.
 """
 
 from __future__ import annotations
@@ -17,12 +23,16 @@ import time
 from dataclasses import dataclass
 
 from sqlalchemy.orm import Session
+from starlette.requests import HTTPConnection
 
 from trainyard.server.api.errors import forbidden, unauthorized
 from trainyard.server.db.base import Role
 from trainyard.server.db.tokens import hash_token, verify_token
 
 _WRITE_ROLES = frozenset({Role.MEMBER, Role.ADMIN})
+SESSION_COOKIE = "trainyard_session"
+CSRF_HEADER = "X-CSRF-Token"
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
 @dataclass(frozen=True)
@@ -41,6 +51,50 @@ class Principal:
             raise forbidden(f"role {self.role.value} may not {action}; a member or admin may")
         if self.job_id is not None:
             raise forbidden(f"a job-scoped token may not {action}")
+
+    def require_admin(self, action: str) -> None:
+        if self.role != Role.ADMIN or self.job_id is not None:
+            raise forbidden(f"only a tenant admin may {action}")
+
+
+def authorization(request: HTTPConnection) -> str | None:
+    """The request's credential as an `Authorization` header value: the header itself, else
+    the console's session cookie (a write with the cookie must pass `check_csrf`)."""
+    header = request.headers.get("authorization")
+    if header:
+        return header
+    token = request.cookies.get(SESSION_COOKIE)
+    if not token:
+        return None
+    method = request.scope.get("method", "GET")
+    if method not in SAFE_METHODS:
+        check_csrf(request, token)
+    return f"Bearer {token}"
+
+
+def same_origin(request: HTTPConnection) -> bool:
+    """False when the browser says the request comes from another site or origin."""
+    if request.headers.get("sec-fetch-site", "same-origin") not in ("same-origin", "none"):
+        return False
+    origin = request.headers.get("origin")
+    if origin is None:
+        return True
+    host = request.headers.get("host", "")
+    return origin.split("://", 1)[-1] == host
+
+
+def check_csrf(request: HTTPConnection, session_token: str) -> None:
+    """A 403 `ApiError` unless a write made with the session cookie carries the session's
+    CSRF token and comes from the console's own origin."""
+    from trainyard.server.services.logins import csrf_ok  # (it imports this package)
+
+    if not same_origin(request):
+        raise forbidden("cross-origin write refused: use the console's own pages")
+    if not csrf_ok(session_token, request.headers.get(CSRF_HEADER)):
+        raise forbidden(
+            f"missing or wrong {CSRF_HEADER}: a write made with the console's cookie must "
+            "send the token of the page it comes from (reload the page)"
+        )
 
 
 def bearer(authorization: str | None) -> str:

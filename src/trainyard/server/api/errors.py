@@ -6,6 +6,7 @@ or None when no single field is (a missing token, an unknown job).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 
@@ -46,3 +47,25 @@ def forbidden(message: str) -> ApiError:
 
 def not_found(what: str) -> ApiError:
     return ApiError(404, f"{what} not found")
+
+
+def _field(loc: Sequence[object]) -> str:
+    """The field an error names: `spec.gpus`; a repeated query parameter by its name only
+    (`state`, not `state.0`: the client gave `?state=` and knows no index)."""
+    if len(loc) == 3 and loc[0] == "query" and isinstance(loc[2], int):
+        return str(loc[1])
+    parts = [str(p) for p in loc if p not in ("body", "query", "path", "header")]
+    return ".".join(parts)
+
+
+def validation_error(errors: Sequence[Any]) -> ApiError:
+    """The 422 for a request FastAPI's validation refused: its first error, by field."""
+    import trainyard.server.api.schemas as schemas  # (pydantic: loaded with the app only)
+
+    first = errors[0] if errors else {}
+    field = _field(tuple(first.get("loc", ())))
+    message = str(first.get("msg", "invalid request"))
+    if first.get("type") == "string_pattern_mismatch":
+        pattern = str((first.get("ctx") or {}).get("pattern"))
+        message = schemas.PATTERN_MESSAGES.get(pattern, message)
+    return ApiError(422, message, field=field)

@@ -23,9 +23,9 @@ import trainyard.server.services.logs as logs
 import trainyard.server.services.tokens as tokens
 import trainyard.server.services.usage as usage
 from trainyard.jobspec import Limits
-from trainyard.server.api.auth import Principal, TokenCache, authenticate, bearer
+from trainyard.server.api.auth import Principal, TokenCache, authenticate, authorization, bearer
 from trainyard.server.api.errors import ApiError
-from trainyard.server.db.base import JobState, Role
+from trainyard.server.db.base import JobState
 from trainyard.server.metrics import PLATFORM
 from trainyard.server.services import depends, reports
 from trainyard.server.services.admission import Admission
@@ -60,7 +60,7 @@ class ApiContext:
         now = self.clock()
         with self.sessions() as session:
             try:
-                header = request.headers.get("authorization")
+                header = authorization(request)
                 who = authenticate(session, header, now=now, cache=self.tokens)
                 yield session, who, now
                 session.commit()
@@ -77,7 +77,7 @@ class ApiContext:
 
     async def caller(self, request: Request, now: float) -> Principal:
         """The caller, from the token cache or (in a worker thread) the database."""
-        header = request.headers.get("authorization")
+        header = authorization(request)
         who = self.tokens.get(bearer(header), now=now)
         if who is None:
             who = await run_in_threadpool(self.authenticate, header, now)
@@ -235,40 +235,54 @@ async def _prepare(
     return prepare(*args, **options)
 
 
+# the filters of the jobs list, shared with the console's jobs page (the same checks)
+StateFilter = Annotated[
+    list[JobState] | None, Query(description="only jobs in these states (repeat)")
+]
+QueueFilter = Annotated[
+    str | None, Query(max_length=128, pattern=schemas.PRINTABLE, description="only this queue")
+]
+UserFilter = Annotated[
+    str | None, Query(max_length=128, pattern=schemas.PRINTABLE, description="only this user's")
+]
+ArrayFilter = Annotated[
+    str | None,
+    Query(
+        max_length=32, pattern=schemas.PRINTABLE, description="only the members of this job array"
+    ),
+]
+JobOrder = Annotated[
+    str | None,
+    Query(
+        pattern=schemas.JOB_SORT,
+        description="order by id, name, state, gpus, submitted, changed, queue or user "
+        "(`-` first: descending) [newest first]",
+    ),
+]
+
+
 @v1.get("/jobs", response_model=schemas.JobList)
 def list_jobs(
     request: Request,
     ctx: Ctx,
-    state: Annotated[
-        list[JobState] | None, Query(description="only jobs in these states (repeat)")
-    ] = None,
-    queue: Annotated[
-        str | None,
-        Query(max_length=128, pattern=schemas.PRINTABLE, description="only this queue"),
-    ] = None,
-    user: Annotated[
-        str | None,
-        Query(max_length=128, pattern=schemas.PRINTABLE, description="only this user's"),
-    ] = None,
+    state: StateFilter = None,
+    queue: QueueFilter = None,
+    user: UserFilter = None,
     since: Annotated[
         float | None, Query(ge=0, description="only jobs submitted at or after (Unix time)")
     ] = None,
-    array: Annotated[
-        str | None,
-        Query(
-            max_length=32,
-            pattern=schemas.PRINTABLE,
-            description="only the members of this job array",
-        ),
-    ] = None,
+    array: ArrayFilter = None,
     limit: Annotated[int, Query(ge=1, le=jobs.LIST_LIMIT)] = jobs.LIST_LIMIT,
     offset: Annotated[int, Query(ge=0, le=2**31 - 1)] = 0,
+    sort: JobOrder = None,
 ) -> schemas.JobList:
-    """The caller's tenant's jobs, newest first (an array's members by index), filtered by
-    state, queue, user, submission time or array; `more` says whether another page follows
-    (ask again with `offset`)."""
+    """The caller's tenant's jobs, newest first (an array's members by index) unless
+    `sort` says otherwise, filtered by state, queue, user, submission time or array; `more`
+    says whether another page follows (ask again with `offset`)."""
     with ctx.unit(request) as (session, who, _now):
-        where = jobs.Filters(states=state, queue=queue, user=user, since=since, array=array)
+        where = jobs.Filters(
+            states=state, queue=queue, user=user, since=since, array=array, sort=sort
+        )
         return jobs.list_jobs(session, who, where, limit=limit, offset=offset)
 
 
@@ -396,8 +410,7 @@ def get_audit(
 ) -> schemas.AuditList:
     """The tenant's audit trail, oldest first (admins only): who did what and when."""
     with ctx.unit(request) as (session, who, _now):
-        if who.role != Role.ADMIN or who.job_id is not None:
-            raise ApiError(403, "only a tenant admin may read the audit trail", field=None)
+        who.require_admin("read the audit trail")
         rows, more = audit.events(session, tenant_id=who.tenant_id, since=since, limit=limit)
         return schemas.AuditList(
             events=[

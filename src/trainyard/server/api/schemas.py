@@ -12,7 +12,13 @@ from trainyard.server.db.base import Health, JobState, Role
 # and a label or a name has no use for the others). In the OpenAPI schema, so clients and the
 # fuzzer know; `PATTERN_MESSAGES` gives its error a sentence a person can act on.
 PRINTABLE = r"^[^\x00-\x1f\x7f]*$"
-PATTERN_MESSAGES = {PRINTABLE: "must not contain control characters (NUL, newline, tab, ...)"}
+# the orders of `GET /v1/jobs?sort=` (`-` first: descending)
+JOB_SORTS = ("id", "name", "state", "gpus", "submitted", "changed", "queue", "user")
+JOB_SORT = "^-?(" + "|".join(JOB_SORTS) + ")$"
+PATTERN_MESSAGES = {
+    PRINTABLE: "must not contain control characters (NUL, newline, tab, ...)",
+    JOB_SORT: f"must be one of {', '.join(JOB_SORTS)}, with `-` first for descending",
+}
 
 
 class ErrorDetail(BaseModel):
@@ -127,7 +133,8 @@ class QueueOut(BaseModel):
     limit: int | None
     weight: float
     pending: int
-    running: int
+    running: int  # jobs whose placement is in use (starting, running, resizing, stopping)
+    gpus_in_use: int = 0  # GPUs those jobs hold (the queue's own jobs, not its children's)
     max_priority: int | None = None  # its own limit; ancestors' limits apply too
     default_priority: int | None = None  # for specs naming none (else the nearest ancestor's)
     usage: float = 0.0  # decayed past GPU use as a share of the cluster (fair-share history)
@@ -154,6 +161,8 @@ class NodeOut(BaseModel):
     virtual: bool
     health: Health
     last_heartbeat_at: float | None
+    drained_at: float | None = None  # draining: its jobs are moved away
+    drain_reason: str | None = None  # the operator's reason, or the GPU fault
     devices: list[DeviceOut]
 
 

@@ -8,7 +8,9 @@ everything it knows from it. Modules:
 - `cluster`: `Queue` (hierarchical), `Node`, `Device`.
 - `jobs`: `Job`, `JobEvent` (state changes go through `trainyard.server.lifecycle`).
 - `usage`: `UsageRecord`, one run interval of a job (accounting).
-- `reports`: `JobObservation`, `JobProgress`: what running jobs report (steps, progress).
+- `reports`: `JobObservation`, `JobProgress`, `JobReportSample`: what running jobs report
+  (steps, progress, and over time).
+- `logins`: `LoginCode`, the console's one-time login codes.
 - `audit`: `AuditEvent`, the append-only audit trail.
 - `session`: `make_engine`, `make_session_factory`, `init_db` (Alembic to head).
 """
@@ -17,7 +19,8 @@ from trainyard.server.db.audit import AuditEvent
 from trainyard.server.db.base import Base, Health, JobState, Role
 from trainyard.server.db.cluster import Device, Node, Queue
 from trainyard.server.db.jobs import Job, JobEvent
-from trainyard.server.db.reports import JobObservation, JobProgress
+from trainyard.server.db.logins import LoginCode
+from trainyard.server.db.reports import JobObservation, JobProgress, JobReportSample
 from trainyard.server.db.session import (
     init_db,
     make_engine,
@@ -37,7 +40,9 @@ __all__ = [
     "JobEvent",
     "JobObservation",
     "JobProgress",
+    "JobReportSample",
     "JobState",
+    "LoginCode",
     "Node",
     "Queue",
     "Role",

@@ -5,12 +5,15 @@ seconds per step there (`step_time`, over `steps` steps). The scheduler passes t
 core's goodput model as `StepSample`s, so resize decisions use measured throughput.
 `JobProgress`: the job's latest report: steps and samples so far, loss, the gradient noise
 statistics (`grad_sqr`, `grad_var`; Pollux's statistical efficiency), and the world size it
-reported from. Written by `services/reports.py` only; both go with their job.
+reported from. `JobReportSample`: the reports over time, at most one every
+`services/reports.SAMPLE_EVERY_S` per job and attempt (and one whenever the world size
+changes), for the console's charts (world size, throughput, goodput and loss over time).
+Written by `services/reports.py` only; all three go with their job.
 """
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, ForeignKey, String
+from sqlalchemy import BigInteger, ForeignKey, Index, String
 from sqlalchemy.orm import Mapped, mapped_column
 
 from trainyard.server.db.base import Base, Timestamp
@@ -46,3 +49,22 @@ class JobProgress(Base):
     # samples the job said it still has to train (None: it never said)
     remaining_samples: Mapped[int | None] = mapped_column(BigInteger, default=None)
     updated_at: Mapped[float] = mapped_column(Timestamp)
+
+
+class JobReportSample(Base):
+    __tablename__ = "job_report_samples"
+    __table_args__ = (Index("ix_job_report_samples_job_id_time", "job_id", "time"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    job_id: Mapped[str] = mapped_column(String(32), ForeignKey("jobs.id", ondelete="CASCADE"))
+    time: Mapped[float] = mapped_column(Timestamp)
+    attempt: Mapped[int]
+    world_size: Mapped[int]
+    gpus: Mapped[int]
+    batch: Mapped[int]
+    step_time: Mapped[float]  # mean seconds per step since the previous report
+    step: Mapped[int] = mapped_column(BigInteger)
+    samples: Mapped[int] = mapped_column(BigInteger)
+    loss: Mapped[float | None]
+    grad_sqr: Mapped[float | None]
+    grad_var: Mapped[float | None]

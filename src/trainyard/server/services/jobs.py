@@ -76,6 +76,14 @@ def read_spec(body: bytes, content_type: str, *, limits: Limits, queues: Sequenc
         raise spec_error(error) from None
 
 
+def visible(job: Job, who: Principal) -> bool:
+    """Whether the caller may see this job at all: a job of the caller's tenant (a job's
+    token: that job only). Every other job does not exist for the caller."""
+    if job.tenant_id != who.tenant_id:
+        return False
+    return who.job_id is None or who.job_id == job.id
+
+
 def _summary_fields(job: Job) -> dict[str, Any]:
     return {
         "id": job.id,
@@ -95,13 +103,29 @@ def _summary_fields(job: Job) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class Filters:
-    """What `GET /v1/jobs` may narrow the list to (None: no filter)."""
+    """What `GET /v1/jobs` may narrow the list to (None: no filter), and its order (`SORTS`,
+    `-` first for descending; None: newest first, an array's members by index)."""
 
     states: Sequence[JobState] | None = None
     queue: str | None = None
     user: str | None = None
     since: float | None = None
     array: str | None = None
+    sort: str | None = None
+
+
+# the columns of `schemas.JOB_SORTS` (a leading `-`: descending); ties by job id
+SORTS: dict[str, Any] = {
+    "id": Job.id,
+    "name": Job.name,
+    "state": Job.state,
+    "gpus": Job.gpus,
+    "submitted": Job.submitted_at,
+    "changed": Job.state_changed_at,
+    "queue": Queue.name,
+    "user": User.name,
+}
+assert tuple(SORTS) == schemas.JOB_SORTS
 
 
 def list_jobs(
@@ -121,16 +145,27 @@ def list_jobs(
         .where(Job.tenant_id == who.tenant_id)
         .options(selectinload(Job.queue), selectinload(Job.user))
     )
-    if where.array is not None:
-        query = query.where(Job.array_id == where.array).order_by(Job.array_index, Job.id)
+    key = (where.sort or "").lstrip("-")
+    if key in SORTS:
+        column = SORTS[key]
+        descending = (where.sort or "").startswith("-")
+        query = query.order_by(column.desc() if descending else column, Job.id)
+    elif where.array is not None:
+        query = query.order_by(Job.array_index, Job.id)
     else:
         query = query.order_by(Job.submitted_at.desc(), Job.id)
+    if where.array is not None:
+        query = query.where(Job.array_id == where.array)
     if where.states:
         query = query.where(Job.state.in_(list(where.states)))
+    if where.queue is not None or key == "queue":
+        query = query.join(Queue, Job.queue_id == Queue.id)
     if where.queue is not None:
-        query = query.join(Queue, Job.queue_id == Queue.id).where(Queue.name == where.queue)
+        query = query.where(Queue.name == where.queue)
+    if where.user is not None or key == "user":
+        query = query.outerjoin(User, Job.user_id == User.id)
     if where.user is not None:
-        query = query.join(User, Job.user_id == User.id).where(User.name == where.user)
+        query = query.where(User.name == where.user)
     if where.since is not None:
         query = query.where(Job.submitted_at >= where.since)
     if who.job_id is not None:
@@ -191,9 +226,7 @@ def _progress(session: Session, job_id: str) -> dict[str, Any] | None:
 def own_job(session: Session, who: Principal, job_id: str) -> Job:
     well_formed = _JOB_ID.fullmatch(job_id) is not None  # e.g. a NUL would upset PostgreSQL
     job = session.get(Job, job_id) if well_formed else None
-    if job is None or job.tenant_id != who.tenant_id:
-        raise not_found(f"job {job_id!r}")
-    if who.job_id is not None and who.job_id != job.id:  # a job's token sees that job only
+    if job is None or not visible(job, who):
         raise not_found(f"job {job_id!r}")
     return job
 
@@ -258,12 +291,64 @@ def _counts_by_queue(session: Session, states: Sequence[JobState]) -> dict[int, 
     return {queue_id: count for queue_id, count in rows}
 
 
+def gpus_in_use(session: Session) -> dict[int, int]:
+    """GPUs held by each queue's own jobs (those whose placement is in use), by queue id."""
+    rows = session.execute(
+        select(Job.queue_id, func.sum(Job.gpus))
+        .where(Job.state.in_(sorted(lifecycle.HOLDS_DEVICES)))
+        .group_by(Job.queue_id)
+    )
+    return {queue_id: int(total or 0) for queue_id, total in rows}
+
+
+def state_counts(session: Session, who: Principal) -> dict[JobState, int]:
+    """How many of the caller's tenant's jobs are in each state."""
+    query = select(Job.state, func.count()).where(Job.tenant_id == who.tenant_id)
+    if who.job_id is not None:
+        query = query.where(Job.id == who.job_id)
+    counts = {JobState(state): int(n) for state, n in session.execute(query.group_by(Job.state))}
+    return {state: counts.get(state, 0) for state in JobState}
+
+
+@dataclass(frozen=True)
+class Holder:
+    """The job holding a device, as the caller may see it: `job` is None for another
+    tenant's job (then only that the device is taken is shown)."""
+
+    state: JobState
+    since: float
+    job: schemas.JobSummary | None
+
+
+def device_holders(session: Session, who: Principal) -> dict[tuple[str, int], Holder]:
+    """(node, device index) -> the job whose placement is in use there (a RESIZING job's
+    new devices included)."""
+    query = (
+        select(Job)
+        .where(Job.state.in_(sorted(lifecycle.HOLDS_DEVICES)))
+        .options(selectinload(Job.queue), selectinload(Job.user))
+    )
+    out: dict[tuple[str, int], Holder] = {}
+    for job in session.scalars(query):
+        since = job.started_at if job.state == JobState.RUNNING else job.state_changed_at
+        holder = Holder(
+            state=job.state,
+            since=since or job.state_changed_at,
+            job=schemas.JobSummary(**_summary_fields(job)) if visible(job, who) else None,
+        )
+        for part in (job.placement or []) + (job.resize_to or []):
+            for index in part.get("devices", ()):
+                out[(str(part.get("node")), int(index))] = holder
+    return out
+
+
 def list_queues(session: Session, who: Principal) -> schemas.QueueList:
     queues = _visible_queues(session, who)
     names = {q.id: q.name for q in session.scalars(select(Queue))}
     tenants = {t.id: t.name for t in session.scalars(select(Tenant))}
     pending = _counts_by_queue(session, [JobState.PENDING])
     running = _counts_by_queue(session, sorted(lifecycle.HOLDS_DEVICES))
+    in_use = gpus_in_use(session)
     return schemas.QueueList(
         queues=[
             schemas.QueueOut(
@@ -275,6 +360,7 @@ def list_queues(session: Session, who: Principal) -> schemas.QueueList:
                 weight=q.weight,
                 pending=pending.get(q.id, 0),
                 running=running.get(q.id, 0),
+                gpus_in_use=in_use.get(q.id, 0),
                 max_priority=q.max_priority,
                 default_priority=q.default_priority,
                 usage=q.usage,
@@ -298,6 +384,8 @@ def list_nodes(session: Session, who: Principal) -> schemas.NodeList:
                 virtual=n.virtual,
                 health=n.health,
                 last_heartbeat_at=n.last_heartbeat_at,
+                drained_at=n.drained_at,
+                drain_reason=n.drain_reason,
                 devices=[
                     schemas.DeviceOut(
                         index=d.index,

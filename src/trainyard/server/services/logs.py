@@ -49,14 +49,16 @@ class JobLogs:
         ended: Callable[[], bool],
         interval_s: float = 0.2,
         ranks: int | None = None,
+        tail_bytes: int | None = None,
     ) -> Iterator[str]:
         """Lines as they are written until `ended()`; files are looked for again at every
         read, as a run may not be launched yet. `ranks`: how many the job has (several:
-        lines are prefixed even before every rank's file exists)."""
+        lines are prefixed even before every rank's file exists); `tail_bytes`: start with
+        the last lines of what is already written."""
         paths = self.paths(job_id, rank, attempt)
         prefix = rank is None and max(ranks or 0, len(paths)) > 1
         return logs.follow_lines(
-            lambda: self.paths(job_id, rank, attempt), prefix, ended, interval_s
+            lambda: self.paths(job_id, rank, attempt), prefix, ended, interval_s, tail_bytes
         )
 
 
@@ -70,9 +72,13 @@ def open_logs(
     rank: int | None,
     attempt: int | None,
     follow: bool,
+    stop: Callable[[], bool] | None = None,
+    tail_bytes: int | None = None,
 ) -> Iterator[str]:
     """The job's log lines, newline-terminated (a 404 for another tenant's job, a 422 for a
-    rank the job does not have)."""
+    rank the job does not have). `stop`: following ends early once it says so (the reader
+    went away); `tail_bytes`: only the last lines within that many bytes of each file, then
+    what follows (the console's live view)."""
     job = own_job(session, who, job_id)
     if source is None:
         raise ApiError(404, "this server runs no executor, so it keeps no job logs", field=None)
@@ -89,15 +95,18 @@ def open_logs(
             field="attempt",
         )  # fmt: skip
     followed = latest if attempt is None else attempt
-    if not follow or followed != latest or job.state not in _LIVE:
+    live = follow and followed == latest and job.state in _LIVE
+    if not live and tail_bytes is None:
         lines = source.read(job.id, rank, followed)
     else:
         job_key = job.id
 
         def ended() -> bool:
+            if not live or (stop is not None and stop()):
+                return True
             with sessions() as s:
                 row = s.get(Job, job_key)
                 return row is None or row.state not in _LIVE or row.attempt - 1 != followed
 
-        lines = source.follow(job.id, rank, followed, ended, ranks=workers)
+        lines = source.follow(job.id, rank, followed, ended, ranks=workers, tail_bytes=tail_bytes)
     return (line + "\n" for line in lines)

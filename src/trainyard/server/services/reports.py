@@ -9,7 +9,9 @@ train. `record` keeps:
 - per (GPUs, nodes, batch), the mean step time (`JobObservation`), weighted by steps, the
   weight of the past capped at `MAX_WEIGHT` steps so that the mean follows a job whose speed
   drifts (data loading warming up, a neighbour leaving);
-- the latest progress (`JobProgress`).
+- the latest progress (`JobProgress`);
+- the reports over time (`JobReportSample`): one every `SAMPLE_EVERY_S` at most per job and
+  attempt, and one whenever the world size changes, for the console's charts (`history`).
 `observations` gives them back as the core's `Elastic` for the scheduling round, so the
 goodput model fits the job's measured throughput rather than its prior.
 Only a RUNNING job reports (409 otherwise); a job's token may report for that job only, a
@@ -22,7 +24,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 import trainyard.server.api.schemas as schemas
@@ -30,11 +32,13 @@ from trainyard import core
 from trainyard.server.api.auth import Principal
 from trainyard.server.api.errors import ApiError
 from trainyard.server.db.base import JobState
-from trainyard.server.db.reports import JobObservation, JobProgress
+from trainyard.server.db.reports import JobObservation, JobProgress, JobReportSample
 from trainyard.server.services.jobs import own_job
 
 MAX_WEIGHT = 200  # steps: the most weight the past keeps in a mean step time
 MAX_SAMPLES = 16  # observations per job passed to the core (the most recent)
+SAMPLE_EVERY_S = 30.0  # the least time between two kept reports of a job (`history`)
+MAX_HISTORY = 2000  # the most samples `history` gives back (evenly thinned)
 
 
 def record(
@@ -65,6 +69,7 @@ def record(
         obs.steps = min(obs.steps + report.steps, 2**31 - 1)
         obs.updated_at = now
     progress = session.get(JobProgress, job.id)
+    _sample(session, job.id, report, progress, now=now)
     values: dict[str, Any] = {
         "attempt": report.attempt, "world_size": report.world_size, "step": report.step,
         "samples": report.samples, "loss": report.loss, "grad_sqr": report.grad_sqr,
@@ -78,6 +83,51 @@ def record(
             if value is None and name in ("grad_sqr", "grad_var", "remaining_samples"):
                 continue  # measured now and then: the last measurement stands
             setattr(progress, name, value)
+
+
+def _sample(
+    session: Session,
+    job_id: str,
+    report: schemas.ReportIn,
+    progress: JobProgress | None,
+    *,
+    now: float,
+) -> None:
+    """Keep this report over time when the job's last kept one is old enough, or the world
+    size or attempt changed since the previous report."""
+    changed = progress is None or (progress.world_size, progress.attempt) != (
+        report.world_size,
+        report.attempt,
+    )
+    if not changed:
+        last = session.scalar(
+            select(func.max(JobReportSample.time)).where(JobReportSample.job_id == job_id)
+        )
+        if last is not None and now - last < SAMPLE_EVERY_S:
+            return
+    session.add(
+        JobReportSample(
+            job_id=job_id, time=now, attempt=report.attempt, world_size=report.world_size,
+            gpus=report.gpus, batch=report.batch, step_time=report.step_time, step=report.step,
+            samples=report.samples, loss=report.loss, grad_sqr=report.grad_sqr,
+            grad_var=report.grad_var,
+        )
+    )  # fmt: skip
+
+
+def history(session: Session, job_id: str) -> list[JobReportSample]:
+    """The job's kept reports, oldest first (at most `MAX_HISTORY`, evenly thinned)."""
+    rows = list(
+        session.scalars(
+            select(JobReportSample)
+            .where(JobReportSample.job_id == job_id)
+            .order_by(JobReportSample.time, JobReportSample.id)
+        )
+    )
+    if len(rows) <= MAX_HISTORY:
+        return rows
+    step = len(rows) / MAX_HISTORY
+    return [rows[int(i * step)] for i in range(MAX_HISTORY - 1)] + [rows[-1]]
 
 
 def observations(session: Session, job_ids: Iterable[str]) -> dict[str, core.Elastic]:

@@ -5,7 +5,8 @@
   `logs/`) and the job's home and temporary directories.
 - **Checkpoints** of such jobs, once they ended more than `checkpoints_age_s` ago.
 - **Tokens**: job tokens of jobs that ended (they stopped working then) and personal tokens
-  revoked or expired more than `tokens_age_s` ago.
+  revoked or expired more than `tokens_age_s` ago (console sessions included), and the
+  console's login codes that expired that long ago (counted with the tokens).
 
 The job rows, their events, the accounting and the audit trail are history and stay. A live
 job (pending, starting, running, preempted, or failed with restarts left) is never touched.
@@ -21,7 +22,7 @@ from pathlib import Path
 from sqlalchemy import delete, or_, select
 from sqlalchemy.orm import Session
 
-from trainyard.server.db import ApiToken, Job, JobState
+from trainyard.server.db import ApiToken, Job, JobState, LoginCode
 
 S = JobState
 
@@ -93,7 +94,12 @@ def collect(
         ApiToken.expires_at < now - tokens_age_s,
     )
     ids = list(session.scalars(select(ApiToken.id).where(stale)))
-    report.tokens = len(ids)
+    codes = list(
+        session.scalars(select(LoginCode.id).where(LoginCode.expires_at < now - tokens_age_s))
+    )
+    report.tokens = len(ids) + len(codes)
     if ids and not dry_run:
         session.execute(delete(ApiToken).where(ApiToken.id.in_(ids)))
+    if codes and not dry_run:
+        session.execute(delete(LoginCode).where(LoginCode.id.in_(codes)))
     return report

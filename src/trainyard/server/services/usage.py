@@ -155,3 +155,48 @@ def _names(session: Session, by: str) -> Callable[[Interval], str]:
         return str(known.get(ident, f"#{ident}"))
 
     return name
+
+
+@dataclass(frozen=True)
+class Series:
+    """Usage over time: `edges` are the bucket boundaries (len(buckets) + 1); `gpu_hours`
+    maps each key (a tenant, user or queue) to its GPU-hours per bucket; `cluster_gpu_hours`
+    is every tenant's use per bucket, unnamed (the cluster's utilisation)."""
+
+    edges: list[float]
+    gpu_hours: dict[str, list[float]]
+    cluster_gpu_hours: list[float]
+
+
+def series(
+    session: Session,
+    *,
+    tenant_id: int,
+    since: float,
+    until: float,
+    buckets: int,
+    by: str,
+    now: float,
+) -> Series:
+    """GPU-hours of the tenant per bucket of [since, until) grouped `by` (as `usage`), and
+    the whole cluster's per bucket (no names: for utilisation)."""
+    if by not in BY or by == "job":
+        raise ApiError(422, f"unknown grouping {by!r}; use tenant, user or queue", field="by")
+    buckets = max(1, buckets)
+    width = max(until - since, 1e-9) / buckets
+    edges = [since + i * width for i in range(buckets + 1)]
+    spans = intervals(session, tenant_id=None, since=since, until=until, now=now)
+    names = _names(session, by)
+    ours: dict[str, list[float]] = {}
+    cluster = [0.0] * buckets
+    for iv in spans:
+        first = max(0, int((max(iv.start, since) - since) // width))
+        last = min(buckets - 1, int((min(iv.end, until) - since) // width))
+        for b in range(first, last + 1):
+            hours = iv.gpus * overlap(iv.start, iv.end, edges[b], edges[b + 1]) / 3600.0
+            if hours <= 0:
+                continue
+            cluster[b] += hours
+            if iv.tenant_id == tenant_id:
+                ours.setdefault(names(iv), [0.0] * buckets)[b] += hours
+    return Series(edges=edges, gpu_hours=ours, cluster_gpu_hours=cluster)

@@ -1,7 +1,7 @@
 """What a job has left (issue 13): `job_progress.remaining_samples`.
 
-Revision ID: 0015
-Revises: 0014
+Revision ID: 0016
+Revises: 0015
 
 A job that knows its total steps reports the samples it still has to train; the scheduler
 weighs it by the time it has left when it shares GPUs among elastic jobs. Reports stored
@@ -13,8 +13,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0015"
-down_revision: str | None = "0014"
+revision = "0016"
+down_revision: str | None = "0015"
 branch_labels: tuple[str, ...] | None = None
 depends_on: tuple[str, ...] | None = None
 
