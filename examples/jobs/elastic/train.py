@@ -262,7 +262,8 @@ def train(job: Job) -> NoReturn:
         elapsed = time.perf_counter() - t0
         if step - start > WARMUP_STEPS:
             durations.append(elapsed)
-        job.reporter.step(elapsed, batch=args.global_batch, loss=last_loss)
+        left = (args.steps - step) * args.global_batch  # the scheduler weighs jobs by it
+        job.reporter.step(elapsed, batch=args.global_batch, loss=last_loss, remaining_samples=left)
     if not args.no_checkpoint and step > start:
         job.ckpt.save(step, job.state(step, last_loss), blocking=True)
         job.log(f"checkpoint step={step}")
