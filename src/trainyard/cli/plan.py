@@ -24,7 +24,7 @@ from trainyard import yamlio
 from trainyard.datafiles import DataFileNotFoundError, locate_data_file, shared_root
 from trainyard.planner.allocation import search_allocation
 from trainyard.planner.errors import PlannerError
-from trainyard.planner.evaluate import evaluate
+from trainyard.planner.evaluate import evaluate_paths, package_csv_path
 from trainyard.planner.hardware import gpu as gpu_named
 from trainyard.planner.jobplan import plan_job_spec
 from trainyard.planner.launch import launch_settings
@@ -38,19 +38,26 @@ def register(app: typer.Typer) -> None:
     app.command("plan")(plan_command)
 
 
-def _evaluate(given: Path, as_json: bool) -> None:
-    """Print predicted vs published TFLOP/s per GPU for every row of `given` (as given when
-    it exists, else a relative path under $TRAINYARD_SHARED, as `simulate` does)."""
+def _evaluate(given: Sequence[Path], as_json: bool) -> None:
+    """Print predicted vs published figures for every row of the `given` files (each as given
+    when it exists, else a relative path under $TRAINYARD_SHARED, as `simulate` does; the name
+    `builtin` is the published runs shipped with the planner)."""
+    paths = []
+    for one in given:
+        if str(one) == "builtin":
+            paths.append(package_csv_path())
+            continue
+        try:
+            paths.append(locate_data_file(one, shared_root()))
+        except DataFileNotFoundError as exc:
+            tried = ", ".join(str(p) for p in exc.tried)
+            typer.echo(f"error: --evaluate: file {one} not found (tried {tried})", err=True)
+            raise typer.Exit(2) from None
     try:
-        path = locate_data_file(given, shared_root())
-    except DataFileNotFoundError as exc:
-        tried = ", ".join(str(p) for p in exc.tried)
-        typer.echo(f"error: --evaluate: file {given} not found (tried {tried})", err=True)
-        raise typer.Exit(2) from None
-    try:
-        result = evaluate(path)
-    except (PlannerError, OSError, ValueError, KeyError) as exc:
-        typer.echo(f"error: --evaluate: {path}: {exc}", err=True)
+        result = evaluate_paths(paths)
+    except (PlannerError, OSError, ValueError, KeyError, UnicodeDecodeError) as exc:
+        message = f"{exc.field}: {exc.message}" if isinstance(exc, PlannerError) else str(exc)
+        typer.echo(f"error: --evaluate: {message}", err=True)
         raise typer.Exit(2) from None
     if as_json:
         rows = [dataclasses.asdict(r) for r in result.rows]
@@ -63,6 +70,9 @@ def _evaluate(given: Path, as_json: bool) -> None:
         held = result.held_out()
         if held is not None:
             out["held_out"] = held
+        fitted = result.calibration_rows()
+        if fitted is not None:
+            out["calibration"] = fitted
         typer.echo(json.dumps(out, indent=2))
     else:
         typer.echo(result.table())
@@ -161,12 +171,13 @@ def plan_command(
         typer.Option("--job", metavar="FILE.yaml", help="Plan a job spec that carries model:."),
     ] = None,
     evaluate_csv: Annotated[
-        Path | None,
+        list[Path] | None,
         typer.Option(
             "--evaluate",
             metavar="FILE.csv",
-            help="Compare predictions with published configurations (published_configs.csv; "
-            "a relative path not found as given is tried under $TRAINYARD_SHARED).",
+            help="Compare predictions with published training runs (repeatable; e.g. "
+            "planner/published_configs.csv, a relative path not found as given being tried "
+            "under $TRAINYARD_SHARED; 'builtin' for the runs shipped with the planner).",
         ),
     ] = None,
     flash_attention: Annotated[
@@ -182,7 +193,7 @@ def plan_command(
     """Plan a model's training: the fastest layouts on GPUS GPUs that fit in memory (or on an
     --allocation, or the GPU count for a goal with --max-gpus), with launcher settings; --job
     plans a job spec; --evaluate compares predictions with published throughput."""
-    if evaluate_csv is not None:
+    if evaluate_csv:
         _evaluate(evaluate_csv, as_json)
         return
     if job is not None:

@@ -245,7 +245,9 @@ def search_allocation(
             topologies[shape] = group_topologies(layout, gpu, counts, order=order)
         return _slowest(model, layout, gpu, max(counts), *topologies[shape])
 
-    plans = _enumerate(model, gpu, shapes, timer, flash_attention=flash_attention)
+    plans = _enumerate(
+        model, gpu, shapes, timer, flash_attention=flash_attention, context_parallel=False
+    )
     if not plans:
         smallest = _smallest_fitting_count(model, n, gpu, g)
         hint = (

@@ -69,7 +69,7 @@ class Fit:
 
 
 def _errors(cases: Sequence[Case], calibration: Calibration) -> list[float]:
-    return [(c.predict(calibration) - c.published) / c.published for c in cases]
+    return [c.error(calibration) for c in cases]
 
 
 def objective(errors: Sequence[float]) -> float:
