@@ -28,6 +28,7 @@ from trainyard.planner.evaluate import evaluate_paths, package_csv_path
 from trainyard.planner.hardware import gpu as gpu_named
 from trainyard.planner.jobplan import plan_job_spec
 from trainyard.planner.launch import launch_settings
+from trainyard.planner.links import LinkFit, load_links
 from trainyard.planner.model import Model, load_model, preset
 from trainyard.planner.search import Plan, search
 from trainyard.planner.sizing import SizingOption, size_for_tokens
@@ -188,6 +189,15 @@ def plan_command(
             "the attention scores.",
         ),
     ] = True,
+    links_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--links",
+            metavar="FILE",
+            help="Measured links: nccl-tests output (all_reduce_perf ...) or a `trainyard probe "
+            "links` result; collectives are timed and chosen on them.",
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the plans as JSON.")] = False,
 ) -> None:
     """Plan a model's training: the fastest layouts on GPUS GPUs that fit in memory (or on an
@@ -215,6 +225,7 @@ def plan_command(
     assert model is not None and gpu_type is not None
     console = Console(highlight=False)
     try:
+        measured, fits = load_links(links_file) if links_file is not None else (None, [])
         m = _model(model)
         device = gpu_named(gpu_type)
         if max_gpus is not None:
@@ -238,12 +249,18 @@ def plan_command(
         else:
             assert gpus is not None
             plans = search(
-                m, gpus, device, nodes_of=nodes_of, top=top, flash_attention=flash_attention
+                m,
+                gpus,
+                device,
+                nodes_of=nodes_of,
+                top=top,
+                flash_attention=flash_attention,
+                links=measured,
             )
             options, count = [], gpus
         settings = None
         if allocation is None and (launch or as_json):
-            settings = launch_settings(m, plans[0], device, nodes_of)
+            settings = launch_settings(m, plans[0], device, nodes_of, measured)
     except (PlannerError, OSError) as exc:
         raise _fail(exc) from None
     if as_json:
@@ -259,14 +276,38 @@ def plan_command(
             out["options"] = [option_to_dict(o) for o in options]
         if settings is not None:
             out["launch"] = settings.to_dict()
+        if fits:
+            out["links"] = [_fit_dict(f) for f in fits]
         typer.echo(json.dumps(out, indent=2))
         return
+    for f in fits:
+        typer.echo(
+            f"links: {f.run.collective} over {f.run.ranks} ranks on {f.run.nodes} node(s): "
+            f"latency {f.alpha_us:.1f} us, bus bandwidth {f.busbw_gbps:.1f} GB/s -> {f.level} "
+            f"link {f.link.bandwidth_gbps:.1f} GB/s, {f.link.latency_us:.2f} us a step "
+            f"(fit error median {f.median_error:.0%}, max {f.max_error:.0%})"
+        )
     where = f"{allocation} GPUs per node" if allocation is not None else None
     render(m, count, device.name, plans, console, where=where)
     if options:
         render_options(options, console)
     if settings is not None:
         typer.echo(settings.shell())
+
+
+def _fit_dict(fit: LinkFit) -> dict[str, Any]:
+    return {
+        "collective": fit.run.collective,
+        "ranks": fit.run.ranks,
+        "nodes": fit.run.nodes,
+        "level": fit.level,
+        "latency_us": fit.alpha_us,
+        "busbw_gbps": fit.busbw_gbps,
+        "link_gbps": fit.link.bandwidth_gbps,
+        "step_latency_us": fit.link.latency_us,
+        "fit_median_error": fit.median_error,
+        "fit_max_error": fit.max_error,
+    }
 
 
 def option_to_dict(option: SizingOption) -> dict[str, Any]:

@@ -60,7 +60,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from trainyard.planner import collectives as coll
-from trainyard.planner.compute import NVLINK_EFFICIENCY
+from trainyard.planner.compute import _topology
 from trainyard.planner.errors import PlannerError
 from trainyard.planner.hardware import GPU
 from trainyard.planner.model import Model
@@ -188,18 +188,6 @@ def _pairs(args: tuple[str, ...]) -> list[str]:
     return out
 
 
-def _topology(ranks: int, ranks_per_node: int, gpu: GPU) -> coll.Topology:
-    """The topology `compute.step_time` times a collective on (same links and latencies)."""
-    nodes = ranks // ranks_per_node
-    inter = None
-    if nodes > 1:
-        if gpu.network_gb_s <= 0:
-            raise PlannerError("network_gb_s", f"GPU {gpu.name!r} needs a network for multi-node")
-        inter = coll.ib_link(gpu.network_gb_s * 8)
-    intra = coll.nvlink(1, NVLINK_EFFICIENCY * gpu.nvlink_gb_s)
-    return coll.Topology(ranks_per_node, nodes=nodes, intra=intra, inter=inter)
-
-
 def _runner_up(nbytes: int, topo: coll.Topology, winner: str) -> coll.Prediction | None:
     """The fastest prediction of an algorithm other than `winner` (any protocol)."""
     found: list[coll.Prediction] = []
@@ -263,24 +251,35 @@ def _choose(
     )
 
 
-def _collectives(model: Model, plan: Plan, gpu: GPU, nodes_of: int) -> list[CollectiveChoice]:
+def _collectives(
+    model: Model, plan: Plan, gpu: GPU, nodes_of: int, links: coll.LinkSet | None
+) -> list[CollectiveChoice]:
     lay = plan.layout
     t, p, d = lay.tp, lay.pp, lay.dp
+    m = lay.microbatches(model)
     out: list[CollectiveChoice] = []
     if t > 1:
         per_layer = 6 if lay.recompute == "full" else 4
-        calls = model.layers // p * lay.microbatches(model) * per_layer
-        msg = lay.micro_batch * model.seq_len * model.hidden * 2
+        calls = max(lay.stage_layers(model)) * m * per_layer
+        msg = lay.micro_batch * model.seq_len // lay.cp * model.hidden * 2
         functions = _SHARDED if lay.sequence_parallel else _ALL_REDUCE
-        topo = _topology(t, math.gcd(t, nodes_of), gpu)
+        topo = _topology(t, math.gcd(t, nodes_of), gpu, links)
         out.append(_choose("tensor-parallel all-reduce", functions, msg, topo, calls))
-    if d > 1:
+    if d * lay.cp > 1:
         grad_bytes = 4 if lay.fp32_grads else 2
-        volume = model.params / (t * p) * grad_bytes * (1.5 if lay.zero == 3 else 1.0)
-        topo = _topology(d, math.gcd(d, max(1, nodes_of // (t * p))), gpu)
+        volume = model.params / (t * p) * grad_bytes
+        ranks = lay.shard_size if lay.zero >= 2 else d * lay.cp
+        topo = _topology(ranks, math.gcd(ranks, max(1, nodes_of // (t * p))), gpu, links)
         functions = _SHARDED if lay.zero >= 1 else _ALL_REDUCE
-        name = "data-parallel gradient all-reduce"
-        out.append(_choose(name, functions, int(volume), topo, 1))
+        if lay.zero >= 2:
+            # ZeRO-2: a reduce-scatter per micro-batch and one gather; ZeRO-3/FSDP: two
+            # gathers and a reduce-scatter per micro-batch (`compute` module docstring).
+            name = "sharded gradient reduce-scatter and weight all-gather"
+            calls = 3 * m if lay.zero == 3 else m + 1
+        else:
+            name = "data-parallel gradient all-reduce"
+            calls = 1
+        out.append(_choose(name, functions, int(volume), topo, calls))
     return out
 
 
@@ -471,7 +470,9 @@ def _plan_env(model: Model, plan: Plan) -> dict[str, str]:
     return {f"TRAINYARD_PLAN_{key}": str(value) for key, value in values.items()}
 
 
-def launch_settings(model: Model, plan: Plan, gpu: GPU, nodes_of: int = 8) -> LaunchSettings:
+def launch_settings(
+    model: Model, plan: Plan, gpu: GPU, nodes_of: int = 8, links: coll.LinkSet | None = None
+) -> LaunchSettings:
     """Launcher settings for `plan` (from `search`) of `model` on `gpu`s, `nodes_of` GPUs a node.
 
     The plan's GPUs fill ceil(gpus / nodes_of) nodes of min(nodes_of, gpus) GPUs each; they must
@@ -492,11 +493,16 @@ def launch_settings(model: Model, plan: Plan, gpu: GPU, nodes_of: int = 8) -> La
             f"the plan's {gpus} GPUs do not fill whole nodes of {nodes_of}; torchrun starts the "
             "same number of processes on every node: use a GPU count that is a multiple of it",
         )
-    choices = _collectives(model, plan, gpu, nodes_of)
+    choices = _collectives(model, plan, gpu, nodes_of, links)
     nccl_env, notes = _nccl(choices)
     megatron, megatron_notes = _megatron(model, plan)
     deepspeed, deepspeed_notes = _deepspeed(model, plan)
     notes += megatron_notes + deepspeed_notes
+    if links is not None and links.source:
+        measured = [n for n, v in (("intra-node", links.intra), ("network", links.inter)) if v]
+        notes.append(
+            f"collectives timed on measured links ({', '.join(measured)}) from {links.source}"
+        )
     layout_json = json.dumps(dataclasses.asdict(plan.layout), separators=(",", ":"))
     env = {**_plan_env(model, plan), **nccl_env, "TRAINYARD_PLAN_JSON": layout_json}
     return LaunchSettings(

@@ -52,6 +52,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from trainyard.planner.collectives import LinkSet
 from trainyard.planner.compute import StepTime, step_time
 from trainyard.planner.errors import PlannerError
 from trainyard.planner.hardware import GPU
@@ -201,11 +202,13 @@ def search(
     top: int = 10,
     *,
     flash_attention: bool = True,
+    links: LinkSet | None = None,
 ) -> list[Plan]:
     """The `top` fastest layouts of `model` on `num_gpus` `gpu`s that fit in memory, best first.
 
     `nodes_of` is GPUs per node (tensor parallelism stays inside a node); `flash_attention`
-    says whether the job's attention is fused (see the module docstring). Raises `PlannerError`
+    says whether the job's attention is fused (see the module docstring); `links` are measured
+    links to time collectives on (`trainyard.planner.links`). Raises `PlannerError`
     naming the field for bad input, or when no layout is valid or fits (saying what limits and,
     when one exists, the smallest GPU count that would fit).
     """
@@ -220,7 +223,7 @@ def search(
             f"and last stages, and dp a divisor of global_batch ({model.global_batch}); pick a "
             "GPU count of that form",
         )
-    plans = _uniform_plans(model, gpu, shapes, nodes_of, flash_attention)
+    plans = _uniform_plans(model, gpu, shapes, nodes_of, flash_attention, links)
     if not plans:
         smallest = _smallest_fitting_count(model, num_gpus, gpu, nodes_of)
         hint = (
@@ -259,11 +262,12 @@ def _uniform_plans(
     shapes: Sequence[tuple[int, int, int]],
     nodes_of: int,
     flash_attention: bool,
+    links: LinkSet | None = None,
 ) -> list[Plan]:
     """`_enumerate` timed on uniform nodes of `nodes_of` GPUs (what `search` ranks)."""
 
     def timer(layout: ParallelLayout) -> StepTime:
-        return step_time(model, layout, gpu, nodes_of)
+        return step_time(model, layout, gpu, nodes_of, links=links)
 
     return _enumerate(model, gpu, shapes, timer, flash_attention=flash_attention)
 
@@ -386,7 +390,16 @@ def _best_zero(
 
 
 def best(
-    model: Model, num_gpus: int, gpu: GPU, nodes_of: int = 8, *, flash_attention: bool = True
+    model: Model,
+    num_gpus: int,
+    gpu: GPU,
+    nodes_of: int = 8,
+    *,
+    flash_attention: bool = True,
+    links: LinkSet | None = None,
 ) -> Plan:
     """The fastest fitting layout (`search(...)[0]`); raises `PlannerError` like `search`."""
-    return search(model, num_gpus, gpu, nodes_of, top=1, flash_attention=flash_attention)[0]
+    found = search(
+        model, num_gpus, gpu, nodes_of, top=1, flash_attention=flash_attention, links=links
+    )
+    return found[0]
