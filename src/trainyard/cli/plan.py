@@ -57,7 +57,10 @@ def _evaluate(given: Sequence[Path], as_json: bool) -> None:
     try:
         result = evaluate_paths(paths)
     except (PlannerError, OSError, ValueError, KeyError, UnicodeDecodeError) as exc:
-        message = f"{exc.field}: {exc.message}" if isinstance(exc, PlannerError) else str(exc)
+        if isinstance(exc, PlannerError):
+            message = exc.message if exc.field == "path" else f"{exc.field}: {exc.message}"
+        else:
+            message = str(exc)
         typer.echo(f"error: --evaluate: {message}", err=True)
         raise typer.Exit(2) from None
     if as_json:

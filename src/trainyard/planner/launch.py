@@ -80,7 +80,7 @@ NCCL_PROTO_NAMES: Final = {"simple": "Simple", "ll": "LL"}
 TRAINING_SCRIPT: Final = "pretrain_gpt.py"  # Megatron-LM's GPT entry point
 # The values a user must supply, each with what it is (the shell refuses to start without them).
 PLACEHOLDERS: Final = {
-    "DATA_PATH": "prefix of the tokenized training data (Megatron's .bin/.idx pair)",
+    "DATA_PATH": "prefix of the tokenized training data (the Megatron .bin and .idx files)",
     "TOKENIZER_MODEL": "Hugging Face tokenizer name or directory matching the data",
     "CHECKPOINT_DIR": "directory for checkpoints (saved and resumed from)",
     "TRAIN_ITERS": "number of training iterations",

@@ -64,10 +64,10 @@ def test_memory_bound_bytes_by_recompute_flash_and_parallelism() -> None:
         assert memory_bound_bytes(SMALL, layout) == pytest.approx(64 * expected), layout
     # tp = 4 without sequence parallelism splits all but the 10·s·b·h of norms and dropout;
     # the vocabulary is padded to a multiple of 128·4 (32,256).
-    logits = 3 * 4 * s * 32256
-    tp4 = (3 * (s * h * (10 + 24 / 4) + scores / 4) * n + logits / 4) * 64
+    logits4 = 3 * 4 * s * 32256
+    tp4 = (3 * (s * h * (10 + 24 / 4) + scores / 4) * n + logits4 / 4) * 64
     assert memory_bound_bytes(SMALL, ParallelLayout(tp=4)) == pytest.approx(tp4)
-    sp4 = (3 * (rest + scores) / 4 * n + logits / 4) * 64
+    sp4 = (3 * (rest + scores) / 4 * n + logits4 / 4) * 64
     assert memory_bound_bytes(SMALL, ParallelLayout(tp=4, sequence_parallel=True)) == pytest.approx(
         sp4
     )
@@ -182,7 +182,12 @@ def test_times_are_finite_and_never_negative(layout: ParallelLayout, device: str
     parts = (r.compute_s, r.tp_comm_s, r.bubble_s, r.dp_comm_s, r.dp_exposed_s, r.cp_comm_s)
     assert all(math.isfinite(x) and x >= 0 for x in (*parts, r.shard_comm_s, r.p2p_s))
     assert r.iteration_s == pytest.approx(
-        r.compute_s + r.tp_comm_s + r.cp_comm_s + r.shard_comm_s + r.p2p_s + r.bubble_s
+        r.compute_s
+        + r.tp_comm_s
+        + r.cp_comm_s
+        + r.shard_comm_s
+        + r.p2p_s
+        + r.bubble_s
         + r.dp_exposed_s
     )
     assert r.iteration_s > 0

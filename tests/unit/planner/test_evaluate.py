@@ -107,7 +107,11 @@ def test_synthetic_row_is_predicted_with_defaults(tmp_path: Path) -> None:
     result = evaluate(path)
     assert len(result.rows) == 1
     reasons = [s[2] for s in result.skipped]
-    assert reasons == ["no tensor_parallel", "no achieved_tflops_per_gpu or hfu_pct"]
+    assert reasons == [
+        "no tensor_parallel / pipeline_parallel split",
+        "no published figure (iteration_time_s, tokens_per_sec_per_gpu, "
+        "achieved_tflops_per_gpu, hfu_pct or mfu_pct)",
+    ]
     inputs = row_inputs(ROW)
     assert not isinstance(inputs, str)
     model, layout, device = inputs
