@@ -18,11 +18,13 @@ only when it runs.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import socket
 import sys
 import time
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -71,23 +73,17 @@ def main(argv: list[str] | None = None) -> int:
         points = []
         for size in sizes(max_bytes):
             elements = max(1, size // 4)
+            run: Callable[[], Any]
             if name == "all_reduce":
                 tensor = torch.ones(elements, dtype=torch.float32, device=device)
-
-                def run(t: Any = tensor) -> None:
-                    dist.all_reduce(t)
-
+                run = functools.partial(dist.all_reduce, tensor)
             else:
                 # nccl-tests' size for all_gather is the gathered output.
                 part = max(1, elements // world)
                 tensor = torch.ones(part, dtype=torch.float32, device=device)
                 output = torch.empty(part * world, dtype=torch.float32, device=device)
-
                 gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
-
-                def run(t: Any = tensor, o: Any = output, g: Any = gather) -> None:
-                    g(o, t)
-
+                run = functools.partial(gather, output, tensor)
             for _ in range(args.warmup):
                 run()
             if cuda:

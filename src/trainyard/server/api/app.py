@@ -134,7 +134,8 @@ def _install_handlers(app: FastAPI) -> None:
         message = str(first.get("msg", "invalid request"))
         if first.get("type") == "string_pattern_mismatch":
             pattern = (first.get("ctx") or {}).get("pattern")
-            message = schemas.PATTERN_MESSAGES.get(pattern, message)
+            if isinstance(pattern, str):
+                message = schemas.PATTERN_MESSAGES.get(pattern, message)
         return JSONResponse(error_body(field, message), status_code=422)
 
     @app.exception_handler(StarletteHTTPException)
