@@ -394,6 +394,8 @@ def step_time(
     """
     _check_args(nodes_of, dp_overlap, tp_overlap, efficiency)
     layout.check(model)
+    if model.precision == "fp8" and gpu.fp8_tflops <= 0:
+        model = dataclasses.replace(model, precision="bf16")  # no fp8 tensor cores: bf16
     t, c, p, d = layout.tp, layout.cp, layout.pp, layout.dp
     n = layout.gpus
     m = layout.microbatches(model)
