@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any
@@ -82,6 +83,11 @@ def _evaluate(given: Sequence[Path], as_json: bool) -> None:
         typer.echo(result.table())
 
 
+def _console() -> Console:
+    """Rich's console; 120 columns when not on a terminal (a pipe's 80 would cut the table)."""
+    return Console(highlight=False, width=None if sys.stdout.isatty() else 120)
+
+
 def _model(spec: str) -> Model:
     if spec.lower().endswith((".yaml", ".yml")) or Path(spec).is_file():
         if not Path(spec).is_file():
@@ -125,7 +131,7 @@ def _job(path: Path, as_json: bool) -> None:
     if as_json:
         typer.echo(result.to_json())
         return
-    console = Console(highlight=False)
+    console = _console()
     render(result.model, result.gpus, result.gpu.name, [result.plan], console)
     if result.options:
         render_options(result.options, console)
@@ -226,7 +232,7 @@ def plan_command(
         )
         raise typer.Exit(2)
     assert model is not None and gpu_type is not None
-    console = Console(highlight=False)
+    console = _console()
     try:
         measured, fits = load_links(links_file) if links_file is not None else (None, [])
         m = _model(model)
@@ -369,15 +375,20 @@ def render(
         pad_edge=False,
         collapse_padding=True,
     )
-    for name in ("tp", "pp", "dp", "mb", "v", "zero", "recompute"):
+    for name in ("tp", "cp", "pp", "dp", "mb", "v", "zero", "recompute"):
         table.add_column(name, justify="right", no_wrap=True)
     for name in ("mem GB", "step s", "TFLOP/s/GPU", "MFU"):
         table.add_column(name, justify="right", no_wrap=True)
     for p in plans:
         lay = p.layout
+        pp = str(lay.pp)
+        if lay.uneven:
+            counts = lay.stage_layers(model)
+            pp += f" ({counts[0]}/{counts[1]}/{counts[-1]})"  # first / middle / last layers
+        zero = "hsdp" if lay.sharding == "hsdp" else str(lay.zero)
         table.add_row(
-            str(lay.tp), str(lay.pp), str(lay.dp), str(lay.micro_batch),
-            str(lay.virtual_stages), str(lay.zero), lay.recompute, f"{p.memory.total:.1f}",
+            str(lay.tp), str(lay.cp), pp, str(lay.dp), str(lay.micro_batch),
+            str(lay.virtual_stages), zero, lay.recompute, f"{p.memory.total:.1f}",
             f"{p.time.iteration_s:.3f}", f"{p.tflops_per_gpu:.1f}",
             f"{p.mfu:.1%}",
         )  # fmt: skip
