@@ -458,14 +458,17 @@ def _deepspeed(model: Model, plan: Plan) -> tuple[dict[str, Any] | None, list[st
 
 
 def _plan_env(model: Model, plan: Plan) -> dict[str, str]:
-    """TRAINYARD_PLAN_{TP,PP,DP,MICRO_BATCH,VIRTUAL_STAGES,ZERO,RECOMPUTE,SEQUENCE_PARALLEL (0/1),
-    FLASH_ATTENTION (0/1), GLOBAL_BATCH}."""
+    """TRAINYARD_PLAN_{TP,CP,PP,DP,MICRO_BATCH,VIRTUAL_STAGES,ZERO,SHARDING,RECOMPUTE,
+    SEQUENCE_PARALLEL (0/1), TP_COMM_OVERLAP (0/1), FLASH_ATTENTION (0/1), GLOBAL_BATCH,
+    STAGE_LAYERS (layers per pipeline stage, comma-separated)}."""
     lay = plan.layout
     values = {
-        "TP": lay.tp, "PP": lay.pp, "DP": lay.dp, "MICRO_BATCH": lay.micro_batch,
-        "VIRTUAL_STAGES": lay.virtual_stages, "ZERO": lay.zero, "RECOMPUTE": lay.recompute,
-        "SEQUENCE_PARALLEL": int(lay.sequence_parallel),
+        "TP": lay.tp, "CP": lay.cp, "PP": lay.pp, "DP": lay.dp, "MICRO_BATCH": lay.micro_batch,
+        "VIRTUAL_STAGES": lay.virtual_stages, "ZERO": lay.zero, "SHARDING": lay.sharding,
+        "RECOMPUTE": lay.recompute, "SEQUENCE_PARALLEL": int(lay.sequence_parallel),
+        "TP_COMM_OVERLAP": int(lay.tp_comm_overlap),
         "FLASH_ATTENTION": int(lay.flash_attention), "GLOBAL_BATCH": model.global_batch,
+        "STAGE_LAYERS": ",".join(str(n) for n in lay.stage_layers(model)),
     }  # fmt: skip
     return {f"TRAINYARD_PLAN_{key}": str(value) for key, value in values.items()}
 
