@@ -42,7 +42,16 @@ def package_summary(calibration: object) -> dict[str, object]:
         "median_abs": statistics.median(absolute) if absolute else None,
         "max_abs": max(absolute) if absolute else None,
         "skipped": len(skipped),
-        "errors": {f"{c.table_id} {c.model_name} {c.layout.gpus}": round(e, 4) for c, e in errors},
+        "rows_errors": [
+            {
+                "table_id": c.table_id,
+                "model": c.model_name,
+                "gpus": c.layout.gpus,
+                "metric": c.metric,
+                "error": round(e, 4),
+            }
+            for c, e in errors
+        ],
     }
 
 
