@@ -158,7 +158,7 @@ class Evaluation:
         for r in self.rows:
             lines.append(
                 f"{r.table_id[:19]:<20}{r.model[:15]:<16}{r.gpus:>6}  {_METRIC_LABEL[r.metric]:<10}"
-                f"{r.predicted:>9.1f}{r.published:>9.1f}{r.error:>+8.1%}"
+                f"{_figure(r.predicted):>9}{_figure(r.published):>9}{r.error:>+8.1%}"
                 f"{' *' if r.calibration else ''}"
             )
         for table, model, reason in self.skipped:
@@ -185,6 +185,11 @@ _METRIC_LABEL: Final = {
     "tokens_per_sec_per_gpu": "tok/s/GPU",
     "iteration_time_s": "iter s",
 }
+
+
+def _figure(value: float) -> str:
+    """A published or predicted figure: one decimal from 10 up, three below (seconds)."""
+    return f"{value:.1f}" if value >= 10 else f"{value:.3f}"
 
 
 def _summary(rows: Sequence[Row]) -> dict[str, float] | None:
