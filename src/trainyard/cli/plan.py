@@ -248,12 +248,15 @@ def plan_command(
                 nodes_of=nodes_of,
                 deadline_hours=deadline,
                 flash_attention=flash_attention,
+                links=measured,
             )
             plans = [options[0].plan]
             count = options[0].gpus
         elif allocation is not None:
             counts = _allocation(allocation)
-            plans = search_allocation(m, device, counts, top=top, flash_attention=flash_attention)
+            plans = search_allocation(
+                m, device, counts, top=top, flash_attention=flash_attention, links=measured
+            )
             options, count = [], sum(counts)
         else:
             assert gpus is not None

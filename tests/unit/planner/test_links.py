@@ -110,3 +110,16 @@ def test_measured_links_change_the_collective_times_and_the_plan() -> None:
     assert best("all_reduce", 1 << 20, Topology(8, intra=slow.intra)).time_us > 0
     plans = search(model, 16, h100, top=1, links=slow)
     assert plans[0].layout.tp < 8  # on a slow node tensor parallelism stops paying
+
+
+def test_allocation_and_sizing_plan_on_measured_links_too() -> None:
+    from trainyard.planner.allocation import search_allocation
+    from trainyard.planner.sizing import size_for_tokens
+
+    h100, model = gpu("H100"), preset("gpt3-13b")
+    slow = LinkSet(intra=fit_run(Run("all_reduce", 8, 1, ((8, 30.0), (1 << 30, 2e5)))).link)
+    plain = search_allocation(model, h100, (8, 8), top=1)[0]
+    measured = search_allocation(model, h100, (8, 8), top=1, links=slow)[0]
+    assert measured.time.iteration_s > plain.time.iteration_s
+    options = size_for_tokens(model, h100, 1e9, max_gpus=16, links=slow)
+    assert options and options[0].plan.time.iteration_s > 0
