@@ -13,8 +13,9 @@ Optional, each with its default: num_kv_heads (= heads), ffn_hidden_size (4·hid
 network_gbps_per_gpu (the catalogue's), context_parallel (1), data_parallel
 (GPUs/(tp·cp·pp)), virtual_pipeline (a ``v=N`` in notes, else 1), first_stage_layers /
 last_stage_layers (even stages), sharding (none; zero1, zero2, zero3, fsdp, hsdp; a ``ZeRO-3``
-in notes means zero3), shard_group (hsdp's shard group; 8, one node, when not given), precision (bf16; fp16, fp8), micro_batch_size (1), gpu_peak_tflops (the
-GPU's), activation_recompute, flash_attention, tp_comm_overlap (yes/no), split (calibration or
+in notes means zero3), shard_group (hsdp's shard group; 8, one node, when not given),
+precision (bf16; fp16, fp8), micro_batch_size (1), gpu_peak_tflops (the GPU's),
+activation_recompute, flash_attention, tp_comm_overlap (yes/no), split (calibration or
 held_out). Published figures, in the order of preference: iteration_time_s (or
 iteration_time_ms), tokens_per_sec_per_gpu (both free of any FLOP-counting convention),
 achieved_tflops_per_gpu, hfu_pct, mfu_pct.
