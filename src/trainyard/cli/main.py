@@ -32,6 +32,7 @@ COMMANDS: dict[str, str] = {
     "bench": "bench",
     "demo": "demo",
     "plan": "plan",
+    "probe": "probe",
     "schedule": "schedule",
     "simulate": "simulate",
     "up": "up",

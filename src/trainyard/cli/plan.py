@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any
@@ -24,10 +25,11 @@ from trainyard import yamlio
 from trainyard.datafiles import DataFileNotFoundError, locate_data_file, shared_root
 from trainyard.planner.allocation import search_allocation
 from trainyard.planner.errors import PlannerError
-from trainyard.planner.evaluate import evaluate
+from trainyard.planner.evaluate import evaluate_paths, package_csv_path
 from trainyard.planner.hardware import gpu as gpu_named
 from trainyard.planner.jobplan import plan_job_spec
 from trainyard.planner.launch import launch_settings
+from trainyard.planner.links import LinkFit, load_links
 from trainyard.planner.model import Model, load_model, preset
 from trainyard.planner.search import Plan, search
 from trainyard.planner.sizing import SizingOption, size_for_tokens
@@ -38,19 +40,29 @@ def register(app: typer.Typer) -> None:
     app.command("plan")(plan_command)
 
 
-def _evaluate(given: Path, as_json: bool) -> None:
-    """Print predicted vs published TFLOP/s per GPU for every row of `given` (as given when
-    it exists, else a relative path under $TRAINYARD_SHARED, as `simulate` does)."""
+def _evaluate(given: Sequence[Path], as_json: bool) -> None:
+    """Print predicted vs published figures for every row of the `given` files (each as given
+    when it exists, else a relative path under $TRAINYARD_SHARED, as `simulate` does; the name
+    `builtin` is the published runs shipped with the planner)."""
+    paths = []
+    for one in given:
+        if str(one) == "builtin":
+            paths.append(package_csv_path())
+            continue
+        try:
+            paths.append(locate_data_file(one, shared_root()))
+        except DataFileNotFoundError as exc:
+            tried = ", ".join(str(p) for p in exc.tried)
+            typer.echo(f"error: --evaluate: file {one} not found (tried {tried})", err=True)
+            raise typer.Exit(2) from None
     try:
-        path = locate_data_file(given, shared_root())
-    except DataFileNotFoundError as exc:
-        tried = ", ".join(str(p) for p in exc.tried)
-        typer.echo(f"error: --evaluate: file {given} not found (tried {tried})", err=True)
-        raise typer.Exit(2) from None
-    try:
-        result = evaluate(path)
-    except (PlannerError, OSError, ValueError, KeyError) as exc:
-        typer.echo(f"error: --evaluate: {path}: {exc}", err=True)
+        result = evaluate_paths(paths)
+    except (PlannerError, OSError, ValueError, KeyError, UnicodeDecodeError) as exc:
+        if isinstance(exc, PlannerError):
+            message = exc.message if exc.field == "path" else f"{exc.field}: {exc.message}"
+        else:
+            message = str(exc)
+        typer.echo(f"error: --evaluate: {message}", err=True)
         raise typer.Exit(2) from None
     if as_json:
         rows = [dataclasses.asdict(r) for r in result.rows]
@@ -63,9 +75,17 @@ def _evaluate(given: Path, as_json: bool) -> None:
         held = result.held_out()
         if held is not None:
             out["held_out"] = held
+        fitted = result.calibration_rows()
+        if fitted is not None:
+            out["calibration"] = fitted
         typer.echo(json.dumps(out, indent=2))
     else:
         typer.echo(result.table())
+
+
+def _console() -> Console:
+    """Rich's console; 120 columns when not on a terminal (a pipe's 80 would cut the table)."""
+    return Console(highlight=False, width=None if sys.stdout.isatty() else 120)
 
 
 def _model(spec: str) -> Model:
@@ -111,7 +131,7 @@ def _job(path: Path, as_json: bool) -> None:
     if as_json:
         typer.echo(result.to_json())
         return
-    console = Console(highlight=False)
+    console = _console()
     render(result.model, result.gpus, result.gpu.name, [result.plan], console)
     if result.options:
         render_options(result.options, console)
@@ -161,12 +181,13 @@ def plan_command(
         typer.Option("--job", metavar="FILE.yaml", help="Plan a job spec that carries model:."),
     ] = None,
     evaluate_csv: Annotated[
-        Path | None,
+        list[Path] | None,
         typer.Option(
             "--evaluate",
             metavar="FILE.csv",
-            help="Compare predictions with published configurations (published_configs.csv; "
-            "a relative path not found as given is tried under $TRAINYARD_SHARED).",
+            help="Compare predictions with published training runs (repeatable; e.g. "
+            "planner/published_configs.csv, a relative path not found as given being tried "
+            "under $TRAINYARD_SHARED; 'builtin' for the runs shipped with the planner).",
         ),
     ] = None,
     flash_attention: Annotated[
@@ -177,12 +198,21 @@ def plan_command(
             "the attention scores.",
         ),
     ] = True,
+    links_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--links",
+            metavar="FILE",
+            help="Measured links: nccl-tests output (all_reduce_perf ...) or a `trainyard probe "
+            "links` result; collectives are timed and chosen on them.",
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the plans as JSON.")] = False,
 ) -> None:
     """Plan a model's training: the fastest layouts on GPUS GPUs that fit in memory (or on an
     --allocation, or the GPU count for a goal with --max-gpus), with launcher settings; --job
     plans a job spec; --evaluate compares predictions with published throughput."""
-    if evaluate_csv is not None:
+    if evaluate_csv:
         _evaluate(evaluate_csv, as_json)
         return
     if job is not None:
@@ -202,8 +232,9 @@ def plan_command(
         )
         raise typer.Exit(2)
     assert model is not None and gpu_type is not None
-    console = Console(highlight=False)
+    console = _console()
     try:
+        measured, fits = load_links(links_file) if links_file is not None else (None, [])
         m = _model(model)
         device = gpu_named(gpu_type)
         if max_gpus is not None:
@@ -217,22 +248,31 @@ def plan_command(
                 nodes_of=nodes_of,
                 deadline_hours=deadline,
                 flash_attention=flash_attention,
+                links=measured,
             )
             plans = [options[0].plan]
             count = options[0].gpus
         elif allocation is not None:
             counts = _allocation(allocation)
-            plans = search_allocation(m, device, counts, top=top, flash_attention=flash_attention)
+            plans = search_allocation(
+                m, device, counts, top=top, flash_attention=flash_attention, links=measured
+            )
             options, count = [], sum(counts)
         else:
             assert gpus is not None
             plans = search(
-                m, gpus, device, nodes_of=nodes_of, top=top, flash_attention=flash_attention
+                m,
+                gpus,
+                device,
+                nodes_of=nodes_of,
+                top=top,
+                flash_attention=flash_attention,
+                links=measured,
             )
             options, count = [], gpus
         settings = None
         if allocation is None and (launch or as_json):
-            settings = launch_settings(m, plans[0], device, nodes_of)
+            settings = launch_settings(m, plans[0], device, nodes_of, measured)
     except (PlannerError, OSError) as exc:
         raise _fail(exc) from None
     if as_json:
@@ -248,14 +288,38 @@ def plan_command(
             out["options"] = [option_to_dict(o) for o in options]
         if settings is not None:
             out["launch"] = settings.to_dict()
+        if fits:
+            out["links"] = [_fit_dict(f) for f in fits]
         typer.echo(json.dumps(out, indent=2))
         return
+    for f in fits:
+        typer.echo(
+            f"links: {f.run.collective} over {f.run.ranks} ranks on {f.run.nodes} node(s): "
+            f"latency {f.alpha_us:.1f} us, bus bandwidth {f.busbw_gbps:.1f} GB/s -> {f.level} "
+            f"link {f.link.bandwidth_gbps:.1f} GB/s, {f.link.latency_us:.2f} us a step "
+            f"(fit error median {f.median_error:.0%}, max {f.max_error:.0%})"
+        )
     where = f"{allocation} GPUs per node" if allocation is not None else None
     render(m, count, device.name, plans, console, where=where)
     if options:
         render_options(options, console)
     if settings is not None:
         typer.echo(settings.shell())
+
+
+def _fit_dict(fit: LinkFit) -> dict[str, Any]:
+    return {
+        "collective": fit.run.collective,
+        "ranks": fit.run.ranks,
+        "nodes": fit.run.nodes,
+        "level": fit.level,
+        "latency_us": fit.alpha_us,
+        "busbw_gbps": fit.busbw_gbps,
+        "link_gbps": fit.link.bandwidth_gbps,
+        "step_latency_us": fit.link.latency_us,
+        "fit_median_error": fit.median_error,
+        "fit_max_error": fit.max_error,
+    }
 
 
 def option_to_dict(option: SizingOption) -> dict[str, Any]:
@@ -314,15 +378,20 @@ def render(
         pad_edge=False,
         collapse_padding=True,
     )
-    for name in ("tp", "pp", "dp", "mb", "v", "zero", "recompute"):
+    for name in ("tp", "cp", "pp", "dp", "mb", "v", "zero", "recompute"):
         table.add_column(name, justify="right", no_wrap=True)
     for name in ("mem GB", "step s", "TFLOP/s/GPU", "MFU"):
         table.add_column(name, justify="right", no_wrap=True)
     for p in plans:
         lay = p.layout
+        pp = str(lay.pp)
+        if lay.uneven:
+            counts = lay.stage_layers(model)
+            pp += f" ({counts[0]}/{counts[1]}/{counts[-1]})"  # first / middle / last layers
+        zero = "hsdp" if lay.sharding == "hsdp" else str(lay.zero)
         table.add_row(
-            str(lay.tp), str(lay.pp), str(lay.dp), str(lay.micro_batch),
-            str(lay.virtual_stages), str(lay.zero), lay.recompute, f"{p.memory.total:.1f}",
+            str(lay.tp), str(lay.cp), pp, str(lay.dp), str(lay.micro_batch),
+            str(lay.virtual_stages), zero, lay.recompute, f"{p.memory.total:.1f}",
             f"{p.time.iteration_s:.3f}", f"{p.tflops_per_gpu:.1f}",
             f"{p.mfu:.1%}",
         )  # fmt: skip

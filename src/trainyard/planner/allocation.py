@@ -34,7 +34,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Literal
 
-from trainyard.planner.collectives import Topology
+from trainyard.planner.collectives import LinkSet, Topology
 from trainyard.planner.compute import StepTime, _inter, _intra, step_time
 from trainyard.planner.errors import PlannerError
 from trainyard.planner.hardware import GPU
@@ -110,7 +110,9 @@ def _spans(groups: list[list[int]], nodes: list[int]) -> set[tuple[int, int, int
     return out
 
 
-def _topologies(spans: set[tuple[int, int, int]], gpu: GPU) -> list[Topology]:
+def _topologies(
+    spans: set[tuple[int, int, int]], gpu: GPU, links: LinkSet | None = None
+) -> list[Topology]:
     candidates = set()
     for spanned, most, fewest in spans:
         candidates.update({(spanned, most), (spanned, fewest)})
@@ -118,8 +120,8 @@ def _topologies(spans: set[tuple[int, int, int]], gpu: GPU) -> list[Topology]:
         Topology(
             per_node,
             nodes=spanned,
-            intra=_intra(gpu),
-            inter=_inter(gpu) if spanned > 1 else None,
+            intra=_intra(gpu, links),
+            inter=_inter(gpu, links) if spanned > 1 else None,
         )
         for spanned, per_node in sorted(candidates)
     ]
@@ -131,6 +133,7 @@ def group_topologies(
     gpus_per_node: Sequence[int],
     *,
     order: RankOrder = MEGATRON_ORDER,
+    links: LinkSet | None = None,
 ) -> tuple[list[Topology], list[Topology]]:
     """Candidate topologies of the layout's TP groups and DP groups on this allocation.
 
@@ -166,8 +169,8 @@ def group_topologies(
         for t in range(tp)
         for p in range(pp)
     ]
-    tp_topos = _topologies(_spans(tp_groups, nodes), gpu) if tp > 1 else []
-    dp_topos = _topologies(_spans(dp_groups, nodes), gpu) if dp > 1 else []
+    tp_topos = _topologies(_spans(tp_groups, nodes), gpu, links) if tp > 1 else []
+    dp_topos = _topologies(_spans(dp_groups, nodes), gpu, links) if dp > 1 else []
     return tp_topos, dp_topos
 
 
@@ -178,11 +181,12 @@ def placement_step_time(
     gpus_per_node: Sequence[int],
     *,
     order: RankOrder = MEGATRON_ORDER,
+    links: LinkSet | None = None,
 ) -> StepTime:
     """`compute.step_time` of `layout` on this allocation: the slowest over the candidate TP
     and DP group topologies of `group_topologies`. Raises `PlannerError` like it."""
-    tp_topos, dp_topos = group_topologies(layout, gpu, gpus_per_node, order=order)
-    return _slowest(model, layout, gpu, max(gpus_per_node), tp_topos, dp_topos)
+    tp_topos, dp_topos = group_topologies(layout, gpu, gpus_per_node, order=order, links=links)
+    return _slowest(model, layout, gpu, max(gpus_per_node), tp_topos, dp_topos, links)
 
 
 def _slowest(
@@ -192,13 +196,22 @@ def _slowest(
     nodes_of: int,
     tp_topos: list[Topology],
     dp_topos: list[Topology],
+    links: LinkSet | None = None,
 ) -> StepTime:
     slowest: StepTime | None = None
     tp_options: list[Topology | None] = [*tp_topos] or [None]
     dp_options: list[Topology | None] = [*dp_topos] or [None]
     for tp_topo in tp_options:
         for dp_topo in dp_options:
-            t = step_time(model, layout, gpu, nodes_of, tp_topology=tp_topo, dp_topology=dp_topo)
+            t = step_time(
+                model,
+                layout,
+                gpu,
+                nodes_of,
+                tp_topology=tp_topo,
+                dp_topology=dp_topo,
+                links=links,
+            )
             if slowest is None or t.iteration_s > slowest.iteration_s:
                 slowest = t
     assert slowest is not None  # both loops run at least once
@@ -213,6 +226,7 @@ def search_allocation(
     *,
     order: RankOrder = MEGATRON_ORDER,
     flash_attention: bool = True,
+    links: LinkSet | None = None,
 ) -> list[Plan]:
     """The `top` fastest fitting layouts of `model` on the allocation `gpus_per_node`, best first.
 
@@ -242,10 +256,12 @@ def search_allocation(
     def timer(layout: ParallelLayout) -> StepTime:
         shape = (layout.tp, layout.pp, layout.dp)
         if shape not in topologies:
-            topologies[shape] = group_topologies(layout, gpu, counts, order=order)
-        return _slowest(model, layout, gpu, max(counts), *topologies[shape])
+            topologies[shape] = group_topologies(layout, gpu, counts, order=order, links=links)
+        return _slowest(model, layout, gpu, max(counts), *topologies[shape], links)
 
-    plans = _enumerate(model, gpu, shapes, timer, flash_attention=flash_attention)
+    plans = _enumerate(
+        model, gpu, shapes, timer, flash_attention=flash_attention, context_parallel=False
+    )
     if not plans:
         smallest = _smallest_fitting_count(model, n, gpu, g)
         hint = (

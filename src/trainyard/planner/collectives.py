@@ -65,6 +65,7 @@ __all__ = [
     "PROTOCOLS",
     "Choice",
     "Link",
+    "LinkSet",
     "Prediction",
     "Topology",
     "best",
@@ -131,6 +132,18 @@ class Link:
             not math.isfinite(self.ll_latency_us) or self.ll_latency_us < 0
         ):
             raise PlannerError("ll_latency_us", f"must be >= 0 us, got {self.ll_latency_us}")
+
+
+@dataclass(frozen=True, slots=True)
+class LinkSet:
+    """The links a planner times collectives on when they were measured (`trainyard plan
+    --links`): `intra` joins the GPUs of one node, `inter` one GPU's share of the network (one
+    NIC per GPU); None keeps the GPU catalogue's figure for that level. `source` says where the
+    figures came from (a file name), for the plan's notes."""
+
+    intra: Link | None = None
+    inter: Link | None = None
+    source: str = ""
 
 
 def nvlink(links: int, per_link_gbps: float = NVLINK_BW_PER_LINK_SM90) -> Link:

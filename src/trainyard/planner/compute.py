@@ -1,67 +1,85 @@
-"""Time per training iteration of a layout: compute, tensor-parallel communication, pipeline
-bubble and the exposed part of the data-parallel gradient reduction.
+"""Time per training iteration of a layout: compute, tensor- and context-parallel
+communication, sharded-state (ZeRO / FSDP) gathers, the pipeline schedule with its bubble and
+point-to-point sends, and the exposed part of the data-parallel gradient reduction.
 
 This module owns the planner's time model (`step_time` and its `StepTime` breakdown). It is pure
 arithmetic over `Model`, `ParallelLayout` and `GPU`, with collective times from
 `trainyard.planner.collectives`. Times are seconds.
 
-Terms (n = GPUs, p = pp, t = tp, d = dp, m = micro-batches per pipeline, v = virtual stages,
-b = micro_batch, s = seq_len, h = hidden, l = layers):
+Terms (t = tp, c = cp, p = pp, d = dp, m = micro-batches per pipeline, v = virtual stages,
+b = micro_batch, s = seq_len, h = hidden, n_i = layers of stage i):
 
-* FLOPs per iteration F: Narayanan et al. SC'21 (arXiv:2104.04473) Eq. 3 through
-  `Model.flops_per_iteration`, factor 96 with full recompute and 72 without. Selective recompute
-  (Korthikanti et al. arXiv:2205.05198 §5) re-runs only the attention core, i.e. the
-  s/(6h) term of Eq. 3: F_sel = F_72 + (F_96 - F_72)·(s/(6h)) / (1 + s/(6h) + V/(16lh)).
-* compute, a roofline of two parts: the layer GEMMs run F / (n · peak · g) and the memory-bound
-  kernels (norms, dropout, residual adds, GeLU, softmax, the fp32 cross-entropy) move bytes at
-  the GPU's memory bandwidth. `efficiency` reports the combined fraction of peak
-  F / (n · peak · compute).
-  - g = gemm_max · h/(h + gemm_half · (peak/REFERENCE_TFLOPS)^γ), γ = 1 (`gemm_efficiency`,
-    constants in `Calibration`): GEMMs of a
-    small hidden size do not fill the GPU, and a faster GPU needs larger GEMMs to fill it
-    (more SMs, faster tensor cores per SM), so the half-efficiency size grows with the peak.
-  - bytes (`memory_bound_bytes`): per layer and micro-batch, the activation bytes a layer
-    stores when nothing is recomputed (Korthikanti et al. Table 2, through
-    `memory.layer_activation_bytes`: 34·s·b·h + 5·a·s²·b, split by tp and sequence parallelism,
-    without the s² term under flash attention) are touched `traffic` times in each of 3 passes
-    (forward; backward, twice the forward) and in a 4th when the forward is recomputed (only
-    the attention term under selective recompute), for the l/p layers of each micro-batch; plus
-    the fp32 logits, 4·s·b·V/t bytes (Korthikanti §4.3), in 3 passes. The logits are charged to
-    every pipeline stage: the last stage runs them and sets the pipeline's pace.
-* tensor parallel (Shoeybi et al. arXiv:1909.08053 §3, Fig. 4): per layer and micro-batch two
-  all-reduces of b·s·h·2 bytes forward and two backward (two more when the forward is recomputed
-  in full; selective recompute re-runs no communication). Sequence parallelism replaces each by a
-  reduce-scatter plus all-gather of the same volume, so it is costed the same. Each all-reduce
-  is timed with `collectives.best` over the t ranks (NVLink inside one node). A GPU runs
-  l/p layers for each of its m micro-batches.
-* pipeline bubble, SC'21 §2.2: (p-1)/m of the ideal (compute + TP) time with 1F1B, divided by v
-  when interleaved. Point-to-point activation sends between stages are not modelled.
-* data parallel: an all-reduce of the stage's gradients (params/(t·p) per GPU, 2 bytes each or
-  4 with `fp32_grads`) over the d ranks of a data-parallel group, which sit on different nodes
-  once t·p fills a node. ZeRO-3 moves 1.5x that volume (Rajbhandari et al. arXiv:1910.02054
-  §7.2.2: reduce-scatter of gradients plus an all-gather of parameters in forward and
-  backward). A fraction DP_OVERLAP of it is hidden behind the backward pass (Megatron's
-  overlapped gradient reduction; Li et al. "PyTorch Distributed", VLDB'20, §3.2.3 buckets);
-  the rest adds to the iteration. With `tp_overlap` (Megatron-Core --tp-comm-overlap) the same
-  applies to the tensor-parallel all-reduces.
+* FLOPs from the model's real shapes (`Model.layer_forward_flops`: projections and MLP, GQA and
+  gated MLPs included, attention core 4·s·h per token, output layer over the padded
+  vocabulary). A GPU computes 1/(t·c) of each of its layers' work per micro-batch: forward,
+  backward (twice the forward), and the forward again under full recompute, or the attention
+  core again under selective recompute (Korthikanti et al. arXiv:2205.05198 §5). The output
+  layer and loss run on the last stage, 3 passes.
+* compute, a roofline of two parts: GEMMs run at g·peak and the memory-bound kernels (norms,
+  dropout, residual adds, activations, softmax, the fp32 cross-entropy) move bytes at the GPU's
+  memory bandwidth.
+  - g = gemm_max · h/(h + gemm_half · (peak/REFERENCE_TFLOPS)^γ) (`gemm_efficiency`, constants
+    in `Calibration`): GEMMs of a small hidden size do not fill the GPU, and a faster GPU needs
+    larger GEMMs to fill it, so the half-efficiency size grows with the peak.
+  - fp8 (Transformer Engine): the layers' GEMMs run at the fp8 peak (g taken at that peak),
+    while the attention core and the output layer stay in 16-bit (TE's fp8 covers the linear
+    layers; the output layer is not in its fp8 region), and every GEMM input is cast to fp8 in
+    each pass: 3 more bytes moved per element (read 2, write 1).
+  - bytes (`layer_memory_bytes`): the activation bytes a layer stores when nothing is
+    recomputed (`memory.layer_activation_bytes`, Korthikanti et al. Table 2 for the GPT shape,
+    without the s² term under flash attention) touched `traffic` times in each of 3 passes and
+    in a 4th under full recompute (only the attention term under selective recompute); the
+    fp32 logits 4·s·b·V'/t in 3 passes on the last stage.
+* tensor parallel (Shoeybi et al. arXiv:1909.08053 §3): per layer and micro-batch 4 all-reduces
+  of b·(s/c)·h·2 bytes (6 under full recompute), timed with `collectives.best` over the t ranks.
+  Sequence parallelism issues each as reduce-scatter + all-gather of the same volume.
+  With `tp_comm_overlap` (Megatron-Core --tp-comm-overlap) each collective is split into
+  chunks that run while the GEMM that needs it computes on the previous chunk (a pipelined
+  ring); one chunk of t is exposed, plus whatever the communication takes beyond the GEMMs:
+  exposed = comm/t + max(0, comm - GEMM time).
+* context parallel (ring attention as Megatron-Core/TE run it with --cp-comm-type p2p, Liu et
+  al. arXiv:2310.01889): in each attention pass a rank passes its key/value block, 2·b·(s/c)·k·d/t
+  elements of 2 bytes, to its ring neighbour c-1 times (the backward pass moves keys/values and
+  their gradients: twice); each step hides behind the attention of the block in hand, so a
+  step exposes max(0, step time - attention time/c). The ring stays in the node when t·c fits
+  in it, else every step crosses the network.
+* sharded states (ZeRO over the `shard_size` ranks of dp·c):
+  - ZeRO-3 / FSDP gathers every layer's weights before its forward and again before its
+    backward, and reduce-scatters its gradients after the backward, for every micro-batch
+    (Zhao et al., "PyTorch FSDP", VLDB'23 §3.3-3.4; Rajbhandari et al. arXiv:1910.02054 §7.2.2):
+    2 all-gathers of the stage's 2-byte weights and one reduce-scatter of its gradients per
+    micro-batch. The next layer's gather is prefetched during this layer's compute, so per
+    micro-batch the exposed time is max(0, comm - compute) plus one layer's share (the first
+    gather, the last reduce-scatter). Hybrid sharding (HSDP) adds an all-reduce of the shards'
+    gradients across the replicas once per iteration.
+  - ZeRO-2 reduce-scatters gradients after every micro-batch's backward (the full gradients
+    are not kept), overlapped with the backward the same way, and gathers the updated weights
+    once per iteration.
+  - ZeRO-0/1 (Megatron's DDP and distributed optimizer): one reduction of the gradients per
+    iteration (all-reduce, or reduce-scatter + all-gather of the same volume), a fraction
+    DP_OVERLAP of it hidden behind the backward (overlap_grad_reduce / overlap_param_gather;
+    Li et al., "PyTorch Distributed", VLDB'20 §3.2.3).
+* pipeline (SC'21 §2.2): stage i takes S_i per micro-batch (its compute, exposed TP/CP/FSDP
+  communication and its point-to-point sends: b·(s/c)·h·2/t bytes forward and backward per
+  virtual stage, over the network between nodes); with 1F1B the iteration takes
+  m·max(S) + (p-1)/v·mean(S): the slowest stage sets the pace and the others fill and drain
+  the pipe once. For equal stages this is SC'21's bubble (p-1)/(v·m).
 
 Not modelled: optimizer step, data loading, kernel-launch gaps (they live in the fitted
-constants), pipeline p2p, the causal mask's skipped work in flash attention.
+constants), the causal mask's skipped work in flash attention, MoE layers.
 
 Calibration (`trainyard.planner.calibrate`; `bench/planner_calibrate.py` prints the fit as
-JSON): gemm_max, gemm_half, traffic and γ (`peak_exponent`, in {0, 0.5, 1, 1.5, 2}) by a grid
-search minimising median + 0.2·max of the relative error of TFLOP/s over the 16 rows of
-``<shared>/planner/published_configs.csv`` named in `CALIBRATION_ROWS`: the ten SC21_T1 rows and
-the four README_2020_A100_MP rows (A100), plus the smallest configuration of each other GPU,
-README_2020_V100 1.16B on one V100 and README_2024_H100 1.7B on 48 H100 (without them the GPU
-dependence of the GEMM term cannot be fitted; γ = 1 won). The other 22 rows are held out and
-only evaluated (`trainyard.planner.evaluate`). DP_OVERLAP (0.5) comes from an earlier fit on the
-A100 rows (0.3-0.8 fit within 1 point). Earlier forms, for the record: one GPU-independent η =
-0.62·h/(h + 700), fitted on the 14 A100 rows, was 21 % low on the V100 row (`trainyard plan
---evaluate` at commit 7881203); scaling gemm_half by the GPU's peak/bandwidth balance instead of
-its peak was tried in an ad-hoc script, not kept, and fitted the 16 rows worse. This form was
-chosen after seeing the held-out errors of the earlier ones, so the held-out rows are not a
-fully blind test.
+JSON): gemm_max, gemm_half, traffic and γ (`peak_exponent`) by a grid search minimising
+median + 0.2·max of the relative error of TFLOP/s over the rows named in `CALIBRATION_ROWS`:
+the ten SC21_T1 rows and the four README_2020_A100_MP rows of
+``<shared>/planner/published_configs.csv`` (A100), plus the smallest configuration of each
+other GPU there, README_2020_V100 1.16B on one V100 and README_2024_H100 1.7B on 48 H100. All
+other rows, of that file and of the package's own data file (`trainyard.planner.data`), are
+held out and only evaluated (`trainyard.planner.evaluate`). DP_OVERLAP (0.5) comes from an
+earlier fit on the A100 rows (0.3-0.8 fit within 1 point). History: one GPU-independent
+η = 0.62·h/(h + 700), fitted on the 14 A100 rows, was 21 % low on the V100 row (`trainyard plan
+--evaluate` at commit 7881203); the present compute form was chosen after seeing the held-out
+errors of that one, so the shared file's held-out rows are not a fully blind test.
 """
 
 from __future__ import annotations
@@ -71,7 +89,7 @@ import math
 from dataclasses import dataclass
 from typing import Final
 
-from trainyard.planner.collectives import Link, Topology, best, ib_link
+from trainyard.planner.collectives import Link, LinkSet, Topology, best, ib_link
 from trainyard.planner.errors import PlannerError
 from trainyard.planner.hardware import GPU
 from trainyard.planner.layout import ParallelLayout
@@ -89,6 +107,7 @@ __all__ = [
     "StepTime",
     "flops_executed",
     "gemm_efficiency",
+    "layer_memory_bytes",
     "memory_bound_bytes",
     "step_time",
 ]
@@ -104,12 +123,14 @@ CALIBRATION_ROWS: Final[frozenset[tuple[str, str]]] = frozenset(
 )  # fmt: skip
 # Share of the gradient reduction hidden behind backward (Megatron overlap_grad_reduce).
 DP_OVERLAP: Final = 0.5
-# Share of tensor-parallel all-reduces hidden when --tp-comm-overlap is on; set equal to
-# DP_OVERLAP a priori (not fitted: no calibration row uses it).
+# The old fixed share of tensor-parallel communication hidden by --tp-comm-overlap, kept for
+# callers that pass `tp_overlap`; layouts with `tp_comm_overlap` use the pipelined-ring model.
 TP_COMM_OVERLAP: Final = 0.5
 # NCCL's modelled NVLink bandwidth over the datasheet rate: 240/300 GB/s on A100
 # (collectives.A100_NVLINK); applied to `GPU.nvlink_gb_s` for every GPU.
 NVLINK_EFFICIENCY: Final = 0.8
+# Bytes moved per element when Transformer Engine casts a GEMM input to fp8 (read 2, write 1).
+FP8_CAST_BYTES: Final = 3.0
 
 
 @dataclass(frozen=True)
@@ -122,9 +143,9 @@ class Calibration:
     memory-bound kernels per stored activation byte and pass.
     """
 
-    gemm_max: float = 0.65
-    gemm_half: float = 225.0
-    traffic: float = 1.7
+    gemm_max: float = 0.75
+    gemm_half: float = 400.0
+    traffic: float = 2.2
     peak_exponent: float = 1.0
 
     def __post_init__(self) -> None:
@@ -143,14 +164,17 @@ CALIBRATION: Final = Calibration()
 class StepTime:
     """One iteration's time and its parts (seconds), with throughput and MFU.
 
-    `iteration_s` = `compute_s` + `tp_comm_s` + `bubble_s` + `dp_exposed_s` (`tp_comm_s` is the
-    exposed tensor-parallel time); `memory_bound_s` is the part of `compute_s` spent in
+    `iteration_s` = `compute_s` + `tp_comm_s` + `cp_comm_s` + `shard_comm_s` + `p2p_s` +
+    `bubble_s` + `dp_exposed_s`: the slowest pipeline stage's compute and exposed
+    tensor-parallel, context-parallel, sharded-state (ZeRO-2/3, FSDP) and point-to-point time
+    over the m micro-batches, then the pipeline's fill and drain (`bubble_s`) and the exposed
+    once-per-iteration reduction. `memory_bound_s` is the part of `compute_s` spent in
     memory-bound kernels and `efficiency` the fraction of peak the whole of `compute_s`
-    reaches. `dp_comm_s` is the whole gradient reduction, of which `dp_exposed_s` is not
-    hidden. `flops` counts what is
-    executed (recompute included), `model_flops` the 72-factor model FLOPs.
-    `tflops_per_gpu` = model_flops / iteration / GPUs; `hardware_tflops_per_gpu` uses `flops`
-    (the SC'21 convention, Eq. 3 with 96 under full recompute); `mfu` = tflops_per_gpu / peak.
+    reaches. `dp_comm_s` is the whole per-iteration reduction, of which `dp_exposed_s` is not
+    hidden. `flops` counts what is executed (recompute included), `model_flops` the model
+    FLOPs without recompute. `tflops_per_gpu` = model_flops / iteration / GPUs;
+    `hardware_tflops_per_gpu` uses `flops` (the SC'21 convention); `mfu` = tflops_per_gpu over
+    the 16-bit dense peak (also for fp8, whose peak differs per kernel).
     """
 
     iteration_s: float
@@ -166,6 +190,9 @@ class StepTime:
     hardware_tflops_per_gpu: float
     mfu: float
     memory_bound_s: float = 0.0
+    cp_comm_s: float = 0.0
+    shard_comm_s: float = 0.0
+    p2p_s: float = 0.0
 
 
 def gemm_efficiency(
@@ -182,59 +209,156 @@ def gemm_efficiency(
     return calibration.gemm_max * hidden / (hidden + half)
 
 
-def memory_bound_bytes(model: Model, layout: ParallelLayout) -> float:
-    """Stored-activation bytes the memory-bound kernels of one GPU touch per iteration, summed
-    over passes (before the `Calibration.traffic` factor; see the module docstring)."""
+def layer_memory_bytes(model: Model, layout: ParallelLayout) -> float:
+    """Stored-activation bytes the memory-bound kernels of one GPU touch for one layer and one
+    micro-batch, summed over passes (before the `Calibration.traffic` factor)."""
     stored = layer_activation_bytes(model, dataclasses.replace(layout, recompute="none"))
     if layout.recompute == "full":
-        per_layer = 4 * stored
-    elif layout.recompute == "selective":
+        return 4 * stored
+    if layout.recompute == "selective":
         lean = layer_activation_bytes(model, layout)
-        per_layer = 3 * stored + (stored - lean)
-    else:
-        per_layer = 3 * stored
-    s, b, t = model.seq_len, layout.micro_batch, layout.tp
-    logits = 3 * 4 * s * b * model.vocab / t
+        return 3 * stored + (stored - lean)
+    return 3 * stored
+
+
+def _logit_bytes(model: Model, layout: ParallelLayout) -> float:
+    """The fp32 logits' bytes over 3 passes for one micro-batch on one GPU of the last stage."""
+    tokens = model.seq_len * layout.micro_batch / layout.cp
+    return 3 * 4 * tokens * model.padded_vocab(layout.tp) / layout.tp
+
+
+def memory_bound_bytes(model: Model, layout: ParallelLayout) -> float:
+    """Stored-activation bytes the memory-bound kernels of one GPU touch per iteration, summed
+    over passes (before the `Calibration.traffic` factor), for an average stage that also runs
+    the logits (the last stage sets the pace)."""
+    per_layer = layer_memory_bytes(model, layout)
+    logits = _logit_bytes(model, layout)
     return (per_layer * model.layers / layout.pp + logits) * layout.microbatches(model)
 
 
 def flops_executed(model: Model, recompute: str) -> float:
     """FLOPs one iteration executes under `recompute` ("none", "selective" or "full")."""
-    f72 = model.flops_per_iteration(recompute=False)
-    f96 = model.flops_per_iteration(recompute=True)
-    if recompute == "none":
-        return f72
-    if recompute == "full":
-        return f96
-    if recompute == "selective":
-        s, h, v, n = model.seq_len, model.hidden, model.vocab, model.layers
-        attn = s / (6 * h)
-        return f72 + (f96 - f72) * attn / (1 + attn + v / (16 * n * h))
-    raise PlannerError("recompute", f"must be none, selective or full, got {recompute!r}")
+    if recompute not in ("none", "selective", "full"):
+        raise PlannerError("recompute", f"must be none, selective or full, got {recompute!r}")
+    tokens = float(model.tokens_per_iteration)
+    gemm, attn = model.layer_forward_flops(tokens)
+    passes = 4.0 if recompute == "full" else 3.0
+    extra_attn = attn if recompute == "selective" else 0.0
+    logits = 3 * 2.0 * model.hidden * model.padded_vocab() * tokens
+    return model.layers * (passes * (gemm + attn) + extra_attn) + logits
 
 
-def _intra(gpu: GPU) -> Link:
+def _intra(gpu: GPU, links: LinkSet | None = None) -> Link:
+    if links is not None and links.intra is not None:
+        return links.intra
     # Per-step latencies of collectives.nvlink (hwLatency NVLink,Ring: Simple 3.4, LL 0.6 us).
     return Link(NVLINK_EFFICIENCY * gpu.nvlink_gb_s, latency_us=3.4, ll_latency_us=0.6)
 
 
-def _inter(gpu: GPU) -> Link:
+def _inter(gpu: GPU, links: LinkSet | None = None) -> Link:
+    if links is not None and links.inter is not None:
+        return links.inter
     if gpu.network_gb_s <= 0:
         raise PlannerError("network_gb_s", f"GPU {gpu.name!r} needs a network for multi-node")
     return ib_link(gpu.network_gb_s * 8)
 
 
-def _topology(ranks: int, ranks_per_node: int, gpu: GPU) -> Topology:
+def _topology(ranks: int, ranks_per_node: int, gpu: GPU, links: LinkSet | None = None) -> Topology:
     """`ranks` GPUs, `ranks_per_node` of them (a divisor of ranks) sharing a node."""
     nodes = ranks // ranks_per_node
-    inter = _inter(gpu) if nodes > 1 else None
-    return Topology(ranks_per_node, nodes=nodes, intra=_intra(gpu), inter=inter)
+    inter = _inter(gpu, links) if nodes > 1 else None
+    return Topology(ranks_per_node, nodes=nodes, intra=_intra(gpu, links), inter=inter)
 
 
-def _all_reduce_s(nbytes: float, topo: Topology) -> float:
-    if topo.ranks == 1:
+def _collective_s(collective: str, nbytes: float, topo: Topology) -> float:
+    if topo.ranks == 1 or nbytes <= 0:
         return 0.0
-    return best("all_reduce", int(nbytes), topo).time_us * 1e-6
+    return best(collective, int(nbytes), topo).time_us * 1e-6
+
+
+def _p2p_s(nbytes: float, link: Link) -> float:
+    """One point-to-point send of `nbytes` over `link` (latency + bytes / bandwidth)."""
+    return link.latency_us * 1e-6 + nbytes / (link.bandwidth_gbps * 1e9)
+
+
+@dataclass(frozen=True)
+class _Stage:
+    """One pipeline stage's time per micro-batch, by part (seconds)."""
+
+    compute: float
+    memory: float
+    tp: float
+    cp: float
+    shard: float
+    p2p: float
+
+    @property
+    def total(self) -> float:
+        return self.compute + self.tp + self.cp + self.shard + self.p2p
+
+
+def _check_args(
+    nodes_of: int, dp_overlap: float, tp_overlap: float | None, efficiency: float | None
+) -> None:
+    if isinstance(nodes_of, bool) or not isinstance(nodes_of, int) or nodes_of < 1:
+        raise PlannerError("nodes_of", f"must be an integer >= 1, got {nodes_of!r}")
+    for name, value in (("dp_overlap", dp_overlap), ("tp_overlap", tp_overlap)):
+        if value is not None and not (math.isfinite(value) and 0 <= value <= 1):
+            raise PlannerError(name, f"must be in [0, 1], got {value}")
+    if efficiency is not None and not (math.isfinite(efficiency) and 0 < efficiency <= 1):
+        raise PlannerError("efficiency", f"must be in (0, 1], got {efficiency}")
+
+
+def _stage(
+    model: Model,
+    layout: ParallelLayout,
+    layers: int,
+    first: bool,
+    last: bool,
+    first_params: float,
+    times: tuple[float, float, float, float, float, float, float, float],
+    groups: tuple[Topology, Topology | None, int, int],
+    gpu: GPU,
+    links: LinkSet | None,
+) -> tuple[_Stage, float]:
+    """One stage's time per micro-batch and its once-per-iteration reduction (seconds)."""
+    layer_s, layer_mem_s, logit_s, logit_mem_s, tp_layer, cp_layer, p2p, passes = times
+    shard_topo, dp_topology, group_per_node, grad_bytes = groups
+    d, c = layout.dp, layout.cp
+    shard_ranks = layout.shard_size
+    params = layers * model.layer_params / layout.tp
+    if first:
+        params += first_params
+    if last and (not first or not model.tied_embeddings):
+        params += first_params
+    compute = layers * layer_s + (logit_s if last else 0.0)
+    memory = layers * layer_mem_s + (logit_mem_s if last else 0.0)
+    shard = 0.0
+    if layout.zero == 3 and shard_ranks > 1:
+        gathers = 2 * _collective_s("all_gather", 2 * params, shard_topo)
+        scatter = _collective_s("reduce_scatter", grad_bytes * params, shard_topo)
+        comm = gathers + scatter
+        shard = max(0.0, comm - compute) + comm / max(1, layers)
+    elif layout.zero == 2 and shard_ranks > 1:
+        scatter = _collective_s("reduce_scatter", grad_bytes * params, shard_topo)
+        backward = compute * 2.0 / passes
+        shard = max(0.0, scatter - backward) + scatter / max(1, layers)
+    stage = _Stage(compute, memory, layers * tp_layer, layers * cp_layer, shard, p2p)
+    # Once per iteration: the reduction (ZeRO 0/1), the gather after the step (ZeRO-2), the
+    # all-reduce across replicas (HSDP).
+    reduce = 0.0
+    replicas = (d * c) // shard_ranks
+    if layout.zero <= 1 and d * c > 1:
+        topo = dp_topology
+        if topo is None:
+            topo = _topology(d * c, math.gcd(d * c, group_per_node), gpu, links)
+        reduce = _collective_s("all_reduce", grad_bytes * params, topo)
+    elif layout.zero == 2 and shard_ranks > 1:
+        reduce = _collective_s("all_gather", 2 * params, shard_topo)
+    elif layout.zero == 3 and replicas > 1:
+        topo = _topology(replicas, 1, gpu, links)
+        reduce = _collective_s("all_reduce", grad_bytes * params / shard_ranks, topo)
+    return stage, reduce
 
 
 def step_time(
@@ -244,81 +368,144 @@ def step_time(
     nodes_of: int = 8,
     *,
     dp_overlap: float = DP_OVERLAP,
-    tp_overlap: float = 0.0,
+    tp_overlap: float | None = None,
     efficiency: float | None = None,
     calibration: Calibration = CALIBRATION,
     tp_topology: Topology | None = None,
     dp_topology: Topology | None = None,
+    links: LinkSet | None = None,
 ) -> StepTime:
     """Predicted time of one training iteration of `model` on `layout` with `gpu`s.
 
     `nodes_of` is GPUs per node (tensor-parallel groups up to that size stay on NVLink);
     `efficiency` overrides the whole compute term's fraction of peak (then `memory_bound_s` is 0);
-    `calibration` replaces the fitted constants; `dp_overlap` is the share of the gradient
-    reduction hidden behind backward and `tp_overlap` that of the tensor-parallel all-reduces
-    (0 unless the job overlaps them, e.g. TP_COMM_OVERLAP with --tp-comm-overlap).
+    `calibration` replaces the fitted constants; `dp_overlap` is the share of the per-iteration
+    gradient reduction hidden behind backward. `tp_overlap`, when given, hides that fixed share
+    of the tensor-parallel communication instead of the pipelined-ring model of
+    `layout.tp_comm_overlap`. `links` replaces the catalogue's NVLink and network figures
+    with measured ones (`trainyard.planner.links`).
 
     `tp_topology` and `dp_topology`, when given, replace the uniform placement that `nodes_of`
     implies for a tensor-parallel and a data-parallel group (see
     `trainyard.planner.allocation`). For a group spread unevenly over nodes pass the number of
     nodes it spans and the rank count of its most loaded node: a ring is bounded by its slowest
-    hop. (Inter-node bandwidth here grows with ranks per node, one NIC each, so
-    `allocation.placement_step_time` also tries the least loaded node's count and keeps the
-    slower time.)
+    hop.
     Raises `PlannerError` naming the field for bad input.
     """
-    if isinstance(nodes_of, bool) or not isinstance(nodes_of, int) or nodes_of < 1:
-        raise PlannerError("nodes_of", f"must be an integer >= 1, got {nodes_of!r}")
-    for name, value in (("dp_overlap", dp_overlap), ("tp_overlap", tp_overlap)):
-        if not (math.isfinite(value) and 0 <= value <= 1):
-            raise PlannerError(name, f"must be in [0, 1], got {value}")
-    if efficiency is not None and not (math.isfinite(efficiency) and 0 < efficiency <= 1):
-        raise PlannerError("efficiency", f"must be in (0, 1], got {efficiency}")
+    _check_args(nodes_of, dp_overlap, tp_overlap, efficiency)
     layout.check(model)
-    t, p, d, b = layout.tp, layout.pp, layout.dp, layout.micro_batch
+    if model.precision == "fp8" and gpu.fp8_tflops <= 0:
+        model = dataclasses.replace(model, precision="bf16")  # no fp8 tensor cores: bf16
+    t, c, p, d = layout.tp, layout.cp, layout.pp, layout.dp
     n = layout.gpus
-    peak = gpu.peak_tflops(model.precision) * 1e12
-    flops = flops_executed(model, layout.recompute)
-    memory_s = 0.0
-    if efficiency is None:
-        g = gemm_efficiency(model.hidden, peak / 1e12, calibration)
-        traffic = calibration.traffic * memory_bound_bytes(model, layout)
-        memory_s = traffic / (gpu.memory_bw_tbs * 1e12)
-        compute = flops / (n * peak * g) + memory_s
-        eta = flops / (n * peak * compute)
-    else:
-        eta = efficiency
-        compute = flops / (n * peak * eta)
-
     m = layout.microbatches(model)
-    tp_comm = 0.0
+    peak16 = gpu.peak_tflops("bf16") * 1e12
+    fp8 = model.precision == "fp8" and gpu.fp8_tflops > 0
+    peak_gemm = gpu.peak_tflops("fp8") * 1e12 if fp8 else peak16
+    counts = layout.stage_layers(model)
+
+    # One layer, one micro-batch, one GPU.
+    tokens = layout.micro_batch * model.seq_len / c
+    gemm_fwd, attn_fwd = (x / t for x in model.layer_forward_flops(tokens))
+    passes = 4.0 if layout.recompute == "full" else 3.0
+    attn_passes = passes + (1.0 if layout.recompute == "selective" else 0.0)
+    vocab = model.padded_vocab(t)
+    logit_flops = 3 * 2.0 * tokens * model.hidden * vocab / t
+    bw = gpu.memory_bw_tbs * 1e12
+    if efficiency is None:
+        g_gemm = gemm_efficiency(model.hidden, peak_gemm / 1e12, calibration)
+        g16 = gemm_efficiency(model.hidden, peak16 / 1e12, calibration)
+        gemm_s = passes * gemm_fwd / (peak_gemm * g_gemm)
+        attn_s = attn_passes * attn_fwd / (peak16 * g16)
+        mem_bytes = calibration.traffic * layer_memory_bytes(model, layout)
+        if fp8:
+            inputs = 3 * model.hidden + model.ffn_hidden  # QKV, proj, fc1 and fc2 inputs
+            mem_bytes += FP8_CAST_BYTES * passes * tokens * inputs / t
+        layer_mem_s = mem_bytes / bw
+        logit_mem_s = calibration.traffic * _logit_bytes(model, layout) / bw
+        logit_s = logit_flops / (peak16 * g16) + logit_mem_s
+    else:
+        gemm_s = passes * gemm_fwd / (peak_gemm * efficiency)
+        attn_s = attn_passes * attn_fwd / (peak16 * efficiency)
+        layer_mem_s = logit_mem_s = 0.0
+        logit_s = logit_flops / (peak16 * efficiency)
+    layer_s = gemm_s + attn_s + layer_mem_s
+
+    # Tensor parallel, per layer and micro-batch.
+    tp_layer = 0.0
     if t > 1:
-        topo = tp_topology
-        if topo is None:
-            topo = _topology(t, math.gcd(t, nodes_of), gpu)
-        per_layer = 6 if layout.recompute == "full" else 4
-        msg = b * model.seq_len * model.hidden * 2
-        per_iteration = (model.layers / p) * m * per_layer * _all_reduce_s(msg, topo)
-        tp_comm = (1 - tp_overlap) * per_iteration
+        topo = (
+            tp_topology
+            if tp_topology is not None
+            else _topology(t, math.gcd(t, nodes_of), gpu, links)
+        )
+        calls = 6 if layout.recompute == "full" else 4
+        msg = tokens * model.hidden * 2
+        comm = calls * _collective_s("all_reduce", msg, topo)
+        if tp_overlap is not None:
+            tp_layer = (1 - tp_overlap) * comm
+        elif layout.tp_comm_overlap:
+            tp_layer = comm / t + max(0.0, comm - gemm_s)
+        else:
+            tp_layer = comm
 
-    bubble = (p - 1) / (m * layout.virtual_stages) * (compute + tp_comm)
+    # Context parallel (ring of key/value blocks), per layer and micro-batch.
+    cp_layer = 0.0
+    if c > 1:
+        kv_bytes = 2 * tokens * model.kv_heads * model.head_dim / min(t, model.kv_heads) * 2
+        link = _intra(gpu, links) if t * c <= nodes_of else _inter(gpu, links)
+        step = _p2p_s(kv_bytes, link)
+        fwd_attn = attn_s / attn_passes
+        for moves, runs in ((1.0, passes - 2.0), (2.0, 2.0)):  # forward(s), then backward
+            per_step = max(0.0, moves * step - fwd_attn * (1.0 if moves == 1.0 else 2.0) / c)
+            cp_layer += runs * (c - 1) * per_step if moves == 1.0 else (c - 1) * per_step
 
+    # Pipeline point-to-point sends per micro-batch (forward and backward, each virtual stage).
+    p2p = 0.0
+    if p > 1:
+        nbytes = tokens * model.hidden * 2 / (t if layout.sequence_parallel else 1)
+        link = _inter(gpu, links) if t * c * d >= nodes_of else _intra(gpu, links)
+        p2p = 2 * layout.virtual_stages * _p2p_s(nbytes, link)
+
+    grad_bytes = 4 if layout.fp32_grads else 2
+    shard_ranks = layout.shard_size
+    group_per_node = max(1, nodes_of // (t * p))
+    shard_topo = dp_topology
+    if shard_topo is None or layout.shard_group:
+        shard_topo = _topology(shard_ranks, math.gcd(shard_ranks, group_per_node), gpu, links)
+
+    stages: list[_Stage] = []
     dp_comm = 0.0
-    if d > 1:
-        per_node = math.gcd(d, max(1, nodes_of // (t * p)))
-        grad_bytes = 4 if layout.fp32_grads else 2
-        volume = model.params / (t * p) * grad_bytes * (1.5 if layout.zero == 3 else 1.0)
-        topo = dp_topology if dp_topology is not None else _topology(d, per_node, gpu)
-        dp_comm = _all_reduce_s(volume, topo)
-    dp_exposed = (1 - dp_overlap) * dp_comm
+    first_params = (model.padded_vocab(t) * model.hidden) / t
+    seen: dict[tuple[int, bool, bool], tuple[_Stage, float]] = {}
+    for i, layers in enumerate(counts):
+        key = (layers, i == 0, i == p - 1)
+        if key not in seen:
+            seen[key] = _stage(
+                model, layout, layers, key[1], key[2], first_params,
+                (layer_s, layer_mem_s, logit_s, logit_mem_s, tp_layer, cp_layer, p2p, passes),
+                (shard_topo, dp_topology, group_per_node, grad_bytes), gpu, links,
+            )  # fmt: skip
+        stage, reduce = seen[key]
+        stages.append(stage)
+        dp_comm = max(dp_comm, reduce)
 
-    total = compute + tp_comm + bubble + dp_exposed
+    slowest = max(stages, key=lambda st: st.total)
+    mean = sum(st.total for st in stages) / len(stages)
+    steady = m * slowest.total
+    bubble = (p - 1) / layout.virtual_stages * mean
+    dp_exposed = (1 - dp_overlap) * dp_comm
+    total = steady + bubble + dp_exposed
+
+    flops = flops_executed(model, layout.recompute)
     model_flops = model.flops_per_iteration(recompute=False)
+    compute_total = m * slowest.compute
+    eta = flops / n / (peak_gemm * compute_total) if compute_total > 0 else 0.0
     tflops = model_flops / total / n / 1e12
     return StepTime(
         iteration_s=total,
-        compute_s=compute,
-        tp_comm_s=tp_comm,
+        compute_s=compute_total,
+        tp_comm_s=m * slowest.tp,
         bubble_s=bubble,
         dp_comm_s=dp_comm,
         dp_exposed_s=dp_exposed,
@@ -327,6 +514,9 @@ def step_time(
         model_flops=model_flops,
         tflops_per_gpu=tflops,
         hardware_tflops_per_gpu=flops / total / n / 1e12,
-        mfu=tflops * 1e12 / peak,
-        memory_bound_s=memory_s,
+        mfu=tflops * 1e12 / peak16,
+        memory_bound_s=m * slowest.memory,
+        cp_comm_s=m * slowest.cp,
+        shard_comm_s=m * slowest.shard,
+        p2p_s=m * slowest.p2p,
     )

@@ -1,6 +1,22 @@
 """Launcher settings for a plan: the torchrun command, Megatron-LM flags, a DeepSpeed config, the
 NCCL algorithm and protocol, and the environment a job's processes receive.
 
+Every configuration emitted is one its target runs; a target that cannot run the plan gets
+none, and a note says what to run instead:
+
+* Megatron-LM (argument names as of NVIDIA/Megatron-LM d98e8a64dd, checked by the tests):
+  ZeRO-1 is its distributed optimizer (--use-distributed-optimizer); ZeRO-2 and ZeRO-3 are
+  Megatron-FSDP (--use-megatron-fsdp --data-parallel-sharding-strategy optim_grads /
+  optim_grads_params, checkpoints in fsdp_dtensor format), emitted for plans without pipeline
+  parallelism only; hybrid sharding (HSDP) gets no Megatron command: run it with PyTorch FSDP2
+  (`fully_shard` on a 2-D device mesh, replicate x shard). The command is complete: model
+  shape, layout, precision, a tokenizer, data, optimizer and checkpoint arguments, with
+  placeholders the shell refuses to run without ($DATA_PATH, $TOKENIZER_MODEL,
+  $CHECKPOINT_DIR, $TRAIN_ITERS; see `PLACEHOLDERS`).
+* DeepSpeed: a ZeRO config only for plans DeepSpeed's engine runs by itself: no tensor or
+  context parallelism, and no pipeline parallelism with ZeRO-2/3 (its pipeline engine supports
+  ZeRO stages 0 and 1 only).
+
 This module owns the translation of a `search.Plan` into what starts the job (`launch_settings`,
 `LaunchSettings`) and the per-collective algorithm choice behind its NCCL variables
 (`CollectiveChoice`). It is pure: it builds strings and dicts and starts nothing.
@@ -44,7 +60,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from trainyard.planner import collectives as coll
-from trainyard.planner.compute import NVLINK_EFFICIENCY
+from trainyard.planner.compute import _topology
 from trainyard.planner.errors import PlannerError
 from trainyard.planner.hardware import GPU
 from trainyard.planner.model import Model
@@ -53,6 +69,7 @@ from trainyard.planner.search import Plan
 __all__ = [
     "NCCL_ALGO_NAMES",
     "NCCL_PROTO_NAMES",
+    "PLACEHOLDERS",
     "CollectiveChoice",
     "LaunchSettings",
     "launch_settings",
@@ -61,6 +78,13 @@ __all__ = [
 NCCL_ALGO_NAMES: Final = {"ring": "Ring", "tree": "Tree", "hierarchical": "Tree", "nvls": "NVLS"}
 NCCL_PROTO_NAMES: Final = {"simple": "Simple", "ll": "LL"}
 TRAINING_SCRIPT: Final = "pretrain_gpt.py"  # Megatron-LM's GPT entry point
+# The values a user must supply, each with what it is (the shell refuses to start without them).
+PLACEHOLDERS: Final = {
+    "DATA_PATH": "prefix of the tokenized training data (the Megatron .bin and .idx files)",
+    "TOKENIZER_MODEL": "Hugging Face tokenizer name or directory matching the data",
+    "CHECKPOINT_DIR": "directory for checkpoints (saved and resumed from)",
+    "TRAIN_ITERS": "number of training iterations",
+}
 # NCCL functions a modelled all-reduce runs as: itself, or reduce-scatter + all-gather.
 _ALL_REDUCE: Final = ("allreduce",)
 _SHARDED: Final = ("reducescatter", "allgather")
@@ -102,15 +126,17 @@ class CollectiveChoice:
 
 @dataclass(frozen=True)
 class LaunchSettings:
-    """How to start a plan: nodes, torchrun and Megatron-LM arguments, a DeepSpeed config, NCCL
-    variables, the processes' environment (TRAINYARD_PLAN_* plus NCCL) and the collective
-    choices behind them. `notes` explain choices a reader should know about."""
+    """How to start a plan: nodes, torchrun and Megatron-LM arguments (empty when Megatron-LM
+    cannot run the plan), a DeepSpeed config (None when DeepSpeed cannot), NCCL variables, the
+    processes' environment (TRAINYARD_PLAN_* plus NCCL) and the collective choices behind them.
+    `notes` explain choices a reader should know about, and what to run instead of a target
+    that cannot run the plan."""
 
     nodes: int
     gpus_per_node: int
     torchrun: tuple[str, ...]
     megatron: tuple[str, ...]
-    deepspeed: dict[str, Any]
+    deepspeed: dict[str, Any] | None
     nccl_env: dict[str, str]
     env: dict[str, str]
     collectives: tuple[CollectiveChoice, ...]
@@ -128,12 +154,21 @@ class LaunchSettings:
         lines += [f"# {c.name}: {c.reason}" for c in self.collectives]
         lines += [f"# note: {n}" for n in self.notes]
         lines += [f"export {k}={_quote(v)}" for k, v in self.env.items()]
-        lines.append(" ".join(["torchrun", *map(_quote, self.torchrun), TRAINING_SCRIPT]) + " \\")
-        flags = _pairs(self.megatron)
-        tails = [" \\"] * (len(flags) - 1) + [""]
-        lines += [f"    {flag}{tail}" for flag, tail in zip(flags, tails, strict=True)]
-        lines.append("# DeepSpeed config (ds_config.json):")
-        lines.append(json.dumps(self.deepspeed, indent=2))
+        if self.megatron:
+            lines.append("# Megatron-LM: set these first (placeholders, the shell stops if unset)")
+            lines += [f': "${{{k}:?{v}}}"' for k, v in PLACEHOLDERS.items()]
+            command = ["torchrun", *map(_quote, self.torchrun), TRAINING_SCRIPT]
+            lines.append(" ".join(command) + " \\")
+            flags = _pairs(self.megatron)
+            tails = [" \\"] * (len(flags) - 1) + [""]
+            lines += [f"    {flag}{tail}" for flag, tail in zip(flags, tails, strict=True)]
+        else:
+            lines.append("# Megatron-LM: no command for this plan (see the notes)")
+        if self.deepspeed is not None:
+            lines.append("# DeepSpeed config (ds_config.json):")
+            lines.append(json.dumps(self.deepspeed, indent=2))
+        else:
+            lines.append("# DeepSpeed: no config for this plan (see the notes)")
         return "\n".join(lines) + "\n"
 
 
@@ -151,18 +186,6 @@ def _pairs(args: tuple[str, ...]) -> list[str]:
         else:
             out.append(arg)
     return out
-
-
-def _topology(ranks: int, ranks_per_node: int, gpu: GPU) -> coll.Topology:
-    """The topology `compute.step_time` times a collective on (same links and latencies)."""
-    nodes = ranks // ranks_per_node
-    inter = None
-    if nodes > 1:
-        if gpu.network_gb_s <= 0:
-            raise PlannerError("network_gb_s", f"GPU {gpu.name!r} needs a network for multi-node")
-        inter = coll.ib_link(gpu.network_gb_s * 8)
-    intra = coll.nvlink(1, NVLINK_EFFICIENCY * gpu.nvlink_gb_s)
-    return coll.Topology(ranks_per_node, nodes=nodes, intra=intra, inter=inter)
 
 
 def _runner_up(nbytes: int, topo: coll.Topology, winner: str) -> coll.Prediction | None:
@@ -228,24 +251,35 @@ def _choose(
     )
 
 
-def _collectives(model: Model, plan: Plan, gpu: GPU, nodes_of: int) -> list[CollectiveChoice]:
+def _collectives(
+    model: Model, plan: Plan, gpu: GPU, nodes_of: int, links: coll.LinkSet | None
+) -> list[CollectiveChoice]:
     lay = plan.layout
     t, p, d = lay.tp, lay.pp, lay.dp
+    m = lay.microbatches(model)
     out: list[CollectiveChoice] = []
     if t > 1:
         per_layer = 6 if lay.recompute == "full" else 4
-        calls = model.layers // p * lay.microbatches(model) * per_layer
-        msg = lay.micro_batch * model.seq_len * model.hidden * 2
+        calls = max(lay.stage_layers(model)) * m * per_layer
+        msg = lay.micro_batch * model.seq_len // lay.cp * model.hidden * 2
         functions = _SHARDED if lay.sequence_parallel else _ALL_REDUCE
-        topo = _topology(t, math.gcd(t, nodes_of), gpu)
+        topo = _topology(t, math.gcd(t, nodes_of), gpu, links)
         out.append(_choose("tensor-parallel all-reduce", functions, msg, topo, calls))
-    if d > 1:
+    if d * lay.cp > 1:
         grad_bytes = 4 if lay.fp32_grads else 2
-        volume = model.params / (t * p) * grad_bytes * (1.5 if lay.zero == 3 else 1.0)
-        topo = _topology(d, math.gcd(d, max(1, nodes_of // (t * p))), gpu)
+        volume = model.params / (t * p) * grad_bytes
+        ranks = lay.shard_size if lay.zero >= 2 else d * lay.cp
+        topo = _topology(ranks, math.gcd(ranks, max(1, nodes_of // (t * p))), gpu, links)
         functions = _SHARDED if lay.zero >= 1 else _ALL_REDUCE
-        name = "data-parallel gradient all-reduce"
-        out.append(_choose(name, functions, int(volume), topo, 1))
+        if lay.zero >= 2:
+            # ZeRO-2: a reduce-scatter per micro-batch and one gather; ZeRO-3/FSDP: two
+            # gathers and a reduce-scatter per micro-batch (`compute` module docstring).
+            name = "sharded gradient reduce-scatter and weight all-gather"
+            calls = 3 * m if lay.zero == 3 else m + 1
+        else:
+            name = "data-parallel gradient all-reduce"
+            calls = 1
+        out.append(_choose(name, functions, int(volume), topo, calls))
     return out
 
 
@@ -287,8 +321,21 @@ def _torchrun(nodes: int, per_node: int) -> tuple[str, ...]:
     )  # fmt: skip
 
 
-def _megatron(model: Model, plan: Plan) -> tuple[str, ...]:
+def _megatron(model: Model, plan: Plan) -> tuple[tuple[str, ...], list[str]]:
+    """Megatron-LM's arguments for the plan (empty when it cannot run it) and notes."""
     lay = plan.layout
+    notes: list[str] = []
+    if lay.sharding == "hsdp":
+        return (), [
+            "Megatron-LM: no command; hybrid sharding (HSDP) runs with PyTorch FSDP2: "
+            f"fully_shard over a 2-D DeviceMesh of {lay.dp * lay.cp // lay.shard_size} "
+            f"replicas x {lay.shard_size} shards"
+        ]
+    if lay.zero >= 2 and lay.pp > 1:
+        return (), [
+            f"Megatron-LM: no command; ZeRO-{lay.zero} with pipeline parallelism is not a "
+            "configuration it runs (Megatron-FSDP is emitted for pp = 1 only)"
+        ]
     args = [
         "--tensor-model-parallel-size", str(lay.tp),
         "--pipeline-model-parallel-size", str(lay.pp),
@@ -300,18 +347,37 @@ def _megatron(model: Model, plan: Plan) -> tuple[str, ...]:
         "--ffn-hidden-size", str(model.ffn_hidden),
         "--seq-length", str(model.seq_len),
         "--max-position-embeddings", str(model.seq_len),
+        "--make-vocab-size-divisible-by", str(model.vocab_multiple),
+        "--transformer-impl", "transformer_engine",
+        "--attention-backend", "auto" if lay.flash_attention else "unfused",
     ]  # fmt: skip
+    if lay.cp > 1:
+        args += ["--context-parallel-size", str(lay.cp), "--cp-comm-type", "p2p"]
+    if lay.embedding_and_loss_as_layers(model):
+        args += [
+            "--account-for-embedding-in-pipeline-split",
+            "--account-for-loss-in-pipeline-split",
+        ]
+    elif lay.uneven:
+        counts = lay.stage_layers(model)
+        if lay.first_stage_layers:
+            args += ["--decoder-first-pipeline-num-layers", str(counts[0])]
+        if lay.last_stage_layers:
+            args += ["--decoder-last-pipeline-num-layers", str(counts[-1])]
     if lay.virtual_stages > 1:
-        per_chunk = model.layers // (lay.pp * lay.virtual_stages)
-        args += ["--num-layers-per-virtual-pipeline-stage", str(per_chunk)]
+        args += ["--num-virtual-stages-per-pipeline-rank", str(lay.virtual_stages)]
     if lay.sequence_parallel:
         args.append("--sequence-parallel")
-    if lay.flash_attention:
-        args.append("--use-flash-attn")
+    if lay.tp_comm_overlap:
+        args.append("--tp-comm-overlap")
     if model.kv_heads < model.heads:
         args += ["--group-query-attention", "--num-query-groups", str(model.kv_heads)]
-    if model.gated_mlp:
+    if model.mlp == "swiglu":
         args.append("--swiglu")
+    elif model.mlp == "squared_relu":
+        args.append("--squared-relu")
+    elif model.mlp in ("geglu", "relu"):
+        notes.append(f"Megatron-LM has no flag for a {model.mlp} MLP: set it in the model spec")
     if not model.bias:
         args += ["--disable-bias-linear", "--normalization", "RMSNorm"]
     if not model.tied_embeddings:
@@ -323,21 +389,57 @@ def _megatron(model: Model, plan: Plan) -> tuple[str, ...]:
     elif lay.recompute == "full":
         args += ["--recompute-granularity", "full", "--recompute-method", "uniform"]
         args += ["--recompute-num-layers", "1"]
-    if lay.zero >= 1:
+    if lay.zero == 1:
         args.append("--use-distributed-optimizer")
+    elif lay.zero >= 2:
+        strategy = "optim_grads" if lay.zero == 2 else "optim_grads_params"
+        args += ["--use-megatron-fsdp", "--data-parallel-sharding-strategy", strategy]
+        notes.append(
+            f"ZeRO-{lay.zero} runs as Megatron-FSDP ({strategy}); or with PyTorch FSDP2 "
+            "(fully_shard per layer) outside Megatron-LM"
+        )
     if lay.fp32_grads:
         args.append("--accumulate-allreduce-grads-in-fp32")
     args.append("--fp16" if model.precision == "fp16" else "--bf16")
     if model.precision == "fp8":
-        args += ["--fp8-format", "hybrid"]
-    if lay.dp > 1:
+        args += ["--fp8-format", "hybrid", "--fp8-recipe", "delayed"]
+    if lay.dp * lay.cp > 1:
         args.append("--overlap-grad-reduce")
-    return tuple(args)
+        if lay.zero >= 1:
+            args.append("--overlap-param-gather")
+    args += [
+        "--tokenizer-type", "HuggingFaceTokenizer", "--tokenizer-model", "$TOKENIZER_MODEL",
+        "--data-path", "$DATA_PATH", "--split", "99,1,0",
+        "--train-iters", "$TRAIN_ITERS",
+        "--lr", "3.0e-4", "--min-lr", "3.0e-5", "--lr-decay-style", "cosine",
+        "--lr-warmup-iters", "2000", "--weight-decay", "0.1", "--clip-grad", "1.0",
+        "--adam-beta1", "0.9", "--adam-beta2", "0.95", "--init-method-std", "0.02",
+        "--save", "$CHECKPOINT_DIR", "--load", "$CHECKPOINT_DIR",
+        "--ckpt-format", "fsdp_dtensor" if lay.zero >= 2 else "torch_dist",
+        "--save-interval", "1000", "--eval-interval", "1000", "--eval-iters", "10",
+        "--log-interval", "10",
+    ]  # fmt: skip
+    notes.append(
+        "Megatron-LM optimizer values (lr 3e-4 cosine, warm-up 2000, weight decay 0.1) are "
+        "common defaults, not planned: tune them"
+    )
+    return tuple(args), notes
 
 
-def _deepspeed(model: Model, plan: Plan) -> dict[str, Any]:
+def _deepspeed(model: Model, plan: Plan) -> tuple[dict[str, Any] | None, list[str]]:
+    """A DeepSpeed config when DeepSpeed's engine runs the plan by itself, else None and why."""
     lay = plan.layout
-    return {
+    if lay.tp > 1 or lay.cp > 1:
+        return None, [
+            "DeepSpeed: no config; tensor or context parallelism needs Megatron-LM (above)"
+        ]
+    if lay.pp > 1 and lay.zero >= 2:
+        return None, [
+            f"DeepSpeed: no config; its pipeline engine supports ZeRO stages 0-1, not {lay.zero}"
+        ]
+    if lay.sharding == "hsdp":
+        return None, ["DeepSpeed: no config for hybrid sharding (use PyTorch FSDP2)"]
+    config: dict[str, Any] = {
         "train_batch_size": model.global_batch,
         "train_micro_batch_size_per_gpu": lay.micro_batch,
         "gradient_accumulation_steps": lay.microbatches(model),
@@ -350,22 +452,30 @@ def _deepspeed(model: Model, plan: Plan) -> dict[str, Any]:
         "fp16": {"enabled": model.precision == "fp16"},
         "gradient_clipping": 1.0,
     }
+    if lay.pp > 1:
+        config["pipeline"] = {"stages": lay.pp, "partition": "parameters"}
+    return config, []
 
 
 def _plan_env(model: Model, plan: Plan) -> dict[str, str]:
-    """TRAINYARD_PLAN_{TP,PP,DP,MICRO_BATCH,VIRTUAL_STAGES,ZERO,RECOMPUTE,SEQUENCE_PARALLEL (0/1),
-    FLASH_ATTENTION (0/1), GLOBAL_BATCH}."""
+    """TRAINYARD_PLAN_{TP,CP,PP,DP,MICRO_BATCH,VIRTUAL_STAGES,ZERO,SHARDING,RECOMPUTE,
+    SEQUENCE_PARALLEL (0/1), TP_COMM_OVERLAP (0/1), FLASH_ATTENTION (0/1), GLOBAL_BATCH,
+    STAGE_LAYERS (layers per pipeline stage, comma-separated)}."""
     lay = plan.layout
     values = {
-        "TP": lay.tp, "PP": lay.pp, "DP": lay.dp, "MICRO_BATCH": lay.micro_batch,
-        "VIRTUAL_STAGES": lay.virtual_stages, "ZERO": lay.zero, "RECOMPUTE": lay.recompute,
-        "SEQUENCE_PARALLEL": int(lay.sequence_parallel),
+        "TP": lay.tp, "CP": lay.cp, "PP": lay.pp, "DP": lay.dp, "MICRO_BATCH": lay.micro_batch,
+        "VIRTUAL_STAGES": lay.virtual_stages, "ZERO": lay.zero, "SHARDING": lay.sharding,
+        "RECOMPUTE": lay.recompute, "SEQUENCE_PARALLEL": int(lay.sequence_parallel),
+        "TP_COMM_OVERLAP": int(lay.tp_comm_overlap),
         "FLASH_ATTENTION": int(lay.flash_attention), "GLOBAL_BATCH": model.global_batch,
+        "STAGE_LAYERS": ",".join(str(n) for n in lay.stage_layers(model)),
     }  # fmt: skip
     return {f"TRAINYARD_PLAN_{key}": str(value) for key, value in values.items()}
 
 
-def launch_settings(model: Model, plan: Plan, gpu: GPU, nodes_of: int = 8) -> LaunchSettings:
+def launch_settings(
+    model: Model, plan: Plan, gpu: GPU, nodes_of: int = 8, links: coll.LinkSet | None = None
+) -> LaunchSettings:
     """Launcher settings for `plan` (from `search`) of `model` on `gpu`s, `nodes_of` GPUs a node.
 
     The plan's GPUs fill ceil(gpus / nodes_of) nodes of min(nodes_of, gpus) GPUs each; they must
@@ -386,12 +496,15 @@ def launch_settings(model: Model, plan: Plan, gpu: GPU, nodes_of: int = 8) -> La
             f"the plan's {gpus} GPUs do not fill whole nodes of {nodes_of}; torchrun starts the "
             "same number of processes on every node: use a GPU count that is a multiple of it",
         )
-    choices = _collectives(model, plan, gpu, nodes_of)
+    choices = _collectives(model, plan, gpu, nodes_of, links)
     nccl_env, notes = _nccl(choices)
-    if plan.layout.zero == 3:
+    megatron, megatron_notes = _megatron(model, plan)
+    deepspeed, deepspeed_notes = _deepspeed(model, plan)
+    notes += megatron_notes + deepspeed_notes
+    if links is not None and links.source:
+        measured = [n for n, v in (("intra-node", links.intra), ("network", links.inter)) if v]
         notes.append(
-            "ZeRO-3: Megatron-LM's distributed optimizer shards optimizer states only (ZeRO-1); "
-            "run this plan with the DeepSpeed config below, or Megatron's --use-torch-fsdp2"
+            f"collectives timed on measured links ({', '.join(measured)}) from {links.source}"
         )
     layout_json = json.dumps(dataclasses.asdict(plan.layout), separators=(",", ":"))
     env = {**_plan_env(model, plan), **nccl_env, "TRAINYARD_PLAN_JSON": layout_json}
@@ -399,8 +512,8 @@ def launch_settings(model: Model, plan: Plan, gpu: GPU, nodes_of: int = 8) -> La
         nodes=nodes,
         gpus_per_node=per_node,
         torchrun=_torchrun(nodes, per_node),
-        megatron=_megatron(model, plan),
-        deepspeed=_deepspeed(model, plan),
+        megatron=megatron,
+        deepspeed=deepspeed,
         nccl_env=nccl_env,
         env=env,
         collectives=tuple(choices),

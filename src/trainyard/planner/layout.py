@@ -4,9 +4,20 @@ This module owns what a layout is and which layouts are legal for a model; the m
 models take a `ParallelLayout` that `ParallelLayout.check(model)` has accepted. It is frozen.
 (Not the core's `topology.Layout`, the static index of a cluster: hence the longer name.)
 
-Nomenclature: tp = tensor-parallel size, pp = pipeline stages, dp = data-parallel size,
-micro_batch = sequences per micro-batch, virtual_stages = model chunks per GPU (interleaved
-1F1B, Narayanan et al. SC'21 §2.2.2), zero = ZeRO stage over dp (Rajbhandari et al. 2020).
+Nomenclature: tp = tensor-parallel size, cp = context-parallel size (each sequence split over
+cp GPUs, attention exchanging key/value blocks around a ring, as Megatron-Core's
+--context-parallel-size), pp = pipeline stages, dp = data-parallel size, micro_batch =
+sequences per micro-batch, virtual_stages = model chunks per GPU (interleaved 1F1B, Narayanan
+et al. SC'21 §2.2.2), zero = ZeRO stage over the dp·cp ranks that hold the same weights
+(Rajbhandari et al. 2020): 1 shards the optimizer (Megatron's distributed optimizer), 2 also
+the gradients, 3 also the weights, gathered layer by layer for every micro-batch (DeepSpeed
+ZeRO-3, PyTorch FSDP, Megatron-FSDP). `shard_group` > 0 shards over groups of that many ranks
+and replicates across groups (hybrid sharding, PyTorch's HSDP).
+
+Pipeline stages split the layers evenly unless `first_stage_layers` / `last_stage_layers` are
+set (Megatron-Core's --decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers):
+then the first and/or last stage hold that many layers, usually fewer because they also hold
+the embedding and the output layer with the loss, and the other stages split the rest evenly.
 """
 
 from __future__ import annotations
@@ -17,10 +28,12 @@ from typing import Literal
 from trainyard.planner.errors import PlannerError
 from trainyard.planner.model import Model
 
-__all__ = ["RECOMPUTE_MODES", "ParallelLayout", "Recompute"]
+__all__ = ["RECOMPUTE_MODES", "SHARDINGS", "ParallelLayout", "Recompute"]
 
 Recompute = Literal["none", "selective", "full"]
 RECOMPUTE_MODES: tuple[str, ...] = ("none", "selective", "full")
+# Names of the sharding choices (`ParallelLayout.sharding`).
+SHARDINGS: tuple[str, ...] = ("none", "zero1", "zero2", "zero3", "hsdp")
 
 
 @dataclass(frozen=True)
@@ -32,6 +45,9 @@ class ParallelLayout:
     `flash_attention` runs the attention core as one fused kernel (FlashAttention, Dao et al.
     arXiv:2205.14135, or cuDNN's fused attention) that never stores the s x s score matrix;
     without it the scores, softmax and dropout go through memory (Megatron before 2022).
+    `tp_comm_overlap` overlaps the tensor-parallel communication with the layer's GEMMs
+    (Megatron-Core --tp-comm-overlap; it needs sequence parallelism). `cp`,
+    `first_stage_layers`, `last_stage_layers` and `shard_group`: see the module docstring.
     """
 
     tp: int = 1
@@ -44,9 +60,14 @@ class ParallelLayout:
     virtual_stages: int = 1
     fp32_grads: bool = False
     flash_attention: bool = False
+    cp: int = 1
+    first_stage_layers: int = 0
+    last_stage_layers: int = 0
+    shard_group: int = 0
+    tp_comm_overlap: bool = False
 
     def __post_init__(self) -> None:
-        for field in ("tp", "pp", "dp", "micro_batch", "virtual_stages"):
+        for field in ("tp", "pp", "dp", "micro_batch", "virtual_stages", "cp"):
             value = getattr(self, field)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise PlannerError(field, f"must be an integer >= 1, got {value!r}")
@@ -56,9 +77,34 @@ class ParallelLayout:
             raise PlannerError(
                 "recompute", f"must be one of {', '.join(RECOMPUTE_MODES)}, got {self.recompute!r}"
             )
-        for flag in ("sequence_parallel", "fp32_grads", "flash_attention"):
+        for flag in ("sequence_parallel", "fp32_grads", "flash_attention", "tp_comm_overlap"):
             if not isinstance(getattr(self, flag), bool):
                 raise PlannerError(flag, "must be true or false")
+        for field in ("first_stage_layers", "last_stage_layers", "shard_group"):
+            value = getattr(self, field)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise PlannerError(field, f"must be an integer >= 0 (0: not set), got {value!r}")
+        if (self.first_stage_layers or self.last_stage_layers) and self.pp == 1:
+            raise PlannerError(
+                "first_stage_layers",
+                "first/last stage layer counts need pipeline parallelism: set pp > 1 or drop them",
+            )
+        if self.tp_comm_overlap and not (self.tp > 1 and self.sequence_parallel):
+            raise PlannerError(
+                "tp_comm_overlap",
+                "overlapping tensor-parallel communication needs tp > 1 and sequence parallelism",
+            )
+        if self.shard_group:
+            if self.zero != 3:
+                raise PlannerError(
+                    "shard_group", "hybrid sharding (a shard group) needs zero = 3 (FSDP)"
+                )
+            if (self.dp * self.cp) % self.shard_group:
+                raise PlannerError(
+                    "shard_group",
+                    f"the shard group ({self.shard_group}) must divide dp x cp "
+                    f"({self.dp} x {self.cp}); pick a divisor",
+                )
         if self.virtual_stages > 1 and self.pp == 1:
             raise PlannerError(
                 "virtual_stages", "interleaving needs pipeline parallelism: set pp > 1 or v = 1"
@@ -66,8 +112,42 @@ class ParallelLayout:
 
     @property
     def gpus(self) -> int:
-        """GPUs the layout occupies (tp·pp·dp)."""
-        return self.tp * self.pp * self.dp
+        """GPUs the layout occupies (tp·cp·pp·dp)."""
+        return self.tp * self.cp * self.pp * self.dp
+
+    @property
+    def sharding(self) -> str:
+        """ "none", "zero1", "zero2", "zero3" (fully sharded: ZeRO-3 / FSDP) or "hsdp"."""
+        if self.zero == 3 and self.shard_group and self.shard_group < self.dp * self.cp:
+            return "hsdp"
+        return SHARDINGS[self.zero]
+
+    @property
+    def shard_size(self) -> int:
+        """Ranks over which sharded states are split: the shard group, else dp·cp."""
+        return self.shard_group or self.dp * self.cp
+
+    @property
+    def uneven(self) -> bool:
+        """Whether the first or last stage layer count is set."""
+        return bool(self.first_stage_layers or self.last_stage_layers)
+
+    def stage_layers(self, model: Model) -> list[int]:
+        """Layers on each pipeline stage, first to last (call `check` first)."""
+        p, total = self.pp, model.layers
+        if p == 1:
+            return [total]
+        if not self.uneven:
+            return [total // p] * p
+        first, last = self.first_stage_layers, self.last_stage_layers
+        if p == 2:
+            first = first or total - last
+            last = last or total - first
+            return [first, last]
+        inner = p - (1 if first else 0) - (1 if last else 0)
+        rest = total - first - last
+        mid = rest // inner
+        return [first or mid] + [mid] * (p - 2) + [last or mid]
 
     def microbatches(self, model: Model) -> int:
         """Micro-batches per pipeline per iteration: global_batch / (dp·micro_batch)."""
@@ -86,13 +166,25 @@ class ParallelLayout:
                 raise PlannerError(
                     "tp", f"tp ({t}) must divide the model's {name} ({size}); pick a divisor"
                 )
-        chunks = self.pp * self.virtual_stages
-        if model.layers % chunks:
+        if self.cp > 1 and model.seq_len % (2 * self.cp):
             raise PlannerError(
-                "pp",
-                f"layers ({model.layers}) must split evenly into pp x virtual_stages "
-                f"({self.pp} x {self.virtual_stages}) chunks; pick a divisor of the layer count",
+                "cp",
+                f"seq_len ({model.seq_len}) must be a multiple of 2 x cp ({2 * self.cp}): each "
+                "context-parallel rank takes two balanced chunks of every sequence",
             )
+        if self.uneven:
+            self._check_uneven(model)
+        else:
+            chunks = self.pp * self.virtual_stages
+            if model.layers % chunks:
+                raise PlannerError(
+                    "pp",
+                    f"layers ({model.layers}) must split evenly into pp x virtual_stages "
+                    f"({self.pp} x {self.virtual_stages}) chunks; pick a divisor of the layer "
+                    "count, or set first_stage_layers / last_stage_layers for uneven stages",
+                )
+        if self.shard_group and self.zero != 3:
+            raise PlannerError("shard_group", "hybrid sharding needs zero = 3")
         per_step = self.dp * self.micro_batch
         if model.global_batch % per_step:
             raise PlannerError(
@@ -100,3 +192,42 @@ class ParallelLayout:
                 f"global_batch ({model.global_batch}) must be a multiple of dp x micro_batch "
                 f"({self.dp} x {self.micro_batch}); change micro_batch or dp",
             )
+
+    def _check_uneven(self, model: Model) -> None:
+        p, total = self.pp, model.layers
+        first, last = self.first_stage_layers, self.last_stage_layers
+        if first + last > total or (p == 2 and first and last and first + last != total):
+            raise PlannerError(
+                "first_stage_layers",
+                f"first ({first}) and last ({last}) stage layers must leave the other stages "
+                f"the rest of the {total} layers",
+            )
+        inner = p - (1 if first else 0) - (1 if last else 0)
+        rest = total - first - last
+        if inner and (rest % inner or rest // inner < 1):
+            raise PlannerError(
+                "first_stage_layers",
+                f"the {rest} layers between the first and last stage must split evenly over the "
+                f"other {inner} stages; change first_stage_layers / last_stage_layers",
+            )
+        v = self.virtual_stages
+        counts = self.stage_layers(model)
+        if v > 1 and any(n % v for n in counts) and not self.embedding_and_loss_as_layers(model):
+            raise PlannerError(
+                "virtual_stages",
+                f"every stage's layer count {counts} must split into {v} virtual stages (or "
+                "the first and last stages hold one layer fewer than the others, whose count "
+                "v divides: the embedding and the loss then take a virtual stage each); change "
+                "virtual_stages or the first/last stage layers",
+            )
+
+    def embedding_and_loss_as_layers(self, model: Model) -> bool:
+        """Whether the stages split the layers plus the embedding and the loss as if they were
+        two more layers (Megatron's --account-for-embedding-in-pipeline-split and
+        --account-for-loss-in-pipeline-split): first and last stage one layer lighter than the
+        others."""
+        if self.pp < 3 or not (self.first_stage_layers and self.last_stage_layers):
+            return False
+        counts = self.stage_layers(model)
+        mid = counts[1]
+        return counts[0] + 1 == mid and counts[-1] + 1 == mid and mid % self.virtual_stages == 0

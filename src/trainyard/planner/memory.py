@@ -9,30 +9,42 @@ parameter 2 bytes of weights, 2 bytes of gradients (4 with `fp32_grads`) and K =
 master weights, momentum and variance. ZeRO-1 shards the optimizer over dp, ZeRO-2 also the
 gradients, ZeRO-3 also the weights. fp8 training is assumed to keep bf16 weights (2 bytes).
 
-Parameters per GPU: a stage holds layers/pp transformer layers split over tp. The first stage
-also holds the (vocab-parallel) word embedding V·h/tp and any learned position embedding; the
-last stage holds the output layer (its own matrix if untied, else Megatron's copy of the word
-embedding) and the final norm. With pp = 1 one stage holds all of it. Norm and bias parameters
-are counted as if split over tp (a slight underestimate).
+Parameters per GPU: a stage holds its layers (`ParallelLayout.stage_layers`: even, or the
+first/last stage counts given) split over tp. The first stage also holds the (vocab-parallel)
+word embedding V'·h/tp (V' the vocabulary padded as Megatron pads it, `Model.padded_vocab`)
+and any learned position embedding; the last stage holds the output layer (its own matrix if
+untied, else Megatron's copy of the word embedding) and the final norm. With pp = 1 one stage
+holds all of it. Norm and bias parameters are counted as if split over tp (a slight
+underestimate). Sharded states (ZeRO) are split over `ParallelLayout.shard_size` ranks (dp·cp,
+or the hybrid-sharding group). Under ZeRO-3 / FSDP a GPU also holds the gathered weights of two
+layers (the one computing and the one prefetched) and the full gradients of one.
 
 Activations per transformer layer and micro-batch (Korthikanti et al., arXiv:2205.05198,
-Table 2; s = seq_len, b = micro_batch, h = hidden, a = heads, t = tp), in bytes:
+Table 2, generalised to the model's shapes; s = seq_len, b = micro_batch, h = hidden, a =
+heads, k = kv_heads, f = ffn_hidden, t = tp), in bytes, 16-bit:
 
-* tensor parallel: s·b·h·(10 + 24/t + 5·a·s/(h·t)) (t = 1 gives s·b·h·(34 + 5·a·s/h));
-* with sequence parallel: s·b·h/t·(34 + 5·a·s/h);
-* selective recompute drops the 5·a·s/h attention term, and so does fused (flash) attention,
-  which keeps only the output and the softmax statistics (Dao et al. arXiv:2205.14135 §3.1);
-* full recompute keeps only the layer input, 2·s·b·h (divided by t with sequence parallel).
+* outside the tensor-parallel region, 10·s·b·h: the two norm inputs (4), the inputs of the QKV
+  projection and of the MLP (4), two dropout masks (2);
+* inside it, split over t: Q, K and V (2 + 4k/a), the output projection's input (2), the MLP's
+  activation input and output (4f/h; a gated MLP stores both halves of its first projection and
+  their product, 6f/h): 24 for the GPT shape;
+* the attention scores, softmax and dropout, 5·a·s/h, unless the attention is fused (flash) or
+  selectively recomputed (Dao et al. arXiv:2205.14135 §3.1);
+* sequence parallelism splits the first part over t too; full recompute keeps only the layer
+  input, 2·s·b·h (divided by t with sequence parallelism);
+* context parallelism splits all of it over cp (each rank holds s/cp of every sequence);
+* fp8 (Transformer Engine) keeps the inputs of the four GEMMs in 8 bits: one byte less per
+  element for the QKV and MLP inputs, the output projection's and the second MLP GEMM's.
 
-These assume the GPT shape (f = 4h, k = a, 16-bit activations); for other shapes they are an
-estimate. Under 1F1B the first stage holds min(pp, m) micro-batches of its layers/pp layers
-(m = micro-batches per iteration); the interleaved schedule multiplies that by
-1 + (pp-1)/(pp·v) (Korthikanti §4.2.3). The last stage holds one micro-batch of its layers.
-Outside the layers (Korthikanti §4.3): the first stage keeps the embedding dropout mask,
-s·b·h·p/t bytes for p micro-batches in flight (/t only with sequence parallel); the last stage
-keeps the final norm and output-projection inputs and the fp32 logits, 4·s·b·h + 4·s·b·V/t
-(4·s·b·h/t with sequence parallel). Temporary buffers, fragmentation and the CUDA context are
-not modelled.
+For the GPT shape (f = 4h, k = a) this is Korthikanti's 34·s·b·h + 5·a·s²·b. Under 1F1B stage i
+(from 0) holds min(pp - i, m) micro-batches of its layers (m = micro-batches per iteration);
+the interleaved schedule multiplies that by 1 + (pp-1)/(pp·v) (Korthikanti §4.2.3). The first
+stage, the second (which may hold more layers than a lighter first stage) and the last are
+compared. Outside the layers (Korthikanti §4.3): the first stage keeps the embedding dropout
+mask, s·b·h·p/t bytes for p micro-batches in flight (/t only with sequence parallel); the last
+stage keeps the final norm and output-projection inputs and the fp32 logits, 4·s·b·h +
+4·s·b·V'/t (4·s·b·h/t with sequence parallel), both /cp. Temporary buffers, fragmentation and
+the CUDA context are not modelled.
 """
 
 from __future__ import annotations
@@ -64,64 +76,80 @@ class MemoryBreakdown:
 
 
 def layer_activation_bytes(model: Model, layout: ParallelLayout) -> float:
-    """Bytes of activations one transformer layer keeps for one micro-batch (Korthikanti T2)."""
+    """Bytes of activations one transformer layer keeps for one micro-batch on one GPU (see the
+    module docstring; Korthikanti Table 2 for the GPT shape)."""
     s, b, h, a, t = model.seq_len, layout.micro_batch, model.hidden, model.heads, layout.tp
-    sbh = s * b * h
+    sbh = s * b * h / layout.cp
     if layout.recompute == "full":
         return 2 * sbh / (t if layout.sequence_parallel else 1)
+    f_h = model.ffn_hidden / h
+    fp8 = model.precision == "fp8"
+    outside = 10.0 - (2.0 if fp8 else 0.0)
+    mlp = (6.0 if model.gated_mlp else 4.0) * f_h - (f_h if fp8 else 0.0)
+    inside = 4.0 + 4.0 * model.kv_heads / a + mlp - (1.0 if fp8 else 0.0)
     stores_scores = layout.recompute != "selective" and not layout.flash_attention
     attention = 5 * a * s / h if stores_scores else 0.0
     if layout.sequence_parallel:
-        return sbh / t * (34 + attention)
-    return sbh * (10 + 24 / t + attention / t)
+        return sbh / t * (outside + inside + attention)
+    return sbh * (outside + (inside + attention) / t)
 
 
 def _state_bytes(params: float, layout: ParallelLayout) -> tuple[float, float, float]:
     grad_bytes = 4 if layout.fp32_grads else 2
-    dp = layout.dp
-    weights = 2 * params / (dp if layout.zero >= 3 else 1)
-    grads = grad_bytes * params / (dp if layout.zero >= 2 else 1)
-    optimizer = 12 * params / (dp if layout.zero >= 1 else 1)
+    n = layout.shard_size
+    weights = 2 * params / (n if layout.zero >= 3 else 1)
+    grads = grad_bytes * params / (n if layout.zero >= 2 else 1)
+    optimizer = 12 * params / (n if layout.zero >= 1 else 1)
     return weights, grads, optimizer
 
 
-def _stage(model: Model, layout: ParallelLayout, first: bool, last: bool) -> tuple[float, ...]:
+def _stage(
+    model: Model, layout: ParallelLayout, index: int, layers: int, last: bool
+) -> tuple[float, ...]:
     t, p, h = layout.tp, layout.pp, model.hidden
-    s, b = model.seq_len, layout.micro_batch
-    layers = model.layers // p
+    first = index == 0
+    s, b = model.seq_len / layout.cp, layout.micro_batch
+    vocab = model.padded_vocab(t)
     params = layers * model.layer_params
     if first:
-        params += model.vocab * h + (model.seq_len * h if model.learned_positions else 0)
+        params += vocab * h + (model.seq_len * h if model.learned_positions else 0)
     if last:
         params += (2 if model.bias else 1) * h
         if not first or not model.tied_embeddings:
-            params += model.vocab * h
+            params += vocab * h
     per_layer = layer_activation_bytes(model, layout)
     sp_div = t if layout.sequence_parallel else 1
+    in_flight = min(p - index, layout.microbatches(model))
+    factor = 1 + (p - 1) / (p * layout.virtual_stages) if layout.virtual_stages > 1 else 1
+    acts = per_layer * layers * in_flight * factor
     if first:
-        in_flight = min(p, layout.microbatches(model))
-        factor = 1 + (p - 1) / (p * layout.virtual_stages) if layout.virtual_stages > 1 else 1
-        acts = per_layer * layers * in_flight * factor + s * b * h * in_flight / sp_div
-    else:
-        acts = per_layer * layers
+        acts += s * b * h * in_flight / sp_div
     if last:
-        acts += 4 * s * b * h / sp_div + 4 * s * b * model.vocab / t
-    return (*_state_bytes(params / t, layout), acts)
+        acts += 4 * s * b * h / sp_div + 4 * s * b * vocab / t
+    weights, grads, optimizer = _state_bytes(params / t, layout)
+    if layout.zero >= 3 and layers:
+        gathered = model.layer_params / t
+        weights += 2 * 2 * gathered
+        grads += (4 if layout.fp32_grads else 2) * gathered
+    return weights, grads, optimizer, acts
 
 
 def stage_memory(model: Model, layout: ParallelLayout) -> list[MemoryBreakdown]:
-    """Memory of the GPUs of the first and the last pipeline stage (one entry when pp = 1).
+    """Memory of the GPUs of the first, the second (with uneven stages) and the last pipeline
+    stage (one entry when pp = 1).
 
     Raises `PlannerError` (naming the field) if the layout does not fit the model's shape.
     """
     layout.check(model)
-    if layout.pp == 1:
-        candidates = [("only", _stage(model, layout, first=True, last=True))]
+    counts = layout.stage_layers(model)
+    p = layout.pp
+    if p == 1:
+        candidates = [("only", _stage(model, layout, 0, counts[0], last=True))]
     else:
-        candidates = [
-            ("first", _stage(model, layout, first=True, last=False)),
-            ("last", _stage(model, layout, first=False, last=True)),
-        ]
+        candidates = [("first", _stage(model, layout, 0, counts[0], last=False))]
+        if p > 2 and layout.uneven:
+            candidates.append(("second", _stage(model, layout, 1, counts[1], last=False)))
+        candidates.append(("last", _stage(model, layout, p - 1, counts[-1], last=True)))
     out = []
     for stage, parts in candidates:
         weights, grads, optimizer, acts = (x / GB for x in parts)

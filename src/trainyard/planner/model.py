@@ -13,17 +13,28 @@ Parameter count (`Model.params`), summed exactly from the weight shapes:
 * embeddings: V·h token table, + s·h if `learned_positions`, + V·h more if not `tied_embeddings`;
 * per layer, attention: Q and output projections 2·h², K and V projections 2·h·k·d (GQA/MQA when
   k < a), + biases 2h + 2·k·d when `bias`;
-* per layer, MLP: 2·h·f (3·h·f when `gated_mlp`, as in SwiGLU), + biases f + h when `bias`;
+* per layer, MLP: 2·h·f (3·h·f for a gated MLP, `mlp` swiglu or geglu), + biases f + h when
+  `bias`;
 * norms: two per layer and one final, each 2h (LayerNorm gain+bias) or h (RMSNorm, `bias=False`).
 
 For the GPT shape (k = a, f = 4h, bias, tied, learned positions) this is
 12·l·h² + 13·l·h + (V + s)·h + 2h, i.e. Narayanan et al. SC'21 (arXiv:2104.04473) Eq. 2,
 P = 12·l·h²·(1 + 13/(12h) + (V+s)/(12·l·h)), plus the final LayerNorm's 2h.
 
-FLOPs per iteration (`Model.flops_per_iteration`) follow SC'21 Eq. 3:
-F = 96·B·s·l·h²·(1 + s/(6h) + V/(16·l·h)). Eq. 3 counts four passes (forward, recomputed
-forward, backward = 2 forwards); without activation recomputation the factor is 72 instead of 96.
-Eq. 3 assumes the GPT shape; for GQA or gated-MLP models it is an approximation.
+FLOPs come from the same shapes (`Model.forward_flops_per_token`): a matrix multiply of an
+(m x k) by a (k x n) matrix is 2·m·k·n FLOPs, so one token's forward pass through a layer costs
+2·(2h² + 2·h·k·d + (2 or 3)·h·f) in its projections and MLP, plus 4·s·h in attention (the
+scores QKᵀ and their product with V over the whole sequence, the causal mask not subtracted,
+as SC'21 and Megatron-LM's README tables count them), and the output layer 2·h·V' with V' the
+vocabulary padded as Megatron pads it (`vocab_multiple`, its --make-vocab-size-divisible-by,
+128 by default, times tp). Backward costs twice the forward. Recomputation re-runs the forward
+of the layers (full) or of the attention core (selective), never the output layer. For the GPT
+shape the executed FLOPs with full recomputation are exactly SC'21 Eq. 3,
+F = 96·B·s·l·h²·(1 + s/(6h) + V/(16·l·h)); without recomputation the layers take 72 instead
+of 96 and the output layer keeps its 6·B·s·h·V.
+
+`mlp`: "gelu" (also ReLU-like: "relu", "squared_relu", as Nemotron; two matrices) or a gated
+MLP, "swiglu" / "geglu" (three matrices; `gated_mlp` is the same as "swiglu").
 """
 
 from __future__ import annotations
@@ -37,18 +48,31 @@ from typing import Any, Literal
 from trainyard import yamlio
 from trainyard.planner.errors import PlannerError, unknown_name
 
-__all__ = ["PRESETS", "Model", "Precision", "load_model", "model_from_mapping", "preset"]
+__all__ = [
+    "GATED_MLPS",
+    "MLPS",
+    "PRESETS",
+    "Model",
+    "Precision",
+    "load_model",
+    "model_from_mapping",
+    "preset",
+]
 
 Precision = Literal["bf16", "fp16", "fp8"]
 _PRECISIONS: tuple[str, ...] = ("bf16", "fp16", "fp8")
+MLPS: tuple[str, ...] = ("gelu", "relu", "squared_relu", "swiglu", "geglu")
+GATED_MLPS: tuple[str, ...] = ("swiglu", "geglu")
 
 
 @dataclass(frozen=True)
 class Model:
     """A decoder-only transformer and its training batch.
 
-    `kv_heads` 0 means "same as heads" (multi-head attention); `ffn_hidden` 0 means 4·hidden.
-    Both are resolved in construction, so the stored values are always the real ones.
+    `kv_heads` 0 means "same as heads" (multi-head attention); `ffn_hidden` 0 means 4·hidden;
+    `mlp` "" means "swiglu" when `gated_mlp` else "gelu". All three are resolved in
+    construction, so the stored values are always the real ones (and `gated_mlp` agrees with
+    `mlp`). `vocab_multiple` is what the vocabulary is padded to a multiple of (times tp).
     """
 
     name: str
@@ -65,6 +89,8 @@ class Model:
     bias: bool = True
     tied_embeddings: bool = True
     learned_positions: bool = True
+    mlp: str = ""
+    vocab_multiple: int = 128
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -77,6 +103,19 @@ class Model:
         for field in ints:
             if getattr(self, field) < 1:
                 raise PlannerError(field, f"must be >= 1, got {getattr(self, field)}")
+        if isinstance(self.vocab_multiple, bool) or not isinstance(self.vocab_multiple, int):
+            raise PlannerError("vocab_multiple", "must be an integer >= 1")
+        if self.vocab_multiple < 1:
+            raise PlannerError("vocab_multiple", "must be >= 1 (1: no padding)")
+        if not isinstance(self.mlp, str):
+            raise PlannerError("mlp", f"must be one of {', '.join(MLPS)}")
+        if not isinstance(self.gated_mlp, bool):
+            raise PlannerError("gated_mlp", f"must be true or false, got {self.gated_mlp!r}")
+        mlp = self.mlp.strip().lower().replace("-", "_") or ("swiglu" if self.gated_mlp else "gelu")
+        if mlp not in MLPS:
+            raise PlannerError("mlp", f"unknown MLP {self.mlp!r}; use one of {', '.join(MLPS)}")
+        object.__setattr__(self, "mlp", mlp)
+        object.__setattr__(self, "gated_mlp", mlp in GATED_MLPS)
         for field in ("kv_heads", "ffn_hidden"):
             if getattr(self, field) < 0:
                 raise PlannerError(field, "must be >= 1 (or 0/omitted for the default)")
@@ -126,8 +165,41 @@ class Model:
         h, f = self.hidden, self.ffn_hidden
         kv = self.kv_heads * self.head_dim
         attn = 2 * h * h + 2 * h * kv + ((2 * h + 2 * kv) if self.bias else 0)
-        mlp = (3 if self.gated_mlp else 2) * h * f + ((f + h) if self.bias else 0)
+        mlp = self.mlp_matrices * h * f + ((f + h) if self.bias else 0)
         return attn + mlp + 2 * self._norm_params
+
+    @property
+    def mlp_matrices(self) -> int:
+        """Weight matrices of the MLP: 3 for a gated MLP (SwiGLU, GeGLU), else 2."""
+        return 3 if self.gated_mlp else 2
+
+    @property
+    def layer_matmul_params(self) -> int:
+        """Weights of one layer that take part in matrix multiplies (no biases, no norms)."""
+        h = self.hidden
+        return (
+            2 * h * h
+            + 2 * h * self.kv_heads * self.head_dim
+            + self.mlp_matrices * h * self.ffn_hidden
+        )
+
+    def padded_vocab(self, tp: int = 1) -> int:
+        """The vocabulary padded to a multiple of vocab_multiple·tp (Megatron-LM's
+        --make-vocab-size-divisible-by, times the tensor-parallel size)."""
+        unit = self.vocab_multiple * max(1, tp)
+        return -(-self.vocab // unit) * unit
+
+    def layer_forward_flops(self, tokens: float, seq_len: int | None = None) -> tuple[float, float]:
+        """(matrix-multiply FLOPs, attention-core FLOPs) of one layer's forward pass over
+        `tokens` tokens of sequences `seq_len` long (default the model's)."""
+        s = self.seq_len if seq_len is None else seq_len
+        return 2.0 * self.layer_matmul_params * tokens, 4.0 * s * self.hidden * tokens
+
+    def forward_flops_per_token(self, tp: int = 1) -> float:
+        """Forward FLOPs of one token: every layer, and the output layer over the vocabulary
+        padded for `tp` (see the module docstring)."""
+        gemm, attn = self.layer_forward_flops(1.0)
+        return self.layers * (gemm + attn) + 2.0 * self.hidden * self.padded_vocab(tp)
 
     @property
     def params(self) -> int:
@@ -143,15 +215,18 @@ class Model:
         """Tokens in one global batch (B·s)."""
         return self.global_batch * self.seq_len
 
-    def flops_per_iteration(self, recompute: bool = True) -> float:
-        """Training FLOPs per iteration, SC'21 Eq. 3 (factor 96 with recompute, 72 without)."""
-        b, s, n, h, v = self.global_batch, self.seq_len, self.layers, self.hidden, self.vocab
-        factor = 96 if recompute else 72
-        return float(factor * b * s * n * h * h * (1 + s / (6 * h) + v / (16 * n * h)))
+    def flops_per_token(self, recompute: bool = True, tp: int = 1) -> float:
+        """Training FLOPs per token from the real shapes: 3 forward passes (forward, backward =
+        2), plus the layers' forward again with full `recompute` (SC'21 Eq. 3 for the GPT shape;
+        see the module docstring)."""
+        gemm, attn = self.layer_forward_flops(1.0)
+        layers = self.layers * (gemm + attn)
+        logits = 2.0 * self.hidden * self.padded_vocab(tp)
+        return (4.0 if recompute else 3.0) * layers + 3.0 * logits
 
-    def flops_per_token(self, recompute: bool = True) -> float:
-        """Training FLOPs per token, SC'21 Eq. 3 divided by B·s."""
-        return self.flops_per_iteration(recompute) / self.tokens_per_iteration
+    def flops_per_iteration(self, recompute: bool = True, tp: int = 1) -> float:
+        """Training FLOPs per iteration: `flops_per_token` times B·s."""
+        return self.flops_per_token(recompute, tp) * self.tokens_per_iteration
 
 
 def _gpt3(name: str, layers: int, hidden: int, heads: int, batch: int) -> Model:
@@ -164,7 +239,7 @@ def _sc21(size: str, layers: int, hidden: int, heads: int, batch: int) -> Model:
 
 def _llama(name: str, n: int, h: int, a: int, k: int, f: int, s: int, v: int, b: int) -> Model:
     return Model(
-        name, n, h, a, s, v, b, kv_heads=k, ffn_hidden=f, gated_mlp=True, bias=False,
+        name, n, h, a, s, v, b, kv_heads=k, ffn_hidden=f, mlp="swiglu", bias=False,
         tied_embeddings=False, learned_positions=False,
     )  # fmt: skip
 
@@ -199,6 +274,8 @@ PRESETS: dict[str, Model] = {
         _llama("llama2-70b", 80, 8192, 64, 8, 28672, 4096, 32000, 1024),
         _llama("llama3-8b", 32, 4096, 32, 8, 14336, 8192, 128256, 512),
         _llama("llama3-70b", 80, 8192, 64, 8, 28672, 8192, 128256, 512),
+        # Llama 3.1 405B: Dubey et al. 2024 (arXiv:2407.21783) Table 3, 16M-token batches.
+        _llama("llama3-405b", 126, 16384, 128, 8, 53248, 8192, 128256, 2048),
     )
 }
 
@@ -241,6 +318,8 @@ def model_from_mapping(data: Mapping[str, Any]) -> Model:
         base = preset(str(data["preset"]))
         if "heads" in overrides and "kv_heads" not in overrides and base.kv_heads == base.heads:
             overrides["kv_heads"] = 0
+        if "gated_mlp" in overrides and "mlp" not in overrides:
+            overrides["mlp"] = ""
         keep_ffn = "ffn_hidden" in overrides or base.ffn_hidden != 4 * base.hidden
         if "hidden" in overrides and not keep_ffn:
             overrides["ffn_hidden"] = 0

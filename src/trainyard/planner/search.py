@@ -8,15 +8,25 @@ Search space (each layout is then checked with `ParallelLayout.check`):
 
 * tp: divisors of min(nodes_of, heads) that divide heads, kv_heads, hidden and ffn_hidden (a
   tensor-parallel group stays inside one node);
-* pp: divisors of the layer count; dp = num_gpus / (tp·pp), an integer, with global_batch a
-  multiple of dp·micro_batch;
-* micro_batch in 1, 2, 4, 8; ZeRO stage 0-3; recompute none / selective / full;
+* pp: divisors of the layer count (even stages), and the counts that split the layers plus
+  the embedding and the loss evenly, the first and last stage then holding one layer fewer
+  (`uneven_stages`, e.g. 126 layers on 16 stages as 7 + 14 x 8 + 7); dp·cp = num_gpus /
+  (tp·pp), an integer;
+* cp (context parallelism): 1, and for sequences of 8,192 tokens or more every divisor of dp·cp
+  that leaves each rank at least 4,096 tokens (and s a multiple of 2·cp); dp = the rest, with
+  global_batch a multiple of dp·micro_batch;
+* micro_batch in 1, 2, 4, 8; ZeRO stage 0-3 without pipeline parallelism, 0-1 with it (no
+  launcher runs ZeRO-2/3 with pipeline stages: DeepSpeed's pipeline engine stops at ZeRO-1,
+  PyTorch FSDP and Megatron-FSDP are emitted without pipelines); recompute none / selective /
+  full;
 * virtual_stages (interleaving) 1 to 4 when pp > 1, the layers divide into pp·v chunks and the
   micro-batches per pipeline are a multiple of pp (Megatron's interleaved schedule requires
   it). The point-to-point traffic that grows with v is not modelled, so v stops at 4, the
   largest factor the Megatron papers report using (SC'21 §5; Korthikanti et al. Table 3 uses 3);
 * sequence parallelism is on whenever tp > 1: the time model costs its communication like
   plain tensor parallelism and it lowers activation memory and traffic, so it is never worse;
+  so is the overlap of tensor-parallel communication with the GEMMs (Megatron-Core
+  --tp-comm-overlap), which needs it;
 * attention is fused (flash) unless `flash_attention=False` is passed (a stack that stores
   the score matrix). With flash attention selective recompute saves no memory (the scores it
   drops are never stored) and only adds FLOPs, so it is not tried.
@@ -25,11 +35,11 @@ Memory filter: a layout fits when its most loaded GPU needs at most HEADROOM (95
 memory; the 5 % covers what `memory` does not model (CUDA context, NCCL buffers, temporary
 buffers, fragmentation).
 
-Pruning: memory is evaluated before time, and time only for layouts that fit. ZeRO stages 0, 1
-and 2 cost the same time in the model, so for each other choice only the lowest stage that fits
-is kept (more sharding buys nothing there); ZeRO-3 (slower: 1.5x the gradient traffic) is only
-tried when none of 0-2 fits. With dp = 1 ZeRO changes nothing and only stage 0 is tried. Step
-times are cached on what they depend on (ZeRO matters only as "3 or not").
+Pruning: memory is evaluated before time, and time only for layouts that fit. More sharding
+never makes a step faster in the model (ZeRO 0 and 1 cost the same; 2 and 3 add
+communication per micro-batch), so for each other choice only the lowest stage that fits is
+kept. With dp·cp = 1 ZeRO changes nothing and only stage 0 is tried. Step times are cached on
+what they depend on (ZeRO 0 and 1 alike).
 
 Ranking: iteration time ascending (throughput descending, the model and GPU count being fixed),
 ties broken by lower memory, then by the layout's fields.
@@ -42,6 +52,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from trainyard.planner.collectives import LinkSet
 from trainyard.planner.compute import StepTime, step_time
 from trainyard.planner.errors import PlannerError
 from trainyard.planner.hardware import GPU
@@ -49,13 +60,26 @@ from trainyard.planner.layout import RECOMPUTE_MODES, ParallelLayout, Recompute
 from trainyard.planner.memory import MemoryBreakdown, memory_per_gpu
 from trainyard.planner.model import Model
 
-__all__ = ["HEADROOM", "MICRO_BATCHES", "VIRTUAL_STAGES", "Plan", "best", "search"]
+__all__ = [
+    "HEADROOM",
+    "MICRO_BATCHES",
+    "VIRTUAL_STAGES",
+    "Plan",
+    "best",
+    "context_parallel_options",
+    "search",
+    "uneven_stages",
+]
 
 HEADROOM: Final = 0.95  # share of GPU memory a plan may use (see the module docstring)
 MICRO_BATCHES: Final = (1, 2, 4, 8)
 VIRTUAL_STAGES: Final = (1, 2, 3, 4)
-# What a step time depends on: tp, pp, dp, micro_batch, virtual_stages, recompute, ZeRO-3 or not.
-_Key = tuple[int, int, int, int, int, str, bool]
+# What a step time depends on: tp, cp, pp, dp, micro_batch, virtual_stages, recompute, ZeRO
+# (0 and 1 alike), first and last stage layers.
+_Key = tuple[int, int, int, int, int, int, str, int, int, int]
+# Context parallelism: only for sequences this long, and never below this many tokens a rank.
+CP_MIN_SEQ: Final = 8192
+CP_MIN_TOKENS: Final = 4096
 _RECOMPUTES: Final[tuple[Recompute, ...]] = ("none", "selective", "full")
 # Times one layout (`compute.step_time` with the topology of the placement at hand).
 Timer = Callable[[ParallelLayout], StepTime]
@@ -96,16 +120,53 @@ def _tp_options(model: Model, nodes_of: int) -> list[int]:
     return [t for t in _divisors(min(nodes_of, model.heads)) if all(s % t == 0 for s in sizes)]
 
 
+def uneven_stages(layers: int, pp: int) -> tuple[int, int] | None:
+    """(first/last stage layers, middle stage layers) for `pp` stages that do not divide
+    `layers`: the first and last stage hold one layer fewer than the others, the embedding and
+    the loss counting as a layer each (layers + 2 = pp·m; Megatron's
+    --account-for-embedding-in-pipeline-split / --account-for-loss-in-pipeline-split, Llama 3's
+    balancing); None when that does not split (or pp < 3)."""
+    if pp < 3 or layers % pp == 0 or (layers + 2) % pp:
+        return None
+    mid = (layers + 2) // pp
+    return (mid - 1, mid) if mid >= 2 else None
+
+
+def _pipelines(model: Model) -> list[tuple[int, int]]:
+    """(pp, first/last stage layers; 0 = even) options: every divisor of the layer count, and
+    the counts up to it that `uneven_stages` splits."""
+    out = [(pp, 0) for pp in _divisors(model.layers)]
+    for pp in range(3, model.layers):
+        if model.layers % pp:
+            found = uneven_stages(model.layers, pp)
+            if found is not None:
+                out.append((pp, found[0]))
+    return sorted(out)
+
+
+def context_parallel_options(model: Model, ranks: int) -> list[int]:
+    """cp sizes tried for `ranks` = dp·cp GPUs (see the module docstring)."""
+    out = [1]
+    if model.seq_len >= CP_MIN_SEQ:
+        for cp in _divisors(ranks)[1:]:
+            if model.seq_len % (2 * cp) == 0 and model.seq_len // cp >= CP_MIN_TOKENS:
+                out.append(cp)
+    return out
+
+
 def _shapes(model: Model, num_gpus: int, nodes_of: int) -> list[tuple[int, int, int]]:
-    """(tp, pp, dp) triples with tp·pp·dp = num_gpus and some micro-batch dividing the batch."""
+    """(tp, pp, dp·cp) triples with tp·pp·dp·cp = num_gpus and some split of dp·cp whose dp
+    divides the batch. (pp may be a count with uneven stages: see `_pipelines`.)"""
     out = []
+    pps = sorted({pp for pp, _ in _pipelines(model)})
     for tp in _tp_options(model, nodes_of):
-        for pp in _divisors(model.layers):
+        for pp in pps:
             if num_gpus % (tp * pp):
                 continue
-            dp = num_gpus // (tp * pp)
-            if model.global_batch % dp == 0:
-                out.append((tp, pp, dp))
+            ranks = num_gpus // (tp * pp)
+            cps = context_parallel_options(model, ranks)
+            if any(model.global_batch % (ranks // cp) == 0 for cp in cps):
+                out.append((tp, pp, ranks))
     return out
 
 
@@ -124,7 +185,7 @@ def _smallest_fitting_count(model: Model, num_gpus: int, gpu: GPU, nodes_of: int
                 if tp * pp * dp > num_gpus:
                     counts.add((tp * pp * dp, tp, pp, dp))
     for n, tp, pp, dp in sorted(counts):
-        zero = 3 if dp > 1 else 0
+        zero = (3 if pp == 1 else 1) if dp > 1 else 0
         lean = ParallelLayout(
             tp=tp, pp=pp, dp=dp, zero=zero, recompute="full", sequence_parallel=tp > 1
         )
@@ -141,11 +202,13 @@ def search(
     top: int = 10,
     *,
     flash_attention: bool = True,
+    links: LinkSet | None = None,
 ) -> list[Plan]:
     """The `top` fastest layouts of `model` on `num_gpus` `gpu`s that fit in memory, best first.
 
     `nodes_of` is GPUs per node (tensor parallelism stays inside a node); `flash_attention`
-    says whether the job's attention is fused (see the module docstring). Raises `PlannerError`
+    says whether the job's attention is fused (see the module docstring); `links` are measured
+    links to time collectives on (`trainyard.planner.links`). Raises `PlannerError`
     naming the field for bad input, or when no layout is valid or fits (saying what limits and,
     when one exists, the smallest GPU count that would fit).
     """
@@ -156,10 +219,11 @@ def search(
         raise PlannerError(
             "num_gpus",
             f"{num_gpus} GPUs cannot be split as tp x pp x dp for {model.name!r}: tp must be one "
-            f"of {tps}, pp a divisor of layers ({model.layers}), and dp a divisor of "
-            f"global_batch ({model.global_batch}); pick a GPU count of that form",
+            f"of {tps}, pp a divisor of layers ({model.layers}) or a count with lighter first "
+            f"and last stages, and dp a divisor of global_batch ({model.global_batch}); pick a "
+            "GPU count of that form",
         )
-    plans = _uniform_plans(model, gpu, shapes, nodes_of, flash_attention)
+    plans = _uniform_plans(model, gpu, shapes, nodes_of, flash_attention, links)
     if not plans:
         smallest = _smallest_fitting_count(model, num_gpus, gpu, nodes_of)
         hint = (
@@ -177,12 +241,13 @@ def search(
     return plans[:top]
 
 
-def _rank(plan: Plan) -> tuple[float, float, int, int, int, int, int, int]:
+def _rank(plan: Plan) -> tuple[float, float, int, int, int, int, int, int, int]:
     lay = plan.layout
     return (
         plan.time.iteration_s,
         plan.memory.total,
         lay.tp,
+        lay.cp,
         lay.pp,
         lay.micro_batch,
         lay.zero,
@@ -197,11 +262,12 @@ def _uniform_plans(
     shapes: Sequence[tuple[int, int, int]],
     nodes_of: int,
     flash_attention: bool,
+    links: LinkSet | None = None,
 ) -> list[Plan]:
     """`_enumerate` timed on uniform nodes of `nodes_of` GPUs (what `search` ranks)."""
 
     def timer(layout: ParallelLayout) -> StepTime:
-        return step_time(model, layout, gpu, nodes_of)
+        return step_time(model, layout, gpu, nodes_of, links=links)
 
     return _enumerate(model, gpu, shapes, timer, flash_attention=flash_attention)
 
@@ -213,40 +279,77 @@ def _enumerate(
     timer: Timer,
     *,
     flash_attention: bool = True,
+    context_parallel: bool = True,
 ) -> list[Plan]:
-    """Every fitting plan over `shapes` (tp, pp, dp), unsorted; `timer` times a layout.
+    """Every fitting plan over `shapes` (tp, pp, dp·cp), unsorted; `timer` times a layout.
 
-    Shared by `search` (uniform nodes) and `trainyard.planner.allocation` (actual placement).
-    `timer` must depend on a layout only through tp, pp, dp, micro_batch, virtual_stages,
-    recompute and "ZeRO-3 or not" (results are cached on those).
+    Shared by `search` (uniform nodes) and `trainyard.planner.allocation` (actual placement,
+    `context_parallel=False`: its group topologies know tp, dp and pp only). `timer` must depend
+    on a layout only through the fields of `_Key` (results are cached on those).
     """
     budget = HEADROOM * gpu.memory_gb
     times: dict[_Key, StepTime] = {}
     plans: list[Plan] = []
     recomputes = tuple(r for r in _RECOMPUTES if not (flash_attention and r == "selective"))
-    for tp, pp, dp in shapes:
-        for mb in MICRO_BATCHES:
-            if model.global_batch % (dp * mb):
-                continue
-            m = model.global_batch // (dp * mb)
-            for v in VIRTUAL_STAGES:
-                if v > 1 and (pp == 1 or model.layers % (v * pp) or m % pp):
-                    continue
-                for recompute in recomputes:
-                    base = ParallelLayout(
-                        tp=tp,
-                        pp=pp,
-                        dp=dp,
-                        micro_batch=mb,
-                        recompute=recompute,
-                        virtual_stages=v,
-                        sequence_parallel=tp > 1,
-                        flash_attention=flash_attention,
-                    )
-                    plan = _best_zero(model, timer, budget, times, base)
-                    if plan is not None:
-                        plans.append(plan)
+    stage_options: dict[int, list[int]] = {}
+    for pp, first in _pipelines(model):
+        stage_options.setdefault(pp, []).append(first)
+    for tp, pp, ranks in shapes:
+        cps = context_parallel_options(model, ranks) if context_parallel else [1]
+        for cp in cps:
+            dp = ranks // cp
+            for first in stage_options.get(pp, [0]):
+                _enumerate_shape(
+                    model, timer, budget, times, plans, recomputes, flash_attention,
+                    (tp, cp, pp, dp, first),
+                )  # fmt: skip
     return plans
+
+
+def _enumerate_shape(
+    model: Model,
+    timer: Timer,
+    budget: float,
+    times: dict[_Key, StepTime],
+    plans: list[Plan],
+    recomputes: tuple[Recompute, ...],
+    flash_attention: bool,
+    shape: tuple[int, int, int, int, int],
+) -> None:
+    tp, cp, pp, dp, first = shape
+    counts = [model.layers // pp] * pp
+    if first:
+        mid = (model.layers - 2 * first) // (pp - 2)
+        counts = [first] + [mid] * (pp - 2) + [first]
+    for mb in MICRO_BATCHES:
+        if model.global_batch % (dp * mb):
+            continue
+        m = model.global_batch // (dp * mb)
+        for v in VIRTUAL_STAGES:
+            if v > 1:
+                if pp == 1 or m % pp:
+                    continue
+                lighter = first and first + 1 == counts[1] and counts[1] % v == 0
+                if any(n % v for n in counts) and not lighter:
+                    continue
+            for recompute in recomputes:
+                base = ParallelLayout(
+                    tp=tp,
+                    cp=cp,
+                    pp=pp,
+                    dp=dp,
+                    micro_batch=mb,
+                    recompute=recompute,
+                    virtual_stages=v,
+                    sequence_parallel=tp > 1,
+                    tp_comm_overlap=tp > 1,
+                    flash_attention=flash_attention,
+                    first_stage_layers=first,
+                    last_stage_layers=first,
+                )
+                plan = _best_zero(model, timer, budget, times, base)
+                if plan is not None:
+                    plans.append(plan)
 
 
 def _best_zero(
@@ -257,7 +360,10 @@ def _best_zero(
     base: ParallelLayout,
 ) -> Plan | None:
     """`base` with the lowest ZeRO stage that fits (see the module docstring), or None."""
-    stages = (0, 1, 2, 3) if base.dp > 1 else (0,)
+    if base.dp * base.cp == 1:
+        stages: tuple[int, ...] = (0,)
+    else:
+        stages = (0, 1, 2, 3) if base.pp == 1 else (0, 1)
     for zero in stages:
         layout = dataclasses.replace(base, zero=zero)
         mem = _fits(model, layout, budget)
@@ -265,12 +371,15 @@ def _best_zero(
             continue
         key: _Key = (
             base.tp,
+            base.cp,
             base.pp,
             base.dp,
             base.micro_batch,
             base.virtual_stages,
             base.recompute,
-            zero == 3,
+            max(zero, 1) if zero else 0,
+            base.first_stage_layers,
+            base.last_stage_layers,
         )
         if key not in times:
             times[key] = timer(layout)
@@ -281,7 +390,16 @@ def _best_zero(
 
 
 def best(
-    model: Model, num_gpus: int, gpu: GPU, nodes_of: int = 8, *, flash_attention: bool = True
+    model: Model,
+    num_gpus: int,
+    gpu: GPU,
+    nodes_of: int = 8,
+    *,
+    flash_attention: bool = True,
+    links: LinkSet | None = None,
 ) -> Plan:
     """The fastest fitting layout (`search(...)[0]`); raises `PlannerError` like `search`."""
-    return search(model, num_gpus, gpu, nodes_of, top=1, flash_attention=flash_attention)[0]
+    found = search(
+        model, num_gpus, gpu, nodes_of, top=1, flash_attention=flash_attention, links=links
+    )
+    return found[0]

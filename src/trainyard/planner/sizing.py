@@ -23,6 +23,7 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
+from trainyard.planner.collectives import LinkSet
 from trainyard.planner.errors import PlannerError
 from trainyard.planner.hardware import GPU
 from trainyard.planner.model import Model
@@ -121,9 +122,11 @@ def candidate_counts(model: Model, max_gpus: int, nodes_of: int = 8) -> list[int
     return sorted(counts)
 
 
-def _best_at(model: Model, gpu: GPU, n: int, nodes_of: int, flash: bool) -> Plan | None:
+def _best_at(
+    model: Model, gpu: GPU, n: int, nodes_of: int, flash: bool, links: LinkSet | None = None
+) -> Plan | None:
     """`search(model, n, gpu, nodes_of, top=1)[0]`, or None where search finds nothing."""
-    plans = _uniform_plans(model, gpu, _shapes(model, n, nodes_of), nodes_of, flash)
+    plans = _uniform_plans(model, gpu, _shapes(model, n, nodes_of), nodes_of, flash, links)
     return min(plans, key=_rank) if plans else None
 
 
@@ -138,11 +141,13 @@ def size_for_tokens(
     nodes_of: int = 8,
     deadline_hours: float | None = None,
     flash_attention: bool = True,
+    links: LinkSet | None = None,
 ) -> list[SizingOption]:
     """Every GPU count up to `max_gpus` with a fitting layout, best first for `objective`.
 
     Each option carries `search`'s best plan at that count and the hours, GPU-hours and cost
-    (with `price_per_gpu_hour`) of training `tokens` tokens; `flash_attention` is `search`'s.
+    (with `price_per_gpu_hour`) of training `tokens` tokens; `flash_attention` and `links`
+    (measured links) are `search`'s.
     Raises `PlannerError` naming the
     field for bad input, when nothing fits within `max_gpus` (saying the smallest count that
     would), or when no option meets `deadline_hours` (saying the fastest one).
@@ -160,7 +165,7 @@ def size_for_tokens(
     for n in candidate_counts(model, max_gpus, nodes_of):
         if n < lowest:
             continue
-        plan = _best_at(model, gpu, n, nodes_of, flash_attention)
+        plan = _best_at(model, gpu, n, nodes_of, flash_attention, links)
         if plan is None:
             continue
         hours = tokens / plan.tokens_per_s / 3600

@@ -186,7 +186,8 @@ def test_plan_environment_is_allowed_only_with_model() -> None:
 
 
 def test_a_gpu_count_the_model_cannot_use_names_gpus() -> None:
-    spec = parse_job_spec("name: a\ncommand: x\nmodel: gpt3-125m\ngpu_type: H100\ngpus: 7\n")
+    # 11 divides neither the 12 layers, nor 12 + 2 (lighter first/last stages), nor the batch
+    spec = parse_job_spec("name: a\ncommand: x\nmodel: gpt3-125m\ngpu_type: H100\ngpus: 11\n")
     with pytest.raises(JobSpecError) as exc:
         resolve(spec)
     assert exc.value.field == "gpus"

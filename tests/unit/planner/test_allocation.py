@@ -131,9 +131,10 @@ def test_bad_order_and_top() -> None:
 
 
 def test_no_split_and_no_fit_are_clear() -> None:
-    # 3 GPUs: tp must divide 3 and 64 heads -> tp = 1; 3 divides neither layers nor batch.
+    # 7 GPUs: tp must divide 7 and 64 heads -> tp = 1; 7 divides neither the layers, nor the
+    # layers plus embedding and loss (18, uneven stages), nor the batch.
     with pytest.raises(PlannerError, match="tp x pp x dp") as err:
-        search_allocation(MID, A100, (3,))
+        search_allocation(MID, A100, (7,))
     assert err.value.field == "gpus_per_node"
     big = preset("gpt3-175b")
     with pytest.raises(PlannerError, match="ask for at least") as err:

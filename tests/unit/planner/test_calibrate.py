@@ -43,7 +43,7 @@ def test_shipped_constants_lie_on_the_full_grid() -> None:
     assert c.gemm_half in FULL_GRID.gemm_half
     assert c.traffic in FULL_GRID.traffic
     assert c.peak_exponent in FULL_GRID.peak_exponent
-    assert len(FULL_GRID.points()) == 12 * 17 * 40 * 5
+    assert len(FULL_GRID.points()) == 21 * 25 * 40 * 5
 
 
 def test_shipped_constants_beat_their_neighbours(cases: list[Case]) -> None:
@@ -70,7 +70,7 @@ def test_the_objective_never_sees_held_out_rows(cases: list[Case]) -> None:
     # same point with the same objective.
     doubled = [c if c.calibration else dataclasses.replace(c, published=2 * c.published)
                for c in cases]  # fmt: skip
-    grid = Grid((0.64, 0.65), (225.0,), (1.6, 1.7), (1.0,))
+    grid = Grid((0.74, 0.75), (400.0,), (2.1, 2.2), (1.0,))
     a, b = fit(cases, grid), fit(doubled, grid)
     assert a.calibration == b.calibration == CALIBRATION
     assert a.objective == b.objective

@@ -54,7 +54,8 @@ def total(model: Model, layout: ParallelLayout) -> float:
 @given(cases())
 def test_more_zero_sharding_never_increases_memory(case: tuple[Model, ParallelLayout]) -> None:
     model, layout = case
-    totals = [total(model, dataclasses.replace(layout, zero=z)) for z in range(4)]
+    # ZeRO 0-2; ZeRO-3 also holds two gathered layers, which a small dp may not repay.
+    totals = [total(model, dataclasses.replace(layout, zero=z)) for z in range(3)]
     assert all(b <= a + EPS for a, b in itertools.pairwise(totals))
 
 

@@ -1,0 +1,133 @@
+"""Issue 18, acceptance 3: every Megatron-LM command the launcher emits parses against the
+argument names of the public Megatron-LM source (data/megatron_arguments.json: names, whether
+each takes a value and its allowed values, as of the commit it names), and every emitted
+configuration is one its target runs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from trainyard.planner.hardware import gpu
+from trainyard.planner.launch import PLACEHOLDERS, LaunchSettings, launch_settings
+from trainyard.planner.layout import ParallelLayout
+from trainyard.planner.memory import memory_per_gpu
+from trainyard.planner.model import preset
+from trainyard.planner.search import Plan, search
+
+ARGS: dict[str, Any] = json.loads(
+    (Path(__file__).parent / "data" / "megatron_arguments.json").read_text()
+)
+KNOWN: dict[str, dict[str, Any]] = ARGS["arguments"]
+
+
+def parse(argv: tuple[str, ...]) -> dict[str, list[str]]:
+    """argv as Megatron's parser reads it: every flag known, values where it takes them, none
+    where it does not, and within its choices."""
+    out: dict[str, list[str]] = {}
+    i = 0
+    while i < len(argv):
+        flag = argv[i]
+        assert flag in KNOWN, f"{flag} is not a Megatron-LM argument at {ARGS['commit'][:10]}"
+        assert flag not in out, f"{flag} given twice"
+        i += 1
+        values: list[str] = []
+        while i < len(argv) and not argv[i].startswith("--"):
+            values.append(argv[i])
+            i += 1
+        kind = KNOWN[flag]["value"]
+        if kind == "none":
+            assert not values, f"{flag} takes no value, got {values}"
+        elif kind == "one":
+            assert len(values) == 1, f"{flag} takes one value, got {values}"
+        else:
+            assert values, f"{flag} takes values"
+        choices = KNOWN[flag].get("choices")
+        if choices:
+            assert all(v in choices for v in values), f"{flag} {values} not in {choices}"
+        out[flag] = values
+    return out
+
+
+def _plan(model_name: str, layout: ParallelLayout) -> tuple[Any, Plan]:
+    from trainyard.planner.compute import step_time
+
+    model = preset(model_name)
+    t = step_time(model, layout, gpu("H100"))
+    return model, Plan(layout, memory_per_gpu(model, layout), t, 1.0, 1.0, 0.5)
+
+
+def _runnable(settings: LaunchSettings) -> None:
+    if settings.megatron:
+        flags = parse(settings.megatron)
+        for name in PLACEHOLDERS:
+            assert f"${name}" in " ".join(settings.megatron), name
+        assert "--tokenizer-model" in flags and "--data-path" in flags
+        assert not ("--use-distributed-optimizer" in flags and "--use-megatron-fsdp" in flags)
+    ds = settings.deepspeed
+    if ds is not None and "pipeline" in ds:
+        assert ds["zero_optimization"]["stage"] <= 1
+
+
+def test_the_argument_list_names_its_source() -> None:
+    assert len(ARGS["commit"]) == 40 and "arguments.py" in ARGS["source"]
+    assert len(KNOWN) >= 60
+
+
+def test_gpt3_175b_on_128_h100_emits_only_runnable_configs() -> None:
+    model, device = preset("gpt3-175b"), gpu("H100")
+    for plan in search(model, 128, device, top=5):
+        lay = plan.layout
+        assert not (lay.pp > 1 and lay.zero >= 2), lay  # nothing runs that
+        settings = launch_settings(model, plan, device)
+        _runnable(settings)
+        flags = parse(settings.megatron)
+        if lay.zero == 1:
+            assert "--use-distributed-optimizer" in flags
+
+
+@pytest.mark.parametrize(
+    ("model_name", "layout", "expect"),
+    [
+        ("llama3-405b", ParallelLayout(tp=8, pp=16, dp=2, cp=2, first_stage_layers=7,
+                                       last_stage_layers=7, virtual_stages=8, zero=1,
+                                       sequence_parallel=True, tp_comm_overlap=True,
+                                       flash_attention=True),
+         {"--account-for-embedding-in-pipeline-split": [], "--context-parallel-size": ["2"],
+          "--num-virtual-stages-per-pipeline-rank": ["8"], "--tp-comm-overlap": [],
+          "--group-query-attention": [], "--swiglu": [], "--cp-comm-type": ["p2p"]}),
+        ("gpt3-13b", ParallelLayout(tp=2, pp=4, dp=2, first_stage_layers=8, last_stage_layers=8,
+                                    sequence_parallel=True),
+         {"--decoder-first-pipeline-num-layers": ["8"],
+          "--decoder-last-pipeline-num-layers": ["8"]}),
+        ("llama2-7b", ParallelLayout(dp=16, zero=3, flash_attention=True),
+         {"--use-megatron-fsdp": [], "--data-parallel-sharding-strategy": ["optim_grads_params"],
+          "--ckpt-format": ["fsdp_dtensor"]}),
+        ("llama2-7b", ParallelLayout(dp=16, zero=2, flash_attention=True),
+         {"--data-parallel-sharding-strategy": ["optim_grads"]}),
+    ],
+)  # fmt: skip
+def test_layouts_map_to_megatron_flags(
+    model_name: str, layout: ParallelLayout, expect: dict[str, list[str]]
+) -> None:
+    model, plan = _plan(model_name, layout)
+    settings = launch_settings(model, plan, gpu("H100"))
+    _runnable(settings)
+    flags = parse(settings.megatron)
+    for flag, values in expect.items():
+        assert flags.get(flag) == values, (flag, flags.get(flag))
+
+
+def test_unrunnable_targets_get_no_config_and_a_note() -> None:
+    model, plan = _plan("llama2-7b", ParallelLayout(dp=16, zero=3, shard_group=8))
+    settings = launch_settings(model, plan, gpu("H100"))
+    assert settings.megatron == () and settings.deepspeed is None
+    assert any("FSDP2" in note for note in settings.notes)
+    model, plan = _plan("gpt3-13b", ParallelLayout(tp=2, pp=2, dp=4, zero=1))
+    settings = launch_settings(model, plan, gpu("H100"))
+    assert settings.deepspeed is None and any("DeepSpeed: no config" in n for n in settings.notes)
+    model, plan = _plan("gpt3-1.3b", ParallelLayout(pp=2, dp=4, zero=1))
+    assert launch_settings(model, plan, gpu("H100")).deepspeed["pipeline"]["stages"] == 2
