@@ -31,7 +31,9 @@ from trainyard.core.placement import (
     cpu_only_candidates,
     job_demand,
     pick_devices,
+    single_nodes,
 )
+from trainyard.core.plugins.scoring import FUSED, best_single_node
 from trainyard.core.queues import QueueIndex
 from trainyard.core.snapshot import Snapshot, validate
 from trainyard.core.spares import recovering_first
@@ -117,6 +119,11 @@ class Cycle:
         self.scorers: list[tuple[Scorer[ClusterState, Candidate], float]] = [
             (SCORERS.get(n), w) for n, w in profile.scorers if w
         ]
+        # the scorers by `scoring.FUSED` code, when every one is built in (see `find`)
+        fused = [(FUSED.get(fn, -1), w) for fn, w in self.scorers]
+        self.fused: list[tuple[int, float]] | None = (
+            fused if all(code >= 0 for code, _w in fused) else None
+        )
         self._states: dict[type, object] = {}  # see state_of
 
     def state_of(self, kind: type[S]) -> S:
@@ -143,6 +150,18 @@ class Cycle:
             found = self.layout.classes_for(job.gpu_types, job.gpu_memory_gb)
             self._classes[key] = found
         return found
+
+    def _one_class(self, job: Job) -> int:
+        """The class of a job of one acceptable device class that fits one of its nodes and
+        has room in it now, else -1."""
+        classes = self.classes_of(job)
+        if len(classes) != 1:
+            return -1
+        c = classes[0]
+        g = job.gpus
+        if g > self.layout.class_node_max[c] or self.state.class_free[c] < g:
+            return -1
+        return c
 
     def max_level(self, job: Job) -> int:
         """The outermost level `job` may span (depth: one node; -1: the whole cluster)."""
@@ -180,6 +199,15 @@ class Cycle:
         if job.gpus == 0:
             cands = cpu_only_candidates(self.state, job)
         else:
+            c = self._one_class(job) if self.fused is not None and job.nodes <= 1 else -1
+            if c >= 0:  # one class, fits one node: rate its nodes without building every
+                # candidate (the choice `candidates` and `choose` make; best_single_node)
+                nodes = single_nodes(self.state, job, c, job.topology == "island")
+                if nodes:
+                    assert self.fused is not None
+                    g = job.gpus
+                    n = nodes[best_single_node(self.state, c, nodes, g, self.fused)]
+                    return Candidate(c, [(n, g)], self.layout.depth, n)
             cands = candidates(
                 self.state,
                 job,

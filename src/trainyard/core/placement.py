@@ -86,7 +86,14 @@ def _first_usable(
 def single_node_candidates(
     state: ClusterState, job: Job, c: int, need_island: bool
 ) -> list[Candidate]:
-    """Up to three candidates: the first usable node of the two tightest free-count buckets
+    """The candidates of `single_nodes` (each `job.gpus` GPUs on one node)."""
+    depth = state.layout.depth
+    g = job.gpus
+    return [Candidate(c, [(n, g)], depth, n) for n in single_nodes(state, job, c, need_island)]
+
+
+def single_nodes(state: ClusterState, job: Job, c: int, need_island: bool) -> list[int]:
+    """Up to three nodes: the first usable node of the two tightest free-count buckets
     >= job.gpus (best fit and next) and of the emptiest bucket (what a spreading scorer
     wants). More buckets would only cost time: the scorers are monotone in the free count
     except through the enclosing domain, which these three already contrast. Nodes are
@@ -97,7 +104,7 @@ def single_node_candidates(
     nb = len(buckets)
     cpu, mem = job_demand(job)
     island = 2 if need_island else 1 if state.layout.multi_island[c] else 0
-    out: list[Candidate] = []
+    out: list[int] = []
     last = nb
     for k in range(g, nb):  # the two tightest buckets
         if buckets[k] and _add_first(state, out, c, k, g, cpu, mem, island) and len(out) == 2:
@@ -111,7 +118,7 @@ def single_node_candidates(
 
 def _add_first(
     state: ClusterState,
-    out: list[Candidate],
+    out: list[int],
     c: int,
     k: int,
     g: int,
@@ -126,7 +133,7 @@ def _add_first(
     n = _first_usable(state, m, g, cpu, mem, island) if cpu > 0 or mem > 0 or island else lowest(m)
     if n < 0:
         return False
-    out.append(Candidate(c, [(n, g)], state.layout.depth, n))
+    out.append(n)
     return True
 
 

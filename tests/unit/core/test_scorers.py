@@ -11,8 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from strategies import snapshots
 
-from trainyard.core import get_profile
+from trainyard.core import get_profile, run_cycle
 from trainyard.core.cycle import Cycle
 from trainyard.core.framework import SCORERS
 from trainyard.core.placement import Candidate
@@ -144,3 +147,31 @@ def test_binpack_and_spread_are_mirror_images() -> None:
     pack = SCORERS.get("binpack")(cycle.state, row.job, cands)
     spread = SCORERS.get("spread")(cycle.state, row.job, cands)
     assert [round(a + b, 9) for a, b in zip(pack, spread, strict=True)] == [1.0] * len(cands)
+
+
+# The same built-in scorers under other names (distinct function objects): a profile of
+# these is not fused, so the cycle rates every candidate through `placement.choose`.
+for _name in ("topology", "fragmentation", "binpack", "spread"):
+    _builtin = SCORERS.get(_name)
+    SCORERS.register(f"{_name}-unfused", lambda s, j, c, f=_builtin: f(s, j, c))
+
+
+@settings(max_examples=200, deadline=None)
+@given(snapshots(), st.sampled_from(["default", "priority", "drf", "las"]), st.booleans())
+def test_the_fused_single_node_choice_is_the_choice_of_the_scorers(
+    snap: Snapshot, name: str, spread: bool
+) -> None:
+    """`scoring.best_single_node` (the cycle's fast path for a job that fits one node of
+    one class) decides exactly as the scorers through `choose` would, on clusters with
+    several device classes, NVLink islands, drained nodes and spares."""
+    base = get_profile(name)
+    scorers = (("topology", 4.0), ("spread", 1.0)) if spread else base.scorers
+    fused = base.with_overrides(scorers=scorers)
+    plain = base.with_overrides(scorers=tuple((f"{n}-unfused", w) for n, w in scorers))
+    a, b = run_cycle(snap, fused), run_cycle(snap, plain)
+    assert (a.placements, a.evictions, a.resizes, a.reservations) == (
+        b.placements, b.evictions, b.resizes, b.reservations,
+    )  # fmt: skip
+    assert {k: v.message for k, v in a.pending.items()} == {
+        k: v.message for k, v in b.pending.items()
+    }

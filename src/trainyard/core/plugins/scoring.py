@@ -8,6 +8,12 @@ returns one value in [0, 1] per candidate; higher wins. The profile sums them wi
   the job touches, so that the largest free blocks stay whole for big gangs.
 - `binpack`: prefer the fullest enclosing innermost domain (consolidate into busy leaves).
 - `spread`: the opposite of `binpack` (prefer the emptiest leaves).
+
+`FUSED` names these four by code: for a job of one device class that fits one node, the
+cycle rates its (at most three) candidate nodes with `best_single_node`, which computes the
+same values, summed in the same order, as `placement.choose` over these scorers, without
+building a candidate or a list per scorer (about a tenth of a cycle). A profile with any
+other scorer goes through `choose`.
 """
 
 from __future__ import annotations
@@ -80,6 +86,57 @@ def binpack(state: ClusterState, job: Job, cands: list[Candidate]) -> list[float
 
 def spread(state: ClusterState, job: Job, cands: list[Candidate]) -> list[float]:
     return [1.0 - v for v in _leaf_fullness(state, cands)]
+
+
+FUSED: dict[object, int] = {topology: 0, fragmentation: 1, binpack: 2, spread: 3}
+
+
+def _node_value(state: ClusterState, code: int, c: int, n: int, g: int) -> float:
+    """What scorer `code` of `FUSED` gives a candidate of `g` GPUs on node `n` alone."""
+    layout = state.layout
+    if code == 0:
+        isl = layout.islands[n]
+        if len(isl) == 1:
+            return 1.0
+        free = state.free_mask[n]
+        return 1.0 if any((free & m).bit_count() >= g for m in isl) else 0.8
+    if code == 1:
+        return 1.0 - (state.free_cnt[n] - g) / max(layout.class_node_max[c], 1)
+    leaf = layout.leaf_of[n]
+    if leaf < 0:
+        full = 1.0 - state.free_cnt[n] / max(layout.class_node_max[c], 1)
+    else:
+        inner = len(layout.levels) - 1
+        cap = layout.domain_capacity[inner][c][leaf]
+        full = 1.0 - state.dom_free[inner][c][leaf] / max(cap, 1)
+    return full if code == 2 else 1.0 - full
+
+
+def best_single_node(
+    state: ClusterState, c: int, nodes: list[int], g: int, scorers: list[tuple[int, float]]
+) -> int:
+    """The position in `nodes` that `placement.choose` would pick among single-node
+    candidates of `g` GPUs of class `c` with these `FUSED` scorers (code, weight)."""
+    count = len(nodes)
+    if count == 1 or not scorers:
+        return 0
+    best = 0
+    top = _node_score(state, c, nodes[0], g, scorers)
+    for i in range(1, count):
+        score = _node_score(state, c, nodes[i], g, scorers)
+        if score > top + 1e-12:
+            best, top = i, score
+    return best
+
+
+def _node_score(
+    state: ClusterState, c: int, n: int, g: int, scorers: list[tuple[int, float]]
+) -> float:
+    """The weighted sum `choose` makes for one candidate (its terms in the same order)."""
+    total = 0.0
+    for code, weight in scorers:
+        total += weight * _node_value(state, code, c, n, g)
+    return total
 
 
 for _name, _fn in (
