@@ -163,6 +163,13 @@ class Cycle:
             return -1
         return c
 
+    @staticmethod
+    def shape(job: Job) -> tuple[object, ...]:
+        """What makes two jobs of a queue alike for an evicting action's failure memo: where
+        they may run (device types and memory, topology, nodes); with it, a job no smaller
+        than one that found no plan finds none either while capacity has not grown."""
+        return (job.queue, job.gpu_types, job.gpu_memory_gb, job.topology, job.nodes)
+
     def max_level(self, job: Job) -> int:
         """The outermost level `job` may span (depth: one node; -1: the whole cluster)."""
         if job.topology is None:

@@ -126,16 +126,7 @@ def las_preempt(cycle: Cycle) -> None:
         # class now plus every more-served victim of the queue (as of the action's start).
         if max(state.class_free, default=0) + index.gpus_above(q, level) < job.gpus:
             continue
-        key = (
-            job.queue,
-            job.priority,
-            level,
-            job.gpu_types,
-            job.gpu_memory_gb,
-            job.topology,
-            job.nodes,
-            state.epoch,
-        )
+        key = (cycle.shape(job), job.priority, level, state.epoch)
         if job.gpus >= failed.get(key, 1 << 30):
             continue
         if not _preempt_with(cycle, job, index):

@@ -66,15 +66,7 @@ def preempt(cycle: Cycle) -> None:
             if cycle.state.epoch != cycle.settled_epoch:
                 cycle.try_place_held(job, "preempt")  # room that earlier evictions left over
             continue
-        key = (
-            job.queue,
-            job.priority,
-            job.gpu_types,
-            job.gpu_memory_gb,
-            job.topology,
-            job.nodes,
-            cycle.state.epoch,
-        )
+        key = (cycle.shape(job), job.priority, cycle.state.epoch)
         if job.gpus >= failed.get(key, 1 << 30):
             continue
         if cycle.state.epoch != cycle.settled_epoch and cycle.try_place_held(job, "preempt"):

@@ -116,14 +116,7 @@ def reclaim(cycle: Cycle) -> None:
     for job in cycle.pending_jobs():
         if job.gpus == 0 or job.id not in cycle.status:
             continue
-        key = (
-            job.queue,
-            job.gpu_types,
-            job.gpu_memory_gb,
-            job.topology,
-            job.nodes,
-            cycle.state.epoch,
-        )
+        key = (cycle.shape(job), cycle.state.epoch)
         if job.gpus >= failed.get(key, 1 << 30):
             continue
         if cycle.quota_blocker(job) >= 0:

@@ -178,14 +178,7 @@ def _shrink_for_waiting(cycle: Cycle) -> None:
         need = _bounds(job)[0] if job.is_elastic else job.gpus
         if need > spare + cycle.state.free_of(cycle.classes_of(job)):
             continue  # the donors together cannot free enough
-        key = (
-            job.queue,
-            job.gpu_types,
-            job.gpu_memory_gb,
-            job.topology,
-            job.nodes,
-            cycle.state.epoch,
-        )
+        key = (cycle.shape(job), cycle.state.epoch)
         if need >= failed.get(key, 1 << 30):
             continue
         classes = set(cycle.classes_of(job))
