@@ -357,10 +357,13 @@ def owed_snapshots(draw: st.DrawFn) -> Snapshot:
     shares = [draw(st.integers(0, total // len(names))) for _ in names]
     queues = tuple(Queue(name, guaranteed=g) for name, g in zip(names, shares, strict=True))
     running = []
+    # many small jobs: a lender's borrowed GPUs come in several jobs, so a reclaim must pick
+    # them across lenders within each one's budget
+    small = draw(st.booleans())
     for n in nodes:
         free = list(range(n.gpus))
         while free and draw(st.integers(0, 5)) > 0:
-            take = draw(st.integers(1, len(free)))
+            take = draw(st.integers(1, min(2, len(free)) if small else len(free)))
             devices, free = tuple(free[:take]), free[take:]
             job = Job(
                 id=f"r{len(running)}",

@@ -28,6 +28,7 @@ class ProtectedState:
     (None until first needed)."""
 
     allocs: list[Alloc] | None = None
+    queues: frozenset[int] | None = None  # the queues those jobs are in
 
 
 def _protected(cycle: Cycle) -> list[Alloc]:
@@ -46,6 +47,17 @@ def _protected(cycle: Cycle) -> list[Alloc]:
         ]
         found.sort(key=_protection_end)
         st.allocs = found
+    return found
+
+
+def protected_queues(cycle: Cycle) -> frozenset[int]:
+    """The queues that hold a running preemptible job inside its `min_runtime`: a reclaim
+    lists them among the lenders although none of their jobs may be evicted yet, so that
+    `note_protection` can say which job the owner waits for."""
+    st = cycle.state_of(ProtectedState)
+    found = st.queues
+    if found is None:
+        found = st.queues = frozenset(a.queue for a in _protected(cycle))
     return found
 
 

@@ -7,17 +7,22 @@ path below the common ancestor): it borrows. Victims come first from the queue f
 its guaranteed quota, then the lowest priority, then the most recently started (least work
 lost). See `victims.py` for how the set is chosen and why it is minimal.
 
-A guarantee is guaranteed: victims are first sought among jobs small enough that their queue
-stays at or above its own guarantee. When no such set frees the owner's GPUs, a second pass
-lets one victim per borrowing queue take that queue below its guarantee, preferring the
-smallest overshoot, and the eviction's reason says so. No ping-pong: the lender is then
-below its guarantee, but the owner is at or below its own, so it holds nothing the lender
-could reclaim; and a queue that no longer borrows is never a victim.
+A guarantee is guaranteed: victims are first sought among sets that keep every lender at or
+above its own guarantee (a plan is built within each lender's budget: `_Rules.admit`, so two
+jobs of one lender that together would take it below are not planned). When no such set frees
+the owner's GPUs, and some lender has more borrowed work than it may lose, a second pass may
+take lenders below their guarantees (any job of a queue that borrows as the pass begins),
+preferring the plan that overshoots least, and the eviction's reason says so. When the only
+borrowed work is inside its `min_runtime`, the owner's reason says whose protection it waits
+for and until when. No ping-pong: the lender is then below its guarantee, but the owner is at
+or below its own, so it holds nothing the lender could reclaim; and a queue that no longer
+borrows is never a victim.
 """
 
 from __future__ import annotations
 
 from trainyard.core.actions.backfill import BackfillState
+from trainyard.core.actions.protected import note_protection, protected_queues
 from trainyard.core.actions.victims import by_queue, evict_for
 from trainyard.core.cycle import Cycle
 from trainyard.core.framework import ACTIONS, EVICTORS
@@ -62,8 +67,13 @@ class _Rules:
         vq = a.queue
         if self.related(vq) or not self.room(vq):
             return False
-        excess = self.excess(vq)
-        return excess >= a.gpus or (self.overshoot and excess > 0)
+        # overshooting: any job of a queue that borrowed when the pass began (the budgets
+        # list only those), the plan taking as little below guarantees as it can
+        return self.overshoot or self.excess(vq) >= a.gpus
+
+    def admit(self, a: Alloc, taken: dict[int, int]) -> bool:
+        """`allowed` for a plan being built: `taken` GPUs of each queue already in it."""
+        return self.overshoot or self.excess(a.queue) - taken.get(a.queue, 0) >= a.gpus
 
     def cost(self, a: Alloc) -> tuple[float, ...]:
         if self.overshoot:  # the GPUs by which the victim's queue falls below its guarantee
@@ -84,7 +94,10 @@ def reclaim_for(cycle: Cycle, job: Job) -> bool:
         return False
     rules = _Rules(queues, q, job)
     budgets = {}
-    for vq in by_queue(cycle):
+    per_queue = by_queue(cycle)
+    guarded = protected_queues(cycle)
+    lenders = per_queue.keys() | guarded if guarded else per_queue
+    for vq in lenders:
         if not rules.related(vq) and rules.room(vq):
             spare = rules.excess(vq)
             if spare > 0:
@@ -92,23 +105,35 @@ def reclaim_for(cycle: Cycle, job: Job) -> bool:
     if not budgets:
         return False
     reason = f"queue {job.queue} reclaims its guaranteed quota"
-    if evict_for(cycle, job, "reclaim", budgets, rules.allowed, rules.cost, reason):
-        return True
-    per_queue = by_queue(cycle)
-    allocs = cycle.state.allocs
-    if not any(
-        a.gpus > spare and allocs.get(a.job.id) is a
-        for vq, spare in budgets.items()
-        for a in per_queue.get(vq, ())
+    if evict_for(
+        cycle, job, "reclaim", budgets, rules.allowed, rules.cost, reason, admit=rules.admit
     ):
-        return False  # every borrowed job was already a candidate: overshooting adds none
+        return True
+    allocs = cycle.state.allocs
     over = _Rules(queues, q, job, overshoot=True)
+    anything = dict.fromkeys(budgets, 1 << 30)
+    if not any(
+        sum(a.gpus for a in per_queue.get(vq, ()) if allocs.get(a.job.id) is a) > spare
+        for vq, spare in budgets.items()
+    ):
+        # no lender has more borrowed work than it may lose: overshooting adds no plan now,
+        # but a protected job may once its minimum run time ends
+        if guarded:
+            pool = [
+                a
+                for vq in anything
+                for a in per_queue.get(vq, ())
+                if allocs.get(a.job.id) is a and over.allowed(a)
+            ]
+            note_protection(cycle, job, anything, over.allowed, pool)
+        return False
     reason += (
         ": no set of borrowed jobs frees it without taking a lender below its own guarantee, "
         "so the one that overshoots least was chosen"
     )
-    anything = dict.fromkeys(budgets, 1 << 30)
-    return evict_for(cycle, job, "reclaim", anything, over.allowed, over.cost, reason)
+    return evict_for(
+        cycle, job, "reclaim", anything, over.allowed, over.cost, reason, admit=over.admit
+    )
 
 
 def reclaim(cycle: Cycle) -> None:

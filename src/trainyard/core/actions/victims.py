@@ -41,6 +41,9 @@ from trainyard.core.cycle import Cycle, Status
 from trainyard.core.state import Alloc
 from trainyard.core.types import ActionName, Job
 
+# may a victim join the plan, given the GPUs already taken from each queue?
+Admit = Callable[[Alloc, dict[int, int]], bool]
+
 _DOMAINS_PLANNED: Final = 32  # qualifying domains planned per level, smallest shortfall first
 _DOMAINS_TRIED: Final = 6  # planned domains tried on the statement per level, cheapest plan first
 
@@ -118,16 +121,28 @@ def _price(plan: list[Alloc], cost: CostKey) -> tuple[float, ...]:
     return (float(evicted), float(retracted), first, float(len(plan)), *flat)
 
 
-def _plan(need: int, victims: list[tuple[int, Alloc]], cost: CostKey) -> list[Alloc]:
-    """Victims covering `need` GPUs (credit = their GPUs inside the domain), minimal."""
+def _plan(
+    need: int, victims: list[tuple[int, Alloc]], cost: CostKey, admit: Admit | None = None
+) -> list[Alloc]:
+    """Victims covering `need` GPUs (credit = their GPUs inside the domain), minimal.
+    `admit`, if given, says whether a victim may join those already taken (GPUs per queue):
+    a reclaim may take only so much from each lender, so a plan that the live check would
+    refuse halfway is not built."""
     single = [
-        (not a.placed_now, a.gpus, cost(a), a.job.id, a) for credit, a in victims if credit >= need
+        (not a.placed_now, a.gpus, cost(a), a.job.id, a)
+        for credit, a in victims
+        if credit >= need and (admit is None or admit(a, {}))
     ]
     if single:
         return [min(single, key=lambda t: t[:4])[4]]
     chosen: list[tuple[int, Alloc]] = []
     got = 0
+    taken: dict[int, int] = {}
     for credit, a in sorted(victims, key=lambda ca: (cost(ca[1]), ca[1].job.id)):
+        if admit is not None:
+            if not admit(a, taken):
+                continue
+            taken[a.queue] = taken.get(a.queue, 0) + a.gpus
         chosen.append((credit, a))
         got += credit
         if got >= need:
@@ -195,6 +210,7 @@ def evict_for(
     below_priority: int | None = None,
     prefilter: Callable[[Alloc], bool] | None = None,
     candidates: list[Alloc] | None = None,
+    admit: Admit | None = None,
 ) -> bool:
     """Evict the cheapest victims that let `job` fit and place it; False changes nothing.
 
@@ -204,7 +220,8 @@ def evict_for(
     the call (checked once per candidate victim); `candidates`, if given, replaces the
     victims `by_queue` lists for the budgets' queues (a caller that keeps its own index);
     `allowed` is the exact rule, checked on the live state before each eviction of a plan
-    (earlier victims of the plan may have used up a queue's budget)."""
+    (earlier victims of the plan may have used up a queue's budget); `admit`, if given, is
+    that rule for a plan being built (see `_plan`)."""
     state = cycle.state
     classes = cycle.classes_of(job)
     g = job.gpus
@@ -233,7 +250,9 @@ def evict_for(
     saved = lift_holds(cycle, job)  # its own reservation (and others a guarantee outranks)
     placed = any(
         state.class_free[c] + sum(a.gpus for a in pool if a.cls == c) >= g for c in classes
-    ) and _evict_at_levels(cycle, job, action, pool, _levels(cycle, job), allowed, cost, reason)
+    ) and _evict_at_levels(
+        cycle, job, action, pool, _levels(cycle, job), allowed, cost, reason, admit
+    )
     lifted = len(saved) != len(cycle.holds)
     restore_holds(cycle, job, saved, placed)
     if lifted and not placed:
@@ -265,6 +284,7 @@ def _evict_at_levels(
     allowed: Callable[[Alloc], bool],
     cost: CostKey,
     reason: str,
+    admit: Admit | None = None,
 ) -> bool:
     state = cycle.state
     g = job.gpus
@@ -311,7 +331,7 @@ def _evict_at_levels(
             options = []
             for need, d in shortfall[:_DOMAINS_PLANNED]:  # the least to free first
                 victims = _merge(credit[d])
-                plan = _plan(need, victims, cost)
+                plan = _plan(need, victims, cost, admit)
                 if plan:
                     options.append((_price(plan, cost), d, plan))
             options.sort(key=lambda o: (o[0], o[1]))
