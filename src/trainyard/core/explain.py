@@ -167,7 +167,7 @@ def _capacity(cycle: Cycle, job: Job) -> tuple[PendingCode, str]:
             f"{free} GPUs are free but not with that CPU/memory beside them"
         )
     hint = cycle.hints.get(job.id, "")
-    held = _held_for(cycle, job) + _on_spares(cycle, job)
+    held = _held_for(cycle, job) + _on_spares(cycle, job) + _on_drained(cycle, job)
     return "capacity", f"waiting for {_types(job)}; {free} free{held}{hint}"
 
 
@@ -228,6 +228,50 @@ def _on_spares(cycle: Cycle, job: Job) -> str:
         f"; {sum(k for _n, k in idle)} more on hot spares ({names}), kept for jobs "
         "recovering from a failure"
     )
+
+
+@dataclass(slots=True)
+class DrainedIndex:
+    """The snapshot's drained (unschedulable) nodes with free GPUs, as (name, free GPUs,
+    class), listed once per cycle."""
+
+    nodes: list[tuple[str, int, int]] | None = None
+
+
+def _on_drained(cycle: Cycle, job: Job) -> str:
+    """ "; the only node with N free GPUs is drained (X)" or "; N more free on drained
+    nodes (X, Y)" when drained nodes of the job's classes have free GPUs, so that "0 free"
+    never hides GPUs an operator could give back by undraining."""
+    index = cycle.state_of(DrainedIndex)
+    if index.nodes is None:
+        snapshot = cycle.snapshot
+        drained = {n.name for n in snapshot.nodes if not n.schedulable and n.gpus}
+        used: dict[str, int] = dict.fromkeys(drained, 0)
+        if drained:
+            for r in snapshot.running:
+                for part in r.placement:
+                    if part.node in used:
+                        used[part.node] += len(part.devices)
+        class_of = cycle.layout.class_of_node
+        index.nodes = [
+            (n.name, n.gpus - len(n.unavailable) - used[n.name], class_of[i])
+            for i, n in enumerate(snapshot.nodes)
+            if n.name in drained and n.gpus - len(n.unavailable) - used[n.name] > 0
+        ]
+    if not index.nodes:
+        return ""
+    classes = cycle.classes_of(job)
+    idle = [(name, k) for name, k, c in index.nodes if c in classes]
+    if not idle:
+        return ""
+    per = job.gpus // max(job.nodes, 1)
+    holds = [name for name, k in idle if k >= per]
+    if len(holds) == 1 and job.nodes <= 1 and job.gpus <= max(k for _n, k in idle):
+        k = max(k for _n, k in idle)
+        return f"; the only node with {k} free GPU{'s' if k != 1 else ''} is drained ({holds[0]})"
+    names = ", ".join(name for name, _k in idle[:3]) + (" ..." if len(idle) > 3 else "")
+    total = sum(k for _n, k in idle)
+    return f"; {total} more free on drained nodes ({names})"
 
 
 def _held_for(cycle: Cycle, job: Job) -> str:
