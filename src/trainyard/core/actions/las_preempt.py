@@ -14,6 +14,7 @@ preemptor has itself been served into a higher level (which is what LAS intends)
 
 from __future__ import annotations
 
+from trainyard.core.actions.protected import note_protection, protected_queues
 from trainyard.core.actions.victims import by_queue, evict_for
 from trainyard.core.cycle import Cycle
 from trainyard.core.framework import ACTIONS, EVICTORS, Profile
@@ -109,7 +110,8 @@ def las_preempt(cycle: Cycle) -> None:
     failed: dict[tuple[object, ...], int] = {}
     profile = cycle.profile
     index = _Index(cycle, profile)
-    if not index.by_queue:
+    guarded = protected_queues(cycle)  # queues with jobs inside their min_runtime
+    if not index.by_queue and not guarded:
         return  # nobody evictable has been served past the first threshold
     state = cycle.state
     qindex = cycle.queues.index
@@ -120,17 +122,29 @@ def las_preempt(cycle: Cycle) -> None:
             continue  # earlier evictions freed more than their preemptor needed
         q = qindex[job.queue]
         if q not in index.by_queue:
+            if q in guarded:  # no victim now: perhaps once a protection ends
+                _note_protected(cycle, job, q, index)
             continue  # no running job of its queue has been served past a threshold
         level = las_level(job, profile)
         # Upper bound on the room an eviction plan could make: the free GPUs of the best
         # class now plus every more-served victim of the queue (as of the action's start).
         if max(state.class_free, default=0) + index.gpus_above(q, level) < job.gpus:
+            if q in guarded:
+                _note_protected(cycle, job, q, index)
             continue
         key = (cycle.shape(job), job.priority, level, state.epoch)
         if job.gpus >= failed.get(key, 1 << 30):
             continue
         if not _preempt_with(cycle, job, index):
             failed[key] = min(failed.get(key, 1 << 30), job.gpus)
+
+
+def _note_protected(cycle: Cycle, job: Job, q: int, index: _Index) -> None:
+    """Say when `job` could evict its way in once more-served jobs of its queue leave their
+    `min_runtime` (`protected.note_protection`; its ETA and reason)."""
+    rules = _Rules(q, job, cycle.profile)
+    pool = index.victims(q, rules.level, job.priority)
+    note_protection(cycle, job, {q: 1 << 30}, rules.allowed, pool)
 
 
 ACTIONS.register("las_preempt", las_preempt)
