@@ -7,11 +7,12 @@ path below the common ancestor): it borrows. Victims come first from the queue f
 its guaranteed quota, then the lowest priority, then the most recently started (least work
 lost). See `victims.py` for how the set is chosen and why it is minimal.
 
-A guarantee is guaranteed: victims are first sought among sets that keep every lender at or
-above its own guarantee (a plan is built within each lender's budget: `_Rules.admit`, so two
-jobs of one lender that together would take it below are not planned). When no such set frees
-the owner's GPUs, and some lender has more borrowed work than it may lose, a second pass may
-take lenders below their guarantees (any job of a queue that borrows as the pass begins),
+A guarantee is guaranteed: victims are first sought among sets that keep every lender (and
+its ancestors below the common one) at or above its own guarantee: a plan is built within
+each lender's budget (`_Rules.admit`), so jobs of one lender that together would take it
+below are not planned. When no such set frees the owner's GPUs, and a plan was cut short by
+a budget or a borrowed job is larger than its lender's budget, a second pass may take
+lenders below their guarantees (any job of a queue that borrows as the pass begins),
 preferring the plan that overshoots least, and the eviction's reason says so. When the only
 borrowed work is inside its `min_runtime`, the owner's reason says whose protection it waits
 for and until when. No ping-pong: the lender is then below its guarantee, but the owner is at
@@ -47,6 +48,7 @@ class _Rules:
         self.job = job
         self.my_path = queues.path[q]
         self.overshoot = overshoot  # may a victim take its queue below its guarantee?
+        self.refused = False  # did `admit` keep a victim out of a plan?
 
     def related(self, vq: int) -> bool:
         return vq == self.q or vq in self.my_path or self.q in self.queues.path[vq]
@@ -72,8 +74,20 @@ class _Rules:
         return self.overshoot or self.excess(vq) >= a.gpus
 
     def admit(self, a: Alloc, taken: dict[int, int]) -> bool:
-        """`allowed` for a plan being built: `taken` GPUs of each queue already in it."""
-        return self.overshoot or self.excess(a.queue) - taken.get(a.queue, 0) >= a.gpus
+        """`allowed` for a plan being built: `taken` holds the GPUs the plan already takes
+        from each queue (and its ancestors below the common one, whose guarantees bind
+        too); an admitted victim is added to it."""
+        if self.overshoot:
+            return True
+        queues = self.queues
+        theirs = _below(queues.path[a.queue], self.my_path)
+        for x in theirs:
+            if queues.gpus[x] - queues.guaranteed[x] - taken.get(x, 0) < a.gpus:
+                self.refused = True
+                return False
+        for x in theirs:
+            taken[x] = taken.get(x, 0) + a.gpus
+        return True
 
     def cost(self, a: Alloc) -> tuple[float, ...]:
         if self.overshoot:  # the GPUs by which the victim's queue falls below its guarantee
@@ -112,12 +126,14 @@ def reclaim_for(cycle: Cycle, job: Job) -> bool:
     allocs = cycle.state.allocs
     over = _Rules(queues, q, job, overshoot=True)
     anything = dict.fromkeys(budgets, 1 << 30)
-    if not any(
-        sum(a.gpus for a in per_queue.get(vq, ()) if allocs.get(a.job.id) is a) > spare
+    if not rules.refused and not any(
+        a.gpus > spare and allocs.get(a.job.id) is a
         for vq, spare in budgets.items()
+        for a in per_queue.get(vq, ())
     ):
-        # no lender has more borrowed work than it may lose: overshooting adds no plan now,
-        # but a protected job may once its minimum run time ends
+        # no plan was cut short by a lender's budget and no borrowed job is larger than its
+        # lender's: overshooting adds no plan now, but a protected job may once its minimum
+        # run time ends
         if guarded:
             pool = [
                 a

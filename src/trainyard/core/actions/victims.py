@@ -125,9 +125,9 @@ def _plan(
     need: int, victims: list[tuple[int, Alloc]], cost: CostKey, admit: Admit | None = None
 ) -> list[Alloc]:
     """Victims covering `need` GPUs (credit = their GPUs inside the domain), minimal.
-    `admit`, if given, says whether a victim may join those already taken (GPUs per queue):
-    a reclaim may take only so much from each lender, so a plan that the live check would
-    refuse halfway is not built."""
+    `admit`, if given, says whether a victim may join those already taken (GPUs per queue,
+    which it updates for a victim it admits): a reclaim may take only so much from each
+    lender, so a plan that the live check would refuse halfway is not built."""
     single = [
         (not a.placed_now, a.gpus, cost(a), a.job.id, a)
         for credit, a in victims
@@ -139,10 +139,8 @@ def _plan(
     got = 0
     taken: dict[int, int] = {}
     for credit, a in sorted(victims, key=lambda ca: (cost(ca[1]), ca[1].job.id)):
-        if admit is not None:
-            if not admit(a, taken):
-                continue
-            taken[a.queue] = taken.get(a.queue, 0) + a.gpus
+        if admit is not None and not admit(a, taken):
+            continue
         chosen.append((credit, a))
         got += credit
         if got >= need:
