@@ -72,6 +72,16 @@ class Trace:
     def first(self, attempt: int) -> dict[str, Any] | None:
         return next((r for r in self.rows() if r["attempt"] == attempt), None)
 
+    def first_after(self, attempt: int) -> dict[str, Any] | None:
+        """The first row of the earliest attempt after `attempt` that trained: an attempt
+        may never train (a launch onto a node that left meanwhile is requeued at once as
+        the infrastructure's failure, under the next attempt number)."""
+        rows = [r for r in self.rows() if r["attempt"] > attempt]
+        if not rows:
+            return None
+        first = min(r["attempt"] for r in rows)
+        return next(r for r in rows if r["attempt"] == first)
+
     def last(self, attempt: int) -> dict[str, Any] | None:
         rows = [r for r in self.rows() if r["attempt"] == attempt]
         return rows[-1] if rows else None
@@ -166,8 +176,9 @@ def run(args: argparse.Namespace, home: Path) -> dict[str, Any]:
                 assert cluster is not None
                 lost_node = rank1["node"]
                 cluster.remove(lost_node)
-            nxt = attempt + 1
-            new = until(f"attempt {nxt} to train", lambda a=nxt: trace.first(a), 300, POLL_S)
+            new = until(f"an attempt after {attempt} to train",
+                        lambda a=attempt: trace.first_after(a), 300, POLL_S)  # fmt: skip
+            nxt = new["attempt"]
             old_last = trace.last(attempt)
             assert old_last is not None
             entry = {
