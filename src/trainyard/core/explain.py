@@ -217,13 +217,10 @@ def _on_spares(cycle: Cycle, job: Job) -> str:
             for i, n in enumerate(cycle.snapshot.nodes)
             if n.spare
         ]
-    if not spares.nodes:
-        return ""
-    classes = cycle.classes_of(job)
-    idle = [(name, k) for name, k, c in spares.nodes if c in classes]
+    idle = _of_classes(cycle, job, spares.nodes)
     if not idle:
         return ""
-    names = ", ".join(name for name, _k in idle[:3]) + (" ..." if len(idle) > 3 else "")
+    names = _names(idle)
     return (
         f"; {sum(k for _n, k in idle)} more on hot spares ({names}), kept for jobs "
         "recovering from a failure"
@@ -258,10 +255,7 @@ def _on_drained(cycle: Cycle, job: Job) -> str:
             for i, n in enumerate(snapshot.nodes)
             if n.name in drained and n.gpus - len(n.unavailable) - used[n.name] > 0
         ]
-    if not index.nodes:
-        return ""
-    classes = cycle.classes_of(job)
-    idle = [(name, k) for name, k, c in index.nodes if c in classes]
+    idle = _of_classes(cycle, job, index.nodes)
     if not idle:
         return ""
     per = job.gpus // max(job.nodes, 1)
@@ -269,9 +263,21 @@ def _on_drained(cycle: Cycle, job: Job) -> str:
     if len(holds) == 1 and job.nodes <= 1 and job.gpus <= max(k for _n, k in idle):
         k = max(k for _n, k in idle)
         return f"; the only node with {k} free GPU{'s' if k != 1 else ''} is drained ({holds[0]})"
-    names = ", ".join(name for name, _k in idle[:3]) + (" ..." if len(idle) > 3 else "")
     total = sum(k for _n, k in idle)
-    return f"; {total} more free on drained nodes ({names})"
+    return f"; {total} more free on drained nodes ({_names(idle)})"
+
+
+def _of_classes(cycle: Cycle, job: Job, nodes: list[tuple[str, int, int]]) -> list[tuple[str, int]]:
+    """(name, GPUs) of the listed (name, GPUs, class) nodes of one of the job's classes."""
+    if not nodes:
+        return []
+    classes = cycle.classes_of(job)
+    return [(name, k) for name, k, c in nodes if c in classes]
+
+
+def _names(idle: list[tuple[str, int]]) -> str:
+    """The first three node names, then "..." when there are more."""
+    return ", ".join(name for name, _k in idle[:3]) + (" ..." if len(idle) > 3 else "")
 
 
 def _held_for(cycle: Cycle, job: Job) -> str:
