@@ -124,8 +124,6 @@ def reclaim_for(cycle: Cycle, job: Job) -> bool:
     ):
         return True
     allocs = cycle.state.allocs
-    over = _Rules(queues, q, job, overshoot=True)
-    anything = dict.fromkeys(budgets, 1 << 30)
     if not rules.refused and not any(
         a.gpus > spare and allocs.get(a.job.id) is a
         for vq, spare in budgets.items()
@@ -135,6 +133,8 @@ def reclaim_for(cycle: Cycle, job: Job) -> bool:
         # lender's: overshooting adds no plan now, but a protected job may once its minimum
         # run time ends
         if guarded:
+            over = _Rules(queues, q, job, overshoot=True)
+            anything = dict.fromkeys(budgets, 1 << 30)
             pool = [
                 a
                 for vq in anything
@@ -147,6 +147,8 @@ def reclaim_for(cycle: Cycle, job: Job) -> bool:
         ": no set of borrowed jobs frees it without taking a lender below its own guarantee, "
         "so the one that overshoots least was chosen"
     )
+    over = _Rules(queues, q, job, overshoot=True)
+    anything = dict.fromkeys(budgets, 1 << 30)
     return evict_for(
         cycle, job, "reclaim", anything, over.allowed, over.cost, reason, admit=over.admit
     )
