@@ -92,8 +92,9 @@ def up_command(
         typer.Option(
             "--resize-restart-cost",
             min=0.0,
-            help="seconds a resize is taken to cost (checkpoint, relaunch): a move must repay "
-            "it over the job's age [the profile's: 90]",
+            help="seconds a resize is taken to cost (checkpoint, relaunch): a growth must "
+            "repay it over the job's age, a rebalance its restarts within the profile's "
+            "resize horizon [the profile's: 90]",
         ),
     ] = None,
     submit: Annotated[

@@ -110,6 +110,8 @@ PROFILE: dict[str, Spec] = {
     "queue_tie_break": ("str", None),
     "resize_min_gain": ("float", 0),
     "resize_hold_s": ("float", 0),
+    "resize_restart_s": ("float", 0),
+    "resize_horizon_s": ("float", 0),
 }
 _FORMATTER = string.Formatter()
 

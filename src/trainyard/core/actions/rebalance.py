@@ -28,10 +28,14 @@ term concave in the job's speedup, so GPUs are handed out greedily by the best g
 Elastic jobs placed earlier in the same cycle (not started yet) take part too, with no hold
 and never below the size they were placed at: starting larger costs no restart.
 
-Moves. A job is moved to its target only when the move is worth a restart: a job that grows
-must gain `resize.required_gain` (at least `Profile.resize_min_gain` of its goodput; just
-that for one placed in this cycle, which restarts nothing), and a job moves at all only
-after it has run `Profile.resize_hold_s` since its last (re)start. Jobs shrink in place (they keep a
+Moves. A job is moved to its target only when the move is worth its restarts: a job that
+grows must gain at least `Profile.resize_min_gain` of its goodput, a job moves at all only
+after it has run `Profile.resize_hold_s` since its last (re)start, and the move as a whole
+must pay (`move_delay`): over `Profile.resize_horizon_s`, the weighted time the growing jobs
+gain must exceed what the shrunk ones lose plus `Profile.resize_restart_s` for every job it
+restarts (the growing jobs with the smallest gains are left out until it does). Counting
+the shrunk jobs' restarts matters: a rebalance that grows one job restarts several, and
+arrivals every few minutes undo its gains before they repay them. Jobs shrink in place (they keep a
 subset of their devices) only as far as the growing jobs need, the cheapest loss per GPU
 first, never below their target or minimum, and a queue gives only what it holds above its
 guarantee unless every growing job is of that queue. While a queue owed its guarantee has a
@@ -51,7 +55,15 @@ from trainyard.core.goodput import GoodputModel, packed_nodes
 from trainyard.core.state import Alloc
 from trainyard.core.types import Job
 
-__all__ = ["LAS_SCALE", "REMAINING_EXPONENT", "Entry", "plan_targets", "sizes_above", "weight"]
+__all__ = [
+    "LAS_SCALE",
+    "REMAINING_EXPONENT",
+    "Entry",
+    "move_delay",
+    "plan_targets",
+    "sizes_above",
+    "weight",
+]
 
 LAS_SCALE: Final = 14_400.0  # GPU-seconds of service that halve a job's weight
 # Measured on the Pollux workloads (docs/benchmarks.md): 0.25 to 1 within 1% of each other,
@@ -86,6 +98,33 @@ def weight(job: Job, one: float) -> float:
         hours = info.remaining / info.batch / one / 3600.0
         return float(max(hours, _MIN_LEFT_H) ** -REMAINING_EXPONENT)
     return 1.0 / (1.0 + max(0.0, job.attained_service) / LAS_SCALE)
+
+
+def move_delay(
+    moves: list[tuple[Entry, int]], per_node: int, now: float, restart_s: float, horizon_s: float
+) -> float:
+    """Weighted seconds by which moving each entry's job to its new size delays its end, summed
+    (negative: the move pays). A job restarted on k GPUs instead of its current size loses
+    `restart_s` (nothing for one placed in this cycle, which has not started) and then runs at
+    the goodput ratio for the horizon: `horizon_s`, or the time it has left when it says (its
+    remaining samples at today's goodput), or its age when that is shorter and it does not.
+    Each job's seconds count with its rebalance weight, so that a move is judged by the same
+    priorities that set its targets."""
+    total = 0.0
+    for e, k in moves:
+        a = e.alloc
+        old = e.model.goodput(a.gpus, len(a.parts))
+        new = e.model.goodput(k, packed_nodes(k, per_node))
+        if old <= 0.0 or new <= 0.0:
+            return math.inf
+        info = a.job.elastic
+        if info is not None and info.remaining > 0.0 and info.batch > 0:
+            left = info.remaining / info.batch / old
+        else:
+            left = max(now - a.job.submit_time, 0.0)
+        lost = 0.0 if a.placed_now else restart_s
+        total += e.weight * (min(left, horizon_s) * (old / new - 1.0) + lost)
+    return total
 
 
 def sizes_above(now: int, top: int, per_node: int) -> list[int]:

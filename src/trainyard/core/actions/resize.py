@@ -18,7 +18,9 @@ every resize carries its reason. Four passes, in this order:
    is owed its guarantee. The plan is kept only if the waiting job then fits.
 3. **Rebalance.** The movable elastic jobs of each device class are moved towards the
    sizes that maximise their weighted speedups (`actions/rebalance.py`): a job that grew
-   into a quiet cluster gives GPUs back to later jobs that gain more per GPU.
+   into a quiet cluster gives GPUs back to later jobs that gain more per GPU. A move is made
+   only if it repays the restarts of every job it grows or shrinks within
+   `Profile.resize_horizon_s`.
 4. **Grow into idle GPUs.** While GPUs are idle, the running elastic job with the largest
    gain in speedup per added GPU grows (to at most `EXPLORE` (4) times the largest size it
    has been measured at: the model is not trusted further from its data), if the gain is at least
@@ -39,7 +41,13 @@ import math
 from dataclasses import dataclass, field
 from typing import Final
 
-from trainyard.core.actions.rebalance import Entry, plan_targets, sizes_above, weight
+from trainyard.core.actions.rebalance import (
+    Entry,
+    move_delay,
+    plan_targets,
+    sizes_above,
+    weight,
+)
 from trainyard.core.cycle import CAPACITY_CODES, Cycle
 from trainyard.core.framework import ACTIONS
 from trainyard.core.goodput import GoodputModel, fit, packed_nodes
@@ -333,8 +341,7 @@ def _move(cycle: Cycle, rs: ResizeState, entries: list[Entry], c: int) -> None:
         if e.target > a.gpus:
             now_gp = e.model.goodput(a.gpus, len(a.parts))
             new_gp = e.model.goodput(e.target, packed_nodes(e.target, per_node))
-            want = prof.resize_min_gain if a.placed_now else required_gain(cycle, a.job)
-            if now_gp > 0.0 and new_gp >= now_gp * (1.0 + want):
+            if now_gp > 0.0 and new_gp >= now_gp * (1.0 + prof.resize_min_gain):
                 growers.append((new_gp / now_gp - 1.0, e))
     if not growers:
         return
@@ -358,6 +365,13 @@ def _move(cycle: Cycle, rs: ResizeState, entries: list[Entry], c: int) -> None:
     if not growers:
         return
     plan = _give(cycle, shrinkers, need, grow_q) if need > 0 else []
+    if prof.resize_horizon_s > 0.0:  # the move must repay its restarts
+        while growers and _delay(cycle, per_node, growers, plan) >= 0.0:
+            _gain, e = growers.pop()
+            need -= e.target - e.alloc.gpus
+            plan = _give(cycle, shrinkers, need, grow_q) if need > 0 else []
+        if not growers:
+            return
     stmt = cycle.stmt
     state = cycle.state
     cp = stmt.checkpoint()
@@ -386,6 +400,15 @@ def _move(cycle: Cycle, rs: ResizeState, entries: list[Entry], c: int) -> None:
     if not grown:
         stmt.rollback(cp)
         cycle.restore_epoch(epoch)
+
+
+def _delay(
+    cycle: Cycle, per_node: int, growers: list[tuple[float, Entry]], plan: list[tuple[Entry, int]]
+) -> float:
+    moves = [(e, e.target) for _g, e in growers]
+    moves += [(e, e.alloc.gpus - give) for e, give in plan]
+    prof = cycle.profile
+    return move_delay(moves, per_node, cycle.now, prof.resize_restart_s, prof.resize_horizon_s)
 
 
 # -- 4. grow into idle GPUs ---------------------------------------------------------------
