@@ -20,6 +20,14 @@ shortens a job's run the most relative to its length. The weights (`weight`):
 - any other job has w = 1 / (1 + attained / LAS_SCALE): less served, likely shorter (the
   least-attained-service rule of Tiresias, Gu et al., NSDI'19, which is also the order in
   which Pollux's search admits jobs). Both are 1 for a job an hour from its end or new.
+- Each weight is then multiplied by i ^ RANK_EXPONENT, i the job's rank among the jobs
+  being rebalanced counted from the one with the most left (the number of them with a
+  weight at most its own; `rank_weights`). In heSRPT's optimum a job's share depends on
+  its rank, not on how much smaller it is: with speedup k^p, the i-th largest of m jobs
+  gets (i/m)^(1/(1-p)) - ((i-1)/m)^(1/(1-p)) of the GPUs, a share growing as i^(p/(1-p)).
+  The sum of -w/s gives k proportional to w^(1/(1+p)), so the weight that reproduces it
+  is i^(p(1+p)/(1-p)): 1.5 for p = 1/2. Finishing a job sooner shortens the wait of
+  every job behind it, which the size factor alone undervalues when jobs' sizes are close.
 
 Every job keeps at least its minimum; the objective is separable and each
 term concave in the job's speedup, so GPUs are handed out greedily by the best gain per GPU
@@ -46,6 +54,7 @@ moves converge and stop.
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
 from dataclasses import dataclass
@@ -57,10 +66,12 @@ from trainyard.core.types import Job
 
 __all__ = [
     "LAS_SCALE",
+    "RANK_EXPONENT",
     "REMAINING_EXPONENT",
     "Entry",
     "move_delay",
     "plan_targets",
+    "rank_weights",
     "sizes_above",
     "weight",
 ]
@@ -69,6 +80,9 @@ LAS_SCALE: Final = 14_400.0  # GPU-seconds of service that halve a job's weight
 # Measured on the Pollux workloads (docs/benchmarks.md): 0.25 to 1 within 1% of each other,
 # 0 (remaining work ignored) 6% worse in mean JCT at load 1.0.
 REMAINING_EXPONENT: Final = 0.5
+# heSRPT's shares for speedup k^(1/2) (module docstring); measured on the Pollux workloads
+# (docs/benchmarks.md): 1 to 2 within 0.5% of each other at load 1.0, 0 (no rank) 3% worse.
+RANK_EXPONENT: Final = 1.5
 _MIN_LEFT_H: Final = 1.0 / 60.0  # a job a minute from its end weighs no more than that
 
 
@@ -98,6 +112,14 @@ def weight(job: Job, one: float) -> float:
         hours = info.remaining / info.batch / one / 3600.0
         return float(max(hours, _MIN_LEFT_H) ** -REMAINING_EXPONENT)
     return 1.0 / (1.0 + max(0.0, job.attained_service) / LAS_SCALE)
+
+
+def rank_weights(entries: list[Entry]) -> None:
+    """Multiply each entry's weight by its rank ^ RANK_EXPONENT: the number of entries whose
+    weight is at most its own (1 for the job with the most left; ties share the higher)."""
+    ranked = sorted(e.weight for e in entries)
+    for e in entries:
+        e.weight *= bisect.bisect_right(ranked, e.weight) ** RANK_EXPONENT
 
 
 def move_delay(
