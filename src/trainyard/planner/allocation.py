@@ -35,7 +35,8 @@ from collections.abc import Sequence
 from typing import Literal
 
 from trainyard.planner.collectives import LinkSet, Topology
-from trainyard.planner.compute import StepTime, _inter, _intra, step_time
+from trainyard.planner.comm import inter_link, intra_link
+from trainyard.planner.compute import StepTime, step_time
 from trainyard.planner.errors import PlannerError
 from trainyard.planner.hardware import GPU
 from trainyard.planner.layout import ParallelLayout
@@ -120,8 +121,8 @@ def _topologies(
         Topology(
             per_node,
             nodes=spanned,
-            intra=_intra(gpu, links),
-            inter=_inter(gpu, links) if spanned > 1 else None,
+            intra=intra_link(gpu, links),
+            inter=inter_link(gpu, links) if spanned > 1 else None,
         )
         for spanned, per_node in sorted(candidates)
     ]

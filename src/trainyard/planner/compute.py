@@ -4,7 +4,8 @@ point-to-point sends, and the exposed part of the data-parallel gradient reducti
 
 This module owns the planner's time model (`step_time` and its `StepTime` breakdown). It is pure
 arithmetic over `Model`, `ParallelLayout` and `GPU`, with collective times from
-`trainyard.planner.collectives`. Times are seconds.
+`trainyard.planner.collectives` on the links and topologies of `trainyard.planner.comm`. Times
+are seconds.
 
 Terms (t = tp, c = cp, p = pp, d = dp, m = micro-batches per pipeline, v = virtual stages,
 b = micro_batch, s = seq_len, h = hidden, n_i = layers of stage i):
@@ -89,13 +90,22 @@ import math
 from dataclasses import dataclass
 from typing import Final
 
-from trainyard.planner.collectives import Link, LinkSet, Topology, best, ib_link
+from trainyard.planner.collectives import LinkSet, Topology
+from trainyard.planner.comm import (
+    NVLINK_EFFICIENCY,
+    collective_s,
+    inter_link,
+    intra_link,
+    p2p_s,
+    topology,
+)
 from trainyard.planner.errors import PlannerError
 from trainyard.planner.hardware import GPU
 from trainyard.planner.layout import ParallelLayout
 from trainyard.planner.memory import layer_activation_bytes
 from trainyard.planner.model import Model
 
+# NVLINK_EFFICIENCY lives in `comm` (with the links it scales); re-exported here.
 __all__ = [
     "CALIBRATION",
     "CALIBRATION_ROWS",
@@ -126,9 +136,6 @@ DP_OVERLAP: Final = 0.5
 # The old fixed share of tensor-parallel communication hidden by --tp-comm-overlap, kept for
 # callers that pass `tp_overlap`; layouts with `tp_comm_overlap` use the pipelined-ring model.
 TP_COMM_OVERLAP: Final = 0.5
-# NCCL's modelled NVLink bandwidth over the datasheet rate: 240/300 GB/s on A100
-# (collectives.A100_NVLINK); applied to `GPU.nvlink_gb_s` for every GPU.
-NVLINK_EFFICIENCY: Final = 0.8
 # Bytes moved per element when Transformer Engine casts a GEMM input to fp8 (read 2, write 1).
 FP8_CAST_BYTES: Final = 3.0
 
@@ -248,39 +255,6 @@ def flops_executed(model: Model, recompute: str) -> float:
     return model.layers * (passes * (gemm + attn) + extra_attn) + logits
 
 
-def _intra(gpu: GPU, links: LinkSet | None = None) -> Link:
-    if links is not None and links.intra is not None:
-        return links.intra
-    # Per-step latencies of collectives.nvlink (hwLatency NVLink,Ring: Simple 3.4, LL 0.6 us).
-    return Link(NVLINK_EFFICIENCY * gpu.nvlink_gb_s, latency_us=3.4, ll_latency_us=0.6)
-
-
-def _inter(gpu: GPU, links: LinkSet | None = None) -> Link:
-    if links is not None and links.inter is not None:
-        return links.inter
-    if gpu.network_gb_s <= 0:
-        raise PlannerError("network_gb_s", f"GPU {gpu.name!r} needs a network for multi-node")
-    return ib_link(gpu.network_gb_s * 8)
-
-
-def _topology(ranks: int, ranks_per_node: int, gpu: GPU, links: LinkSet | None = None) -> Topology:
-    """`ranks` GPUs, `ranks_per_node` of them (a divisor of ranks) sharing a node."""
-    nodes = ranks // ranks_per_node
-    inter = _inter(gpu, links) if nodes > 1 else None
-    return Topology(ranks_per_node, nodes=nodes, intra=_intra(gpu, links), inter=inter)
-
-
-def _collective_s(collective: str, nbytes: float, topo: Topology) -> float:
-    if topo.ranks == 1 or nbytes <= 0:
-        return 0.0
-    return best(collective, int(nbytes), topo).time_us * 1e-6
-
-
-def _p2p_s(nbytes: float, link: Link) -> float:
-    """One point-to-point send of `nbytes` over `link` (latency + bytes / bandwidth)."""
-    return link.latency_us * 1e-6 + nbytes / (link.bandwidth_gbps * 1e9)
-
-
 @dataclass(frozen=True)
 class _Stage:
     """One pipeline stage's time per micro-batch, by part (seconds)."""
@@ -335,12 +309,12 @@ def _stage(
     memory = layers * layer_mem_s + (logit_mem_s if last else 0.0)
     shard = 0.0
     if layout.zero == 3 and shard_ranks > 1:
-        gathers = 2 * _collective_s("all_gather", 2 * params, shard_topo)
-        scatter = _collective_s("reduce_scatter", grad_bytes * params, shard_topo)
+        gathers = 2 * collective_s("all_gather", 2 * params, shard_topo)
+        scatter = collective_s("reduce_scatter", grad_bytes * params, shard_topo)
         comm = gathers + scatter
         shard = max(0.0, comm - compute) + comm / max(1, layers)
     elif layout.zero == 2 and shard_ranks > 1:
-        scatter = _collective_s("reduce_scatter", grad_bytes * params, shard_topo)
+        scatter = collective_s("reduce_scatter", grad_bytes * params, shard_topo)
         backward = compute * 2.0 / passes
         shard = max(0.0, scatter - backward) + scatter / max(1, layers)
     stage = _Stage(compute, memory, layers * tp_layer, layers * cp_layer, shard, p2p)
@@ -351,13 +325,13 @@ def _stage(
     if layout.zero <= 1 and d * c > 1:
         topo = dp_topology
         if topo is None:
-            topo = _topology(d * c, math.gcd(d * c, group_per_node), gpu, links)
-        reduce = _collective_s("all_reduce", grad_bytes * params, topo)
+            topo = topology(d * c, math.gcd(d * c, group_per_node), gpu, links)
+        reduce = collective_s("all_reduce", grad_bytes * params, topo)
     elif layout.zero == 2 and shard_ranks > 1:
-        reduce = _collective_s("all_gather", 2 * params, shard_topo)
+        reduce = collective_s("all_gather", 2 * params, shard_topo)
     elif layout.zero == 3 and replicas > 1:
-        topo = _topology(replicas, 1, gpu, links)
-        reduce = _collective_s("all_reduce", grad_bytes * params / shard_ranks, topo)
+        topo = topology(replicas, 1, gpu, links)
+        reduce = collective_s("all_reduce", grad_bytes * params / shard_ranks, topo)
     return stage, reduce
 
 
@@ -437,11 +411,11 @@ def step_time(
         topo = (
             tp_topology
             if tp_topology is not None
-            else _topology(t, math.gcd(t, nodes_of), gpu, links)
+            else topology(t, math.gcd(t, nodes_of), gpu, links)
         )
         calls = 6 if layout.recompute == "full" else 4
         msg = tokens * model.hidden * 2
-        comm = calls * _collective_s("all_reduce", msg, topo)
+        comm = calls * collective_s("all_reduce", msg, topo)
         if tp_overlap is not None:
             tp_layer = (1 - tp_overlap) * comm
         elif layout.tp_comm_overlap:
@@ -453,8 +427,8 @@ def step_time(
     cp_layer = 0.0
     if c > 1:
         kv_bytes = 2 * tokens * model.kv_heads * model.head_dim / min(t, model.kv_heads) * 2
-        link = _intra(gpu, links) if t * c <= nodes_of else _inter(gpu, links)
-        step = _p2p_s(kv_bytes, link)
+        link = intra_link(gpu, links) if t * c <= nodes_of else inter_link(gpu, links)
+        step = p2p_s(kv_bytes, link)
         fwd_attn = attn_s / attn_passes
         for moves, runs in ((1.0, passes - 2.0), (2.0, 2.0)):  # forward(s), then backward
             per_step = max(0.0, moves * step - fwd_attn * (1.0 if moves == 1.0 else 2.0) / c)
@@ -464,15 +438,15 @@ def step_time(
     p2p = 0.0
     if p > 1:
         nbytes = tokens * model.hidden * 2 / (t if layout.sequence_parallel else 1)
-        link = _inter(gpu, links) if t * c * d >= nodes_of else _intra(gpu, links)
-        p2p = 2 * layout.virtual_stages * _p2p_s(nbytes, link)
+        link = inter_link(gpu, links) if t * c * d >= nodes_of else intra_link(gpu, links)
+        p2p = 2 * layout.virtual_stages * p2p_s(nbytes, link)
 
     grad_bytes = 4 if layout.fp32_grads else 2
     shard_ranks = layout.shard_size
     group_per_node = max(1, nodes_of // (t * p))
     shard_topo = dp_topology
     if shard_topo is None or layout.shard_group:
-        shard_topo = _topology(shard_ranks, math.gcd(shard_ranks, group_per_node), gpu, links)
+        shard_topo = topology(shard_ranks, math.gcd(shard_ranks, group_per_node), gpu, links)
 
     stages: list[_Stage] = []
     dp_comm = 0.0

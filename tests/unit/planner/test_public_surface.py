@@ -6,7 +6,7 @@ import importlib
 
 import pytest
 
-MODULES = ["errors", "hardware", "layout", "memory", "model"]
+MODULES = ["comm", "errors", "hardware", "launch_nccl", "layout", "memory", "model", "rows"]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -1,0 +1,306 @@
+"""What a row of a published table means to the planner: the `Model`, `ParallelLayout` and `GPU`
+a row of a published-runs CSV describes, the measured network it states, and the published
+figure to compare with (`trainyard.planner.evaluate` predicts and compares).
+
+This module owns the columns of those CSVs and the conventions for reading them. It is pure: it
+reads cells of one row (a mapping of column to text) and opens no file. A cell that is not of
+its column's form raises `PlannerError` naming the column; a row the planner cannot express is
+returned as the reason.
+
+Columns. Required: num_layers, hidden_size, num_attention_heads, seq_len, vocab_size,
+global_batch_size, gpu_type, tensor_parallel, pipeline_parallel, and one published figure.
+Optional, each with its default: num_kv_heads (= heads), ffn_hidden_size (4·hidden), mlp
+(gelu; swiglu, geglu, relu, squared_relu), vocab_multiple (128), tied_embeddings (yes),
+network_gbps_per_gpu (the catalogue's), context_parallel (1), data_parallel
+(GPUs/(tp·cp·pp)), virtual_pipeline (a ``v=N`` in notes, else 1), first_stage_layers /
+last_stage_layers (even stages), sharding (none; zero1, zero2, zero3, fsdp, hsdp; a ``ZeRO-3``
+in notes means zero3), shard_group (hsdp's shard group; 8, one node, when not given),
+precision (bf16; fp16, fp8), micro_batch_size (1), gpu_peak_tflops (the GPU's),
+activation_recompute, flash_attention, tp_comm_overlap (yes/no), split (calibration or
+held_out). Published figures, in the order of preference: iteration_time_s (or
+iteration_time_ms), tokens_per_sec_per_gpu (both free of any FLOP-counting convention),
+achieved_tflops_per_gpu, hfu_pct, mfu_pct.
+
+Row conventions (all documented here, none guessed per row):
+
+* GPU: the catalogue entry whose name appears in `gpu_type` (V100, A100 40/80GB, H100 SXM/PCIe,
+  H200, B200, L40S), with the dense peak from `gpu_peak_tflops` when given.
+* Interleaving: `virtual_pipeline`, or ``v=N`` in the notes, else none (v = 1). (Choosing the
+  fastest factor for rows that do not state one was tried: README_2024_H100's pipelined rows
+  then came out 13-20 % too fast, so they evidently ran without it.)
+* A missing micro-batch is taken as 1 (SC21_T1 and the 2020/2021 README tables do not give it).
+* Recompute: the `activation_recompute` cell when given (none / selective / full); otherwise
+  "full" for the SC'21-era tables (SC'21 counts the recomputed forward, Eq. 3 with 96) and
+  "none" for README_2024_H100 (Megatron-Core default; its TFLOP/s / peak equals the stated MFU).
+* Attention: the `flash_attention` cell; else fused (flash) for README_2024_H100 (Megatron-Core
+  r0.8 with Transformer Engine) and materialised scores for the older shared tables.
+* TP overlap: the `tp_comm_overlap` cell, or ``--tp-comm-overlap`` in the notes; it implies
+  sequence parallelism, as in Megatron-Core. Sequence parallelism is also on when the recompute
+  cell says so.
+* HFU and MFU percentages become TFLOP/s per GPU over the row's peak.
+* Not expressible (returned as the reason): rows without the model's shape or the TP/PP split,
+  MoE rows (``num_experts`` > 1: expert parallelism is not modelled), the 2021 ZeRO-3 baseline
+  without model parallelism, and GPU counts that do not match the split.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping
+from typing import Final
+
+from trainyard.planner.collectives import LinkSet, ib_link
+from trainyard.planner.errors import PlannerError
+from trainyard.planner.hardware import CATALOGUE, GPU
+from trainyard.planner.layout import ParallelLayout, Recompute
+from trainyard.planner.model import MLPS, Model, Precision
+
+__all__ = [
+    "DEFAULT_PEAKS",
+    "SHARDING_NAMES",
+    "row_cell",
+    "row_inputs",
+    "row_links",
+    "row_target",
+]
+
+# Dense 16-bit peak TFLOP/s by GPU family (a row's GPU peak itself comes from the catalogue or
+# its `gpu_peak_tflops` cell).
+DEFAULT_PEAKS: Final[dict[str, float]] = {"A100": 312.0, "H100": 989.0, "V100": 125.0}
+# Substrings of `gpu_type`, most specific first, and the catalogue entry each means.
+_GPU_NAMES: Final[tuple[tuple[str, str], ...]] = (
+    ("H100-PCIE", "H100-PCIe"),
+    ("H100 PCIE", "H100-PCIe"),
+    ("H100", "H100-SXM"),
+    ("H200", "H200"),
+    ("B200", "B200"),
+    ("A100-SXM4-40GB", "A100-40GB"),
+    ("A100 40GB", "A100-40GB"),
+    ("A100-40GB", "A100-40GB"),
+    ("A100", "A100-80GB"),
+    ("V100", "V100-32GB"),
+    ("L40S", "L40S"),
+)
+_NO_RECOMPUTE_TABLES: Final = ("README_2024_H100",)
+_FLASH_ATTENTION_TABLES: Final = ("README_2024_H100",)
+# `sharding` cell -> (ZeRO stage, hybrid).
+SHARDING_NAMES: Final[dict[str, tuple[int, bool]]] = {
+    "none": (0, False),
+    "ddp": (0, False),
+    "zero0": (0, False),
+    "zero1": (1, False),
+    "distributed_optimizer": (1, False),
+    "zero2": (2, False),
+    "zero3": (3, False),
+    "fsdp": (3, False),
+    "hsdp": (3, True),
+}
+_TRUE: Final = ("yes", "true", "1", "y", "on")
+_FALSE: Final = ("no", "false", "0", "n", "off")
+
+
+def row_cell(row: Mapping[str, str | None], field: str) -> str:
+    """The text of `field` in `row`, stripped; "" when missing or empty."""
+    value = row.get(field)
+    return value.strip() if isinstance(value, str) else ""
+
+
+def _number(row: Mapping[str, str | None], field: str) -> float | None:
+    text = row_cell(row, field).replace(",", "")
+    if not text:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise PlannerError(field, f"must be a number, got {text!r}") from None
+
+
+def _int(row: Mapping[str, str | None], field: str) -> int | None:
+    value = _number(row, field)
+    if value is None:
+        return None
+    if value != int(value):
+        raise PlannerError(field, f"must be a whole number, got {row_cell(row, field)!r}")
+    return int(value)
+
+
+def _flag(row: Mapping[str, str | None], field: str) -> bool | None:
+    text = row_cell(row, field).lower()
+    if not text:
+        return None
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    raise PlannerError(field, f"must be yes or no, got {row_cell(row, field)!r}")
+
+
+def _gpu(row: Mapping[str, str | None]) -> GPU:
+    text = row_cell(row, "gpu_type").upper()
+    name = next((entry for key, entry in _GPU_NAMES if key in text), None)
+    if name is None:
+        raise PlannerError(
+            "gpu_type",
+            f"unknown GPU {row_cell(row, 'gpu_type')!r}; name one of {', '.join(CATALOGUE)}",
+        )
+    device = CATALOGUE[name]
+    peak = _number(row, "gpu_peak_tflops")
+    if peak is not None:
+        if peak <= 0:
+            raise PlannerError("gpu_peak_tflops", f"must be > 0, got {peak}")
+        device = dataclasses.replace(device, bf16_tflops=peak)
+    return device
+
+
+def _recompute(row: Mapping[str, str | None]) -> Recompute:
+    cell = row_cell(row, "activation_recompute").lower()
+    if cell.startswith(("selective", "sel")):
+        return "selective"
+    if cell.startswith("full"):
+        return "full"
+    if cell.startswith(("none", "no")):
+        return "none"
+    if cell:
+        raise PlannerError("activation_recompute", f"must be none, selective or full, got {cell!r}")
+    return "none" if row_cell(row, "table_id") in _NO_RECOMPUTE_TABLES else "full"
+
+
+def _sharding(row: Mapping[str, str | None]) -> tuple[int, bool]:
+    cell = row_cell(row, "sharding").lower().replace("-", "").replace(" ", "")
+    if not cell:
+        return (3, False) if "zero-3" in row_cell(row, "notes").lower() else (0, False)
+    cell = {"zero": "zero1", "zero3fsdp": "zero3"}.get(cell, cell)
+    if cell not in SHARDING_NAMES:
+        raise PlannerError(
+            "sharding", f"unknown sharding {cell!r}; use one of {', '.join(SHARDING_NAMES)}"
+        )
+    return SHARDING_NAMES[cell]
+
+
+def _precision(row: Mapping[str, str | None]) -> Precision:
+    cell = row_cell(row, "precision").lower() or "bf16"
+    for name in ("bf16", "fp16", "fp8"):
+        if cell == name:
+            return name
+    raise PlannerError("precision", f"must be bf16, fp16 or fp8, got {cell!r}")
+
+
+def _model(row: Mapping[str, str | None]) -> Model | str:
+    needed = ("num_layers", "hidden_size", "num_attention_heads", "seq_len", "vocab_size")
+    values = {}
+    for field in (*needed, "global_batch_size"):
+        value = _int(row, field)
+        if value is None:
+            return f"no {field}"
+        values[field] = value
+    mlp = row_cell(row, "mlp").lower().replace("-", "_")
+    if mlp and mlp not in MLPS:
+        raise PlannerError("mlp", f"unknown MLP {mlp!r}; use one of {', '.join(MLPS)}")
+    tied = _flag(row, "tied_embeddings")
+    return Model(
+        row_cell(row, "model") or "row",
+        values["num_layers"],
+        values["hidden_size"],
+        values["num_attention_heads"],
+        values["seq_len"],
+        values["vocab_size"],
+        values["global_batch_size"],
+        kv_heads=_int(row, "num_kv_heads") or 0,
+        ffn_hidden=_int(row, "ffn_hidden_size") or 0,
+        precision=_precision(row),
+        mlp=mlp,
+        bias=mlp not in ("swiglu", "geglu") if mlp else True,
+        tied_embeddings=True if tied is None else tied,
+        learned_positions=mlp not in ("swiglu", "geglu") if mlp else True,
+        vocab_multiple=_int(row, "vocab_multiple") or 128,
+    )
+
+
+def row_inputs(row: Mapping[str, str | None]) -> tuple[Model, ParallelLayout, GPU] | str:
+    """The `Model`, `ParallelLayout` and `GPU` a CSV row describes, or why it cannot be
+    evaluated. Raises `PlannerError` for a cell that is not of its column's form."""
+    experts = _int(row, "num_experts")
+    if experts is not None and experts > 1:
+        return f"MoE ({experts} experts): expert parallelism is not modelled"
+    model = _model(row)
+    if isinstance(model, str):
+        return model
+    if "zero-3 (no model parallelism)" in row_cell(row, "notes").lower():
+        return (
+            "DeepSpeed ZeRO-3 baseline of 2021 (SC21_T2): ~66 s per iteration for 175B at 768 "
+            "and 1536 GPUs alike, bound by that version's parameter gathering, an order of "
+            "magnitude below NCCL's all-gather rate; not a property of the layout"
+        )
+    tp = _int(row, "tensor_parallel")
+    pp = _int(row, "pipeline_parallel")
+    if tp is None or pp is None:
+        return "no tensor_parallel / pipeline_parallel split"
+    cp = _int(row, "context_parallel") or 1
+    gpus = _int(row, "num_gpus") or tp * pp * cp
+    dp = _int(row, "data_parallel") or gpus // (tp * pp * cp)
+    if tp * pp * cp * dp != gpus:
+        return f"tp x cp x pp x dp = {tp * cp * pp * dp} but num_gpus = {gpus}"
+    notes = row_cell(row, "notes")
+    found = re.search(r"\bv=(\d+)", notes)
+    v = _int(row, "virtual_pipeline") or (int(found.group(1)) if found and pp > 1 else 0)
+    zero, hybrid = _sharding(row)
+    overlap = _flag(row, "tp_comm_overlap")
+    if overlap is None:
+        overlap = "--tp-comm-overlap" in notes
+    overlap = overlap and tp > 1
+    flash = _flag(row, "flash_attention")
+    if flash is None:
+        flash = row_cell(row, "table_id") in _FLASH_ATTENTION_TABLES
+    recompute_cell = row_cell(row, "activation_recompute")
+    layout = ParallelLayout(
+        tp=tp,
+        pp=pp,
+        dp=dp,
+        cp=cp,
+        micro_batch=_int(row, "micro_batch_size") or 1,
+        zero=zero,
+        shard_group=(_int(row, "shard_group") or 8) if hybrid else 0,
+        recompute=_recompute(row),
+        virtual_stages=v or 1,
+        sequence_parallel=tp > 1 and (overlap or "sequence parallel" in recompute_cell),
+        flash_attention=flash,
+        tp_comm_overlap=overlap,
+        first_stage_layers=_int(row, "first_stage_layers") or 0,
+        last_stage_layers=_int(row, "last_stage_layers") or 0,
+    )
+    layout.check(model)
+    return model, layout, _gpu(row)
+
+
+def row_links(row: Mapping[str, str | None]) -> LinkSet | None:
+    """The network a row states (`network_gbps_per_gpu`), or None for the catalogue's."""
+    gbps = _number(row, "network_gbps_per_gpu")
+    if gbps is None:
+        return None
+    if gbps <= 0:
+        raise PlannerError("network_gbps_per_gpu", f"must be > 0, got {gbps}")
+    return LinkSet(inter=ib_link(gbps), source="network_gbps_per_gpu")
+
+
+def row_target(row: Mapping[str, str | None], gpu: GPU) -> tuple[str, float] | None:
+    """The published figure to compare with: (metric, value), or None."""
+    seconds = _number(row, "iteration_time_s")
+    if seconds is None:
+        ms = _number(row, "iteration_time_ms")
+        seconds = ms / 1000 if ms is not None else None
+    options: list[tuple[str, float | None]] = [
+        ("iteration_time_s", seconds),
+        ("tokens_per_sec_per_gpu", _number(row, "tokens_per_sec_per_gpu")),
+        ("tflops_per_gpu", _number(row, "achieved_tflops_per_gpu")),
+    ]
+    peak = gpu.bf16_tflops
+    for field, metric in (("hfu_pct", "hfu_tflops"), ("mfu_pct", "mfu_tflops")):
+        pct = _number(row, field)
+        options.append((metric, pct / 100 * peak if pct is not None else None))
+    for metric, value in options:
+        if value is not None:
+            if value <= 0:
+                raise PlannerError(metric, f"must be > 0, got {value}")
+            return metric, value
+    return None
