@@ -97,6 +97,15 @@ def up_command(
             "resize horizon [the profile's: 90]",
         ),
     ] = None,
+    resize_horizon: Annotated[
+        float | None,
+        typer.Option(
+            "--resize-horizon",
+            min=0.0,
+            help="seconds over which a rebalance of elastic jobs must repay the restarts it "
+            "causes (0: moves judged by the growing jobs' gains alone) [the profile's: 300]",
+        ),
+    ] = None,
     submit: Annotated[
         list[Path] | None,
         typer.Option("--submit", help="job spec to submit once the API is up (repeatable)"),
@@ -214,6 +223,7 @@ def up_command(
         restart_backoff_s=restart_backoff,
         resize_hold_s=resize_hold,
         resize_restart_s=resize_restart,
+        resize_horizon_s=resize_horizon,
         job_user=job_user,
         job_env=tuple(job_env or ()),
         work_roots=tuple(p.expanduser() for p in work_root or ()),

@@ -53,9 +53,11 @@ class ServerConfig:
     # the back-off before a restart after repeated failures (the first restart is immediate;
     # doubling with each failure in a row, at most 600 s)
     restart_backoff_s: float = 10.0
-    # the profile's resize hysteresis, when given (`Profile.resize_hold_s`, `resize_restart_s`)
+    # the profile's resize hysteresis, when given (`Profile.resize_hold_s`, `resize_restart_s`,
+    # `resize_horizon_s`)
     resize_hold_s: float | None = None
     resize_restart_s: float | None = None
+    resize_horizon_s: float | None = None
     heartbeat_s: float = 5.0
     node_name: str | None = None
     job_user: str = "auto"  # auto | dynamic | server | an account (exec/identity.py)

@@ -142,7 +142,11 @@ class Server:
         executor = self._executor(users)
         retry = RetryPolicy(base_s=cfg.restart_backoff_s)
         profile: str | Profile = cfg.profile
-        tuned = {"resize_hold_s": cfg.resize_hold_s, "resize_restart_s": cfg.resize_restart_s}
+        tuned = {
+            "resize_hold_s": cfg.resize_hold_s,
+            "resize_restart_s": cfg.resize_restart_s,
+            "resize_horizon_s": cfg.resize_horizon_s,
+        }
         if any(v is not None for v in tuned.values()):
             changes = {k: v for k, v in tuned.items() if v is not None}
             profile = get_profile(cfg.profile).with_overrides(**changes)

@@ -4,6 +4,7 @@ its loop steps, the heartbeat, and a clean close)."""
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 import stat
 import sys
@@ -17,6 +18,7 @@ from typing import Any
 import pytest
 from sqlalchemy import event, select
 
+from trainyard.core import get_profile
 from trainyard.exec.procfs import free_port
 from trainyard.server.bootstrap import (
     DEFAULT_ADMIN,
@@ -302,3 +304,23 @@ def test_close_releases_the_home_for_the_next_server(
             assert len(s.scalars(select(Tenant)).all()) == 1
     finally:
         again.close()
+
+
+def test_resize_knobs_given_to_the_server_reach_its_profile(tmp_path: Path, db_url: str) -> None:
+    """`trainyard up --resize-hold/--resize-restart-cost/--resize-horizon` tune the profile
+    the scheduler runs; a knob not given keeps the profile's value."""
+    cfg = dataclasses.replace(
+        _config(tmp_path / "home", db_url), resize_hold_s=5.0, resize_horizon_s=120.0
+    )
+    srv = Server(cfg, clock=Clock())
+    try:
+        srv.prepare()
+        assert srv.platform is not None
+        profile = srv.platform.profile
+        assert not isinstance(profile, str)
+        stock = get_profile("default")
+        assert (profile.resize_hold_s, profile.resize_horizon_s) == (5.0, 120.0)
+        assert profile.resize_restart_s == stock.resize_restart_s
+        assert profile.resize_min_gain == stock.resize_min_gain
+    finally:
+        srv.close()
