@@ -20,14 +20,18 @@ shortens a job's run the most relative to its length. The weights (`weight`):
 - any other job has w = 1 / (1 + attained / LAS_SCALE): less served, likely shorter (the
   least-attained-service rule of Tiresias, Gu et al., NSDI'19, which is also the order in
   which Pollux's search admits jobs). Both are 1 for a job an hour from its end or new.
-- Each weight is then multiplied by i ^ RANK_EXPONENT, i the job's rank among the jobs
+- Each weight is then multiplied by i ^ (p(1+p)/(1-p)), i the job's rank among the jobs
   being rebalanced counted from the one with the most left (the number of them with a
   weight at most its own; `rank_weights`). In heSRPT's optimum a job's share depends on
   its rank, not on how much smaller it is: with speedup k^p, the i-th largest of m jobs
   gets (i/m)^(1/(1-p)) - ((i-1)/m)^(1/(1-p)) of the GPUs, a share growing as i^(p/(1-p)).
   The sum of -w/s gives k proportional to w^(1/(1+p)), so the weight that reproduces it
-  is i^(p(1+p)/(1-p)): 1.5 for p = 1/2. Finishing a job sooner shortens the wait of
-  every job behind it, which the size factor alone undervalues when jobs' sizes are close.
+  is i^(p(1+p)/(1-p)). p is measured, not assumed (`speedup_exponent`): the mean over the
+  jobs of log2(goodput on twice its GPUs / goodput now), each clamped to
+  [MIN_SPEEDUP_EXPONENT, MAX_SPEEDUP_EXPONENT]; the cap keeps the exponent finite (heSRPT
+  becomes strict SRPT as p -> 1, which one over-optimistic model would impose on all).
+  Finishing a job sooner shortens the wait of every job behind it, which the size factor
+  alone undervalues when jobs' sizes are close.
 
 Every job keeps at least its minimum; the objective is separable and each
 term concave in the job's speedup, so GPUs are handed out greedily by the best gain per GPU
@@ -66,13 +70,15 @@ from trainyard.core.types import Job
 
 __all__ = [
     "LAS_SCALE",
-    "RANK_EXPONENT",
+    "MAX_SPEEDUP_EXPONENT",
+    "MIN_SPEEDUP_EXPONENT",
     "REMAINING_EXPONENT",
     "Entry",
     "move_delay",
     "plan_targets",
     "rank_weights",
     "sizes_above",
+    "speedup_exponent",
     "weight",
 ]
 
@@ -80,9 +86,14 @@ LAS_SCALE: Final = 14_400.0  # GPU-seconds of service that halve a job's weight
 # Measured on the Pollux workloads (docs/benchmarks.md): 0.25 to 1 within 1% of each other,
 # 0 (remaining work ignored) 6% worse in mean JCT at load 1.0.
 REMAINING_EXPONENT: Final = 0.5
-# heSRPT's shares for speedup k^(1/2) (module docstring); measured on the Pollux workloads
-# (docs/benchmarks.md): 1 to 2 within 0.5% of each other at load 1.0, 0 (no rank) 3% worse.
-RANK_EXPONENT: Final = 1.5
+# The speedup exponent p of heSRPT's rank weights (module docstring), per job: a job whose
+# goodput does not grow counts as MIN, one that grows by 2^0.7 or more as MAX (rank exponent
+# at most 0.7 x 1.7 / 0.3 = 4). Measured on the Pollux workloads (docs/benchmarks.md): caps
+# 0.6 / 0.7 / 0.8 give 0.873 / 0.870 / 0.872 x Pollux at load 1.0, 0.914 / 0.916 / 0.931 at
+# 0.5 (0.8 leaves one workload above Pollux there), 0.852 / 0.843 / 0.848 at 1.5.
+MIN_SPEEDUP_EXPONENT: Final = 0.1
+MAX_SPEEDUP_EXPONENT: Final = 0.7
+_DEFAULT_SPEEDUP_EXPONENT: Final = 0.5  # when no job's goodput can be read
 _MIN_LEFT_H: Final = 1.0 / 60.0  # a job a minute from its end weighs no more than that
 
 
@@ -114,12 +125,30 @@ def weight(job: Job, one: float) -> float:
     return 1.0 / (1.0 + max(0.0, job.attained_service) / LAS_SCALE)
 
 
-def rank_weights(entries: list[Entry]) -> None:
-    """Multiply each entry's weight by its rank ^ RANK_EXPONENT: the number of entries whose
-    weight is at most its own (1 for the job with the most left; ties share the higher)."""
+def speedup_exponent(entries: list[Entry], per_node: int) -> float:
+    """The entries' mean speedup exponent: per job, log2 of its goodput on twice its GPUs
+    (packed) over its goodput now, clamped to [MIN_SPEEDUP_EXPONENT, MAX_SPEEDUP_EXPONENT]."""
+    total, n = 0.0, 0
+    for e in entries:
+        k = max(e.alloc.gpus, 1)
+        now = e.model.goodput(k, packed_nodes(k, per_node))
+        twice = e.model.goodput(2 * k, packed_nodes(2 * k, per_node))
+        if now > 0.0 and twice > 0.0:
+            p = math.log2(twice / now)
+            total += min(max(p, MIN_SPEEDUP_EXPONENT), MAX_SPEEDUP_EXPONENT)
+            n += 1
+    return total / n if n else _DEFAULT_SPEEDUP_EXPONENT
+
+
+def rank_weights(entries: list[Entry], per_node: int) -> None:
+    """Multiply each entry's weight by its rank ^ (p(1+p)/(1-p)), p = `speedup_exponent`:
+    the rank is the number of entries whose weight is at most its own (1 for the job with the
+    most left; ties share the higher)."""
+    p = speedup_exponent(entries, per_node)
+    exponent = p * (1.0 + p) / (1.0 - p)
     ranked = sorted(e.weight for e in entries)
     for e in entries:
-        e.weight *= bisect.bisect_right(ranked, e.weight) ** RANK_EXPONENT
+        e.weight *= bisect.bisect_right(ranked, e.weight) ** exponent
 
 
 def move_delay(

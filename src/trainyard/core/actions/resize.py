@@ -305,7 +305,7 @@ def _rebalance(cycle: Cycle, rs: ResizeState) -> None:
             if one > 0.0:
                 hi = max(a.gpus, _explored(a.job))
                 entries.append(Entry(a, lo, hi, weight(a.job, one), m, one))
-        rank_weights(entries)
+        rank_weights(entries, rs.per_node)
         plan_targets(entries, state.class_free[c], rs.per_node)
         _move(cycle, rs, entries, c)
 
