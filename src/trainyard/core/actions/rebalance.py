@@ -30,6 +30,8 @@ shortens a job's run the most relative to its length. The weights (`weight`):
   jobs of log2(goodput on twice its GPUs / goodput now), each clamped to
   [MIN_SPEEDUP_EXPONENT, MAX_SPEEDUP_EXPONENT]; the cap keeps the exponent finite (heSRPT
   becomes strict SRPT as p -> 1, which one over-optimistic model would impose on all).
+  That needs the ranks to be true: when any job being rebalanced does not say what it has
+  left (its rank is LAS's guess), p stays 1/2 (exponent 1.5).
   Finishing a job sooner shortens the wait of every job behind it, which the size factor
   alone undervalues when jobs' sizes are close.
 
@@ -119,15 +121,25 @@ def weight(job: Job, one: float) -> float:
     """The rebalance weight of `job`, whose goodput on one GPU is `one` base-batch steps per
     second (see the module docstring)."""
     info = job.elastic
-    if info is not None and info.remaining > 0.0 and info.batch > 0 and one > 0.0:
+    if info is not None and _reports_left(job) and one > 0.0:
         hours = info.remaining / info.batch / one / 3600.0
         return float(max(hours, _MIN_LEFT_H) ** -REMAINING_EXPONENT)
     return 1.0 / (1.0 + max(0.0, job.attained_service) / LAS_SCALE)
 
 
+def _reports_left(job: Job) -> bool:
+    info = job.elastic
+    return info is not None and info.remaining > 0.0 and info.batch > 0
+
+
 def speedup_exponent(entries: list[Entry], per_node: int) -> float:
     """The entries' mean speedup exponent: per job, log2 of its goodput on twice its GPUs
-    (packed) over its goodput now, clamped to [MIN_SPEEDUP_EXPONENT, MAX_SPEEDUP_EXPONENT]."""
+    (packed) over its goodput now, clamped to [MIN_SPEEDUP_EXPONENT, MAX_SPEEDUP_EXPONENT].
+    Only when every entry says how much work it has left: ranks by attained service (LAS)
+    are a guess at the order of sizes, and sharpening a guess towards SRPT costs more than
+    it gains (docs/benchmarks.md), so they keep the default exponent (1/2)."""
+    if not all(_reports_left(e.alloc.job) for e in entries):
+        return _DEFAULT_SPEEDUP_EXPONENT
     total, n = 0.0, 0
     for e in entries:
         k = max(e.alloc.gpus, 1)
