@@ -79,6 +79,7 @@ __all__ = [
     "move_delay",
     "plan_targets",
     "rank_weights",
+    "seconds_left",
     "sizes_above",
     "speedup_exponent",
     "weight",
@@ -120,11 +121,19 @@ class Entry:
 def weight(job: Job, one: float) -> float:
     """The rebalance weight of `job`, whose goodput on one GPU is `one` base-batch steps per
     second (see the module docstring)."""
-    info = job.elastic
-    if info is not None and _reports_left(job) and one > 0.0:
-        hours = info.remaining / info.batch / one / 3600.0
-        return float(max(hours, _MIN_LEFT_H) ** -REMAINING_EXPONENT)
+    left = seconds_left(job, one)
+    if left is not None:
+        return float(max(left / 3600.0, _MIN_LEFT_H) ** -REMAINING_EXPONENT)
     return 1.0 / (1.0 + max(0.0, job.attained_service) / LAS_SCALE)
+
+
+def seconds_left(job: Job, goodput: float) -> float | None:
+    """Seconds `job` still needs at `goodput` base-batch steps per second, from the samples
+    it says it has left; None when it does not say (or `goodput` is not positive)."""
+    info = job.elastic
+    if info is None or info.remaining <= 0.0 or info.batch <= 0 or goodput <= 0.0:
+        return None
+    return info.remaining / info.batch / goodput
 
 
 def _reports_left(job: Job) -> bool:
@@ -180,10 +189,8 @@ def move_delay(
         new = e.model.goodput(k, packed_nodes(k, per_node))
         if old <= 0.0 or new <= 0.0:
             return math.inf
-        info = a.job.elastic
-        if info is not None and info.remaining > 0.0 and info.batch > 0:
-            left = info.remaining / info.batch / old
-        else:
+        left = seconds_left(a.job, old)
+        if left is None:
             left = max(now - a.job.submit_time, 0.0)
         lost = 0.0 if a.placed_now else restart_s
         total += e.weight * (min(left, horizon_s) * (old / new - 1.0) + lost)
