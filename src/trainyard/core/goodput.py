@@ -6,12 +6,18 @@ action asks it `goodput(gpus, nodes)` and `speedup(gpus, nodes)`. Pure and cheap
 
 Throughput. A step of a global batch B on k GPUs over n nodes takes
 
-    T(k, n, B) = a + c * B / k + s(k, n),   s = 0 on one GPU, s_node inside one node,
-                                             s_net + slope * (k - 2) across nodes,
+    T(k, n, B) = a * m + c * B / k + s(k, n),   s = 0 on one GPU, s_node inside one node,
+                                               s_net + slope * (k - 2) across nodes,
 
-(per-step overhead, per-sample compute shared by the k GPUs, gradient synchronisation,
-dearer across the network), the shape of the throughput model of Pollux (Qiao et al.,
-OSDI'21, section 3.2) without its overlap exponent. The four parameters are fitted to the
+(overhead per micro-batch, per-sample compute shared by the k GPUs, gradient
+synchronisation, dearer across the network), the shape of the throughput model of Pollux
+(Qiao et al., OSDI'21, section 3.2) without its overlap exponent. m is the number of
+micro-batches a GPU runs per step: a per-GPU batch above `max_local_batch` is split into m
+equal micro-batches whose gradients are accumulated (as the SDK's `accumulation` does and
+Pollux's jobs do), m = ceil(B / (k * max_local_batch)), 1 without a cap. A small
+micro-batch leaves a GPU partly idle, which `a` measures: a job whose step barely shrinks
+when its per-GPU batch halves has a large `a`, and accumulating pays that overhead again
+for every micro-batch. The four parameters are fitted to the
 samples by least squares on relative error, pulled towards a prior scaled from the newest
 sample (overhead 2%, synchronisation 5% in a node and 15% across nodes of a one-GPU step),
 with the weight of a twentieth of a sample, in relative step time: with one sample the prior
@@ -27,9 +33,9 @@ variance `var` measured at B0 (Pollux's efficiency; McCandlish et al.'s gradient
 is var / sqr in these units). Without them the gain is 1: a larger batch buys nothing.
 
 Goodput = gain(B) / T(k, n, B), in base-batch steps per second, with B the best batch
-between B0 and `max_batch` that keeps the per-GPU batch within `max_local_batch` and at
-least `min_local_batch` (the batch grows with the GPUs when the job cannot run fewer samples
-per GPU; a fixed global batch when max_batch == B0). A job that reported nothing yet gets
+between B0 and `max_batch` with at least `min_local_batch` per GPU (the batch grows with the
+GPUs when the job cannot run fewer samples per GPU; a fixed global batch when
+max_batch == B0), accumulating above `max_local_batch`. A job that reported nothing yet gets
 the prior alone (speedup(k) a little below k).
 """
 
@@ -71,7 +77,8 @@ class GoodputModel:
             sync = self.sync_net + self.sync_slope * (gpus - 2)
         else:
             sync = self.sync_node
-        return self.overhead + self.per_sample * batch / gpus + sync
+        micro = micro_batches(gpus, batch, self.max_local_batch)
+        return self.overhead * micro + self.per_sample * batch / max(gpus, 1) + sync
 
     def gain(self, batch: float) -> float:
         sqr, var = self.grad_sqr, self.grad_var
@@ -85,12 +92,12 @@ class GoodputModel:
         high = float(max(self.max_batch, self.batch))
         if self.min_local_batch > 0:  # every GPU holds at least min_local_batch samples
             low = min(high, max(low, float(self.min_local_batch * gpus)))
-        if self.max_local_batch > 0:
-            high = max(low, min(high, float(self.max_local_batch * gpus)))
         return low, high
 
     def goodput(self, gpus: int, nodes: int) -> float:
-        """Base-batch steps per second on `gpus` GPUs over `nodes` nodes, at the best batch."""
+        """Base-batch steps per second on `gpus` GPUs over `nodes` nodes, at the best batch
+        (tried: a geometric grid from the lowest to the highest, and the largest that needs
+        no accumulation, where the step time jumps)."""
         if gpus <= 0:
             return 0.0
         low, high = self.best_batch(gpus)
@@ -103,6 +110,11 @@ class GoodputModel:
                 value = self.gain(b) / self.step_time(gpus, nodes, b)
                 if value > best:
                     best = value
+            whole = float(self.max_local_batch * gpus)
+            if low < whole < high:
+                value = self.gain(whole) / self.step_time(gpus, nodes, whole)
+                if value > best:
+                    best = value
         return best
 
     def speedup(self, gpus: int, nodes: int) -> float:
@@ -111,12 +123,22 @@ class GoodputModel:
         return self.goodput(gpus, nodes) / one if one > 0 else float(gpus)
 
 
+def micro_batches(gpus: int, batch: float, max_local: int) -> int:
+    """Micro-batches per step of a global `batch` on `gpus` GPUs holding at most `max_local`
+    samples each (0: no cap, one)."""
+    if max_local <= 0:
+        return 1
+    return max(1, math.ceil(batch / (max(gpus, 1) * max_local) - 1e-9))
+
+
 def packed_nodes(gpus: int, per_node: int) -> int:
     """Nodes a tightly packed gang of `gpus` spans on nodes of `per_node` GPUs."""
     return max(1, -(-gpus // max(1, per_node)))
 
 
-def _prior(sample: StepSample | None, base: int) -> tuple[float, float, float, float]:
+def _prior(
+    sample: StepSample | None, base: int, max_local: int
+) -> tuple[float, float, float, float]:
     """Prior parameters (a, c, s_node, s_net) scaled from one sample's one-GPU step time."""
     a, compute, s_node, s_net = _PRIOR
     if sample is None or sample.step_time <= 0 or sample.batch <= 0:
@@ -124,8 +146,9 @@ def _prior(sample: StepSample | None, base: int) -> tuple[float, float, float, f
     else:
         k = max(1, sample.gpus)
         sync = 0.0 if k == 1 else (s_net if sample.nodes > 1 else s_node)
+        micro = micro_batches(k, sample.batch, max_local)
         # solve the prior's shape for the one-GPU step time of the base batch
-        one = sample.step_time / (a + compute * sample.batch / base / k + sync)
+        one = sample.step_time / (a * micro + compute * sample.batch / base / k + sync)
     return a * one, compute * one / max(1, base), s_node * one, s_net * one
 
 
@@ -150,11 +173,31 @@ def _solve(m: list[list[float]], v: list[float]) -> list[float] | None:
     return out
 
 
-def _features(s: StepSample) -> list[float]:
+def _solve_nonneg(m: list[list[float]], v: list[float]) -> list[float] | None:
+    """The least-squares solution of the normal equations `m x = v` with every x >= 0: the
+    most negative parameter is fixed at 0 and the others are solved again, until none is
+    negative (a time cannot be negative, and clipping one without refitting the rest leaves
+    them fitted to a value it does not have). None if singular."""
+    free = list(range(len(v)))
+    out = [0.0] * len(v)
+    while free:
+        x = _solve([[m[i][j] for j in free] for i in free], [v[i] for i in free])
+        if x is None or not all(math.isfinite(t) for t in x):
+            return None
+        worst = min(range(len(free)), key=lambda t: x[t])
+        if x[worst] >= 0.0:
+            for t, i in enumerate(free):
+                out[i] = x[t]
+            return out
+        free.pop(worst)
+    return out
+
+
+def _features(s: StepSample, max_local: int) -> list[float]:
     k = max(1, s.gpus)
     net = 1.0 if s.nodes > 1 else 0.0
     return [
-        1.0,
+        float(micro_batches(k, s.batch, max_local)),
         s.batch / k,
         1.0 if k > 1 and s.nodes <= 1 else 0.0,
         net,
@@ -167,7 +210,7 @@ def fit(job: Job) -> GoodputModel:
     info = job.elastic or Elastic()
     base = info.batch if info.batch > 0 else 1
     samples = [s for s in info.samples if s.step_time > 0 and s.batch > 0 and s.gpus > 0]
-    prior = (*_prior(samples[-1] if samples else None, base), 0.0)
+    prior = (*_prior(samples[-1] if samples else None, base, info.max_local_batch), 0.0)
     params = list(prior)
     nf = 5
     if samples:
@@ -177,7 +220,7 @@ def fit(job: Job) -> GoodputModel:
         m = [[0.0] * nf for _ in range(nf)]
         v = [0.0] * nf
         for s in samples:
-            x = _features(s)
+            x = _features(s, info.max_local_batch)
             w = 1.0 / (s.step_time * s.step_time)  # relative error
             for i in range(nf):
                 v[i] += w * x[i] * s.step_time
@@ -187,9 +230,9 @@ def fit(job: Job) -> GoodputModel:
             reg = _PRIOR_WEIGHT * (typical[i] / one) ** 2
             m[i][i] += reg
             v[i] += reg * prior[i]
-        solved = _solve(m, v)
-        if solved is not None and all(math.isfinite(x) for x in solved):
-            params = [max(0.0, x) for x in solved]
+        solved = _solve_nonneg(m, v)
+        if solved is not None:
+            params = solved
             if params[1] <= 0.0:
                 params[1] = prior[1]
     if not any(s.nodes > 1 for s in samples):
