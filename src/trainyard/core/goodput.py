@@ -2,7 +2,7 @@
 
 `fit(job)` turns a job's observed steps (`Elastic.samples`) into a `GoodputModel`; the resize
 action asks it `goodput(gpus, nodes)` and `speedup(gpus, nodes)`. Pure and cheap: a fit is a
-5x5 linear solve, a query a scan of a few batch sizes.
+5x5 linear solve, a query a scan of a few batch sizes (remembered per size and nodes).
 
 Throughput. A step of a global batch B on k GPUs over n nodes takes
 
@@ -42,7 +42,7 @@ the prior alone (speedup(k) a little below k).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from trainyard.core.types import Elastic, Job, StepSample
 
@@ -69,6 +69,10 @@ class GoodputModel:
     grad_var: float
     sync_slope: float = 0.0  # seconds per step per replica beyond 2, several nodes
     min_local_batch: int = 0  # the smallest per-GPU batch (0: any)
+    # goodput already computed, by (gpus, nodes): the rebalance asks the same sizes often
+    _memo: dict[tuple[int, int], float] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     def step_time(self, gpus: int, nodes: int, batch: float) -> float:
         if gpus <= 1:
@@ -100,6 +104,15 @@ class GoodputModel:
         no accumulation, where the step time jumps)."""
         if gpus <= 0:
             return 0.0
+        key = (gpus, nodes)
+        hit = self._memo.get(key)
+        if hit is not None:
+            return hit
+        value = self._best_goodput(gpus, nodes)
+        self._memo[key] = value
+        return value
+
+    def _best_goodput(self, gpus: int, nodes: int) -> float:
         low, high = self.best_batch(gpus)
         best = self.gain(low) / self.step_time(gpus, nodes, low)
         if high > low:
