@@ -192,8 +192,9 @@ def _shrink_for_waiting(cycle: Cycle) -> None:
             continue
         classes = set(cycle.classes_of(job))
         usable = [a for a in donors if a.cls in classes and a.job.id not in stmt.resized]
-        if usable and _shrink_plan(cycle, job, usable, fair):
-            spare = sum(a.gpus - _bounds(a.job)[0] for a in donors if a.job.id not in stmt.resized)
+        plan = _shrink_plan(cycle, job, usable, fair) if usable else {}
+        if plan:  # the donors it shrank are resized now: they can give no more this cycle
+            spare -= sum(a.gpus - _bounds(a.job)[0] for a in usable if a.job.id in plan)
         else:
             failed[key] = min(failed.get(key, 1 << 30), need)
 
@@ -228,13 +229,15 @@ def _plan(cycle: Cycle, job: Job, usable: list[Alloc], need: int, fair: int) -> 
     return plan if got >= need else {}
 
 
-def _shrink_plan(cycle: Cycle, job: Job, usable: list[Alloc], fair: int) -> bool:
+def _shrink_plan(cycle: Cycle, job: Job, usable: list[Alloc], fair: int) -> dict[str, int]:
+    """Shrink donors so that `job` starts, and start it: the GPUs each donor gave, by job
+    id, or {} (nothing changed) when no plan lets it start."""
     lo, _hi = _bounds(job)
     need_gpus = lo if job.is_elastic else job.gpus
     room = cycle.state.free_of(cycle.classes_of(job))
     plan = _plan(cycle, job, usable, need_gpus - room, fair) if need_gpus > room else {}
     if not plan:
-        return False
+        return {}
     stmt = cycle.stmt
     cp = stmt.checkpoint()
     epoch = cycle.state.epoch
@@ -244,10 +247,10 @@ def _shrink_plan(cycle: Cycle, job: Job, usable: list[Alloc], fair: int) -> bool
             reason = f"shrunk {a.gpus} -> {a.gpus - give}: job {job.id} needs the GPUs"
             _shrink(cycle, a, a.gpus - give, reason)
     if cycle.try_place_held(job.with_gpus(need_gpus), "resize"):  # its reservation: spent
-        return True
+        return plan
     stmt.rollback(cp)
     cycle.restore_epoch(epoch)
-    return False
+    return {}
 
 
 def _shrink(cycle: Cycle, a: Alloc, gpus: int, reason: str) -> None:
