@@ -114,21 +114,15 @@ class GoodputModel:
 
     def _best_goodput(self, gpus: int, nodes: int) -> float:
         low, high = self.best_batch(gpus)
-        best = self.gain(low) / self.step_time(gpus, nodes, low)
+        batches = [low]
         if high > low:
             ratio = (high / low) ** (1.0 / (_BATCHES - 1))
-            b = low
             for _ in range(_BATCHES - 1):
-                b *= ratio
-                value = self.gain(b) / self.step_time(gpus, nodes, b)
-                if value > best:
-                    best = value
+                batches.append(batches[-1] * ratio)
             whole = float(self.max_local_batch * gpus)
             if low < whole < high:
-                value = self.gain(whole) / self.step_time(gpus, nodes, whole)
-                if value > best:
-                    best = value
-        return best
+                batches.append(whole)
+        return max(self.gain(b) / self.step_time(gpus, nodes, b) for b in batches)
 
     def speedup(self, gpus: int, nodes: int) -> float:
         """Goodput on `gpus` GPUs relative to one GPU."""

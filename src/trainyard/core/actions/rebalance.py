@@ -131,7 +131,7 @@ def seconds_left(job: Job, goodput: float) -> float | None:
     """Seconds `job` still needs at `goodput` base-batch steps per second, from the samples
     it says it has left; None when it does not say (or `goodput` is not positive)."""
     info = job.elastic
-    if info is None or info.remaining <= 0.0 or info.batch <= 0 or goodput <= 0.0:
+    if info is None or not _reports_left(job) or goodput <= 0.0:
         return None
     return info.remaining / info.batch / goodput
 
