@@ -12,8 +12,10 @@ Pollux artifact; 0 means "at every event"). Jobs arrive and finish at their exac
 between; a job that arrives waits for the next round, and GPUs freed by a finished job are
 handed out at the next round. A round is skipped, with the same result, when nothing that the
 core reads has changed since the last one: no arrival, no completion, no job crossing a
-least-attained-service threshold, and nothing pending. So a quiet cluster costs nothing and a
-busy one a cycle per interval at most.
+least-attained-service threshold, nothing pending, and no elastic job that a resize could
+move (`_resize_at`: the resize rules read the time itself, through holds and ages, so while
+elastic jobs could grow into idle GPUs or be rebalanced among themselves, every round
+happens). So a quiet cluster costs nothing and a busy one a cycle per interval at most.
 
 Progress. A job needs `speed.work(job)` units; on its placement it makes `rate` units per
 second, except during the start penalty (`first_start_s` after its first start, `restart_s`
@@ -382,17 +384,26 @@ class _Engine:
                     s.job = replace(s.job, elastic=info)
             s.running = self._running_entry(s, t)
 
-    def _grow_at(self) -> float:
-        """When a round could grow an elastic job into idle GPUs: the end of the resize hold
-        of the earliest running elastic job below its maximum, while GPUs are idle."""
-        if self.allocated >= self.total or not self.elastic_running:
+    def _resize_at(self) -> float:
+        """When a round could resize a running elastic job: the end of the resize hold of the
+        earliest elastic job that could move, and any round after it (a job's age and
+        attained service, which the resize rules read, change with time alone). A job could
+        move while GPUs are idle (growth, if it is below its maximum) or while another
+        elastic job runs (the rebalance shares their GPUs, idle or not). With rounds at every
+        event (`interval_s` 0) only holds still running wake one."""
+        running = self.elastic_running
+        full = self.allocated >= self.total
+        if not running or (full and len(running) < 2):
             return _INF
         hold = self.profile.resize_hold_s
+        every_event = self.opt.interval_s <= 0
         at = _INF
-        for jid in self.elastic_running:
+        for jid in running:
             s = self.running[jid]
-            if s.job.max_gpus is not None and s.gpus < s.job.max_gpus:
-                at = min(at, s.started + hold)
+            if full or (s.job.max_gpus is not None and s.gpus < s.job.max_gpus):
+                ends = s.started + hold
+                if not (every_event and ends <= self.now):
+                    at = min(at, ends)
         return at
 
     def run(self) -> None:
@@ -406,7 +417,7 @@ class _Engine:
                 when = min(when, self._valid_top(self.crossings))
                 if self.wakes:
                     when = min(when, self.wakes[0])
-            when = min(when, self._grow_at())
+            when = min(when, self._resize_at())
             if when == _INF:
                 break  # jobs nothing can ever place (e.g. a GPU type the cluster lacks)
             t = max(self.earliest, self._round_at(when))
@@ -422,7 +433,7 @@ class _Engine:
             while self.wakes and self.wakes[0] <= t:
                 heapq.heappop(self.wakes)
             self.now = t
-            if self.pending or self._grow_at() <= t:  # after this round's events
+            if self.pending or self._resize_at() <= t:  # after this round's events
                 self._cycle(t)
             self.earliest = t + step if step > 0 else t
         ends = [s.end for s in jobs if s.end is not None]

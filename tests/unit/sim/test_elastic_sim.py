@@ -73,6 +73,22 @@ def test_an_arrival_gets_gpus_from_an_elastic_job() -> None:
     assert rec["e"].preemptions == 0 and rec["e"].resizes >= 2  # grown, then shrunk
 
 
+def test_a_full_cluster_is_rebalanced_without_an_arrival_or_completion() -> None:
+    """An elastic job that arrives at a cluster an elastic job fills starts small (the other
+    shrinks for it); later rounds move GPUs to it although nothing arrives or ends: the
+    resize rules read the time (holds, ages), so the rounds must happen."""
+    big = SimJob("a", 0.0, 8, duration=4_000_000.0, min_gpus=1, max_gpus=8)
+    new = SimJob("b", 36_000.0, 1, duration=400_000.0, min_gpus=1, max_gpus=8)
+    result = simulate(_workload(big, new), parse_cluster("2x4"), Scaling(), "default")
+    rec = {r.id: r for r in result.records}
+    b = rec["b"]
+    assert b.first_start is not None and b.end is not None
+    first_end = min(r.end for r in result.records if r.end is not None)
+    grown = [(t, g) for t, g in b.allocation if g > 1 and t < first_end]
+    assert b.allocation[0][1] == 1 and grown, b.allocation
+    assert grown[0][0] - b.first_start <= 3_600  # moved within an hour of its start
+
+
 def test_pollux_workloads_run_elastic_unless_rigid() -> None:
     from trainyard.sim.pollux_jobs import PolluxJobs
 
