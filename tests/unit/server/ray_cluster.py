@@ -14,6 +14,7 @@ then they fail, saying how to install it.
 from __future__ import annotations
 
 import os
+import signal
 import time
 from typing import Any
 
@@ -50,10 +51,18 @@ class RayWorld:
         from ray.cluster_utils import Cluster
 
         self.ray = ray
+        group, on_term = os.getpgrp(), signal.getsignal(signal.SIGTERM)
+        # shutdown_at_exit=False: Ray would otherwise make this (the pytest) process a
+        # process-group leader for a "reaper" that SIGTERMs the whole group, and install a
+        # SIGTERM handler here that drains the node and calls sys.exit(1). A stray SIGTERM then
+        # failed whichever unrelated test was running (seen once in a full run); `shutdown`
+        # stops every process of the cluster instead.
         self.cluster = Cluster(
             initialize_head=True,
+            shutdown_at_exit=False,
             head_node_args={"num_cpus": 1, "num_gpus": 0, "_system_config": FAST_HEALTH_CHECKS},
         )
+        assert (os.getpgrp(), signal.getsignal(signal.SIGTERM)) == (group, on_term)
         self.workers: dict[str, Any] = {}
         ray.init(address=self.cluster.address, namespace="trainyard", log_to_driver=False,
                  include_dashboard=False)  # fmt: skip
