@@ -150,6 +150,7 @@ class _Engine:
         self.samples: list[Sample] = []
         self.rounds = 0
         self.now = 0.0
+        self.last_round = -_INF  # when the last round ran
 
     def _gpu_types(self, sim: SimJob) -> tuple[str, ...]:
         """On a heterogeneous cluster, the types the job can run on, fastest first (the
@@ -348,6 +349,7 @@ class _Engine:
 
     def _cycle(self, t: float) -> None:
         self.rounds += 1
+        self.last_round = t
         self._refresh_elastic(t)
         running = [s.running for s in self.running.values() if s.running is not None]
         queues = self.queues
@@ -390,7 +392,7 @@ class _Engine:
         attained service, which the resize rules read, change with time alone). A job could
         move while GPUs are idle (growth, if it is below its maximum) or while another
         elastic job runs (the rebalance shares their GPUs, idle or not). With rounds at every
-        event (`interval_s` 0) only holds still running wake one."""
+        event (`interval_s` 0) each hold that ends wakes one round, once."""
         running = self.elastic_running
         full = self.allocated >= self.total
         if not running or (full and len(running) < 2):
@@ -402,7 +404,7 @@ class _Engine:
             s = self.running[jid]
             if full or (s.job.max_gpus is not None and s.gpus < s.job.max_gpus):
                 ends = s.started + hold
-                if not (every_event and ends <= self.now):
+                if not (every_event and ends <= self.last_round):
                     at = min(at, ends)
         return at
 

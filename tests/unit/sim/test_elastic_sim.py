@@ -89,6 +89,20 @@ def test_a_full_cluster_is_rebalanced_without_an_arrival_or_completion() -> None
     assert grown[0][0] - b.first_start <= 3_600  # moved within an hour of its start
 
 
+def test_rounds_at_every_event_still_grow_and_end() -> None:
+    """With `--interval 0` a hold that ends wakes one round (the job alone grows into the
+    idle GPUs then), and a full cluster of elastic jobs does not wake rounds forever."""
+    alone = SimJob("e", 0.0, 2, duration=40_000.0, min_gpus=1, max_gpus=8)
+    every = SimOptions(interval_s=0)
+    (g,) = simulate(_workload(alone), parse_cluster("2x4"), Scaling(), "default", every).records
+    assert g.end is not None and max(n for _t, n in g.allocation) == 8
+    big = SimJob("a", 0.0, 8, duration=400_000.0, min_gpus=1, max_gpus=8)
+    new = SimJob("b", 3_600.0, 1, duration=40_000.0, min_gpus=1, max_gpus=8)
+    result = simulate(_workload(big, new), parse_cluster("2x4"), Scaling(), "default", every)
+    assert all(r.end is not None for r in result.records)
+    assert result.rounds < 50
+
+
 def test_pollux_workloads_run_elastic_unless_rigid() -> None:
     from trainyard.sim.pollux_jobs import PolluxJobs
 
