@@ -15,7 +15,8 @@ core reads has changed since the last one: no arrival, no completion, no job cro
 least-attained-service threshold, nothing pending, and no elastic job that a resize could
 move (`_resize_at`: the resize rules read the time itself, through holds and ages, so while
 elastic jobs could grow into idle GPUs or be rebalanced among themselves, every round
-happens). So a quiet cluster costs nothing and a busy one a cycle per interval at most.
+happens; with rounds at every event, one at the end of each hold). So a quiet cluster costs
+nothing and a busy one a cycle per interval at most.
 
 Progress. A job needs `speed.work(job)` units; on its placement it makes `rate` units per
 second, except during the start penalty (`first_start_s` after its first start, `restart_s`
