@@ -3,6 +3,7 @@ accounted by the GPU-seconds they held; Pollux workloads run elastic unless `--r
 
 from __future__ import annotations
 
+import threading
 from dataclasses import replace
 
 import pytest
@@ -12,6 +13,7 @@ from trainyard.core import Elastic, StepSample
 from trainyard.sim.cluster import parse_cluster
 from trainyard.sim.engine import SimOptions, simulate
 from trainyard.sim.metrics import summarize
+from trainyard.sim.records import SimResult
 from trainyard.sim.workload import SimJob, Workload
 
 
@@ -98,9 +100,18 @@ def test_rounds_at_every_event_still_grow_and_end() -> None:
     assert g.end is not None and max(n for _t, n in g.allocation) == 8
     big = SimJob("a", 0.0, 8, duration=400_000.0, min_gpus=1, max_gpus=8)
     new = SimJob("b", 3_600.0, 1, duration=40_000.0, min_gpus=1, max_gpus=8)
-    result = simulate(_workload(big, new), parse_cluster("2x4"), Scaling(), "default", every)
-    assert all(r.end is not None for r in result.records)
-    assert result.rounds < 50
+    results: list[SimResult] = []
+    run = threading.Thread(  # a daemon: if the clock stops advancing, the test fails, not hangs
+        target=lambda: results.append(
+            simulate(_workload(big, new), parse_cluster("2x4"), Scaling(), "default", every)
+        ),
+        daemon=True,
+    )
+    run.start()
+    run.join(timeout=120)
+    assert results, "the simulation did not end (a round woken at a time already past?)"
+    assert all(r.end is not None for r in results[0].records)
+    assert results[0].rounds < 50
 
 
 def test_pollux_workloads_run_elastic_unless_rigid() -> None:
