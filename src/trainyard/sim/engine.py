@@ -15,7 +15,8 @@ core reads has changed since the last one: no arrival, no completion, no job cro
 least-attained-service threshold, nothing pending, and no elastic job that a resize could
 move (`_resize_at`: the resize rules read the time itself, through holds and ages, so while
 elastic jobs could grow into idle GPUs or be rebalanced among themselves, every round
-happens; with rounds at every event, one at the end of each hold). So a quiet cluster costs
+happens; with rounds at every event, one at the end of each hold and then one a hold apart
+while a job could move). So a quiet cluster costs
 nothing and a busy one a cycle per interval at most.
 
 Progress. A job needs `speed.work(job)` units; on its placement it makes `rate` units per
@@ -393,7 +394,10 @@ class _Engine:
         attained service, which the resize rules read, change with time alone). A job could
         move while GPUs are idle (growth, if it is below its maximum) or while another
         elastic job runs (the rebalance shares their GPUs, idle or not). With rounds at every
-        event (`interval_s` 0) each hold that ends wakes one round, once."""
+        event (`interval_s` 0) each hold that ends wakes a round, and while a job could still
+        move, another one a hold after the last round: the rules read the time (a job's age,
+        its gradient statistics as it trains), so "nothing happened" is not "nothing changed"
+        (a job that the first round did not grow would otherwise never grow)."""
         running = self.elastic_running
         full = self.allocated >= self.total
         if not running or (full and len(running) < 2):
@@ -405,8 +409,11 @@ class _Engine:
             s = self.running[jid]
             if full or (s.job.max_gpus is not None and s.gpus < s.job.max_gpus):
                 ends = s.started + hold
-                if not (every_event and ends <= self.last_round):
-                    at = min(at, ends)
+                if every_event and ends <= self.last_round:
+                    if hold <= 0.0:
+                        continue  # no hold: nothing to look at again until an event
+                    ends = self.last_round + hold
+                at = min(at, ends)
         return at
 
     def run(self) -> None:

@@ -111,7 +111,21 @@ def test_rounds_at_every_event_still_grow_and_end() -> None:
     run.join(timeout=120)
     assert results, "the simulation did not end (a round woken at a time already past?)"
     assert all(r.end is not None for r in results[0].records)
-    assert results[0].rounds < 50
+    paced = simulate(_workload(big, new), parse_cluster("2x4"), Scaling(), "default")
+    assert results[0].rounds <= paced.rounds  # no more rounds than one a minute
+    assert [r.allocation for r in results[0].records] == [r.allocation for r in paced.records]
+
+
+def test_rounds_at_every_event_look_again_while_a_job_could_grow() -> None:
+    """With `--interval 0`, a job that the round at its hold's end does not grow is looked at
+    again a hold later: the restart rule asks a 1-minute-old job for a gain it will not ask of
+    a 2-minute-old one, and nothing else happens in between. It used to stay on 1 GPU to
+    its end, with the other 3 idle."""
+    job = SimJob("e", 0.0, 1, duration=40_000.0, min_gpus=1, max_gpus=2)
+    for every in (SimOptions(interval_s=0), SimOptions()):
+        (r,) = simulate(_workload(job), parse_cluster("1x4"), Scaling(), "default", every).records
+        grown = [t for t, n in r.allocation if n == 2]
+        assert grown and 60.0 < grown[0] <= 600.0, r.allocation
 
 
 def test_pollux_workloads_run_elastic_unless_rigid() -> None:
