@@ -159,7 +159,9 @@ def simulate_command(
         list[str] | None,
         typer.Option("--option", "-o", metavar="KEY=VALUE", help="Workload option (repeatable)."),
     ] = None,
-    interval: Annotated[float, typer.Option("--interval", help="Seconds between rounds.")] = 60.0,
+    interval: Annotated[
+        float, typer.Option("--interval", help="Seconds between rounds (0: at every event).")
+    ] = 60.0,
     estimates: Annotated[
         str, typer.Option("--estimates", help="Run times told to the scheduler: none or exact.")
     ] = "none",
