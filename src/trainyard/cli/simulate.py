@@ -259,7 +259,7 @@ def simulate_command(
         return
     typer.echo(
         f"{len(wl.jobs)} jobs of {workload} on {cl.gpus} simulated GPUs ({cl.spec}), "
-        f"rounds every {interval:g} s"
+        + (f"rounds every {interval:g} s" if interval > 0 else "a round at every event")
     )
     _print_table(summaries)
     if written and report is not None:
