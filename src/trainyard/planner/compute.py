@@ -14,8 +14,10 @@ b = micro_batch, s = seq_len, h = hidden, n_i = layers of stage i):
   gated MLPs included, attention core 4·s·h per token, output layer over the padded
   vocabulary). A GPU computes 1/(t·c) of each of its layers' work per micro-batch: forward,
   backward (twice the forward), and the forward again under full recompute, or the attention
-  core again under selective recompute (Korthikanti et al. arXiv:2205.05198 §5). The output
-  layer and loss run on the last stage, 3 passes.
+  core again under selective recompute (Korthikanti et al. arXiv:2205.05198 §5), or, under
+  torchtitan's per-operator checkpointing ("op"), the forward of every second matrix multiply
+  (`Model.op_recomputed_matmul_params`; the fused attention is kept). The output layer and
+  loss run on the last stage, 3 passes.
 * compute, a roofline of two parts: GEMMs run at g·peak and the memory-bound kernels (norms,
   dropout, residual adds, activations, softmax, the fp32 cross-entropy) move bytes at the GPU's
   memory bandwidth.
@@ -29,7 +31,8 @@ b = micro_batch, s = seq_len, h = hidden, n_i = layers of stage i):
   - bytes (`layer_memory_bytes`): the activation bytes a layer stores when nothing is
     recomputed (`memory.layer_activation_bytes`, Korthikanti et al. Table 2 for the GPT shape,
     without the s² term under flash attention) touched `traffic` times in each of 3 passes and
-    in a 4th under full recompute (only the attention term under selective recompute); the
+    in a 4th under full recompute and under "op" (its element-wise operators are all recomputed;
+    only the attention term under selective recompute); the
     fp32 logits 4·s·b·V'/t in 3 passes on the last stage.
 * tensor parallel (Shoeybi et al. arXiv:1909.08053 §3): per layer and micro-batch 4 all-reduces
   of b·(s/c)·h·2 bytes (6 under full recompute), timed with `collectives.best` over the t ranks.
@@ -101,7 +104,7 @@ from trainyard.planner.comm import (
 )
 from trainyard.planner.errors import PlannerError
 from trainyard.planner.hardware import GPU
-from trainyard.planner.layout import ParallelLayout
+from trainyard.planner.layout import RECOMPUTE_MODES, ParallelLayout
 from trainyard.planner.memory import layer_activation_bytes
 from trainyard.planner.model import Model
 
@@ -220,7 +223,7 @@ def layer_memory_bytes(model: Model, layout: ParallelLayout) -> float:
     """Stored-activation bytes the memory-bound kernels of one GPU touch for one layer and one
     micro-batch, summed over passes (before the `Calibration.traffic` factor)."""
     stored = layer_activation_bytes(model, dataclasses.replace(layout, recompute="none"))
-    if layout.recompute == "full":
+    if layout.recompute in ("full", "op"):
         return 4 * stored
     if layout.recompute == "selective":
         lean = layer_activation_bytes(model, layout)
@@ -244,15 +247,19 @@ def memory_bound_bytes(model: Model, layout: ParallelLayout) -> float:
 
 
 def flops_executed(model: Model, recompute: str) -> float:
-    """FLOPs one iteration executes under `recompute` ("none", "selective" or "full")."""
-    if recompute not in ("none", "selective", "full"):
-        raise PlannerError("recompute", f"must be none, selective or full, got {recompute!r}")
+    """FLOPs one iteration executes under `recompute` ("none", "selective", "full" or "op")."""
+    if recompute not in RECOMPUTE_MODES:
+        raise PlannerError(
+            "recompute", f"must be one of {', '.join(RECOMPUTE_MODES)}, got {recompute!r}"
+        )
     tokens = float(model.tokens_per_iteration)
     gemm, attn = model.layer_forward_flops(tokens)
     passes = 4.0 if recompute == "full" else 3.0
-    extra_attn = attn if recompute == "selective" else 0.0
+    extra = attn if recompute == "selective" else 0.0
+    if recompute == "op":
+        extra = 2.0 * model.op_recomputed_matmul_params * tokens
     logits = 3 * 2.0 * model.hidden * model.padded_vocab() * tokens
-    return model.layers * (passes * (gemm + attn) + extra_attn) + logits
+    return model.layers * (passes * (gemm + attn) + extra) + logits
 
 
 @dataclass(frozen=True)
@@ -383,13 +390,16 @@ def step_time(
     gemm_fwd, attn_fwd = (x / t for x in model.layer_forward_flops(tokens))
     passes = 4.0 if layout.recompute == "full" else 3.0
     attn_passes = passes + (1.0 if layout.recompute == "selective" else 0.0)
+    gemm_passes = passes  # forward passes of the layer's GEMMs, as a share of all of them
+    if layout.recompute == "op":
+        gemm_passes += model.op_recomputed_matmul_params / model.layer_matmul_params
     vocab = model.padded_vocab(t)
     logit_flops = 3 * 2.0 * tokens * model.hidden * vocab / t
     bw = gpu.memory_bw_tbs * 1e12
     if efficiency is None:
         g_gemm = gemm_efficiency(model.hidden, peak_gemm / 1e12, calibration)
         g16 = gemm_efficiency(model.hidden, peak16 / 1e12, calibration)
-        gemm_s = passes * gemm_fwd / (peak_gemm * g_gemm)
+        gemm_s = gemm_passes * gemm_fwd / (peak_gemm * g_gemm)
         attn_s = attn_passes * attn_fwd / (peak16 * g16)
         mem_bytes = calibration.traffic * layer_memory_bytes(model, layout)
         if fp8:
@@ -399,7 +409,7 @@ def step_time(
         logit_mem_s = calibration.traffic * _logit_bytes(model, layout) / bw
         logit_s = logit_flops / (peak16 * g16) + logit_mem_s
     else:
-        gemm_s = passes * gemm_fwd / (peak_gemm * efficiency)
+        gemm_s = gemm_passes * gemm_fwd / (peak_gemm * efficiency)
         attn_s = attn_passes * attn_fwd / (peak16 * efficiency)
         layer_mem_s = logit_mem_s = 0.0
         logit_s = logit_flops / (peak16 * efficiency)

@@ -204,8 +204,13 @@ def _megatron(model: Model, plan: Plan) -> tuple[tuple[str, ...], list[str]]:
         args.append("--untie-embeddings-and-output-weights")
     if not model.learned_positions:
         args += ["--position-embedding-type", "rope"]
-    if lay.recompute == "selective":
+    if lay.recompute in ("selective", "op"):
         args += ["--recompute-granularity", "selective"]
+        if lay.recompute == "op":
+            notes.append(
+                "torchtitan's per-operator checkpointing has no Megatron-LM flag: Megatron's "
+                "selective recompute (the attention core) is emitted instead"
+            )
     elif lay.recompute == "full":
         args += ["--recompute-granularity", "full", "--recompute-method", "uniform"]
         args += ["--recompute-num-layers", "1"]

@@ -18,6 +18,15 @@ Pipeline stages split the layers evenly unless `first_stage_layers` / `last_stag
 set (Megatron-Core's --decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers):
 then the first and/or last stage hold that many layers, usually fewer because they also hold
 the embedding and the output layer with the loss, and the other stages split the rest evenly.
+
+Activation recompute (`recompute`): "none"; "selective", Megatron's (the attention core is
+recomputed in the backward pass, Korthikanti et al. arXiv:2205.05198 §5); "full" (each layer
+keeps only its input and runs its forward again); "op", torchtitan's per-operator selective
+checkpointing (`--activation_checkpoint.mode selective`, `selective_ac_option = "op"`): every
+layer keeps the outputs of its matrix multiplies and of the fused attention, except every
+second matrix multiply in forward order, which is recomputed with all the element-wise
+operators. The search chooses among the first three (the launchers it emits are Megatron-LM's
+and DeepSpeed's); "op" describes runs made with torchtitan, for `--evaluate`.
 """
 
 from __future__ import annotations
@@ -30,8 +39,8 @@ from trainyard.planner.model import Model
 
 __all__ = ["RECOMPUTE_MODES", "SHARDINGS", "ParallelLayout", "Recompute"]
 
-Recompute = Literal["none", "selective", "full"]
-RECOMPUTE_MODES: tuple[str, ...] = ("none", "selective", "full")
+Recompute = Literal["none", "selective", "full", "op"]
+RECOMPUTE_MODES: tuple[str, ...] = ("none", "selective", "full", "op")
 # Names of the sharding choices (`ParallelLayout.sharding`).
 SHARDINGS: tuple[str, ...] = ("none", "zero1", "zero2", "zero3", "hsdp")
 

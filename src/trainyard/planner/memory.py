@@ -32,6 +32,12 @@ heads, k = kv_heads, f = ffn_hidden, t = tp), in bytes, 16-bit:
   selectively recomputed (Dao et al. arXiv:2205.14135 §3.1);
 * sequence parallelism splits the first part over t too; full recompute keeps only the layer
   input, 2·s·b·h (divided by t with sequence parallelism);
+* torchtitan's per-operator checkpointing ("op") keeps the layer input and the outputs of the
+  matrix multiplies it does not recompute and of the fused attention: the query (2), the
+  value (2k/a), the attention output (2), the MLP's first projection (2f/h: a gated MLP's
+  gate, a plain one's only up-projection) and its output (2), with the input 2 outside the
+  tensor-parallel region, 8 + 2k/a + 2f/h in all (15.5 for the GPT shape; the element-wise
+  operators' outputs are recomputed, the attention's log-sum-exp is negligible);
 * context parallelism splits all of it over cp (each rank holds s/cp of every sequence);
 * fp8 (Transformer Engine) keeps the inputs of the four GEMMs in 8 bits: one byte less per
   element for the QKV and MLP inputs, the output projection's and the second MLP GEMM's.
@@ -83,6 +89,11 @@ def layer_activation_bytes(model: Model, layout: ParallelLayout) -> float:
     if layout.recompute == "full":
         return 2 * sbh / (t if layout.sequence_parallel else 1)
     f_h = model.ffn_hidden / h
+    if layout.recompute == "op":
+        kept = 6.0 + 2.0 * model.kv_heads / a + 2.0 * f_h
+        if layout.sequence_parallel:
+            return sbh / t * (2.0 + kept)
+        return sbh * (2.0 + kept / t)
     fp8 = model.precision == "fp8"
     outside = 10.0 - (2.0 if fp8 else 0.0)
     mlp = (6.0 if model.gated_mlp else 4.0) * f_h - (f_h if fp8 else 0.0)

@@ -183,6 +183,15 @@ class Model:
             + self.mlp_matrices * h * self.ffn_hidden
         )
 
+    @property
+    def op_recomputed_matmul_params(self) -> int:
+        """Weights of the matrix multiplies of one layer that torchtitan's per-operator
+        selective checkpointing recomputes: every second one in forward order (query, KEY,
+        value, OUTPUT PROJECTION, then a gated MLP's gate, UP, down, or a plain MLP's first
+        and SECOND)."""
+        h, f = self.hidden, self.ffn_hidden
+        return h * self.kv_heads * self.head_dim + h * h + h * f
+
     def padded_vocab(self, tp: int = 1) -> int:
         """The vocabulary padded to a multiple of vocab_multiple·tp (Megatron-LM's
         --make-vocab-size-divisible-by, times the tensor-parallel size)."""

@@ -29,7 +29,8 @@ Row conventions (all documented here, none guessed per row):
   fastest factor for rows that do not state one was tried: README_2024_H100's pipelined rows
   then came out 13-20 % too fast, so they evidently ran without it.)
 * A missing micro-batch is taken as 1 (SC21_T1 and the 2020/2021 README tables do not give it).
-* Recompute: the `activation_recompute` cell when given (none / selective / full); otherwise
+* Recompute: the `activation_recompute` cell when given (none / selective / full, or op /
+  selective_op for torchtitan's per-operator checkpointing); otherwise
   "full" for the SC'21-era tables (SC'21 counts the recomputed forward, Eq. 3 with 96) and
   "none" for README_2024_H100 (Megatron-Core default; its TFLOP/s / peak equals the stated MFU).
 * Attention: the `flash_attention` cell; else fused (flash) for README_2024_H100 (Megatron-Core
@@ -155,6 +156,8 @@ def _gpu(row: Mapping[str, str | None]) -> GPU:
 
 def _recompute(row: Mapping[str, str | None]) -> Recompute:
     cell = row_cell(row, "activation_recompute").lower()
+    if cell.replace("-", "_").replace(" ", "_") in ("op", "selective_op", "sac_op"):
+        return "op"  # torchtitan's per-operator selective checkpointing
     if cell.startswith(("selective", "sel")):
         return "selective"
     if cell.startswith("full"):
@@ -162,7 +165,9 @@ def _recompute(row: Mapping[str, str | None]) -> Recompute:
     if cell.startswith(("none", "no")):
         return "none"
     if cell:
-        raise PlannerError("activation_recompute", f"must be none, selective or full, got {cell!r}")
+        raise PlannerError(
+            "activation_recompute", f"must be none, selective, full or op, got {cell!r}"
+        )
     return "none" if row_cell(row, "table_id") in _NO_RECOMPUTE_TABLES else "full"
 
 

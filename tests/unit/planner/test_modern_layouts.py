@@ -158,3 +158,44 @@ def test_search_uses_cp_for_long_sequences_and_uneven_stages() -> None:
     assert any(p.layout.uneven for p in search(odd, 32, A100, top=200))
     for p in search(preset("gpt3-175b"), 128, H100, top=20):
         assert not (p.layout.pp > 1 and p.layout.zero >= 2)
+
+
+def test_torchtitan_per_op_checkpointing_recomputes_every_second_matmul() -> None:
+    """torchtitan's per-operator selective checkpointing keeps the outputs of a layer's
+    matrix multiplies and of its fused attention, except every second multiply in forward
+    order (key, output projection, MLP up-projection), which it recomputes with every
+    element-wise operator: more FLOPs than no recompute, fewer than full, and activations
+    between the two."""
+    from trainyard.planner.compute import flops_executed
+    from trainyard.planner.rows import row_inputs
+
+    m = dataclasses.replace(preset("llama2-70b"), global_batch=64)
+    h, k_d, f = 8192, 8 * 128, 28672
+    assert m.op_recomputed_matmul_params == h * k_d + h * h + h * f
+    none, op, full = (flops_executed(m, r) for r in ("none", "op", "full"))
+    tokens = m.tokens_per_iteration
+    assert op - none == pytest.approx(80 * 2 * (h * k_d + h * h + h * f) * tokens)
+    assert none < op < full
+    lay = ParallelLayout(dp=64, zero=3, flash_attention=True)
+    b = {
+        r: layer_activation_bytes(m, dataclasses.replace(lay, recompute=r))
+        for r in ("none", "op", "full")
+    }
+    sbh = m.seq_len * h
+    assert b["op"] == pytest.approx((2 + 6 + 2 * 8 / 64 + 2 * f / h) * sbh)
+    assert b["full"] < b["op"] < b["none"]
+    t = {r: step_time(m, dataclasses.replace(lay, recompute=r), A100).iteration_s for r in b}
+    assert t["none"] < t["op"] < t["full"]
+    row = {
+        "model": "Llama 2 70B", "num_layers": "80", "hidden_size": "8192",
+        "num_attention_heads": "64", "num_kv_heads": "8", "ffn_hidden_size": "28672",
+        "mlp": "swiglu", "seq_len": "4096", "vocab_size": "32000", "gpu_type": "A100 80GB",
+        "num_gpus": "64", "tensor_parallel": "1", "pipeline_parallel": "1",
+        "data_parallel": "64", "sharding": "fsdp", "global_batch_size": "64",
+        "micro_batch_size": "1", "activation_recompute": "selective_op",
+        "flash_attention": "yes",
+    }  # fmt: skip
+    parsed = row_inputs(row)
+    assert not isinstance(parsed, str) and parsed[1].recompute == "op"
+    with pytest.raises(PlannerError, match=r"activation_recompute.*none, selective, full or op"):
+        row_inputs({**row, "activation_recompute": "sometimes"})
