@@ -180,3 +180,20 @@ RETRACTED_PLACEMENT_NOT_RETRIED = Snapshot(
         Job("p6", queue="q2", gpus=1),
     ),
 )
+
+# The spare passes place the recovering `p0` on n1 (n0, the spare, is drained), then hand the
+# profile's cycle a snapshot in which `p0` already runs, started now and of unknown length;
+# `p2`, waiting long enough for a blind reservation, was reserved n1's GPU behind `p0`, a job
+# this very decision starts (a blind reservation waits only for jobs running before it).
+BLIND_BEHIND_RECOVERED = Snapshot(
+    10_000.0,
+    (
+        Node("n0", 1, gpu_type="H100", schedulable=False, spare=True),
+        Node("n1", 1, gpu_type="H100"),
+    ),
+    pending=(
+        Job("p0", recovering=True, cpus=0.0, memory_gb=0.0),
+        Job("p1", gpus=0, recovering=True, cpus=0.0, memory_gb=0.0),
+        Job("p2", recovering=True, cpus=0.0, memory_gb=0.0),
+    ),
+)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from checks import check_decision, check_reservations_honoured, check_work_conserving
 from counterexamples import (
+    BLIND_BEHIND_RECOVERED,
     GANG_NEEDS_TWO_LEAVES,
     RESERVED_MEMORY,
     RETRACTED_PLACEMENT_NOT_RETRIED,
@@ -56,6 +57,7 @@ def test_no_job_that_fits_is_left_waiting(snapshot: Snapshot) -> None:
 @SETTINGS
 @given(snapshots())
 @example(RESERVED_MEMORY)
+@example(BLIND_BEHIND_RECOVERED)
 def test_reservations_are_honoured(snapshot: Snapshot) -> None:
     for name in PROFILE_NAMES:
         check_reservations_honoured(snapshot, run_cycle(snapshot, name))

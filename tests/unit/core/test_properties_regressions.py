@@ -14,6 +14,7 @@ from checks import (
     cycles_until_quiet,
 )
 from counterexamples import (
+    BLIND_BEHIND_RECOVERED,
     CPU_JOB_BLOCKS_PREEMPTION,
     EVICTION_FREES_QUOTA,
     GANG_NEEDS_TWO_LEAVES,
@@ -160,6 +161,17 @@ def test_evictions_that_free_quota_let_waiting_jobs_start_in_the_same_cycle() ->
     check_decision(EVICTION_FREES_QUOTA, decision, "priority")
     assert [e.job_id for e in decision.evictions] == ["r1"]
     assert set(placed(decision)) == {"p0", "p2"}
+
+
+def test_a_blind_reservation_does_not_wait_behind_a_job_recovering_now() -> None:
+    """The recovering job the spare passes placed runs in the snapshot the profile's cycle
+    sees, started now; a blind reservation behind it would hold a device this decision
+    gives away (found by the property test of reservations)."""
+    decision = run_cycle(BLIND_BEHIND_RECOVERED, "default")
+    check_decision(BLIND_BEHIND_RECOVERED, decision, "default")
+    assert [p.job_id for p in decision.placements] == ["p0", "p1"]
+    assert not decision.reservations
+    check_reservations_honoured(BLIND_BEHIND_RECOVERED, decision)
 
 
 def test_backfill_does_not_give_away_the_memory_a_reservation_needs() -> None:

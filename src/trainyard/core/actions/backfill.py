@@ -89,13 +89,17 @@ def _running_ends(cycle: Cycle, st: BackfillState) -> list[tuple[float, str]]:
 
 def _youngest_unestimated(cycle: Cycle, st: BackfillState) -> list[str]:
     """Ids of the snapshot's running jobs without an expected duration, the most recently
-    started first (computed once; the caller skips jobs no longer running)."""
+    started first (computed once; the caller skips jobs no longer running). Not those that
+    start at this very moment: the spare passes (`core/spares.py`) hand the cycle a snapshot
+    in which the recovering jobs they placed already run, and a blind reservation no more
+    waits for them than for a job this cycle places, whose end is as unknown."""
     if st.youngest is None:
+        now = cycle.now
         st.youngest = [
             jid
             for _start, jid in sorted(
                 (-r.started_at, r.job.id) for r in cycle.snapshot.running
-                 if r.job.expected_duration is None
+                 if r.job.expected_duration is None and r.started_at < now
             )
         ]  # fmt: skip
     return st.youngest
