@@ -11,9 +11,11 @@ every resize carries its reason. Four passes, in this order:
    the largest size in its range that fits now (a placement of action ``resize``).
 2. **Shrink for waiting jobs.** A job still waiting for capacity (rigid, or elastic at its
    minimum) gets GPUs from running elastic jobs, which shrink in place (they keep a subset
-   of their devices). Donors give in order of how far they are above their fair share
-   (cluster GPUs / jobs running or waiting), so no job is shrunk below its fair share while
-   another stays above it, and never below `min_gpus`. A donor's queue gives only what it
+   of their devices). Donors first give what they hold above their fair share (cluster
+   GPUs / jobs running or waiting), the ones the rebalance values least first (its weight:
+   the most work left, or the most service had; the rebalance would take from them next),
+   so no job is shrunk below its fair share while another stays above it, and never below
+   `min_gpus`. A donor's queue gives only what it
    holds above its guarantee, unless the waiting job is of the same queue or its own queue
    is owed its guarantee. The plan is kept only if the waiting job then fits.
 3. **Rebalance.** The movable elastic jobs of each device class are moved towards the
@@ -201,16 +203,22 @@ def _shrink_for_waiting(cycle: Cycle) -> None:
 
 def _plan(cycle: Cycle, job: Job, usable: list[Alloc], need: int, fair: int) -> dict[str, int]:
     """GPUs each donor gives so that `need` more are free: first what donors hold above their
-    fair share, most above first, then down to their minimum, from donors already giving
-    first (one restart each). A donor of another queue gives only what its queue holds above
-    its guarantee, unless `job`'s own queue is owed its guarantee."""
+    fair share, the lowest rebalance weight (`rebalance.weight`: the most work left) first,
+    then down to their minimum, from donors already giving first (one restart each). A
+    donor of another queue gives only what its queue holds above its guarantee, unless
+    `job`'s own queue is owed its guarantee."""
     queues = cycle.queues
     qi = queues.index[job.queue]
     owed = queues.within_guaranteed(qi, job.gpus) < 0
     by_queue: dict[int, int] = {}
     plan: dict[str, int] = {}
     got = 0
-    order = sorted(usable, key=lambda a: (-(a.gpus - fair), -a.gpus, a.job.id))
+    rs = cycle.state_of(ResizeState)
+
+    def worth(a: Alloc) -> float:
+        return weight(a.job, _model(rs, a.job).goodput(1, 1))
+
+    order = sorted(usable, key=lambda a: (a.gpus <= fair, worth(a), -a.gpus, a.job.id))
     for floor in (fair, 0):
         if floor == 0:
             order.sort(key=lambda a: a.job.id not in plan)
