@@ -83,6 +83,7 @@ __all__ = [
     "move_delay",
     "plan_targets",
     "rank_weights",
+    "reports_left",
     "seconds_left",
     "sizes_above",
     "speedup_exponent",
@@ -135,12 +136,13 @@ def seconds_left(job: Job, goodput: float) -> float | None:
     """Seconds `job` still needs at `goodput` base-batch steps per second, from the samples
     it says it has left; None when it does not say (or `goodput` is not positive)."""
     info = job.elastic
-    if info is None or not _reports_left(job) or goodput <= 0.0:
+    if info is None or not reports_left(job) or goodput <= 0.0:
         return None
     return info.remaining / info.batch / goodput
 
 
-def _reports_left(job: Job) -> bool:
+def reports_left(job: Job) -> bool:
+    """Does `job` say how much work it has left (`Elastic.remaining`)?"""
     info = job.elastic
     return info is not None and info.remaining > 0.0 and info.batch > 0
 
@@ -151,7 +153,7 @@ def speedup_exponent(entries: list[Entry], per_node: int) -> float:
     Only when every entry says how much work it has left: ranks by attained service (LAS)
     are a guess at the order of sizes, and sharpening a guess towards SRPT costs more than
     it gains (docs/benchmarks.md), so they keep the default exponent (1/2)."""
-    if not all(_reports_left(e.alloc.job) for e in entries):
+    if not all(reports_left(e.alloc.job) for e in entries):
         return _DEFAULT_SPEEDUP_EXPONENT
     total, n = 0.0, 0
     for e in entries:
@@ -174,7 +176,7 @@ def rank_weights(entries: list[Entry], per_node: int) -> None:
     p = speedup_exponent(entries, per_node)
     exponent = p * (1.0 + p) / (1.0 - p)
     ranked = sorted(e.weight for e in entries)
-    known = all(_reports_left(e.alloc.job) for e in entries)
+    known = all(reports_left(e.alloc.job) for e in entries)
     for e in entries:
         factor = bisect.bisect_right(ranked, e.weight) ** exponent
         e.weight = factor if known else e.weight * factor

@@ -12,8 +12,8 @@ every resize carries its reason. Four passes, in this order:
 2. **Shrink for waiting jobs.** A job still waiting for capacity (rigid, or elastic at its
    minimum) gets GPUs from running elastic jobs, which shrink in place (they keep a subset
    of their devices). Donors first give what they hold above their fair share (cluster
-   GPUs / jobs running or waiting), the ones the rebalance values least first (its weight:
-   the most work left, or the most service had; the rebalance would take from them next),
+   GPUs / jobs running or waiting): the ones the rebalance values least first (the most
+   work left) when every donor says what it has left, else the most above their share,
    so no job is shrunk below its fair share while another stays above it, and never below
    `min_gpus`. A donor's queue gives only what it
    holds above its guarantee, unless the waiting job is of the same queue or its own queue
@@ -25,13 +25,13 @@ every resize carries its reason. Four passes, in this order:
    `Profile.resize_horizon_s`.
 4. **Grow into idle GPUs.** While GPUs are idle, the running elastic job with the largest
    gain in speedup per added GPU grows (to at most `EXPLORE` (4) times the largest size it
-   has been measured at: the model is not trusted further from its data), if the gain is at least
-   `required_gain` (`Profile.resize_min_gain` of its goodput, more while another restart
-   would cost a large share of the job's age, `Profile.resize_restart_s`) and it has run
-   `Profile.resize_hold_s` since its last (re)start (hysteresis: a resize costs a checkpoint
-   and a relaunch). Growing only
-   ever uses idle GPUs, and while a queue owed its guarantee has a job waiting, only that
-   queue's jobs grow (reclaim would take anything else back at once).
+   has been measured at: the model is not trusted further from its data), if the gain is
+   at least `required_gain` (`Profile.resize_min_gain` of its goodput, more while another
+   restart would cost a large share of the job's age, `Profile.resize_restart_s`) and it
+   has run `Profile.resize_hold_s` since its last (re)start (hysteresis: a resize costs a
+   checkpoint and a relaunch). Growing only ever uses idle GPUs, and while a queue owed its
+   guarantee has a job waiting, only that queue's jobs grow (reclaim would take anything
+   else back at once).
 
 Without arrivals or completions nothing shrinks (no job waits for capacity that a shrink
 could give) and growth stops when no GPU is idle, so resizes do not ping-pong.
@@ -48,6 +48,7 @@ from trainyard.core.actions.rebalance import (
     move_delay,
     plan_targets,
     rank_weights,
+    reports_left,
     sizes_above,
     weight,
 )
@@ -203,8 +204,9 @@ def _shrink_for_waiting(cycle: Cycle) -> None:
 
 def _plan(cycle: Cycle, job: Job, usable: list[Alloc], need: int, fair: int) -> dict[str, int]:
     """GPUs each donor gives so that `need` more are free: first what donors hold above their
-    fair share, the lowest rebalance weight (`rebalance.weight`: the most work left) first,
-    then down to their minimum, from donors already giving first (one restart each). A
+    fair share, the lowest rebalance weight (`rebalance.weight`: the most work left) first
+    when every donor says what it has left, else the most above their share first, then
+    down to their minimum, from donors already giving first (one restart each). A
     donor of another queue gives only what its queue holds above its guarantee, unless
     `job`'s own queue is owed its guarantee."""
     queues = cycle.queues
@@ -214,11 +216,10 @@ def _plan(cycle: Cycle, job: Job, usable: list[Alloc], need: int, fair: int) -> 
     plan: dict[str, int] = {}
     got = 0
     rs = cycle.state_of(ResizeState)
-
-    def worth(a: Alloc) -> float:
-        return weight(a.job, _model(rs, a.job).goodput(1, 1))
-
-    order = sorted(usable, key=lambda a: (a.gpus <= fair, worth(a), -a.gpus, a.job.id))
+    known = all(reports_left(a.job) for a in usable)  # not LAS's guess (Philly: 2% worse)
+    worth = {a.job.id: weight(a.job, _model(rs, a.job).goodput(1, 1)) for a in usable if known}
+    rank = (lambda a: worth[a.job.id]) if known else (lambda a: fair - a.gpus)
+    order = sorted(usable, key=lambda a: (a.gpus <= fair, rank(a), -a.gpus, a.job.id))
     for floor in (fair, 0):
         if floor == 0:
             order.sort(key=lambda a: a.job.id not in plan)
