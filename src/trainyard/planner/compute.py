@@ -104,9 +104,15 @@ from trainyard.planner.comm import (
 )
 from trainyard.planner.errors import PlannerError
 from trainyard.planner.hardware import GPU
-from trainyard.planner.layout import RECOMPUTE_MODES, ParallelLayout
-from trainyard.planner.memory import layer_activation_bytes
+from trainyard.planner.layout import ParallelLayout
 from trainyard.planner.model import Model
+from trainyard.planner.work import (
+    flops_executed,
+    layer_memory_bytes,
+    logit_bytes,
+    memory_bound_bytes,
+    recompute_passes,
+)
 
 # NVLINK_EFFICIENCY lives in `comm` (with the links it scales); re-exported here.
 __all__ = [
@@ -217,49 +223,6 @@ def gemm_efficiency(
     scale: float = (peak_tflops / REFERENCE_TFLOPS) ** calibration.peak_exponent
     half = calibration.gemm_half * scale
     return calibration.gemm_max * hidden / (hidden + half)
-
-
-def layer_memory_bytes(model: Model, layout: ParallelLayout) -> float:
-    """Stored-activation bytes the memory-bound kernels of one GPU touch for one layer and one
-    micro-batch, summed over passes (before the `Calibration.traffic` factor)."""
-    stored = layer_activation_bytes(model, dataclasses.replace(layout, recompute="none"))
-    if layout.recompute in ("full", "op"):
-        return 4 * stored
-    if layout.recompute == "selective":
-        lean = layer_activation_bytes(model, layout)
-        return 3 * stored + (stored - lean)
-    return 3 * stored
-
-
-def _logit_bytes(model: Model, layout: ParallelLayout) -> float:
-    """The fp32 logits' bytes over 3 passes for one micro-batch on one GPU of the last stage."""
-    tokens = model.seq_len * layout.micro_batch / layout.cp
-    return 3 * 4 * tokens * model.padded_vocab(layout.tp) / layout.tp
-
-
-def memory_bound_bytes(model: Model, layout: ParallelLayout) -> float:
-    """Stored-activation bytes the memory-bound kernels of one GPU touch per iteration, summed
-    over passes (before the `Calibration.traffic` factor), for an average stage that also runs
-    the logits (the last stage sets the pace)."""
-    per_layer = layer_memory_bytes(model, layout)
-    logits = _logit_bytes(model, layout)
-    return (per_layer * model.layers / layout.pp + logits) * layout.microbatches(model)
-
-
-def flops_executed(model: Model, recompute: str) -> float:
-    """FLOPs one iteration executes under `recompute` ("none", "selective", "full" or "op")."""
-    if recompute not in RECOMPUTE_MODES:
-        raise PlannerError(
-            "recompute", f"must be one of {', '.join(RECOMPUTE_MODES)}, got {recompute!r}"
-        )
-    tokens = float(model.tokens_per_iteration)
-    gemm, attn = model.layer_forward_flops(tokens)
-    passes = 4.0 if recompute == "full" else 3.0
-    extra = attn if recompute == "selective" else 0.0
-    if recompute == "op":
-        extra = 2.0 * model.op_recomputed_matmul_params * tokens
-    logits = 3 * 2.0 * model.hidden * model.padded_vocab() * tokens
-    return model.layers * (passes * (gemm + attn) + extra) + logits
 
 
 @dataclass(frozen=True)
@@ -388,11 +351,7 @@ def step_time(
     # One layer, one micro-batch, one GPU.
     tokens = layout.micro_batch * model.seq_len / c
     gemm_fwd, attn_fwd = (x / t for x in model.layer_forward_flops(tokens))
-    passes = 4.0 if layout.recompute == "full" else 3.0
-    attn_passes = passes + (1.0 if layout.recompute == "selective" else 0.0)
-    gemm_passes = passes  # forward passes of the layer's GEMMs, as a share of all of them
-    if layout.recompute == "op":
-        gemm_passes += model.op_recomputed_matmul_params / model.layer_matmul_params
+    passes, gemm_passes, attn_passes = recompute_passes(model, layout.recompute)
     vocab = model.padded_vocab(t)
     logit_flops = 3 * 2.0 * tokens * model.hidden * vocab / t
     bw = gpu.memory_bw_tbs * 1e12
@@ -406,7 +365,7 @@ def step_time(
             inputs = 3 * model.hidden + model.ffn_hidden  # QKV, proj, fc1 and fc2 inputs
             mem_bytes += FP8_CAST_BYTES * passes * tokens * inputs / t
         layer_mem_s = mem_bytes / bw
-        logit_mem_s = calibration.traffic * _logit_bytes(model, layout) / bw
+        logit_mem_s = calibration.traffic * logit_bytes(model, layout) / bw
         logit_s = logit_flops / (peak16 * g16) + logit_mem_s
     else:
         gemm_s = gemm_passes * gemm_fwd / (peak_gemm * efficiency)

@@ -389,15 +389,11 @@ class _Engine:
             s.running = self._running_entry(s, t)
 
     def _resize_at(self) -> float:
-        """When a round could resize a running elastic job: the end of the resize hold of the
-        earliest elastic job that could move, and any round after it (a job's age and
-        attained service, which the resize rules read, change with time alone). A job could
-        move while GPUs are idle (growth, if it is below its maximum) or while another
-        elastic job runs (the rebalance shares their GPUs, idle or not). With rounds at every
-        event (`interval_s` 0) each hold that ends wakes a round, and while a job could still
-        move, another one a hold after the last round: the rules read the time (a job's age,
-        its gradient statistics as it trains), so "nothing happened" is not "nothing changed"
-        (a job that the first round did not grow would otherwise never grow)."""
+        """When a round could resize a running elastic job: the end of the earliest hold of
+        a job that could move (growth while GPUs are idle, or the rebalance while another
+        elastic job runs), and every round after it, since the rules read the time (ages,
+        attained service, gradient statistics). With rounds at every event (`interval_s` 0),
+        a round a hold after the last one while a job could move."""
         running = self.elastic_running
         full = self.allocated >= self.total
         if not running or (full and len(running) < 2):
@@ -409,10 +405,8 @@ class _Engine:
             s = self.running[jid]
             if full or (s.job.max_gpus is not None and s.gpus < s.job.max_gpus):
                 ends = s.started + hold
-                if every_event and ends <= self.last_round:
-                    if hold <= 0.0:
-                        continue  # no hold: nothing to look at again until an event
-                    ends = self.last_round + hold
+                if every_event and ends <= self.last_round:  # again a hold later (no hold: never)
+                    ends = self.last_round + hold if hold > 0.0 else _INF
                 at = min(at, ends)
         return at
 
