@@ -27,6 +27,22 @@ class FieldError(ValueError):
         self.field = field
         self.message = message
 
+    def __reduce__(self) -> tuple[object, ...]:
+        # Pickling rebuilds an exception as cls(*args), which a subclass whose args are the
+        # one "field: message" line cannot take: rebuild it from its args and attributes
+        # instead, so an error raised in a worker process reaches its parent intact.
+        return (_restore, (type(self), self.args, dict(self.__dict__)))
+
+
+def _restore(
+    cls: type[FieldError], args: tuple[object, ...], state: dict[str, object]
+) -> FieldError:
+    """A pickled `FieldError` (of any subclass) as it was: args and attributes."""
+    error = cls.__new__(cls)
+    error.args = args
+    error.__dict__.update(state)
+    return error
+
 
 def suggest(
     name: str, known: Iterable[str], *, n: int = 1, cutoff: float = 0.6, fold: bool = False
