@@ -30,11 +30,17 @@ Row conventions (all documented here, none guessed per row):
   then came out 13-20 % too fast, so they evidently ran without it.)
 * A missing micro-batch is taken as 1 (SC21_T1 and the 2020/2021 README tables do not give it).
 * Recompute: the `activation_recompute` cell when given (none / selective / full, or op /
-  selective_op for torchtitan's per-operator checkpointing); otherwise
-  "full" for the SC'21-era tables (SC'21 counts the recomputed forward, Eq. 3 with 96) and
-  "none" for README_2024_H100 (Megatron-Core default; its TFLOP/s / peak equals the stated MFU).
-* Attention: the `flash_attention` cell; else fused (flash) for README_2024_H100 (Megatron-Core
-  r0.8 with Transformer Engine) and materialised scores for the older shared tables.
+  selective_op for torchtitan's per-operator checkpointing); otherwise "full" for the
+  pre-2023 Megatron-LM tables of the shared file (SC'21 counts the recomputed forward, Eq. 3
+  with 96) and "none" for README_2024_H100 (Megatron-Core default; its TFLOP/s / peak equals
+  the stated MFU). A row of any other table that does not say is read as a run that did
+  what a practitioner does (`infer_recompute`): when it gives both hfu_pct and mfu_pct, the
+  mode whose executed / model FLOPs ratio is nearest theirs (full recompute runs 4/3 of the
+  model's FLOPs); otherwise the lightest mode that fits the GPU's memory (none, then
+  selective, then full), since the run did fit.
+* Attention: the `flash_attention` cell; else materialised scores for the pre-2023 tables and
+  fused (flash) for every other table (Megatron-Core with Transformer Engine, PyTorch's SDPA
+  and every stack since 2023 fuse it).
 * TP overlap: the `tp_comm_overlap` cell, or ``--tp-comm-overlap`` in the notes; it implies
   sequence parallelism, as in Megatron-Core. Sequence parallelism is also on when the recompute
   cell says so.
@@ -55,11 +61,15 @@ from trainyard.planner.collectives import LinkSet, ib_link
 from trainyard.planner.errors import PlannerError
 from trainyard.planner.hardware import CATALOGUE, GPU
 from trainyard.planner.layout import ParallelLayout, Recompute
+from trainyard.planner.memory import memory_per_gpu
 from trainyard.planner.model import MLPS, Model, Precision
+from trainyard.planner.search import HEADROOM
+from trainyard.planner.work import flops_executed
 
 __all__ = [
     "DEFAULT_PEAKS",
     "SHARDING_NAMES",
+    "infer_recompute",
     "row_cell",
     "row_inputs",
     "row_links",
@@ -84,7 +94,9 @@ _GPU_NAMES: Final[tuple[tuple[str, str], ...]] = (
     ("L40S", "L40S"),
 )
 _NO_RECOMPUTE_TABLES: Final = ("README_2024_H100",)
-_FLASH_ATTENTION_TABLES: Final = ("README_2024_H100",)
+# The shared file's Megatron-LM tables from before fused attention (2020-2022): unless a row
+# says otherwise they materialise the attention scores and recompute whole layers.
+_LEGACY_TABLES: Final = ("SC21_", "README_2020", "README_2021", "README_MFU_HFU")
 # `sharding` cell -> (ZeRO stage, hybrid).
 SHARDING_NAMES: Final[dict[str, tuple[int, bool]]] = {
     "none": (0, False),
@@ -154,7 +166,12 @@ def _gpu(row: Mapping[str, str | None]) -> GPU:
     return device
 
 
-def _recompute(row: Mapping[str, str | None]) -> Recompute:
+def _legacy(row: Mapping[str, str | None]) -> bool:
+    return row_cell(row, "table_id").startswith(_LEGACY_TABLES)
+
+
+def _recompute(row: Mapping[str, str | None]) -> Recompute | None:
+    """The row's recompute mode, or None when it does not say and `infer_recompute` decides."""
     cell = row_cell(row, "activation_recompute").lower()
     if cell.replace("-", "_").replace(" ", "_") in ("op", "selective_op", "sac_op"):
         return "op"  # torchtitan's per-operator selective checkpointing
@@ -168,7 +185,26 @@ def _recompute(row: Mapping[str, str | None]) -> Recompute:
         raise PlannerError(
             "activation_recompute", f"must be none, selective, full or op, got {cell!r}"
         )
-    return "none" if row_cell(row, "table_id") in _NO_RECOMPUTE_TABLES else "full"
+    if row_cell(row, "table_id") in _NO_RECOMPUTE_TABLES:
+        return "none"
+    return "full" if _legacy(row) else None
+
+
+def infer_recompute(
+    row: Mapping[str, str | None], model: Model, layout: ParallelLayout, gpu: GPU
+) -> Recompute:
+    """The recompute mode of a row that does not state one (see the module docstring): from
+    its HFU / MFU ratio when it gives both, else the lightest mode that fits `gpu`."""
+    hfu, mfu = _number(row, "hfu_pct"), _number(row, "mfu_pct")
+    modes: tuple[Recompute, ...] = ("none", "selective", "full")
+    if hfu is not None and mfu is not None and hfu > 0 and mfu > 0:
+        base = model.flops_per_iteration(recompute=False)
+        return min(modes, key=lambda mode: abs(flops_executed(model, mode) / base - hfu / mfu))
+    budget = HEADROOM * gpu.memory_gb
+    for mode in modes:
+        if memory_per_gpu(model, dataclasses.replace(layout, recompute=mode)).total <= budget:
+            return mode
+    return "full"
 
 
 def _sharding(row: Mapping[str, str | None]) -> tuple[int, bool]:
@@ -256,7 +292,7 @@ def row_inputs(row: Mapping[str, str | None]) -> tuple[Model, ParallelLayout, GP
     overlap = overlap and tp > 1
     flash = _flag(row, "flash_attention")
     if flash is None:
-        flash = row_cell(row, "table_id") in _FLASH_ATTENTION_TABLES
+        flash = not _legacy(row)
     recompute_cell = row_cell(row, "activation_recompute")
     layout = ParallelLayout(
         tp=tp,
@@ -266,7 +302,7 @@ def row_inputs(row: Mapping[str, str | None]) -> tuple[Model, ParallelLayout, GP
         micro_batch=_int(row, "micro_batch_size") or 1,
         zero=zero,
         shard_group=(_int(row, "shard_group") or 8) if hybrid else 0,
-        recompute=_recompute(row),
+        recompute=_recompute(row) or "none",
         virtual_stages=v or 1,
         sequence_parallel=tp > 1 and (overlap or "sequence parallel" in recompute_cell),
         flash_attention=flash,
@@ -275,7 +311,10 @@ def row_inputs(row: Mapping[str, str | None]) -> tuple[Model, ParallelLayout, GP
         last_stage_layers=_int(row, "last_stage_layers") or 0,
     )
     layout.check(model)
-    return model, layout, _gpu(row)
+    gpu = _gpu(row)
+    if _recompute(row) is None:
+        layout = dataclasses.replace(layout, recompute=infer_recompute(row, model, layout, gpu))
+    return model, layout, gpu
 
 
 def row_links(row: Mapping[str, str | None]) -> LinkSet | None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,8 @@ import pytest
 from trainyard.planner.compute import step_time
 from trainyard.planner.errors import PlannerError
 from trainyard.planner.evaluate import default_csv_path, evaluate, row_inputs
+from trainyard.planner.memory import memory_per_gpu
+from trainyard.planner.search import HEADROOM
 
 REPO = Path(__file__).resolve().parents[3]
 SHARED = Path(os.environ.get("TRAINYARD_SHARED", REPO.parent / "shared"))
@@ -116,8 +119,10 @@ def test_synthetic_row_is_predicted_with_defaults(tmp_path: Path) -> None:
     inputs = row_inputs(ROW)
     assert not isinstance(inputs, str)
     model, layout, device = inputs
-    # Missing micro-batch -> 1; no recompute column on an SC'21-era row -> full; A100 peak 312.
-    assert (layout.micro_batch, layout.dp, layout.recompute) == (1, 1, "full")
+    # Missing micro-batch -> 1; a row of a table of today that does not say how it recomputes
+    # and fits without -> none, with fused attention; A100 peak 312.
+    assert (layout.micro_batch, layout.dp, layout.recompute) == (1, 1, "none")
+    assert layout.flash_attention
     assert device.bf16_tflops == 312
     predicted = step_time(model, layout, device).hardware_tflops_per_gpu
     row = result.rows[0]
@@ -228,6 +233,44 @@ def test_optional_columns_modern_rows_and_skips_never_abort(tmp_path: Path) -> N
     # an iteration time compares as throughput: a prediction twice as fast is +100 %
     row = next(r for r in result.rows if r.model == "timed")
     assert row.error == pytest.approx(row.published / row.predicted - 1)
+
+
+def test_unsaid_recompute_and_attention_are_read_as_the_run_must_have_had_them() -> None:
+    # The shared file's pre-2023 Megatron-LM tables: whole-layer recompute, scores stored.
+    legacy = row_inputs({**ROW, "table_id": "SC21_T1"})
+    assert not isinstance(legacy, str)
+    assert (legacy[1].recompute, legacy[1].flash_attention) == ("full", False)
+    # Any other table: fused attention, and the lightest recompute that fits the GPU.
+    small = row_inputs(ROW)
+    assert not isinstance(small, str) and small[1].recompute == "none"
+    big = {
+        **ROW,
+        "num_layers": "48",
+        "hidden_size": "8192",
+        "num_attention_heads": "64",
+        "seq_len": "8192",
+        "num_gpus": "8",
+        "tensor_parallel": "8",
+        "global_batch_size": "8",
+    }
+    inputs = row_inputs(big)
+    assert not isinstance(inputs, str)
+    model, layout, device = inputs
+    assert layout.recompute in ("selective", "full")
+    lighter = "none" if layout.recompute == "selective" else "selective"
+    assert (
+        memory_per_gpu(model, replace(layout, recompute=lighter)).total
+        > HEADROOM * device.memory_gb
+    )
+    # Both HFU and MFU given: their ratio says it (full recompute executes 4/3 of the FLOPs).
+    full = row_inputs({**ROW, "achieved_tflops_per_gpu": "", "hfu_pct": "53.3", "mfu_pct": "40"})
+    none = row_inputs({**ROW, "achieved_tflops_per_gpu": "", "hfu_pct": "40", "mfu_pct": "40"})
+    assert not isinstance(full, str) and not isinstance(none, str)
+    assert (full[1].recompute, none[1].recompute) == ("full", "none")
+    # A stated cell always wins.
+    stated = row_inputs({**ROW, "activation_recompute": "selective", "flash_attention": "no"})
+    assert not isinstance(stated, str)
+    assert (stated[1].recompute, stated[1].flash_attention) == ("selective", False)
 
 
 def test_the_published_runs_shipped_with_the_planner_are_all_held_out() -> None:
