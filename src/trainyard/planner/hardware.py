@@ -3,7 +3,7 @@
 This module owns the numbers the planner assumes about hardware. The catalogue is a constant;
 `load_catalogue` returns a new dict (built-ins plus overrides) and never mutates it.
 
-Numbers are public datasheet values (NVIDIA A100, H100, H200, B200/HGX B200, V100, L40S
+Numbers are public datasheet values (NVIDIA A100, A800, H100, H800, H200, B200/HGX B200, V100, L40S
 datasheets). TFLOP/s are *dense* tensor-core peaks (no 2:4 sparsity); fp32 is the non-tensor-core
 peak. NVLink bandwidth is per GPU and unidirectional (half the datasheet's bidirectional total);
 for a GPU without an NVLink switch it is the intra-node path the planner should assume (PCIe or a
@@ -92,6 +92,9 @@ CATALOGUE: dict[str, GPU] = {
         _g("A100-80GB", 312, 0, 19.5, 80, 2.039, 300, 8, 25, 5.0),
         # H100 SXM5: 989 bf16 / 1979 fp8 dense, NVLink4 900 GB/s total; 400 Gb/s NDR per GPU.
         _g("H100-SXM", 989, 1979, 67, 80, 3.35, 450, 8, 50, 5.0),
+        # H800 SXM5 / A800 SXM4 80GB: the H100 and A100 with NVLink cut to 400 GB/s total.
+        _g("H800", 989, 1979, 67, 80, 3.35, 200, 8, 50, 5.0),
+        _g("A800-80GB", 312, 0, 19.5, 80, 2.039, 200, 8, 25, 5.0),
         # H100 PCIe: 756 / 1513 dense; NVLink bridge 600 GB/s total (GPU pairs only).
         _g("H100-PCIe", 756, 1513, 51, 80, 2.0, 300, 8, 25, 5.0),
         # H200 SXM: H100 compute, 141 GB HBM3e at 4.8 TB/s.
@@ -108,6 +111,7 @@ ALIASES: dict[str, str] = {
     "h100-80gb": "H100-SXM",
     "h100-sxm5": "H100-SXM",
     "a100": "A100-80GB",
+    "a800": "A800-80GB",
     "a100-sxm": "A100-80GB",
     "a100-sxm4-80gb": "A100-80GB",
     "a100-sxm4-40gb": "A100-40GB",

@@ -23,8 +23,9 @@ achieved_tflops_per_gpu, hfu_pct, mfu_pct.
 
 Row conventions (all documented here, none guessed per row):
 
-* GPU: the catalogue entry whose name appears in `gpu_type` (V100, A100 40/80GB, H100 SXM/PCIe,
-  H200, B200, L40S), with the dense peak from `gpu_peak_tflops` when given.
+* GPU: the catalogue entry whose name appears in `gpu_type` (V100, A100 40/80GB, A800, H100
+  SXM/PCIe, H800, H200 (also GH200), B200 (also GB200), L40S), with the dense peak from
+  `gpu_peak_tflops` when given.
 * Interleaving: `virtual_pipeline`, or ``v=N`` in the notes, else none (v = 1). (Choosing the
   fastest factor for rows that do not state one was tried: README_2024_H100's pipelined rows
   then came out 13-20 % too fast, so they evidently ran without it.)
@@ -84,6 +85,8 @@ _GPU_NAMES: Final[tuple[tuple[str, str], ...]] = (
     ("H100-PCIE", "H100-PCIe"),
     ("H100 PCIE", "H100-PCIe"),
     ("H100", "H100-SXM"),
+    ("H800", "H800"),
+    ("A800", "A800-80GB"),
     ("H200", "H200"),
     ("B200", "B200"),
     ("A100-SXM4-40GB", "A100-40GB"),
@@ -136,6 +139,14 @@ def _int(row: Mapping[str, str | None], field: str) -> int | None:
     if value != int(value):
         raise PlannerError(field, f"must be a whole number, got {row_cell(row, field)!r}")
     return int(value)
+
+
+def _count(row: Mapping[str, str | None], field: str) -> int | None:
+    """A count cell (GPUs, a parallel degree, a batch): None when empty, else >= 1."""
+    value = _int(row, field)
+    if value is not None and value < 1:
+        raise PlannerError(field, f"must be a whole number >= 1, got {row_cell(row, field)!r}")
+    return value
 
 
 def _flag(row: Mapping[str, str | None], field: str) -> bool | None:
@@ -231,7 +242,7 @@ def _model(row: Mapping[str, str | None]) -> Model | str:
     needed = ("num_layers", "hidden_size", "num_attention_heads", "seq_len", "vocab_size")
     values = {}
     for field in (*needed, "global_batch_size"):
-        value = _int(row, field)
+        value = _count(row, field)
         if value is None:
             return f"no {field}"
         values[field] = value
@@ -273,18 +284,23 @@ def row_inputs(row: Mapping[str, str | None]) -> tuple[Model, ParallelLayout, GP
             "and 1536 GPUs alike, bound by that version's parameter gathering, an order of "
             "magnitude below NCCL's all-gather rate; not a property of the layout"
         )
-    tp = _int(row, "tensor_parallel")
-    pp = _int(row, "pipeline_parallel")
+    tp = _count(row, "tensor_parallel")
+    pp = _count(row, "pipeline_parallel")
     if tp is None or pp is None:
         return "no tensor_parallel / pipeline_parallel split"
-    cp = _int(row, "context_parallel") or 1
-    gpus = _int(row, "num_gpus") or tp * pp * cp
-    dp = _int(row, "data_parallel") or gpus // (tp * pp * cp)
+    cp = _count(row, "context_parallel") or 1
+    gpus = _count(row, "num_gpus") or tp * pp * cp
+    dp = _count(row, "data_parallel") or gpus // (tp * pp * cp)
     if tp * pp * cp * dp != gpus:
         return f"tp x cp x pp x dp = {tp * cp * pp * dp} but num_gpus = {gpus}"
     notes = row_cell(row, "notes")
     found = re.search(r"\bv=(\d+)", notes)
-    v = _int(row, "virtual_pipeline") or (int(found.group(1)) if found and pp > 1 else 0)
+    v = _int(row, "virtual_pipeline")
+    if v is not None and v < 0:
+        raise PlannerError(
+            "virtual_pipeline", f"must be a whole number >= 0 (0 or 1: none), got {v}"
+        )
+    v = v or (int(found.group(1)) if found and pp > 1 else 0)
     zero, hybrid = _sharding(row)
     overlap = _flag(row, "tp_comm_overlap")
     if overlap is None:
@@ -299,9 +315,9 @@ def row_inputs(row: Mapping[str, str | None]) -> tuple[Model, ParallelLayout, GP
         pp=pp,
         dp=dp,
         cp=cp,
-        micro_batch=_int(row, "micro_batch_size") or 1,
+        micro_batch=_count(row, "micro_batch_size") or 1,
         zero=zero,
-        shard_group=(_int(row, "shard_group") or 8) if hybrid else 0,
+        shard_group=(_count(row, "shard_group") or 8) if hybrid else 0,
         recompute=_recompute(row) or "none",
         virtual_stages=v or 1,
         sequence_parallel=tp > 1 and (overlap or "sequence parallel" in recompute_cell),

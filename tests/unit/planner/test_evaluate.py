@@ -273,6 +273,27 @@ def test_unsaid_recompute_and_attention_are_read_as_the_run_must_have_had_them()
     assert (stated[1].recompute, stated[1].flash_attention) == ("selective", False)
 
 
+@pytest.mark.parametrize(
+    "column", ["num_gpus", "tensor_parallel", "pipeline_parallel", "data_parallel",
+               "context_parallel", "micro_batch_size", "num_layers", "global_batch_size"],
+)  # fmt: skip
+@pytest.mark.parametrize("value", ["0", "-2"])
+def test_a_count_below_one_is_a_skip_naming_its_column(column: str, value: str) -> None:
+    # (0 used to read as "not given", and a negative count surfaced as a product mismatch)
+    with pytest.raises(PlannerError) as caught:
+        row_inputs({**ROW, column: value})
+    assert caught.value.field == column and ">= 1" in caught.value.message
+
+
+def test_virtual_pipeline_zero_means_none_and_new_gpus_are_known() -> None:
+    inputs = row_inputs({**ROW, "virtual_pipeline": "0"})
+    assert not isinstance(inputs, str) and inputs[1].virtual_stages == 1
+    for text, name in (("NVIDIA H800 SXM5", "H800"), ("A800 80GB", "A800-80GB"),
+                       ("GH200 (96 GB)", "H200"), ("GB200 NVL72", "B200")):  # fmt: skip
+        inputs = row_inputs({**ROW, "gpu_type": text})
+        assert not isinstance(inputs, str) and inputs[2].name == name
+
+
 def test_the_published_runs_shipped_with_the_planner_are_all_held_out() -> None:
     from trainyard.planner.evaluate import package_csv_path
 

@@ -9,7 +9,8 @@ import pytest
 from trainyard.planner.errors import PlannerError
 from trainyard.planner.hardware import CATALOGUE, GPU, gpu, load_catalogue
 
-EXPECTED = {"A100-40GB", "A100-80GB", "H100-SXM", "H100-PCIe", "H200", "B200", "V100-32GB", "L40S"}
+EXPECTED = {"A100-40GB", "A100-80GB", "A800-80GB", "H100-SXM", "H100-PCIe", "H800", "H200", "B200",
+            "V100-32GB", "L40S"}  # fmt: skip
 
 
 def test_catalogue_has_the_well_known_gpus() -> None:
