@@ -112,6 +112,17 @@ SHARDING_NAMES: Final[dict[str, tuple[int, bool]]] = {
     "fsdp": (3, False),
     "hsdp": (3, True),
 }
+# Other names of the MLPs (`Model.mlp`).
+_MLP_ALIASES: Final[dict[str, str]] = {
+    "silu": "swiglu",
+    "swish": "swiglu",
+    "gatedsilu": "swiglu",
+    "gatedgelu": "geglu",
+    "relu2": "squared_relu",
+    "relu²": "squared_relu",
+    "sqrelu": "squared_relu",
+    "squaredrelu": "squared_relu",
+}
 _TRUE: Final = ("yes", "true", "1", "y", "on")
 _FALSE: Final = ("no", "false", "0", "n", "off")
 
@@ -124,6 +135,8 @@ def row_cell(row: Mapping[str, str | None], field: str) -> str:
 
 def _number(row: Mapping[str, str | None], field: str) -> float | None:
     text = row_cell(row, field).replace(",", "")
+    if field.endswith("_pct"):
+        text = text.removesuffix("%").strip()
     if not text:
         return None
     try:
@@ -188,9 +201,9 @@ def _recompute(row: Mapping[str, str | None]) -> Recompute | None:
         return "op"  # torchtitan's per-operator selective checkpointing
     if cell.startswith(("selective", "sel")):
         return "selective"
-    if cell.startswith("full"):
-        return "full"
-    if cell.startswith(("none", "no")):
+    if cell.startswith(("full", "block", "uniform")) or cell in _TRUE:
+        return "full"  # Megatron's full-recompute methods; a bare "yes" checkpoints layers
+    if cell.startswith(("none", "no")) or cell in _FALSE:
         return "none"
     if cell:
         raise PlannerError(
@@ -218,23 +231,51 @@ def infer_recompute(
     return "full"
 
 
+def _folded(text: str) -> str:
+    """`text` lower-cased without spaces, hyphens and underscores ("ZeRO-1" -> "zero1")."""
+    return re.sub(r"[\s_\-]", "", text.lower())
+
+
+# Other spellings of a sharding: ZeRO's stages, PyTorch FSDP's sharding strategies, FSDP2.
+_SHARDING_ALIASES: Final[dict[str, str]] = {
+    "zero": "zero1",
+    "zero3fsdp": "zero3",
+    "zerostage1": "zero1",
+    "zerostage2": "zero2",
+    "zerostage3": "zero3",
+    "noshard": "none",
+    "shardgradop": "zero2",
+    "fullshard": "fsdp",
+    "fsdp1": "fsdp",
+    "fsdp2": "fsdp",
+    "hybridshard": "hsdp",
+}
+
+
 def _sharding(row: Mapping[str, str | None]) -> tuple[int, bool]:
-    cell = row_cell(row, "sharding").lower().replace("-", "").replace(" ", "")
+    cell = _folded(row_cell(row, "sharding"))
     if not cell:
         return (3, False) if "zero-3" in row_cell(row, "notes").lower() else (0, False)
-    cell = {"zero": "zero1", "zero3fsdp": "zero3"}.get(cell, cell)
-    if cell not in SHARDING_NAMES:
+    known = {_folded(name): name for name in SHARDING_NAMES}
+    name = known.get(_SHARDING_ALIASES.get(cell, cell))
+    if name is None:
         raise PlannerError(
-            "sharding", f"unknown sharding {cell!r}; use one of {', '.join(SHARDING_NAMES)}"
+            "sharding",
+            f"unknown sharding {row_cell(row, 'sharding')!r}; use one of "
+            f"{', '.join(SHARDING_NAMES)}",
         )
-    return SHARDING_NAMES[cell]
+    return SHARDING_NAMES[name]
 
 
 def _precision(row: Mapping[str, str | None]) -> Precision:
+    """bf16, fp16 or fp8: the one of them the cell names ("bf16-mixed", "FP8 (hybrid)")."""
     cell = row_cell(row, "precision").lower() or "bf16"
-    for name in ("bf16", "fp16", "fp8"):
-        if cell == name:
-            return name
+    names: tuple[Precision, ...] = ("bf16", "fp16", "fp8")
+    named = [name for name in names if name in cell]
+    if len(named) == 1:
+        return named[0]
+    if "fp8" in named:  # fp8 training keeps 16-bit weights and attention: the cell says both
+        return "fp8"
     raise PlannerError("precision", f"must be bf16, fp16 or fp8, got {cell!r}")
 
 
@@ -246,7 +287,8 @@ def _model(row: Mapping[str, str | None]) -> Model | str:
         if value is None:
             return f"no {field}"
         values[field] = value
-    mlp = row_cell(row, "mlp").lower().replace("-", "_")
+    mlp = row_cell(row, "mlp").lower().replace("-", "_").replace(" ", "_")
+    mlp = _MLP_ALIASES.get(_folded(mlp), mlp)
     if mlp and mlp not in MLPS:
         raise PlannerError("mlp", f"unknown MLP {mlp!r}; use one of {', '.join(MLPS)}")
     tied = _flag(row, "tied_embeddings")

@@ -17,6 +17,7 @@ from trainyard.planner.compute import step_time
 from trainyard.planner.errors import PlannerError
 from trainyard.planner.evaluate import default_csv_path, evaluate, row_inputs
 from trainyard.planner.memory import memory_per_gpu
+from trainyard.planner.rows import row_target
 from trainyard.planner.search import HEADROOM
 
 REPO = Path(__file__).resolve().parents[3]
@@ -292,6 +293,45 @@ def test_virtual_pipeline_zero_means_none_and_new_gpus_are_known() -> None:
                        ("GH200 (96 GB)", "H200"), ("GB200 NVL72", "B200")):  # fmt: skip
         inputs = row_inputs({**ROW, "gpu_type": text})
         assert not isinstance(inputs, str) and inputs[2].name == name
+
+
+@pytest.mark.parametrize(
+    ("column", "text", "read"),
+    [
+        ("sharding", "ZeRO-1", (1, False)),
+        ("sharding", "ZeRO stage 2", (2, False)),
+        ("sharding", "FULL_SHARD", (3, False)),
+        ("sharding", "FSDP2", (3, False)),
+        ("sharding", "HYBRID_SHARD", (3, True)),
+        ("sharding", "distributed optimizer", (1, False)),
+        ("precision", "bf16-mixed", "bf16"),
+        ("precision", "FP8 (hybrid, bf16 weights)", "fp8"),
+        ("mlp", "SwiGLU", "swiglu"),
+        ("mlp", "silu", "swiglu"),
+        ("mlp", "relu2", "squared_relu"),
+        ("mlp", "Squared ReLU", "squared_relu"),
+        ("activation_recompute", "block", "full"),
+        ("activation_recompute", "yes", "full"),
+        ("activation_recompute", "off", "none"),
+        ("mfu_pct", "38%", "mfu_tflops"),
+    ],
+)
+def test_other_spellings_of_a_cell_are_read(column: str, text: str, read: object) -> None:
+    row = {**ROW, "num_gpus": "8", "data_parallel": "8", column: text}
+    inputs = row_inputs(row)
+    assert not isinstance(inputs, str)
+    model, layout, device = inputs
+    got = {
+        "sharding": (layout.zero, layout.shard_group > 0),
+        "precision": model.precision,
+        "mlp": model.mlp,
+        "activation_recompute": layout.recompute,
+    }.get(column)
+    if column == "mfu_pct":
+        got = row_target({**row, "achieved_tflops_per_gpu": ""}, device)
+        assert got == ("mfu_tflops", pytest.approx(0.38 * 312))
+    else:
+        assert got == read
 
 
 def test_the_published_runs_shipped_with_the_planner_are_all_held_out() -> None:
