@@ -11,8 +11,8 @@ Columns. Required: num_layers, hidden_size, num_attention_heads, seq_len, vocab_
 global_batch_size, gpu_type, tensor_parallel, pipeline_parallel, and one published figure.
 Optional, each with its default: num_kv_heads (= heads), ffn_hidden_size (4·hidden), mlp
 (gelu; swiglu, geglu, relu, squared_relu), vocab_multiple (128), tied_embeddings (yes),
-network_gbps_per_gpu (the catalogue's), context_parallel (1), data_parallel
-(GPUs/(tp·cp·pp)), virtual_pipeline (a ``v=N`` in notes, else 1), first_stage_layers /
+network_gbps_per_gpu (the catalogue's), context_parallel (1), num_gpus (tp·cp·pp·dp),
+data_parallel (GPUs/(tp·cp·pp)), virtual_pipeline (a ``v=N`` in notes, else 1), first_stage_layers /
 last_stage_layers (even stages), sharding (none; zero1, zero2, zero3, fsdp, hsdp; a ``ZeRO-3``
 in notes means zero3), shard_group (hsdp's shard group; 8, one node, when not given),
 precision (bf16; fp16, fp8), micro_batch_size (1), gpu_peak_tflops (the GPU's),
@@ -331,8 +331,9 @@ def row_inputs(row: Mapping[str, str | None]) -> tuple[Model, ParallelLayout, GP
     if tp is None or pp is None:
         return "no tensor_parallel / pipeline_parallel split"
     cp = _count(row, "context_parallel") or 1
-    gpus = _count(row, "num_gpus") or tp * pp * cp
-    dp = _count(row, "data_parallel") or gpus // (tp * pp * cp)
+    stated_dp = _count(row, "data_parallel")
+    gpus = _count(row, "num_gpus") or tp * pp * cp * (stated_dp or 1)
+    dp = stated_dp or gpus // (tp * pp * cp)
     if tp * pp * cp * dp != gpus:
         return f"tp x cp x pp x dp = {tp * cp * pp * dp} but num_gpus = {gpus}"
     notes = row_cell(row, "notes")

@@ -286,6 +286,12 @@ def test_a_count_below_one_is_a_skip_naming_its_column(column: str, value: str) 
     assert caught.value.field == column and ">= 1" in caught.value.message
 
 
+def test_gpus_follow_from_the_split_when_not_stated() -> None:
+    row = {**ROW, "num_gpus": "", "tensor_parallel": "2", "data_parallel": "4"}
+    inputs = row_inputs(row)
+    assert not isinstance(inputs, str) and (inputs[1].gpus, inputs[1].dp) == (8, 4)
+
+
 def test_virtual_pipeline_zero_means_none_and_new_gpus_are_known() -> None:
     inputs = row_inputs({**ROW, "virtual_pipeline": "0"})
     assert not isinstance(inputs, str) and inputs[1].virtual_stages == 1
