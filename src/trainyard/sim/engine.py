@@ -62,7 +62,7 @@ from trainyard.sim.fairshare import SimFairShare
 from trainyard.sim.jobstate import JobState, isolated_time
 from trainyard.sim.records import JobRecord, Sample, SimResult
 from trainyard.sim.speed import SpeedModel
-from trainyard.sim.workload import SimJob, Workload, WorkloadError
+from trainyard.sim.workload import SimJob, Workload, WorkloadError, fit_to_cluster
 
 __all__ = ["QUOTA_SHARE", "Observer", "SimOptions", "default_queues", "simulate"]
 
@@ -111,11 +111,8 @@ class _Engine:
             seen.add(sim.id)
             if sim.queue not in known:
                 raise WorkloadError(sim.id, f"queue {sim.queue!r} is not one of {sorted(known)}")
-            if sim.gpus > cluster.gpus:
-                raise WorkloadError(
-                    sim.id, f"asks for {sim.gpus} GPUs; the cluster has {cluster.gpus}"
-                )
-            work = speed.work(sim)
+            work = speed.work(sim)  # of the job as asked, before it is fitted to the cluster
+            sim = fit_to_cluster(sim, cluster.gpus)
             isolated = isolated_time(speed, sim)
             estimate = isolated if options.estimates == "exact" else None
             job = Job(

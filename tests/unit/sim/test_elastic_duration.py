@@ -80,3 +80,24 @@ def test_bad_share_names_the_option() -> None:
     with pytest.raises(WorkloadError) as info:
         ElasticDuration(1.2, seed=0, node_gpus=4, restart_s=0.0)
     assert info.value.field == "--elastic-share"
+
+
+def test_an_elastic_job_larger_than_the_cluster_runs_at_the_cluster_size() -> None:
+    # Its trace size is 16 on an 8-GPU cluster: rigid, the workload is refused; elastic, the
+    # job starts at most at 8 and keeps the work of its trace run (16 GPUs for an hour).
+    model = ElasticDuration(1.0, seed=0, node_gpus=4, restart_s=30.0)
+    big = SimJob("big", 0.0, 16, duration=3_600.0)
+    with pytest.raises(WorkloadError) as err:
+        simulate(Workload("test", "t", (big,)), parse_cluster("2x4"), model, "default")
+    assert err.value.where == "big" and "asks for 16 GPUs; the cluster has 8" in str(err.value)
+    wl = model.elastic_workload(Workload("test", "t", (big,)))
+    result = simulate(wl, parse_cluster("2x4"), model, "default")
+    (record,) = result.records
+    assert record.gpus == 8 and max(g for _, g in record.allocation) == 8
+    at_16 = model.step_time(big, model.packed(16))
+    at_8 = model.step_time(big, model.packed(8))
+    assert record.jct == pytest.approx(3_600.0 * at_8 / at_16 + 30.0, rel=0.02)
+    tight = replace(wl.jobs[0], min_gpus=12)
+    with pytest.raises(WorkloadError) as err:
+        simulate(Workload("test", "t", (tight,)), parse_cluster("2x4"), model, "default")
+    assert "needs at least 12 GPUs; the cluster has 8" in str(err.value)

@@ -8,6 +8,6 @@
   cycles on it).
 """
 
-from trainyard.sim.workload.jobs import SimJob, Workload, WorkloadError
+from trainyard.sim.workload.jobs import SimJob, Workload, WorkloadError, fit_to_cluster
 
-__all__ = ["SimJob", "Workload", "WorkloadError"]
+__all__ = ["SimJob", "Workload", "WorkloadError", "fit_to_cluster"]

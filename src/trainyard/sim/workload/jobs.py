@@ -8,11 +8,11 @@ of the job but of a `trainyard.sim.speed.SpeedModel` chosen with the workload.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from trainyard.errors import FieldError
 
-__all__ = ["SimJob", "Workload", "WorkloadError"]
+__all__ = ["SimJob", "Workload", "WorkloadError", "fit_to_cluster"]
 
 
 class WorkloadError(FieldError):
@@ -76,3 +76,17 @@ class Workload:
         if not self.queues:
             names = sorted({j.queue for j in ordered})
             object.__setattr__(self, "queues", tuple(names))
+
+
+def fit_to_cluster(job: SimJob, gpus: int) -> SimJob:
+    """`job` on a cluster of `gpus` GPUs: as it is when its size fits; an elastic job that asks
+    for more starts at most at the cluster's size (its minimum fits); a rigid job that asks for
+    more, or an elastic one whose minimum does not fit, is a `WorkloadError`."""
+    if job.gpus <= gpus:
+        return job
+    if job.min_gpus is None and job.max_gpus is None:
+        raise WorkloadError(job.id, f"asks for {job.gpus} GPUs; the cluster has {gpus}")
+    lowest = job.min_gpus if job.min_gpus is not None else job.gpus
+    if lowest > gpus:
+        raise WorkloadError(job.id, f"needs at least {lowest} GPUs; the cluster has {gpus}")
+    return replace(job, gpus=gpus)
