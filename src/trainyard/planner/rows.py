@@ -16,8 +16,8 @@ data_parallel (GPUs/(tp·cp·pp)), virtual_pipeline (a ``v=N`` in notes, else 1)
 last_stage_layers (even stages), sharding (none; zero1, zero2, zero3, fsdp, hsdp; a ``ZeRO-3``
 in notes means zero3), shard_group (hsdp's shard group; 8, one node, when not given),
 precision (bf16; fp16, fp8), micro_batch_size (1), gpu_peak_tflops (the GPU's),
-activation_recompute, flash_attention, tp_comm_overlap (yes/no), split (calibration or
-held_out). Published figures, in the order of preference: iteration_time_s (or
+activation_recompute, flash_attention, tp_comm_overlap, sequence_parallel (yes/no), split
+(calibration or held_out). Published figures, in the order of preference: iteration_time_s (or
 iteration_time_ms), tokens_per_sec_per_gpu (both free of any FLOP-counting convention),
 achieved_tflops_per_gpu, hfu_pct, mfu_pct.
 
@@ -43,8 +43,9 @@ Row conventions (all documented here, none guessed per row):
   fused (flash) for every other table (Megatron-Core with Transformer Engine, PyTorch's SDPA
   and every stack since 2023 fuse it).
 * TP overlap: the `tp_comm_overlap` cell, or ``--tp-comm-overlap`` in the notes; it implies
-  sequence parallelism, as in Megatron-Core. Sequence parallelism is also on when the recompute
-  cell says so.
+  sequence parallelism, as in Megatron-Core. Sequence parallelism: the `sequence_parallel`
+  cell; else on with TP overlap, when the recompute cell says so, and for every table but the
+  pre-2023 ones (Megatron-Core, NeMo and torchtitan run tensor parallelism with it).
 * HFU and MFU percentages become TFLOP/s per GPU over the row's peak.
 * Not expressible (returned as the reason): rows without the model's shape or the TP/PP split,
   MoE rows (``num_experts`` > 1: expert parallelism is not modelled), the 2021 ZeRO-3 baseline
@@ -363,7 +364,7 @@ def row_inputs(row: Mapping[str, str | None]) -> tuple[Model, ParallelLayout, GP
         shard_group=(_count(row, "shard_group") or 8) if hybrid else 0,
         recompute=_recompute(row) or "none",
         virtual_stages=v or 1,
-        sequence_parallel=tp > 1 and (overlap or "sequence parallel" in recompute_cell),
+        sequence_parallel=tp > 1 and _sequence_parallel(row, overlap, recompute_cell),
         flash_attention=flash,
         tp_comm_overlap=overlap,
         first_stage_layers=_int(row, "first_stage_layers") or 0,
@@ -374,6 +375,16 @@ def row_inputs(row: Mapping[str, str | None]) -> tuple[Model, ParallelLayout, GP
     if _recompute(row) is None:
         layout = dataclasses.replace(layout, recompute=infer_recompute(row, model, layout, gpu))
     return model, layout, gpu
+
+
+def _sequence_parallel(row: Mapping[str, str | None], overlap: bool, recompute: str) -> bool:
+    """The `sequence_parallel` cell; else on with TP overlap (which needs it) or when the
+    recompute cell names it, and by default for every table but the pre-2023 ones
+    (Megatron-Core, NeMo and torchtitan run tensor parallelism with it)."""
+    stated = _flag(row, "sequence_parallel")
+    if stated is not None:
+        return stated
+    return overlap or "sequence parallel" in recompute or not _legacy(row)
 
 
 def row_links(row: Mapping[str, str | None]) -> LinkSet | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from typing import Any
@@ -12,6 +13,7 @@ from trainyard.planner.compute import (
     CALIBRATION,
     REFERENCE_TFLOPS,
     Calibration,
+    causal_share,
     flops_executed,
     gemm_efficiency,
     memory_bound_bytes,
@@ -89,6 +91,46 @@ def test_flash_attention_is_faster_and_leaner_than_stored_scores() -> None:
     assert lean == pytest.approx(
         memory_per_gpu(SMALL, ParallelLayout(recompute="selective")).activations
     )
+
+
+def test_a_causal_fused_attention_computes_the_tiles_on_and_below_the_diagonal() -> None:
+    assert causal_share(128) == 1.0 and causal_share(64) == 1.0  # one tile: all of it
+    assert causal_share(4096) == pytest.approx(33 / 64)  # 32 x 32 tiles, 528 of them run
+    assert causal_share(1 << 20) == pytest.approx(0.5, abs=1e-3)
+    # Only the attention core's time is cut, by (1 - share) of it; the FLOP count is Megatron's.
+    long = Model("long", layers=4, hidden=1024, heads=8, seq_len=16384, vocab=32000,
+                 global_batch=8)  # fmt: skip
+    flash = step_time(long, ParallelLayout(flash_attention=True), A100, efficiency=0.5)
+    _, attn = long.layer_forward_flops(long.seq_len)
+    saved = 3 * attn * (1 - causal_share(16384)) / (312e12 * 0.5) * long.layers * 8
+    whole = step_time(long, ParallelLayout(), A100, efficiency=0.5)
+    assert whole.compute_s - flash.compute_s == pytest.approx(saved, rel=1e-6)
+    assert flash.flops == whole.flops
+
+
+def test_fp8_gemms_fill_the_gpu_at_the_sizes_16_bit_ones_do() -> None:
+    # fp8 doubles the peak and halves the bytes: the layers' GEMMs take half the time of
+    # bf16's at the same efficiency, the attention core and the output layer the same time.
+    h100 = gpu("H100")
+    model = Model("m", layers=4, hidden=4096, heads=32, seq_len=2048, vocab=32000, global_batch=8)
+    lay = ParallelLayout(flash_attention=True)
+    bf16 = step_time(model, lay, h100)
+    fp8 = step_time(dataclasses.replace(model, precision="fp8"), lay, h100)
+    gemm, _ = model.layer_forward_flops(model.seq_len)
+    g = gemm_efficiency(model.hidden, 989.0)
+    at_bf16 = 3 * gemm * model.layers * 8 / (989e12 * g)  # 8 micro-batches
+    saved = at_bf16 * (1 - 989 / 1979)  # the datasheet's fp8 peak is 1979, about twice 989
+    flops_s = [r.compute_s - r.memory_bound_s for r in (bf16, fp8)]
+    assert flops_s[0] - flops_s[1] == pytest.approx(saved, rel=1e-9)
+
+
+def test_pipeline_sends_are_split_over_tp_with_or_without_sequence_parallelism() -> None:
+    lay = ParallelLayout(tp=4, pp=2, dp=1, flash_attention=True)
+    plain = step_time(SMALL, lay, A100)
+    sp = step_time(SMALL, dataclasses.replace(lay, sequence_parallel=True), A100)
+    assert plain.p2p_s == pytest.approx(sp.p2p_s)
+    one = step_time(SMALL, ParallelLayout(pp=2, flash_attention=True), A100)
+    assert plain.p2p_s < one.p2p_s  # a quarter of the bytes each
 
 
 def test_efficiency_override_and_full_recompute_hand_computed() -> None:
