@@ -78,6 +78,32 @@ class Row:
     error: float
     calibration: bool = False
     metric: str = "tflops_per_gpu"
+    read_as: str = ""  # the layout the row was read as, defaults included (`read_as`)
+
+
+def read_as(model: Model, layout: ParallelLayout) -> str:
+    """How a row was read, in one short line: the parallel split, micro-batch, sharding,
+    recompute and the switches that are on (sp, flash, tp-overlap, fp8), so that a row's
+    defaults (`trainyard.planner.rows`) are visible next to its error."""
+    parts = [f"t{layout.tp}"]
+    parts += [f"{k}{v}" for k, v in (("c", layout.cp), ("p", layout.pp)) if v > 1]
+    if layout.first_stage_layers or layout.last_stage_layers:
+        counts = layout.stage_layers(model)
+        parts[-1] += f"({counts[0]}/{counts[-1]})"  # first / last stage's layers
+    if layout.virtual_stages > 1:
+        parts.append(f"v{layout.virtual_stages}")
+    parts += [f"d{layout.dp}", f"mb{layout.micro_batch}", f"zero{layout.zero}"]
+    if layout.shard_group:
+        parts[-1] += f"/hsdp{layout.shard_group}"
+    parts.append(f"rc:{layout.recompute}")
+    switches = (
+        (layout.sequence_parallel, "sp"),
+        (layout.flash_attention, "flash"),
+        (layout.tp_comm_overlap, "tp-overlap"),
+        (model.precision == "fp8", "fp8"),
+    )
+    parts += [label for on, label in switches if on]
+    return " ".join(parts)
 
 
 @dataclass(frozen=True)
@@ -103,13 +129,13 @@ class Evaluation:
         with their reasons, and the summary last."""
         lines = [
             f"{'table_id':<20}{'model':<16}{'gpus':>6}  {'metric':<10}{'pred':>9}{'pub':>9}"
-            f"{'err':>8}"
+            f"{'err':>8}  read as"
         ]
         for r in self.rows:
             lines.append(
                 f"{r.table_id[:19]:<20}{r.model[:15]:<16}{r.gpus:>6}  {_METRIC_LABEL[r.metric]:<10}"
                 f"{_figure(r.predicted):>9}{_figure(r.published):>9}{r.error:>+8.1%}"
-                f"{' *' if r.calibration else ''}"
+                f"{' *' if r.calibration else '  '} {r.read_as}"
             )
         for table, model, reason in self.skipped:
             lines.append(f"skipped {table} {model}: {reason}")
@@ -294,6 +320,7 @@ def evaluate_paths(
             case.error(calibration),
             case.calibration,
             case.metric,
+            read_as(case.model, case.layout),
         )
         for case in cases
     ]

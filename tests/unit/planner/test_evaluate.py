@@ -132,6 +132,9 @@ def test_synthetic_row_is_predicted_with_defaults(tmp_path: Path) -> None:
     assert row.error == pytest.approx((predicted - 150) / 150)
     assert result.median_abs_error == pytest.approx(abs(row.error))
     assert "median |error|" in result.table()
+    # How the row was read, defaults included, is printed beside its error.
+    assert row.read_as == "t1 d1 mb1 zero0 rc:none flash"
+    assert row.read_as in result.table()
 
 
 def test_hfu_rows_compare_executed_flop_rate_with_interleaving(tmp_path: Path) -> None:
