@@ -207,6 +207,13 @@ def plan_command(
             "links` result; collectives are timed and chosen on them.",
         ),
     ] = None,
+    precision: Annotated[
+        str | None,
+        typer.Option(
+            "--precision",
+            help="bf16, fp16 or fp8 (Transformer Engine's fp8 GEMMs); overrides the model's.",
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the plans as JSON.")] = False,
 ) -> None:
     """Plan a model's training: the fastest layouts on GPUS GPUs that fit in memory (or on an
@@ -236,7 +243,12 @@ def plan_command(
     try:
         measured, fits = load_links(links_file) if links_file is not None else (None, [])
         m = _model(model)
+        if precision is not None:
+            m = dataclasses.replace(m, precision=precision.strip().lower())  # type: ignore[arg-type]  # checked by Model
         device = gpu_named(gpu_type)
+        if m.precision == "fp8" and device.fp8_tflops <= 0:
+            typer.echo(f"note: {device.name} has no fp8 tensor cores; planned in bf16", err=True)
+            m = dataclasses.replace(m, precision="bf16")
         if max_gpus is not None:
             options = size_for_tokens(
                 m,
@@ -372,6 +384,8 @@ def render(
     notes = [where] if where else []
     if plans:
         notes.append("flash attention" if plans[0].layout.flash_attention else "stored scores")
+    if model.precision == "fp8":
+        notes.append("fp8 GEMMs; MFU over the 16-bit peak")
     table = Table(
         title=f"{model.name} on {gpus} x {gpu_type}" + (f" ({', '.join(notes)})" if notes else ""),
         box=box.SIMPLE,

@@ -59,6 +59,22 @@ def test_no_flash_attention_plans_with_stored_scores() -> None:
     assert "(stored scores)" in runner.invoke(app, [*table, "--no-flash-attention"]).stdout
 
 
+def test_precision_option_plans_fp8_where_the_gpu_has_it() -> None:
+    args = ["plan", "-m", "llama3-8b", "-n", "8", "--top", "1", "--json"]
+    bf16 = json.loads(runner.invoke(app, [*args, "-g", "H100"]).stdout)["plans"][0]
+    result = runner.invoke(app, [*args, "-g", "H100", "--precision", "FP8"])
+    assert result.exit_code == 0, result.output
+    fp8 = json.loads(result.stdout)["plans"][0]
+    assert fp8["step_time_s"]["iteration_s"] < bf16["step_time_s"]["iteration_s"]
+    table = runner.invoke(app, ["plan", "-m", "llama3-8b", "-n", "8", "-g", "H100",
+                                "--precision", "fp8", "--launch"])  # fmt: skip
+    assert "fp8 GEMMs; MFU over the 16-bit" in table.stdout and "--fp8-format" in table.stdout
+    no_fp8 = runner.invoke(app, [*args, "-g", "A100", "--precision", "fp8"])
+    assert no_fp8.exit_code == 0 and "no fp8 tensor cores; planned in bf16" in no_fp8.output
+    bad = runner.invoke(app, [*args, "-g", "H100", "--precision", "int4"])
+    assert bad.exit_code == 2 and "precision: must be one of bf16, fp16, fp8" in bad.output
+
+
 def test_table_output() -> None:
     result = runner.invoke(app, ["plan", "--model", "sc21-1.7b", "--gpus", "32", "-g", "A100"])
     assert result.exit_code == 0, result.output
