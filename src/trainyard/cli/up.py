@@ -293,7 +293,9 @@ class _Watch:
 
     def on_step(self, report: StepReport | None) -> None:
         if report is not None:
-            for kind in ("launched", "succeeded", "failed", "requeued", "stopped", "adopted"):
+            # in the order they happened: a step observes ends (and requeues the retried)
+            # before it launches
+            for kind in ("adopted", "succeeded", "failed", "stopped", "requeued", "launched"):
                 for job_id in getattr(report, kind):
                     console.print(f"  job {self._label(job_id)}: {kind}")
         if not self.exit_when_done or not self.names or self.server is None:

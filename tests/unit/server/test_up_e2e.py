@@ -169,6 +169,10 @@ def test_make_up_runs_the_examples_end_to_end(up: Up) -> None:
     up.proc.send_signal(signal.SIGTERM)
     assert up.proc.wait(timeout=60) == 0
     assert "server stopped" in up.output()
+    # The progress lines tell each attempt in order (ends and requeues before the relaunch).
+    fail_id = jobs["always-fails"]["id"]
+    said = re.findall(rf"job {fail_id} \(fail\): (\w+)", up.output())
+    assert said == ["launched", "failed", "requeued"] * 2 + ["launched", "failed"], said
 
 
 RANK_REPORT = (
