@@ -24,6 +24,7 @@ from rich.table import Table
 from trainyard import yamlio
 from trainyard.datafiles import DataFileNotFoundError, locate_data_file, shared_root
 from trainyard.planner.allocation import search_allocation
+from trainyard.planner.compute import runnable_precision
 from trainyard.planner.errors import PlannerError
 from trainyard.planner.evaluate import evaluate_paths, package_csv_path
 from trainyard.planner.hardware import gpu as gpu_named
@@ -246,9 +247,10 @@ def plan_command(
         if precision is not None:
             m = dataclasses.replace(m, precision=precision.strip().lower())  # type: ignore[arg-type]  # checked by Model
         device = gpu_named(gpu_type)
-        if m.precision == "fp8" and device.fp8_tflops <= 0:
+        runnable = runnable_precision(m, device)
+        if runnable is not m:
             typer.echo(f"note: {device.name} has no fp8 tensor cores; planned in bf16", err=True)
-            m = dataclasses.replace(m, precision="bf16")
+            m = runnable
         if max_gpus is not None:
             options = size_for_tokens(
                 m,

@@ -138,6 +138,7 @@ __all__ = [
     "gemm_efficiency",
     "layer_memory_bytes",
     "memory_bound_bytes",
+    "runnable_precision",
     "step_time",
 ]
 
@@ -184,6 +185,14 @@ class Calibration:
 
 
 CALIBRATION: Final = Calibration()
+
+
+def runnable_precision(model: Model, gpu: GPU) -> Model:
+    """`model` as `gpu` runs it: an fp8 model in bf16 on a GPU without fp8 tensor cores."""
+    if model.precision == "fp8" and gpu.fp8_tflops <= 0:
+        return dataclasses.replace(model, precision="bf16")
+    return model
+
 
 FLASH_BLOCK: Final = 128  # FlashAttention's tile of queries and keys (Dao, arXiv:2307.08691)
 
@@ -359,8 +368,7 @@ def step_time(
     """
     _check_args(nodes_of, dp_overlap, tp_overlap, efficiency)
     layout.check(model)
-    if model.precision == "fp8" and gpu.fp8_tflops <= 0:
-        model = dataclasses.replace(model, precision="bf16")  # no fp8 tensor cores: bf16
+    model = runnable_precision(model, gpu)
     t, c, p, d = layout.tp, layout.cp, layout.pp, layout.dp
     n = layout.gpus
     m = layout.microbatches(model)
@@ -378,8 +386,8 @@ def step_time(
     bw = gpu.memory_bw_tbs * 1e12
     if efficiency is None:
         g16 = gemm_efficiency(model.hidden, peak16 / 1e12, calibration)
-        g_gemm = g16  # fp8 halves the bytes as it doubles the peak: the same sizes fill it
-        gemm_s = gemm_passes * gemm_fwd / (peak_gemm * g_gemm)
+        # fp8 halves the bytes as it doubles the peak: the same sizes fill the GPU (g16)
+        gemm_s = gemm_passes * gemm_fwd / (peak_gemm * g16)
         attn_s = attn_passes * attn_fwd / (peak16 * g16)
         mem_bytes = calibration.traffic * layer_memory_bytes(model, layout)
         if fp8:

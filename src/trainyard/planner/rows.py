@@ -251,14 +251,14 @@ _SHARDING_ALIASES: Final[dict[str, str]] = {
     "fsdp2": "fsdp",
     "hybridshard": "hsdp",
 }
+_SHARDING_FOLDED: Final = {_folded(name): name for name in SHARDING_NAMES}
 
 
 def _sharding(row: Mapping[str, str | None]) -> tuple[int, bool]:
     cell = _folded(row_cell(row, "sharding"))
     if not cell:
         return (3, False) if "zero-3" in row_cell(row, "notes").lower() else (0, False)
-    known = {_folded(name): name for name in SHARDING_NAMES}
-    name = known.get(_SHARDING_ALIASES.get(cell, cell))
+    name = _SHARDING_FOLDED.get(_SHARDING_ALIASES.get(cell, cell))
     if name is None:
         raise PlannerError(
             "sharding",
@@ -354,6 +354,7 @@ def row_inputs(row: Mapping[str, str | None]) -> tuple[Model, ParallelLayout, GP
     if flash is None:
         flash = not _legacy(row)
     recompute_cell = row_cell(row, "activation_recompute")
+    stated = _recompute(row)
     layout = ParallelLayout(
         tp=tp,
         pp=pp,
@@ -362,7 +363,7 @@ def row_inputs(row: Mapping[str, str | None]) -> tuple[Model, ParallelLayout, GP
         micro_batch=_count(row, "micro_batch_size") or 1,
         zero=zero,
         shard_group=(_count(row, "shard_group") or 8) if hybrid else 0,
-        recompute=_recompute(row) or "none",
+        recompute=stated or "none",
         virtual_stages=v or 1,
         sequence_parallel=tp > 1 and _sequence_parallel(row, overlap, recompute_cell),
         flash_attention=flash,
@@ -372,7 +373,7 @@ def row_inputs(row: Mapping[str, str | None]) -> tuple[Model, ParallelLayout, GP
     )
     layout.check(model)
     gpu = _gpu(row)
-    if _recompute(row) is None:
+    if stated is None:
         layout = dataclasses.replace(layout, recompute=infer_recompute(row, model, layout, gpu))
     return model, layout, gpu
 
