@@ -394,7 +394,8 @@ def render(
         pad_edge=False,
         collapse_padding=True,
     )
-    for name in ("tp", "cp", "pp", "dp", "mb", "v", "zero", "recompute"):
+    moe = model.is_moe
+    for name in ("tp", "cp", "pp", "dp", *(("ep",) if moe else ()), "mb", "v", "zero", "recompute"):
         table.add_column(name, justify="right", no_wrap=True)
     for name in ("mem GB", "step s", "TFLOP/s/GPU", "MFU"):
         table.add_column(name, justify="right", no_wrap=True)
@@ -405,8 +406,9 @@ def render(
             counts = lay.stage_layers(model)
             pp += f" ({counts[0]}/{counts[1]}/{counts[-1]})"  # first / middle / last layers
         zero = "hsdp" if lay.sharding == "hsdp" else str(lay.zero)
+        ep = (str(lay.ep),) if moe else ()
         table.add_row(
-            str(lay.tp), str(lay.cp), pp, str(lay.dp), str(lay.micro_batch),
+            str(lay.tp), str(lay.cp), pp, str(lay.dp), *ep, str(lay.micro_batch),
             str(lay.virtual_stages), zero, lay.recompute, f"{p.memory.total:.1f}",
             f"{p.time.iteration_s:.3f}", f"{p.tflops_per_gpu:.1f}",
             f"{p.mfu:.1%}",

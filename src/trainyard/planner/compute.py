@@ -75,8 +75,14 @@ b = micro_batch, s = seq_len, h = hidden, n_i = layers of stage i):
   m·max(S) + (p-1)/v·mean(S): the slowest stage sets the pace and the others fill and drain
   the pipe once. For equal stages this is SC'21's bubble (p-1)/(v·m).
 
+* mixture of experts (`trainyard.planner.moe`): the routed experts' grouped GEMMs at the
+  efficiency of their thinner shapes, and the all-to-alls of expert parallelism per layer
+  and micro-batch; their gradients are reduced over the expert-data-parallel group
+  (`trainyard.planner.stages`).
+
 Not modelled: optimizer step, data loading, kernel-launch gaps (they live in the fitted
-constants), attention kernels less efficient than the GEMMs (they run at g), MoE layers.
+constants), attention kernels less efficient than the GEMMs (they run at g), routing
+imbalance between experts.
 
 Calibration (`trainyard.planner.calibrate`; `bench/planner_calibrate.py` prints the fit as
 JSON): gemm_max, gemm_half, traffic and γ (`peak_exponent`) by a grid search minimising
@@ -115,6 +121,8 @@ from trainyard.planner.errors import PlannerError
 from trainyard.planner.hardware import GPU
 from trainyard.planner.layout import ParallelLayout
 from trainyard.planner.model import Model
+from trainyard.planner.moe import expert_forward_flops, expert_gemm_size, layer_all_to_all_s
+from trainyard.planner.stages import Stage, StageTimes, stage_time
 from trainyard.planner.work import (
     flops_executed,
     layer_memory_bytes,
@@ -210,9 +218,9 @@ def causal_share(seq_len: int) -> float:
 class StepTime:
     """One iteration's time and its parts (seconds), with throughput and MFU.
 
-    `iteration_s` = `compute_s` + `tp_comm_s` + `cp_comm_s` + `shard_comm_s` + `p2p_s` +
-    `bubble_s` + `dp_exposed_s`: the slowest pipeline stage's compute and exposed
-    tensor-parallel, context-parallel, sharded-state (ZeRO-2/3, FSDP) and point-to-point time
+    `iteration_s` = `compute_s` + `tp_comm_s` + `cp_comm_s` + `ep_comm_s` + `shard_comm_s` +
+    `p2p_s` + `bubble_s` + `dp_exposed_s`: the slowest pipeline stage's compute and exposed
+    tensor-, context- and expert-parallel, sharded-state (ZeRO-2/3, FSDP) and point-to-point time
     over the m micro-batches, then the pipeline's fill and drain (`bubble_s`) and the exposed
     once-per-iteration reduction. `memory_bound_s` is the part of `compute_s` spent in
     memory-bound kernels and `efficiency` the fraction of peak the whole of `compute_s`
@@ -239,6 +247,7 @@ class StepTime:
     cp_comm_s: float = 0.0
     shard_comm_s: float = 0.0
     p2p_s: float = 0.0
+    ep_comm_s: float = 0.0
 
 
 def gemm_efficiency(
@@ -255,22 +264,6 @@ def gemm_efficiency(
     return calibration.gemm_max * hidden / (hidden + half)
 
 
-@dataclass(frozen=True)
-class _Stage:
-    """One pipeline stage's time per micro-batch, by part (seconds)."""
-
-    compute: float
-    memory: float
-    tp: float
-    cp: float
-    shard: float
-    p2p: float
-
-    @property
-    def total(self) -> float:
-        return self.compute + self.tp + self.cp + self.shard + self.p2p
-
-
 def _check_args(
     nodes_of: int, dp_overlap: float, tp_overlap: float | None, efficiency: float | None
 ) -> None:
@@ -281,58 +274,6 @@ def _check_args(
             raise PlannerError(name, f"must be in [0, 1], got {value}")
     if efficiency is not None and not (math.isfinite(efficiency) and 0 < efficiency <= 1):
         raise PlannerError("efficiency", f"must be in (0, 1], got {efficiency}")
-
-
-def _stage(
-    model: Model,
-    layout: ParallelLayout,
-    layers: int,
-    first: bool,
-    last: bool,
-    first_params: float,
-    times: tuple[float, float, float, float, float, float, float, float],
-    groups: tuple[Topology, Topology | None, int, int],
-    gpu: GPU,
-    links: LinkSet | None,
-) -> tuple[_Stage, float]:
-    """One stage's time per micro-batch and its once-per-iteration reduction (seconds)."""
-    layer_s, layer_mem_s, logit_s, logit_mem_s, tp_layer, cp_layer, p2p, passes = times
-    shard_topo, dp_topology, group_per_node, grad_bytes = groups
-    d, c = layout.dp, layout.cp
-    shard_ranks = layout.shard_size
-    params = layers * model.layer_params / layout.tp
-    if first:
-        params += first_params
-    if last and (not first or not model.tied_embeddings):
-        params += first_params
-    compute = layers * layer_s + (logit_s if last else 0.0)
-    memory = layers * layer_mem_s + (logit_mem_s if last else 0.0)
-    shard = 0.0
-    if layout.zero == 3 and shard_ranks > 1:
-        gathers = 2 * collective_s("all_gather", 2 * params, shard_topo)
-        scatter = collective_s("reduce_scatter", grad_bytes * params, shard_topo)
-        comm = gathers + scatter
-        shard = max(0.0, comm - compute) + comm / max(1, layers)
-    elif layout.zero == 2 and shard_ranks > 1:
-        scatter = collective_s("reduce_scatter", grad_bytes * params, shard_topo)
-        backward = compute * 2.0 / passes
-        shard = max(0.0, scatter - backward) + scatter / max(1, layers)
-    stage = _Stage(compute, memory, layers * tp_layer, layers * cp_layer, shard, p2p)
-    # Once per iteration: the reduction (ZeRO 0/1), the gather after the step (ZeRO-2), the
-    # all-reduce across replicas (HSDP).
-    reduce = 0.0
-    replicas = (d * c) // shard_ranks
-    if layout.zero <= 1 and d * c > 1:
-        topo = dp_topology
-        if topo is None:
-            topo = topology(d * c, math.gcd(d * c, group_per_node), gpu, links)
-        reduce = collective_s("all_reduce", grad_bytes * params, topo)
-    elif layout.zero == 2 and shard_ranks > 1:
-        reduce = collective_s("all_gather", 2 * params, shard_topo)
-    elif layout.zero == 3 and replicas > 1:
-        topo = topology(replicas, 1, gpu, links)
-        reduce = collective_s("all_reduce", grad_bytes * params / shard_ranks, topo)
-    return stage, reduce
 
 
 def step_time(
@@ -380,18 +321,20 @@ def step_time(
     # One layer, one micro-batch, one GPU.
     tokens = layout.micro_batch * model.seq_len / c
     gemm_fwd, attn_fwd = (x / t for x in model.layer_forward_flops(tokens))
+    expert_fwd = expert_forward_flops(model, tokens) / t  # at their own efficiency (`moe`)
     passes, gemm_passes, attn_passes = recompute_passes(model, layout.recompute)
     vocab = model.padded_vocab(t)
     logit_flops = 3 * 2.0 * tokens * model.hidden * vocab / t
     bw = gpu.memory_bw_tbs * 1e12
     if efficiency is None:
         g16 = gemm_efficiency(model.hidden, peak16 / 1e12, calibration)
+        g_moe = gemm_efficiency(expert_gemm_size(model, layout, tokens), peak16 / 1e12, calibration)
         # fp8 halves the bytes as it doubles the peak: the same sizes fill the GPU (g16)
-        gemm_s = gemm_passes * gemm_fwd / (peak_gemm * g16)
+        gemm_s = gemm_passes * ((gemm_fwd - expert_fwd) / g16 + expert_fwd / g_moe) / peak_gemm
         attn_s = attn_passes * attn_fwd / (peak16 * g16)
         mem_bytes = calibration.traffic * layer_memory_bytes(model, layout)
         if fp8:
-            inputs = 3 * model.hidden + model.ffn_hidden  # QKV, proj, fc1 and fc2 inputs
+            inputs = 2 * model.hidden + model.attention_width + model.mlp_width  # GEMM inputs
             mem_bytes += FP8_CAST_BYTES * passes * tokens * inputs / t
         layer_mem_s = mem_bytes / bw
         logit_mem_s = calibration.traffic * logit_bytes(model, layout) / bw
@@ -448,16 +391,19 @@ def step_time(
     if shard_topo is None or layout.shard_group:
         shard_topo = topology(shard_ranks, math.gcd(shard_ranks, group_per_node), gpu, links)
 
-    stages: list[_Stage] = []
+    ep_layer = layer_all_to_all_s(model, layout, gpu, nodes_of, tokens, passes, links)
+    shared = StageTimes(
+        layer_s, layer_mem_s, logit_s, logit_mem_s, tp_layer, cp_layer, ep_layer, p2p, passes
+    )
+    stages: list[Stage] = []
     dp_comm = 0.0
     first_params = (model.padded_vocab(t) * model.hidden) / t
-    seen: dict[tuple[int, bool, bool], tuple[_Stage, float]] = {}
+    seen: dict[tuple[int, bool, bool], tuple[Stage, float]] = {}
     for i, layers in enumerate(counts):
         key = (layers, i == 0, i == p - 1)
         if key not in seen:
-            seen[key] = _stage(
-                model, layout, layers, key[1], key[2], first_params,
-                (layer_s, layer_mem_s, logit_s, logit_mem_s, tp_layer, cp_layer, p2p, passes),
+            seen[key] = stage_time(
+                model, layout, layers, key[1], key[2], first_params, shared,
                 (shard_topo, dp_topology, group_per_node, grad_bytes), gpu, links,
             )  # fmt: skip
         stage, reduce = seen[key]
@@ -493,4 +439,5 @@ def step_time(
         cp_comm_s=m * slowest.cp,
         shard_comm_s=m * slowest.shard,
         p2p_s=m * slowest.p2p,
+        ep_comm_s=m * slowest.ep,
     )

@@ -92,7 +92,10 @@ def read_as(model: Model, layout: ParallelLayout) -> str:
         parts[-1] += f"({counts[0]}/{counts[-1]})"  # first / last stage's layers
     if layout.virtual_stages > 1:
         parts.append(f"v{layout.virtual_stages}")
-    parts += [f"d{layout.dp}", f"mb{layout.micro_batch}", f"zero{layout.zero}"]
+    parts.append(f"d{layout.dp}")
+    if model.is_moe:
+        parts.append(f"e{layout.ep}/{model.experts}x{model.moe_topk}")  # ep / experts x top-k
+    parts += [f"mb{layout.micro_batch}", f"zero{layout.zero}"]
     if layout.shard_group:
         parts[-1] += f"/hsdp{layout.shard_group}"
     parts.append(f"rc:{layout.recompute}")

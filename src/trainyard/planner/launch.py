@@ -192,6 +192,10 @@ def _megatron(model: Model, plan: Plan) -> tuple[tuple[str, ...], list[str]]:
         args.append("--tp-comm-overlap")
     if model.kv_heads < model.heads:
         args += ["--group-query-attention", "--num-query-groups", str(model.kv_heads)]
+    if model.head_dim * model.heads != model.hidden:
+        args += ["--kv-channels", str(model.head_dim)]
+    if model.is_moe:
+        args += _moe_args(model, plan)
     if model.mlp == "swiglu":
         args.append("--swiglu")
     elif model.mlp == "squared_relu":
@@ -251,12 +255,34 @@ def _megatron(model: Model, plan: Plan) -> tuple[tuple[str, ...], list[str]]:
     return tuple(args), notes
 
 
+def _moe_args(model: Model, plan: Plan) -> list[str]:
+    """Megatron-LM's mixture-of-experts arguments: the experts, their parallelism (expert
+    tensor parallelism 1, as the planner prices it) and the all-to-all dispatcher it prices."""
+    args = [
+        "--num-experts", str(model.experts),
+        "--moe-router-topk", str(model.moe_topk),
+        "--moe-ffn-hidden-size", str(model.moe_ffn_hidden),
+        "--expert-model-parallel-size", str(plan.layout.ep),
+        "--expert-tensor-parallel-size", "1",
+        "--moe-grouped-gemm",
+        "--moe-token-dispatcher-type", "alltoall",
+    ]  # fmt: skip
+    if model.moe_shared_ffn_hidden:
+        args += ["--moe-shared-expert-intermediate-size", str(model.moe_shared_ffn_hidden)]
+    return args
+
+
 def _deepspeed(model: Model, plan: Plan) -> tuple[dict[str, Any] | None, list[str]]:
     """A DeepSpeed config when DeepSpeed's engine runs the plan by itself, else None and why."""
     lay = plan.layout
     if lay.tp > 1 or lay.cp > 1:
         return None, [
             "DeepSpeed: no config; tensor or context parallelism needs Megatron-LM (above)"
+        ]
+    if model.is_moe:
+        return None, [
+            "DeepSpeed: no config; the mixture of experts is planned with Megatron-LM's expert "
+            "parallelism (above)"
         ]
     if lay.pp > 1 and lay.zero >= 2:
         return None, [
@@ -285,7 +311,7 @@ def _deepspeed(model: Model, plan: Plan) -> tuple[dict[str, Any] | None, list[st
 def _plan_env(model: Model, plan: Plan) -> dict[str, str]:
     """TRAINYARD_PLAN_{TP,CP,PP,DP,MICRO_BATCH,VIRTUAL_STAGES,ZERO,SHARDING,RECOMPUTE,
     SEQUENCE_PARALLEL (0/1), TP_COMM_OVERLAP (0/1), FLASH_ATTENTION (0/1), GLOBAL_BATCH,
-    STAGE_LAYERS (layers per pipeline stage, comma-separated)}."""
+    STAGE_LAYERS (layers per pipeline stage, comma-separated), EP (expert parallel size)}."""
     lay = plan.layout
     values = {
         "TP": lay.tp, "CP": lay.cp, "PP": lay.pp, "DP": lay.dp, "MICRO_BATCH": lay.micro_batch,
@@ -294,6 +320,7 @@ def _plan_env(model: Model, plan: Plan) -> dict[str, str]:
         "TP_COMM_OVERLAP": int(lay.tp_comm_overlap),
         "FLASH_ATTENTION": int(lay.flash_attention), "GLOBAL_BATCH": model.global_batch,
         "STAGE_LAYERS": ",".join(str(n) for n in lay.stage_layers(model)),
+        "EP": lay.ep,
     }  # fmt: skip
     return {f"TRAINYARD_PLAN_{key}": str(value) for key, value in values.items()}
 

@@ -14,6 +14,14 @@ the gradients, 3 also the weights, gathered layer by layer for every micro-batch
 ZeRO-3, PyTorch FSDP, Megatron-FSDP). `shard_group` > 0 shards over groups of that many ranks
 and replicates across groups (hybrid sharding, PyTorch's HSDP).
 
+Expert parallelism (`ep`, Megatron-Core's --expert-model-parallel-size) splits the routed
+experts of a mixture-of-experts model over ep GPUs, carved out of the tp·cp·dp ranks of a
+pipeline stage (the expert layers run without tensor parallelism, expert-tensor-parallel size
+1, as Megatron-Bridge's Qwen3 and DeepSeek recipes do): each GPU holds experts/ep experts of
+every layer, tokens travel to their experts and back by all-to-all, and the experts' weights
+are replicated over the tp·cp·dp/ep ranks of the expert-data-parallel group. Megatron-Core
+requires sequence parallelism for MoE layers under tensor parallelism.
+
 Pipeline stages split the layers evenly unless `first_stage_layers` / `last_stage_layers` are
 set (Megatron-Core's --decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers):
 then the first and/or last stage hold that many layers, usually fewer because they also hold
@@ -74,9 +82,10 @@ class ParallelLayout:
     last_stage_layers: int = 0
     shard_group: int = 0
     tp_comm_overlap: bool = False
+    ep: int = 1
 
     def __post_init__(self) -> None:
-        for field in ("tp", "pp", "dp", "micro_batch", "virtual_stages", "cp"):
+        for field in ("tp", "pp", "dp", "micro_batch", "virtual_stages", "cp", "ep"):
             value = getattr(self, field)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise PlannerError(field, f"must be an integer >= 1, got {value!r}")
@@ -132,6 +141,11 @@ class ParallelLayout:
         return SHARDINGS[self.zero]
 
     @property
+    def expert_data_parallel(self) -> int:
+        """Ranks that hold the same experts: tp·cp·dp / ep."""
+        return self.tp * self.cp * self.dp // self.ep
+
+    @property
     def shard_size(self) -> int:
         """Ranks over which sharded states are split: the shard group, else dp·cp."""
         return self.shard_group or self.dp * self.cp
@@ -181,6 +195,7 @@ class ParallelLayout:
                 f"seq_len ({model.seq_len}) must be a multiple of 2 x cp ({2 * self.cp}): each "
                 "context-parallel rank takes two balanced chunks of every sequence",
             )
+        self._check_experts(model)
         if self.uneven:
             self._check_uneven(model)
         else:
@@ -200,6 +215,30 @@ class ParallelLayout:
                 "micro_batch",
                 f"global_batch ({model.global_batch}) must be a multiple of dp x micro_batch "
                 f"({self.dp} x {self.micro_batch}); change micro_batch or dp",
+            )
+
+    def _check_experts(self, model: Model) -> None:
+        if self.ep > 1 and not model.is_moe:
+            raise PlannerError(
+                "ep", "expert parallelism needs a mixture-of-experts model (experts > 0); set ep 1"
+            )
+        if not model.is_moe:
+            return
+        if model.experts % self.ep:
+            raise PlannerError(
+                "ep", f"ep ({self.ep}) must divide the {model.experts} experts; pick a divisor"
+            )
+        if (self.tp * self.cp * self.dp) % self.ep:
+            raise PlannerError(
+                "ep",
+                f"ep ({self.ep}) must divide tp x cp x dp ({self.tp} x {self.cp} x {self.dp}), "
+                "the ranks of a pipeline stage it is carved from; pick a divisor",
+            )
+        if self.tp > 1 and not self.sequence_parallel:
+            raise PlannerError(
+                "sequence_parallel",
+                "MoE layers under tensor parallelism need sequence parallelism (Megatron-Core "
+                "requires it); turn it on",
             )
 
     def _check_uneven(self, model: Model) -> None:

@@ -16,8 +16,11 @@ and any learned position embedding; the last stage holds the output layer (its o
 untied, else Megatron's copy of the word embedding) and the final norm. With pp = 1 one stage
 holds all of it. Norm and bias parameters are counted as if split over tp (a slight
 underestimate). Sharded states (ZeRO) are split over `ParallelLayout.shard_size` ranks (dp·cp,
-or the hybrid-sharding group). Under ZeRO-3 / FSDP a GPU also holds the gathered weights of two
-layers (the one computing and the one prefetched) and the full gradients of one.
+or the hybrid-sharding group). A mixture of experts' routed experts are split over ep instead
+of tp (`ParallelLayout.ep`) and their sharded states over the expert-data-parallel group
+(tp·cp·dp/ep ranks, Megatron's distributed optimizer for expert parameters). Under ZeRO-3 /
+FSDP a GPU also holds the gathered weights of two layers (the one computing and the one
+prefetched) and the full gradients of one.
 
 Activations per transformer layer and micro-batch (Korthikanti et al., arXiv:2205.05198,
 Table 2, generalised to the model's shapes; s = seq_len, b = micro_batch, h = hidden, a =
@@ -25,7 +28,8 @@ heads, k = kv_heads, f = ffn_hidden, t = tp), in bytes, 16-bit:
 
 * outside the tensor-parallel region, 10·s·b·h: the two norm inputs (4), the inputs of the QKV
   projection and of the MLP (4), two dropout masks (2);
-* inside it, split over t: Q, K and V (2 + 4k/a), the output projection's input (2), the MLP's
+* inside it, split over t: Q, K and V (2 + 4k/a), the output projection's input (2) (with a
+  `head_dim` d other than h/a, 2·a·d/h for each of Q and that input, 4·k·d/h for K and V), the MLP's
   activation input and output (4f/h; a gated MLP stores both halves of its first projection and
   their product, 6f/h): 24 for the GPT shape;
 * the attention scores, softmax and dropout, 5·a·s/h, unless the attention is fused (flash) or
@@ -38,6 +42,9 @@ heads, k = kv_heads, f = ffn_hidden, t = tp), in bytes, 16-bit:
   gate, a plain one's only up-projection) and its output (2), with the input 2 outside the
   tensor-parallel region, 8 + 2k/a + 2f/h in all (15.5 for the GPT shape; the element-wise
   operators' outputs are recomputed, the attention's log-sum-exp is negligible);
+* an MoE layer: the MLP terms for the widths one token goes through (`Model.mlp_width`: its
+  top-k experts and the shared MLP), plus the token copies sent to the experts and received
+  back (4·topk: the dispatched input and the expert output of each copy);
 * context parallelism splits all of it over cp (each rank holds s/cp of every sequence);
 * fp8 (Transformer Engine) keeps the inputs of the four GEMMs in 8 bits: one byte less per
   element for the QKV and MLP inputs, the output projection's and the second MLP GEMM's.
@@ -88,16 +95,18 @@ def layer_activation_bytes(model: Model, layout: ParallelLayout) -> float:
     sbh = s * b * h / layout.cp
     if layout.recompute == "full":
         return 2 * sbh / (t if layout.sequence_parallel else 1)
-    f_h = model.ffn_hidden / h
+    f_h = model.mlp_width / h
+    copies = 4.0 * model.moe_topk if model.is_moe else 0.0
+    q, kv = model.attention_width / h, model.kv_heads * model.head_dim / h
     if layout.recompute == "op":
-        kept = 6.0 + 2.0 * model.kv_heads / a + 2.0 * f_h
+        kept = 2.0 + 4.0 * q + 2.0 * kv + 2.0 * f_h + copies
         if layout.sequence_parallel:
             return sbh / t * (2.0 + kept)
         return sbh * (2.0 + kept / t)
     fp8 = model.precision == "fp8"
     outside = 10.0 - (2.0 if fp8 else 0.0)
     mlp = (6.0 if model.gated_mlp else 4.0) * f_h - (f_h if fp8 else 0.0)
-    inside = 4.0 + 4.0 * model.kv_heads / a + mlp - (1.0 if fp8 else 0.0)
+    inside = 4.0 * q + 4.0 * kv + mlp + copies - (1.0 if fp8 else 0.0)
     stores_scores = layout.recompute != "selective" and not layout.flash_attention
     attention = 5 * a * s / h if stores_scores else 0.0
     if layout.sequence_parallel:
@@ -105,9 +114,13 @@ def layer_activation_bytes(model: Model, layout: ParallelLayout) -> float:
     return sbh * (outside + (inside + attention) / t)
 
 
-def _state_bytes(params: float, layout: ParallelLayout) -> tuple[float, float, float]:
+def _state_bytes(
+    params: float, layout: ParallelLayout, ranks: int = 0
+) -> tuple[float, float, float]:
+    """Weights, gradients and optimizer bytes of `params` sharded over `ranks` (default the
+    layout's shard size)."""
     grad_bytes = 4 if layout.fp32_grads else 2
-    n = layout.shard_size
+    n = ranks or layout.shard_size
     weights = 2 * params / (n if layout.zero >= 3 else 1)
     grads = grad_bytes * params / (n if layout.zero >= 2 else 1)
     optimizer = 12 * params / (n if layout.zero >= 1 else 1)
@@ -121,7 +134,8 @@ def _stage(
     first = index == 0
     s, b = model.seq_len / layout.cp, layout.micro_batch
     vocab = model.padded_vocab(t)
-    params = layers * model.layer_params
+    experts = model.expert_params
+    params = layers * (model.layer_params - experts)
     if first:
         params += vocab * h + (model.seq_len * h if model.learned_positions else 0)
     if last:
@@ -138,8 +152,13 @@ def _stage(
     if last:
         acts += 4 * s * b * h / sp_div + 4 * s * b * vocab / t
     weights, grads, optimizer = _state_bytes(params / t, layout)
+    if experts:
+        parts = _state_bytes(layers * experts / layout.ep, layout, layout.expert_data_parallel)
+        weights, grads, optimizer = (
+            x + y for x, y in zip((weights, grads, optimizer), parts, strict=True)
+        )
     if layout.zero >= 3 and layers:
-        gathered = model.layer_params / t
+        gathered = (model.layer_params - experts) / t + experts / layout.ep
         weights += 2 * 2 * gathered
         grads += (4 if layout.fp32_grads else 2) * gathered
     return weights, grads, optimizer, acts

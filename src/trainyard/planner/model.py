@@ -11,10 +11,14 @@ s = seq_len, V = vocab, B = global_batch (sequences).
 Parameter count (`Model.params`), summed exactly from the weight shapes:
 
 * embeddings: V·h token table, + s·h if `learned_positions`, + V·h more if not `tied_embeddings`;
-* per layer, attention: Q and output projections 2·h², K and V projections 2·h·k·d (GQA/MQA when
-  k < a), + biases 2h + 2·k·d when `bias`;
+* per layer, attention: Q and output projections 2·h·a·d, K and V projections 2·h·k·d (GQA/MQA
+  when k < a; d = h/a unless `head_dim` is given, as Qwen3's 128 on hidden 2048 with 32 heads),
+  + biases 2h + 2·k·d when `bias`;
 * per layer, MLP: 2·h·f (3·h·f for a gated MLP, `mlp` swiglu or geglu), + biases f + h when
-  `bias`;
+  `bias`; a mixture-of-experts layer (`experts` > 0) instead holds `experts` MLPs of hidden
+  size f_e (`moe_ffn_hidden`), a router h·E, and a shared MLP of `moe_shared_ffn_hidden` if
+  set (Qwen3-MoE, Mixtral: none; DeepSeek: one). Every layer is an MoE layer when `experts`
+  is set (`--num-experts` with Megatron's default layer frequency of 1);
 * norms: two per layer and one final, each 2h (LayerNorm gain+bias) or h (RMSNorm, `bias=False`).
 
 For the GPT shape (k = a, f = 4h, bias, tied, learned positions) this is
@@ -23,7 +27,9 @@ P = 12·l·h²·(1 + 13/(12h) + (V+s)/(12·l·h)), plus the final LayerNorm's 2h
 
 FLOPs come from the same shapes (`Model.forward_flops_per_token`): a matrix multiply of an
 (m x k) by a (k x n) matrix is 2·m·k·n FLOPs, so one token's forward pass through a layer costs
-2·(2h² + 2·h·k·d + (2 or 3)·h·f) in its projections and MLP, plus 4·s·h in attention (the
+2·(2·h·a·d + 2·h·k·d + (2 or 3)·h·f) in its projections and MLP (an MoE layer: the `moe_topk`
+experts a token is routed to, the router and the shared MLP: `Model.mlp_width`), plus 4·s·a·d
+in attention (the
 scores QKᵀ and their product with V over the whole sequence, the causal mask not subtracted,
 as SC'21 and Megatron-LM's README tables count them), and the output layer 2·h·V' with V' the
 vocabulary padded as Megatron pads it (`vocab_multiple`, its --make-vocab-size-divisible-by,
@@ -70,9 +76,13 @@ class Model:
     """A decoder-only transformer and its training batch.
 
     `kv_heads` 0 means "same as heads" (multi-head attention); `ffn_hidden` 0 means 4·hidden;
-    `mlp` "" means "swiglu" when `gated_mlp` else "gelu". All three are resolved in
-    construction, so the stored values are always the real ones (and `gated_mlp` agrees with
-    `mlp`). `vocab_multiple` is what the vocabulary is padded to a multiple of (times tp).
+    `mlp` "" means "swiglu" when `gated_mlp` else "gelu"; `head_dim` 0 means hidden/heads.
+    A mixture of experts: `experts` routed experts per layer (0: dense), each token sent to
+    `moe_topk` of them (0: 2, Megatron's default), each an MLP of `moe_ffn_hidden` (0:
+    ffn_hidden), plus an always-used shared MLP of `moe_shared_ffn_hidden` (0: none). The
+    defaults are resolved in construction, so the stored values are always the real ones (and
+    `gated_mlp` agrees with `mlp`). `vocab_multiple` is what the vocabulary is padded to a
+    multiple of (times tp).
     """
 
     name: str
@@ -91,12 +101,18 @@ class Model:
     learned_positions: bool = True
     mlp: str = ""
     vocab_multiple: int = 128
+    head_dim: int = 0
+    experts: int = 0
+    moe_topk: int = 0
+    moe_ffn_hidden: int = 0
+    moe_shared_ffn_hidden: int = 0
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
             raise PlannerError("name", "a model needs a non-empty name")
         ints = ("layers", "hidden", "heads", "seq_len", "vocab", "global_batch")
-        for field in (*ints, "kv_heads", "ffn_hidden"):
+        moe = ("head_dim", "experts", "moe_topk", "moe_ffn_hidden", "moe_shared_ffn_hidden")
+        for field in (*ints, "kv_heads", "ffn_hidden", *moe):
             value = getattr(self, field)
             if isinstance(value, bool) or not isinstance(value, int):
                 raise PlannerError(field, f"must be an integer, got {value!r}")
@@ -116,19 +132,22 @@ class Model:
             raise PlannerError("mlp", f"unknown MLP {self.mlp!r}; use one of {', '.join(MLPS)}")
         object.__setattr__(self, "mlp", mlp)
         object.__setattr__(self, "gated_mlp", mlp in GATED_MLPS)
-        for field in ("kv_heads", "ffn_hidden"):
+        for field in ("kv_heads", "ffn_hidden", *moe):
             if getattr(self, field) < 0:
                 raise PlannerError(field, "must be >= 1 (or 0/omitted for the default)")
+        self._resolve_moe()
         if self.kv_heads == 0:
             object.__setattr__(self, "kv_heads", self.heads)
         if self.ffn_hidden == 0:
             object.__setattr__(self, "ffn_hidden", 4 * self.hidden)
-        if self.hidden % self.heads:
+        if self.head_dim == 0 and self.hidden % self.heads:
             raise PlannerError(
                 "hidden",
                 f"hidden ({self.hidden}) must be divisible by heads ({self.heads}); "
-                "pick a hidden size that is a multiple of the head count",
+                "pick a hidden size that is a multiple of the head count, or give head_dim",
             )
+        if self.head_dim == 0:
+            object.__setattr__(self, "head_dim", self.hidden // self.heads)
         if self.kv_heads > self.heads or self.heads % self.kv_heads:
             raise PlannerError(
                 "kv_heads",
@@ -143,10 +162,51 @@ class Model:
             if not isinstance(getattr(self, flag), bool):
                 raise PlannerError(flag, f"must be true or false, got {getattr(self, flag)!r}")
 
+    def _resolve_moe(self) -> None:
+        if self.experts == 0:
+            for field in ("moe_topk", "moe_ffn_hidden", "moe_shared_ffn_hidden"):
+                if getattr(self, field):
+                    raise PlannerError(
+                        field, "is for a mixture of experts: set experts too, or drop it"
+                    )
+            return
+        if self.moe_topk == 0:
+            object.__setattr__(self, "moe_topk", 2)
+        if self.moe_ffn_hidden == 0:
+            object.__setattr__(self, "moe_ffn_hidden", self.ffn_hidden or 4 * self.hidden)
+        if self.moe_topk > self.experts:
+            raise PlannerError(
+                "moe_topk",
+                f"a token cannot be routed to {self.moe_topk} of {self.experts} experts; "
+                "use a top-k of at most experts",
+            )
+
     @property
-    def head_dim(self) -> int:
-        """Hidden size per attention head."""
-        return self.hidden // self.heads
+    def is_moe(self) -> bool:
+        """Whether the layers are mixtures of experts."""
+        return self.experts > 0
+
+    @property
+    def attention_width(self) -> int:
+        """Width of the queries and of the attention output: heads x head_dim."""
+        return self.heads * self.head_dim
+
+    @property
+    def mlp_width(self) -> int:
+        """The MLP hidden size one token goes through: ffn_hidden, or for an MoE layer its
+        top-k experts' and the shared MLP's."""
+        if not self.is_moe:
+            return self.ffn_hidden
+        return self.moe_topk * self.moe_ffn_hidden + self.moe_shared_ffn_hidden
+
+    @property
+    def expert_params(self) -> int:
+        """Parameters of one layer's routed experts (0 for a dense model): what expert
+        parallelism splits."""
+        if not self.is_moe:
+            return 0
+        per_expert = self.mlp_matrices * self.hidden * self.moe_ffn_hidden
+        return self.experts * (per_expert + (self.moe_ffn_hidden + self.hidden if self.bias else 0))
 
     @property
     def embedding_params(self) -> int:
@@ -162,10 +222,14 @@ class Model:
     @property
     def layer_params(self) -> int:
         """Parameters of one transformer layer (attention, MLP, two norms)."""
-        h, f = self.hidden, self.ffn_hidden
+        h, f, q = self.hidden, self.ffn_hidden, self.attention_width
         kv = self.kv_heads * self.head_dim
-        attn = 2 * h * h + 2 * h * kv + ((2 * h + 2 * kv) if self.bias else 0)
-        mlp = self.mlp_matrices * h * f + ((f + h) if self.bias else 0)
+        attn = 2 * h * q + 2 * h * kv + ((q + h + 2 * kv) if self.bias else 0)
+        if self.is_moe:
+            shared = self.moe_shared_ffn_hidden
+            mlp = self.expert_params + h * self.experts + self.mlp_matrices * h * shared
+        else:
+            mlp = self.mlp_matrices * h * f + ((f + h) if self.bias else 0)
         return attn + mlp + 2 * self._norm_params
 
     @property
@@ -175,12 +239,15 @@ class Model:
 
     @property
     def layer_matmul_params(self) -> int:
-        """Weights of one layer that take part in matrix multiplies (no biases, no norms)."""
+        """Weights of one layer that take part in one token's matrix multiplies (no biases, no
+        norms; of an MoE layer its top-k experts, the router and the shared MLP)."""
         h = self.hidden
+        router = h * self.experts
         return (
-            2 * h * h
+            2 * h * self.attention_width
             + 2 * h * self.kv_heads * self.head_dim
-            + self.mlp_matrices * h * self.ffn_hidden
+            + self.mlp_matrices * h * self.mlp_width
+            + router
         )
 
     @property
@@ -189,8 +256,8 @@ class Model:
         selective checkpointing recomputes: every second one in forward order (query, KEY,
         value, OUTPUT PROJECTION, then a gated MLP's gate, UP, down, or a plain MLP's first
         and SECOND)."""
-        h, f = self.hidden, self.ffn_hidden
-        return h * self.kv_heads * self.head_dim + h * h + h * f
+        h = self.hidden
+        return h * self.kv_heads * self.head_dim + h * self.attention_width + h * self.mlp_width
 
     def padded_vocab(self, tp: int = 1) -> int:
         """The vocabulary padded to a multiple of vocab_multiple·tp (Megatron-LM's
@@ -202,7 +269,7 @@ class Model:
         """(matrix-multiply FLOPs, attention-core FLOPs) of one layer's forward pass over
         `tokens` tokens of sequences `seq_len` long (default the model's)."""
         s = self.seq_len if seq_len is None else seq_len
-        return 2.0 * self.layer_matmul_params * tokens, 4.0 * s * self.hidden * tokens
+        return 2.0 * self.layer_matmul_params * tokens, 4.0 * s * self.attention_width * tokens
 
     def forward_flops_per_token(self, tp: int = 1) -> float:
         """Forward FLOPs of one token: every layer, and the output layer over the vocabulary
@@ -253,6 +320,14 @@ def _llama(name: str, n: int, h: int, a: int, k: int, f: int, s: int, v: int, b:
     )  # fmt: skip
 
 
+def _moe(name: str, shape: tuple[int, ...], experts: tuple[int, int, int], d: int = 0) -> Model:
+    """A Llama-shaped mixture of experts: `shape` as `_llama`'s, `experts` (count, top-k,
+    expert hidden size), `d` the head dimension (0: hidden / heads)."""
+    base = _llama(name, *shape)
+    count, topk, f_e = experts
+    return dataclasses.replace(base, experts=count, moe_topk=topk, moe_ffn_hidden=f_e, head_dim=d)
+
+
 # GPT-3: Brown et al. 2020 Table 2.1 (batch in tokens / 2048). Two deviations from the table's
 # typos: 1.3B uses 16 heads (its 24 x 128 != 2048) and 13B uses hidden 5120 (not 5140).
 # SC'21: Narayanan et al. Table 1 (shapes as in ../shared/planner/published_configs.csv SC21_T1).
@@ -285,6 +360,12 @@ PRESETS: dict[str, Model] = {
         _llama("llama3-70b", 80, 8192, 64, 8, 28672, 8192, 128256, 512),
         # Llama 3.1 405B: Dubey et al. 2024 (arXiv:2407.21783) Table 3, 16M-token batches.
         _llama("llama3-405b", 126, 16384, 128, 8, 53248, 8192, 128256, 2048),
+        # Mixtures of experts (Hugging Face configs; 4M-token batches, as the Llama presets):
+        # Mixtral 8x7B (Jiang et al. 2024, arXiv:2401.04088 Table 1), Qwen3-30B-A3B and
+        # Qwen3-235B-A22B (Qwen/Qwen3-*/config.json: head_dim 128, every layer MoE).
+        _moe("mixtral-8x7b", (32, 4096, 32, 8, 14336, 4096, 32000, 1024), (8, 2, 14336)),
+        _moe("qwen3-30b-a3b", (48, 2048, 32, 4, 6144, 4096, 151936, 1024), (128, 8, 768), 128),
+        _moe("qwen3-235b-a22b", (94, 4096, 64, 4, 12288, 4096, 151936, 1024), (128, 8, 1536), 128),
     )
 }
 
@@ -327,6 +408,9 @@ def model_from_mapping(data: Mapping[str, Any]) -> Model:
         base = preset(str(data["preset"]))
         if "heads" in overrides and "kv_heads" not in overrides and base.kv_heads == base.heads:
             overrides["kv_heads"] = 0
+        derived_dim = base.head_dim * base.heads == base.hidden
+        if ("hidden" in overrides or "heads" in overrides) and "head_dim" not in overrides:
+            overrides["head_dim"] = 0 if derived_dim else base.head_dim
         if "gated_mlp" in overrides and "mlp" not in overrides:
             overrides["mlp"] = ""
         keep_ffn = "ffn_hidden" in overrides or base.ffn_hidden != 4 * base.hidden

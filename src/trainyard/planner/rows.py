@@ -47,9 +47,12 @@ Row conventions (all documented here, none guessed per row):
   cell; else on with TP overlap, when the recompute cell says so, and for every table but the
   pre-2023 ones (Megatron-Core, NeMo and torchtitan run tensor parallelism with it).
 * HFU and MFU percentages become TFLOP/s per GPU over the row's peak.
+* Mixture of experts: ``num_experts`` (above 1), ``moe_topk`` (2), ``moe_ffn_hidden_size``
+  (ffn_hidden_size), ``moe_shared_ffn_hidden_size`` (none) and ``expert_parallel`` (1);
+  ``head_dim`` when the heads' width is not hidden / heads (Qwen3).
 * Not expressible (returned as the reason): rows without the model's shape or the TP/PP split,
-  MoE rows (``num_experts`` > 1: expert parallelism is not modelled), the 2021 ZeRO-3 baseline
-  without model parallelism, and GPU counts that do not match the split.
+  the 2021 ZeRO-3 baseline without model parallelism, and GPU counts that do not match the
+  split.
 """
 
 from __future__ import annotations
@@ -293,6 +296,9 @@ def _model(row: Mapping[str, str | None]) -> Model | str:
     if mlp and mlp not in MLPS:
         raise PlannerError("mlp", f"unknown MLP {mlp!r}; use one of {', '.join(MLPS)}")
     tied = _flag(row, "tied_embeddings")
+    experts = _int(row, "num_experts") or 0
+    if experts < 0:
+        raise PlannerError("num_experts", f"must be a whole number >= 0, got {experts}")
     return Model(
         row_cell(row, "model") or "row",
         values["num_layers"],
@@ -309,15 +315,19 @@ def _model(row: Mapping[str, str | None]) -> Model | str:
         tied_embeddings=True if tied is None else tied,
         learned_positions=mlp not in ("swiglu", "geglu") if mlp else True,
         vocab_multiple=_int(row, "vocab_multiple") or 128,
+        head_dim=_count(row, "head_dim") or 0,
+        experts=experts if experts > 1 else 0,
+        moe_topk=(_count(row, "moe_topk") or 0) if experts > 1 else 0,
+        moe_ffn_hidden=(_count(row, "moe_ffn_hidden_size") or 0) if experts > 1 else 0,
+        moe_shared_ffn_hidden=(_count(row, "moe_shared_ffn_hidden_size") or 0)
+        if experts > 1
+        else 0,
     )
 
 
 def row_inputs(row: Mapping[str, str | None]) -> tuple[Model, ParallelLayout, GPU] | str:
     """The `Model`, `ParallelLayout` and `GPU` a CSV row describes, or why it cannot be
     evaluated. Raises `PlannerError` for a cell that is not of its column's form."""
-    experts = _int(row, "num_experts")
-    if experts is not None and experts > 1:
-        return f"MoE ({experts} experts): expert parallelism is not modelled"
     model = _model(row)
     if isinstance(model, str):
         return model
@@ -370,6 +380,7 @@ def row_inputs(row: Mapping[str, str | None]) -> tuple[Model, ParallelLayout, GP
         tp_comm_overlap=overlap,
         first_stage_layers=_int(row, "first_stage_layers") or 0,
         last_stage_layers=_int(row, "last_stage_layers") or 0,
+        ep=_count(row, "expert_parallel") or 1,
     )
     layout.check(model)
     gpu = _gpu(row)

@@ -27,6 +27,8 @@ Search space (each layout is then checked with `ParallelLayout.check`):
   plain tensor parallelism and it lowers activation memory and traffic, so it is never worse;
   so is the overlap of tensor-parallel communication with the GEMMs (Megatron-Core
   --tp-comm-overlap), which needs it;
+* ep (expert parallelism, mixture-of-experts models only): every divisor of the expert count
+  that divides tp·cp·dp (`ParallelLayout.ep`); dense models keep 1;
 * attention is fused (flash) unless `flash_attention=False` is passed (a stack that stores
   the score matrix). With flash attention selective recompute saves no memory (the scores it
   drops are never stored) and only adds FLOPs, so it is not tried.
@@ -48,6 +50,8 @@ ties broken by lower memory, then by the layout's fields.
 from __future__ import annotations
 
 import dataclasses
+import itertools
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final
@@ -75,8 +79,8 @@ HEADROOM: Final = 0.95  # share of GPU memory a plan may use (see the module doc
 MICRO_BATCHES: Final = (1, 2, 4, 8)
 VIRTUAL_STAGES: Final = (1, 2, 3, 4)
 # What a step time depends on: tp, cp, pp, dp, micro_batch, virtual_stages, recompute, ZeRO
-# (0 and 1 alike), first and last stage layers.
-_Key = tuple[int, int, int, int, int, int, str, int, int, int]
+# (0 and 1 alike), first and last stage layers, ep.
+_Key = tuple[int, int, int, int, int, int, str, int, int, int, int]
 # Context parallelism: only for sequences this long, and never below this many tokens a rank.
 CP_MIN_SEQ: Final = 8192
 CP_MIN_TOKENS: Final = 4096
@@ -170,6 +174,13 @@ def _shapes(model: Model, num_gpus: int, nodes_of: int) -> list[tuple[int, int, 
     return out
 
 
+def _expert_options(model: Model, ranks: int) -> list[int]:
+    """ep sizes tried for a stage of `ranks` = tp·cp·dp GPUs: [1] for a dense model."""
+    if not model.is_moe:
+        return [1]
+    return _divisors(math.gcd(model.experts, ranks))
+
+
 def _fits(model: Model, layout: ParallelLayout, budget: float) -> MemoryBreakdown | None:
     mem = memory_per_gpu(model, layout)
     return mem if mem.total <= budget else None
@@ -186,8 +197,9 @@ def _smallest_fitting_count(model: Model, num_gpus: int, gpu: GPU, nodes_of: int
                     counts.add((tp * pp * dp, tp, pp, dp))
     for n, tp, pp, dp in sorted(counts):
         zero = (3 if pp == 1 else 1) if dp > 1 else 0
+        ep = max(_expert_options(model, tp * dp))
         lean = ParallelLayout(
-            tp=tp, pp=pp, dp=dp, zero=zero, recompute="full", sequence_parallel=tp > 1
+            tp=tp, pp=pp, dp=dp, zero=zero, recompute="full", sequence_parallel=tp > 1, ep=ep
         )
         if _fits(model, lean, budget) is not None:
             return n
@@ -241,7 +253,7 @@ def search(
     return plans[:top]
 
 
-def _rank(plan: Plan) -> tuple[float, float, int, int, int, int, int, int, int]:
+def _rank(plan: Plan) -> tuple[float, float, int, int, int, int, int, int, int, int]:
     lay = plan.layout
     return (
         plan.time.iteration_s,
@@ -253,6 +265,7 @@ def _rank(plan: Plan) -> tuple[float, float, int, int, int, int, int, int, int]:
         lay.zero,
         RECOMPUTE_MODES.index(lay.recompute),
         lay.virtual_stages,
+        lay.ep,
     )
 
 
@@ -321,6 +334,7 @@ def _enumerate_shape(
     if first:
         mid = (model.layers - 2 * first) // (pp - 2)
         counts = [first] + [mid] * (pp - 2) + [first]
+    experts = _expert_options(model, tp * cp * dp)
     for mb in MICRO_BATCHES:
         if model.global_batch % (dp * mb):
             continue
@@ -332,7 +346,7 @@ def _enumerate_shape(
                 lighter = first and first + 1 == counts[1] and counts[1] % v == 0
                 if any(n % v for n in counts) and not lighter:
                     continue
-            for recompute in recomputes:
+            for recompute, ep in itertools.product(recomputes, experts):
                 base = ParallelLayout(
                     tp=tp,
                     cp=cp,
@@ -346,6 +360,7 @@ def _enumerate_shape(
                     flash_attention=flash_attention,
                     first_stage_layers=first,
                     last_stage_layers=first,
+                    ep=ep,
                 )
                 plan = _best_zero(model, timer, budget, times, base)
                 if plan is not None:
@@ -380,6 +395,7 @@ def _best_zero(
             max(zero, 1) if zero else 0,
             base.first_stage_layers,
             base.last_stage_layers,
+            base.ep,
         )
         if key not in times:
             times[key] = timer(layout)

@@ -199,7 +199,8 @@ def test_default_path_follows_trainyard_shared(
 def test_optional_columns_modern_rows_and_skips_never_abort(tmp_path: Path) -> None:
     extra = ["num_kv_heads", "ffn_hidden_size", "mlp", "context_parallel", "virtual_pipeline",
              "first_stage_layers", "last_stage_layers", "sharding", "precision",
-             "tokens_per_sec_per_gpu", "iteration_time_s", "mfu_pct", "num_experts"]  # fmt: skip
+             "tokens_per_sec_per_gpu", "iteration_time_s", "mfu_pct", "num_experts",
+             "moe_topk", "moe_ffn_hidden_size", "expert_parallel", "head_dim"]  # fmt: skip
     llama = {**ROW, "model": "llama-ish", "num_layers": "30", "num_kv_heads": "4",
              "ffn_hidden_size": "2816", "mlp": "swiglu", "gpu_type": "H100 SXM",
              "num_gpus": "32", "tensor_parallel": "2", "pipeline_parallel": "8",
@@ -212,20 +213,26 @@ def test_optional_columns_modern_rows_and_skips_never_abort(tmp_path: Path) -> N
     rows = [
         llama, timed, fsdp,
         {**llama, "model": "uneven-unsaid", "first_stage_layers": "", "last_stage_layers": ""},
-        {**ROW, "model": "moe", "num_experts": "8"},
+        {**ROW, "model": "moe", "num_gpus": "8", "num_experts": "8", "moe_topk": "2",
+         "moe_ffn_hidden_size": "1024", "expert_parallel": "8", "head_dim": "128"},
+        {**ROW, "model": "moe-bad-ep", "num_gpus": "8", "num_experts": "8", "expert_parallel": "3"},
         {**ROW, "model": "bad-sharding", "sharding": "zero9"},
         {**ROW, "model": "bad-number", "num_layers": "eight"},
         {**ROW, "model": "no-figure", "achieved_tflops_per_gpu": ""},
     ]  # fmt: skip
     result = evaluate(write(tmp_path, rows, extra))
-    assert [r.model for r in result.rows] == ["llama-ish", "timed", "fsdp"]
+    assert [r.model for r in result.rows] == ["llama-ish", "timed", "fsdp", "moe"]
     assert [r.metric for r in result.rows] == [
-        "tokens_per_sec_per_gpu", "iteration_time_s", "mfu_tflops"
+        "tokens_per_sec_per_gpu", "iteration_time_s", "mfu_tflops", "tflops_per_gpu"
     ]  # fmt: skip
     skipped = {model: reason for _, model, reason in result.skipped}
     assert skipped["uneven-unsaid"].startswith("pp: layers (30) must split evenly")
     assert "first_stage_layers" in skipped["uneven-unsaid"]
-    assert skipped["moe"].startswith("MoE (8 experts)")
+    assert skipped["moe-bad-ep"].startswith("ep: ep (3) must divide the 8 experts")
+    moe = row_inputs(rows[4])
+    assert not isinstance(moe, str)
+    assert (moe[0].experts, moe[0].moe_topk, moe[0].head_dim, moe[1].ep) == (8, 2, 128, 8)
+    assert "e8/8x2" in next(r for r in result.rows if r.model == "moe").read_as
     assert skipped["bad-sharding"].startswith("sharding: unknown sharding 'zero9'")
     assert skipped["bad-number"].startswith("num_layers: must be a number")
     assert skipped["no-figure"].startswith("no published figure")
@@ -358,11 +365,11 @@ def test_the_published_runs_shipped_with_the_planner_are_all_held_out() -> None:
     from trainyard.planner.evaluate import package_csv_path
 
     result = evaluate(package_csv_path())
-    assert len(result.rows) == 20 and not result.skipped
+    assert len(result.rows) == 24 and not result.skipped
     assert result.calibration_rows() is None  # never fitted on
     assert {r.table_id for r in result.rows} == {
         "LLAMA3_405B", "MT_NLG_530B", "BLOOM_176B", "TORCHTITAN_A100", "BRIDGE_H100",
-        "BRIDGE_B200",
+        "BRIDGE_B200", "BRIDGE_MOE_H100", "BRIDGE_MOE_B200",
     }  # fmt: skip
     with package_csv_path().open() as f:
         for row in csv.DictReader(f):

@@ -108,6 +108,14 @@ def test_gpt3_175b_on_128_h100_emits_only_runnable_configs() -> None:
           "--ckpt-format": ["fsdp_dtensor"]}),
         ("llama2-7b", ParallelLayout(dp=16, zero=2, flash_attention=True),
          {"--data-parallel-sharding-strategy": ["optim_grads"]}),
+        ("qwen3-235b-a22b", ParallelLayout(tp=2, pp=8, dp=16, ep=32, first_stage_layers=11,
+                                           last_stage_layers=11, virtual_stages=4, zero=1,
+                                           sequence_parallel=True, flash_attention=True),
+         {"--num-experts": ["128"], "--moe-router-topk": ["8"], "--moe-ffn-hidden-size": ["1536"],
+          "--expert-model-parallel-size": ["32"], "--expert-tensor-parallel-size": ["1"],
+          "--kv-channels": ["128"], "--moe-grouped-gemm": [],
+          "--moe-token-dispatcher-type": ["alltoall"],
+          "--account-for-embedding-in-pipeline-split": []}),
     ],
 )  # fmt: skip
 def test_layouts_map_to_megatron_flags(
@@ -119,6 +127,19 @@ def test_layouts_map_to_megatron_flags(
     flags = parse(settings.megatron)
     for flag, values in expect.items():
         assert flags.get(flag) == values, (flag, flags.get(flag))
+
+
+def test_moe_search_emits_only_runnable_configs() -> None:
+    model, device = preset("mixtral-8x7b"), gpu("H100")
+    plans = search(model, 64, device, top=5)
+    assert any(p.layout.ep > 1 for p in plans)
+    for plan in plans:
+        settings = launch_settings(model, plan, device)
+        _runnable(settings)
+        assert settings.deepspeed is None  # DeepSpeed's engine is not given the MoE plan
+        flags = parse(settings.megatron)
+        assert flags["--expert-model-parallel-size"] == [str(plan.layout.ep)]
+        assert "--kv-channels" not in flags  # Mixtral's heads span the hidden size
 
 
 def test_unrunnable_targets_get_no_config_and_a_note() -> None:

@@ -1,0 +1,117 @@
+"""One pipeline stage's time per micro-batch, by part, and its once-per-iteration gradient
+reduction: the per-stage half of `trainyard.planner.compute.step_time`.
+
+This module owns how a stage's parameters turn into sharded-state traffic (ZeRO-2/3, FSDP,
+HSDP) and into the data-parallel reduction (ZeRO-0/1), for dense layers and for the routed
+experts of a mixture of experts (split over ep, reduced over the expert-data-parallel group).
+`compute` owns the per-layer times it adds up; the terms and their sources are in its module
+docstring. Pure arithmetic; seconds.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from trainyard.planner.collectives import LinkSet, Topology
+from trainyard.planner.comm import collective_s, topology
+from trainyard.planner.hardware import GPU
+from trainyard.planner.layout import ParallelLayout
+from trainyard.planner.model import Model
+
+__all__ = ["Stage", "StageTimes", "stage_time"]
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One pipeline stage's time per micro-batch, by part (seconds)."""
+
+    compute: float
+    memory: float
+    tp: float
+    cp: float
+    shard: float
+    p2p: float
+    ep: float = 0.0
+
+    @property
+    def total(self) -> float:
+        return self.compute + self.tp + self.cp + self.shard + self.p2p + self.ep
+
+
+@dataclass(frozen=True)
+class StageTimes:
+    """Per-layer and per-micro-batch times every stage shares (seconds): a layer's compute and
+    its memory-bound part, the output layer's, a layer's exposed tensor-, context- and
+    expert-parallel communication, the point-to-point sends, and the forward passes run."""
+
+    layer: float
+    layer_memory: float
+    logit: float
+    logit_memory: float
+    tp_layer: float
+    cp_layer: float
+    ep_layer: float
+    p2p: float
+    passes: float
+
+
+def stage_time(
+    model: Model,
+    layout: ParallelLayout,
+    layers: int,
+    first: bool,
+    last: bool,
+    first_params: float,
+    times: StageTimes,
+    groups: tuple[Topology, Topology | None, int, int],
+    gpu: GPU,
+    links: LinkSet | None,
+) -> tuple[Stage, float]:
+    """One stage's time per micro-batch and its once-per-iteration reduction (seconds)."""
+    shard_topo, dp_topology, group_per_node, grad_bytes = groups
+    d, c = layout.dp, layout.cp
+    shard_ranks = layout.shard_size
+    experts = layers * model.expert_params / layout.ep
+    params = layers * (model.layer_params - model.expert_params) / layout.tp
+    if first:
+        params += first_params
+    if last and (not first or not model.tied_embeddings):
+        params += first_params
+    compute = layers * times.layer + (times.logit if last else 0.0)
+    memory = layers * times.layer_memory + (times.logit_memory if last else 0.0)
+    held = params + experts  # sharded per micro-batch below as one group (a simplification)
+    shard = 0.0
+    if layout.zero == 3 and shard_ranks > 1:
+        gathers = 2 * collective_s("all_gather", 2 * held, shard_topo)
+        scatter = collective_s("reduce_scatter", grad_bytes * held, shard_topo)
+        comm = gathers + scatter
+        shard = max(0.0, comm - compute) + comm / max(1, layers)
+    elif layout.zero == 2 and shard_ranks > 1:
+        scatter = collective_s("reduce_scatter", grad_bytes * held, shard_topo)
+        backward = compute * 2.0 / times.passes
+        shard = max(0.0, scatter - backward) + scatter / max(1, layers)
+    stage = Stage(
+        compute, memory, layers * times.tp_layer, layers * times.cp_layer, shard, times.p2p,
+        layers * times.ep_layer,
+    )  # fmt: skip
+    # Once per iteration: the reduction (ZeRO 0/1), the gather after the step (ZeRO-2), the
+    # all-reduce across replicas (HSDP); the experts' over their expert-data-parallel group.
+    reduce = 0.0
+    replicas = (d * c) // shard_ranks
+    if layout.zero <= 1 and d * c > 1:
+        topo = dp_topology
+        if topo is None:
+            topo = topology(d * c, math.gcd(d * c, group_per_node), gpu, links)
+        reduce = collective_s("all_reduce", grad_bytes * params, topo)
+    elif layout.zero == 2 and shard_ranks > 1:
+        reduce = collective_s("all_gather", 2 * params, shard_topo)
+    elif layout.zero == 3 and replicas > 1:
+        topo = topology(replicas, 1, gpu, links)
+        reduce = collective_s("all_reduce", grad_bytes * params / shard_ranks, topo)
+    edp = layout.expert_data_parallel
+    if experts and layout.zero <= 1 and edp > 1:
+        per_node = max(1, group_per_node * layout.tp // layout.ep)
+        topo = topology(edp, math.gcd(edp, per_node), gpu, links)
+        reduce += collective_s("all_reduce", grad_bytes * experts, topo)
+    return stage, reduce

@@ -1,0 +1,158 @@
+"""Issue 18: mixtures of experts in the planner: parameter and FLOP counts from the real shapes
+(checked against the published totals and Megatron-Bridge's own FLOP counts), expert
+parallelism's validity, memory and all-to-all time, and the search over it."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from trainyard.planner.compute import step_time
+from trainyard.planner.errors import PlannerError
+from trainyard.planner.hardware import gpu
+from trainyard.planner.layout import ParallelLayout
+from trainyard.planner.memory import memory_per_gpu
+from trainyard.planner.model import Model, preset
+from trainyard.planner.moe import all_to_all_s, expert_gemm_size, layer_all_to_all_s
+from trainyard.planner.search import search
+
+
+def active(model: Model) -> float:
+    """Parameters one token goes through: its layers' matrix weights and the embeddings."""
+    return model.layers * model.layer_matmul_params + model.embedding_params
+
+
+@pytest.mark.parametrize(
+    ("name", "total_b", "active_b"),
+    [
+        ("mixtral-8x7b", 46.7, 12.9),  # Jiang et al. 2024, arXiv:2401.04088 §2
+        ("qwen3-30b-a3b", 30.5, 3.3),  # Qwen3 model card: 30.5B total, 3.3B activated
+        ("qwen3-235b-a22b", 235.0, 22.0),  # 235B total, 22B activated
+    ],
+)
+def test_published_parameter_counts(name: str, total_b: float, active_b: float) -> None:
+    model = preset(name)
+    assert model.params / 1e9 == pytest.approx(total_b, rel=0.01)
+    assert active(model) / 1e9 == pytest.approx(active_b, rel=0.02)
+
+
+@pytest.mark.parametrize(
+    ("name", "tflops", "tokens"),
+    [("qwen3-30b-a3b", 206, 8960), ("qwen3-235b-a22b", 253, 1712)],
+)
+def test_flops_match_megatron_bridge_counts(name: str, tflops: float, tokens: float) -> None:
+    """Megatron-Bridge publishes both tokens/s and model TFLOP/s per GPU for its Qwen3 runs
+    (docs/performance-summary-archive.md, 26.04.01, DGX-H100): their ratio is its FLOPs per
+    token, which counts the causal half of the attention core."""
+    model = preset(name)
+    core = 3 * model.layers * 4.0 * model.seq_len * model.attention_width
+    ours = model.flops_per_token(recompute=False) - core / 2
+    assert ours == pytest.approx(tflops * 1e12 / tokens, rel=0.02)
+
+
+def test_dense_models_are_unchanged_by_the_moe_fields() -> None:
+    dense = preset("llama3-8b")
+    assert not dense.is_moe and dense.expert_params == 0
+    assert dense.mlp_width == dense.ffn_hidden and dense.moe_topk == 0
+    explicit = dataclasses.replace(dense, head_dim=dense.hidden // dense.heads)
+    assert explicit == dense and explicit.layer_params == dense.layer_params
+
+
+def test_moe_fields_need_experts_and_valid_top_k() -> None:
+    base = preset("llama2-7b")
+    with pytest.raises(PlannerError) as exc:
+        dataclasses.replace(base, moe_topk=2)
+    assert exc.value.field == "moe_topk"
+    with pytest.raises(PlannerError) as exc:
+        dataclasses.replace(base, experts=4, moe_topk=8)
+    assert exc.value.field == "moe_topk"
+    moe = dataclasses.replace(base, experts=8)
+    assert (moe.moe_topk, moe.moe_ffn_hidden) == (2, base.ffn_hidden)  # Megatron's defaults
+
+
+def test_a_changed_hidden_size_keeps_a_derived_head_dim_derived() -> None:
+    from trainyard.planner.model import model_from_mapping
+
+    wider = model_from_mapping({"preset": "llama2-7b", "hidden": 5120, "heads": 40})
+    assert wider.head_dim == 128
+    qwen = model_from_mapping({"preset": "qwen3-30b-a3b", "hidden": 4096})
+    assert qwen.head_dim == 128  # stated, not derived: kept
+
+
+@pytest.mark.parametrize(
+    ("layout", "field"),
+    [
+        (ParallelLayout(dp=16, ep=3), "ep"),  # 3 does not divide 128 experts
+        (ParallelLayout(dp=4, ep=8), "ep"),  # more than tp x cp x dp
+        (ParallelLayout(tp=2, dp=8, ep=8), "sequence_parallel"),
+    ],
+)
+def test_invalid_expert_layouts_name_the_field(layout: ParallelLayout, field: str) -> None:
+    with pytest.raises(PlannerError) as exc:
+        layout.check(preset("qwen3-30b-a3b"))
+    assert exc.value.field == field
+
+
+def test_expert_parallelism_needs_experts() -> None:
+    with pytest.raises(PlannerError) as exc:
+        ParallelLayout(dp=8, ep=8).check(preset("llama2-7b"))
+    assert exc.value.field == "ep"
+
+
+def test_experts_weights_split_over_ep_and_their_optimizer_over_expert_dp() -> None:
+    model = preset("qwen3-30b-a3b")
+    one = memory_per_gpu(model, ParallelLayout(dp=16, zero=1, flash_attention=True))
+    eight = memory_per_gpu(model, ParallelLayout(dp=16, ep=8, zero=1, flash_attention=True))
+    experts = model.layers * model.expert_params
+    assert (one.weights - eight.weights) * 1e9 == pytest.approx(2 * experts * (1 - 1 / 8))
+    # ZeRO-1 shards the experts' optimizer over the 16 / 8 = 2 ranks holding the same experts
+    assert (one.optimizer - eight.optimizer) * 1e9 == pytest.approx(
+        12 * experts / 16 - 12 * experts / 8 / 2
+    )
+
+
+def test_all_to_all_prices_nvlink_inside_a_node_and_the_nic_across() -> None:
+    h100 = gpu("H100")
+    inside = all_to_all_s(1e8, 8, 8, h100)
+    across = all_to_all_s(1e8, 16, 8, h100)
+    assert 0 < inside < across
+    assert all_to_all_s(1e8, 1, 8, h100) == 0.0
+    # across two nodes half the bytes cross the network at the NIC's rate
+    net = h100.network_gb_s * 0.96e9  # ib_link: 12 GB/s per 100 Gbit/s
+    assert across == pytest.approx(0.5e8 / net + 14e-6, rel=1e-3)
+
+
+def test_all_to_all_time_and_its_place_in_the_step() -> None:
+    model, h100 = preset("qwen3-30b-a3b"), gpu("H100")
+    base = ParallelLayout(dp=16, zero=1, flash_attention=True)
+    tokens = float(model.seq_len)
+    assert layer_all_to_all_s(model, base, h100, 8, tokens, 3.0) == 0.0
+    in_node = dataclasses.replace(base, ep=8)
+    two_nodes = dataclasses.replace(base, ep=16)
+    a, b = (layer_all_to_all_s(model, lay, h100, 8, tokens, 3.0) for lay in (in_node, two_nodes))
+    assert 0 < a < b
+    full = dataclasses.replace(in_node, recompute="full")
+    assert layer_all_to_all_s(model, full, h100, 8, tokens, 4.0) == pytest.approx(1.5 * a)
+    st = step_time(model, two_nodes, h100)
+    assert st.ep_comm_s == pytest.approx(model.layers * b * two_nodes.microbatches(model))
+    assert step_time(model, in_node, h100).iteration_s < st.iteration_s
+
+
+def test_thin_expert_gemms_run_below_the_dense_efficiency() -> None:
+    model = preset("qwen3-30b-a3b")
+    small = expert_gemm_size(model, ParallelLayout(dp=16, ep=16), 4096.0)  # 4,096 per expert
+    large = expert_gemm_size(model, ParallelLayout(dp=16, ep=16, micro_batch=8), 8 * 4096.0)
+    assert small < large <= model.hidden
+    assert small == pytest.approx(1.25 / (1 / 4096 + 1 / 2048 + 1 / 768))
+    assert expert_gemm_size(preset("llama3-8b"), ParallelLayout(), 4096.0) == 4096
+
+
+def test_search_tries_expert_parallelism_for_moe_models_only() -> None:
+    model, h100 = preset("qwen3-30b-a3b"), gpu("H100")
+    plans = search(model, 16, h100, top=30)
+    assert {p.layout.ep for p in plans} > {1}
+    for plan in plans:
+        plan.layout.check(model)
+        assert model.experts % plan.layout.ep == 0
+    assert {p.layout.ep for p in search(preset("llama2-7b"), 16, h100, top=30)} == {1}
