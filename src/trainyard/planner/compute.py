@@ -11,7 +11,8 @@ Terms (t = tp, c = cp, p = pp, d = dp, m = micro-batches per pipeline, v = virtu
 b = micro_batch, s = seq_len, h = hidden, n_i = layers of stage i):
 
 * FLOPs from the model's real shapes (`Model.layer_forward_flops`: projections and MLP, GQA and
-  gated MLPs included, attention core 4·s·h per token, output layer over the padded
+  gated MLPs included, attention core 4·s·a·d per token (4·w·a·d in a sliding-window layer),
+  output layer over the padded
   vocabulary). A GPU computes 1/(t·c) of each of its layers' work per micro-batch: forward,
   backward (twice the forward), and the forward again under full recompute, or the attention
   core again under selective recompute (Korthikanti et al. arXiv:2205.05198 §5), or, under
@@ -19,7 +20,8 @@ b = micro_batch, s = seq_len, h = hidden, n_i = layers of stage i):
   (`Model.op_recomputed_matmul_params`; the fused attention is kept). The output layer and
   loss run on the last stage, 3 passes. A fused (flash) causal attention computes only the
   tiles on and below the diagonal (`causal_share`); FLOP counts keep the whole core, as
-  Megatron's published formula does, so only the time is cut.
+  Megatron's published formula does, so only the time is cut. A sliding-window layer's core
+  is its window: 4·w·a·d per token, computed whole.
 * compute, a roofline of two parts: GEMMs run at g·peak and the memory-bound kernels (norms,
   dropout, residual adds, activations, softmax, the fp32 cross-entropy) move bytes at the GPU's
   memory bandwidth.
@@ -345,7 +347,12 @@ def step_time(
         layer_mem_s = logit_mem_s = 0.0
         logit_s = logit_flops / (peak16 * efficiency)
     if layout.flash_attention:
-        attn_s *= causal_share(model.seq_len)  # context-parallel chunks balanced: 1/c each
+        # context-parallel chunks balanced: 1/c each; a sliding window computes its own span
+        full, windowed = model.attention_spans()
+        span = full * model.seq_len + windowed * model.window
+        attn_s *= (
+            full * model.seq_len * causal_share(model.seq_len) + windowed * model.window
+        ) / span
     layer_s = gemm_s + attn_s + layer_mem_s
 
     # Tensor parallel, per layer and micro-batch.

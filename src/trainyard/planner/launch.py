@@ -196,6 +196,10 @@ def _megatron(model: Model, plan: Plan) -> tuple[tuple[str, ...], list[str]]:
         args += ["--kv-channels", str(model.head_dim)]
     if model.is_moe:
         args += _moe_args(model, plan)
+    if model.window:
+        args += ["--window-size", f"{model.window},0"]  # (left, right): causal
+        if model.full_attention_every:
+            args += ["--window-attn-skip-freq", str(model.full_attention_every)]
     if model.mlp == "swiglu":
         args.append("--swiglu")
     elif model.mlp == "squared_relu":

@@ -82,7 +82,10 @@ class Model:
     ffn_hidden), plus an always-used shared MLP of `moe_shared_ffn_hidden` (0: none). The
     defaults are resolved in construction, so the stored values are always the real ones (and
     `gated_mlp` agrees with `mlp`). `vocab_multiple` is what the vocabulary is padded to a
-    multiple of (times tp).
+    multiple of (times tp). Sliding-window attention: `window` > 0 keys before each query
+    (Megatron's --window-size W,0), in every layer but each `full_attention_every`-th, which
+    attends to the whole sequence (--window-attn-skip-freq; 0: no full layer). GPT-OSS
+    alternates: window 128, every 2nd layer full.
     """
 
     name: str
@@ -106,12 +109,22 @@ class Model:
     moe_topk: int = 0
     moe_ffn_hidden: int = 0
     moe_shared_ffn_hidden: int = 0
+    window: int = 0
+    full_attention_every: int = 0
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
             raise PlannerError("name", "a model needs a non-empty name")
         ints = ("layers", "hidden", "heads", "seq_len", "vocab", "global_batch")
-        moe = ("head_dim", "experts", "moe_topk", "moe_ffn_hidden", "moe_shared_ffn_hidden")
+        moe = (
+            "head_dim",
+            "experts",
+            "moe_topk",
+            "moe_ffn_hidden",
+            "moe_shared_ffn_hidden",
+            "window",
+            "full_attention_every",
+        )
         for field in (*ints, "kv_heads", "ffn_hidden", *moe):
             value = getattr(self, field)
             if isinstance(value, bool) or not isinstance(value, int):
@@ -135,6 +148,10 @@ class Model:
         for field in ("kv_heads", "ffn_hidden", *moe):
             if getattr(self, field) < 0:
                 raise PlannerError(field, "must be >= 1 (or 0/omitted for the default)")
+        if self.full_attention_every and not self.window:
+            raise PlannerError(
+                "full_attention_every", "is for sliding-window attention: set window too"
+            )
         self._resolve_moe()
         if self.kv_heads == 0:
             object.__setattr__(self, "kv_heads", self.heads)
@@ -267,9 +284,21 @@ class Model:
 
     def layer_forward_flops(self, tokens: float, seq_len: int | None = None) -> tuple[float, float]:
         """(matrix-multiply FLOPs, attention-core FLOPs) of one layer's forward pass over
-        `tokens` tokens of sequences `seq_len` long (default the model's)."""
+        `tokens` tokens of sequences `seq_len` long (default the model's); with sliding-window
+        attention the core is the mean over the layers (`attention_spans`)."""
         s = self.seq_len if seq_len is None else seq_len
-        return 2.0 * self.layer_matmul_params * tokens, 4.0 * s * self.attention_width * tokens
+        full, windowed = self.attention_spans(s)
+        span = full * s + windowed * min(self.window, s)
+        return 2.0 * self.layer_matmul_params * tokens, 4.0 * span * self.attention_width * tokens
+
+    def attention_spans(self, seq_len: int | None = None) -> tuple[float, float]:
+        """Shares of the layers whose queries attend to the whole sequence and to a sliding
+        window (1, 0 without one; a window as long as the sequence counts as full)."""
+        s = self.seq_len if seq_len is None else seq_len
+        if not self.window or self.window >= s:
+            return 1.0, 0.0
+        full = self.layers // self.full_attention_every if self.full_attention_every else 0
+        return full / self.layers, (self.layers - full) / self.layers
 
     def forward_flops_per_token(self, tp: int = 1) -> float:
         """Forward FLOPs of one token: every layer, and the output layer over the vocabulary
@@ -320,12 +349,16 @@ def _llama(name: str, n: int, h: int, a: int, k: int, f: int, s: int, v: int, b:
     )  # fmt: skip
 
 
-def _moe(name: str, shape: tuple[int, ...], experts: tuple[int, int, int], d: int = 0) -> Model:
+def _moe(
+    name: str, shape: tuple[int, ...], experts: tuple[int, int, int], d: int = 0, **more: int
+) -> Model:
     """A Llama-shaped mixture of experts: `shape` as `_llama`'s, `experts` (count, top-k,
-    expert hidden size), `d` the head dimension (0: hidden / heads)."""
+    expert hidden size), `d` the head dimension (0: hidden / heads), `more` other fields."""
     base = _llama(name, *shape)
     count, topk, f_e = experts
-    return dataclasses.replace(base, experts=count, moe_topk=topk, moe_ffn_hidden=f_e, head_dim=d)
+    return dataclasses.replace(
+        base, experts=count, moe_topk=topk, moe_ffn_hidden=f_e, head_dim=d, **more
+    )
 
 
 # GPT-3: Brown et al. 2020 Table 2.1 (batch in tokens / 2048). Two deviations from the table's
@@ -362,10 +395,20 @@ PRESETS: dict[str, Model] = {
         _llama("llama3-405b", 126, 16384, 128, 8, 53248, 8192, 128256, 2048),
         # Mixtures of experts (Hugging Face configs; 4M-token batches, as the Llama presets):
         # Mixtral 8x7B (Jiang et al. 2024, arXiv:2401.04088 Table 1), Qwen3-30B-A3B and
-        # Qwen3-235B-A22B (Qwen/Qwen3-*/config.json: head_dim 128, every layer MoE).
+        # Qwen3-235B-A22B (Qwen/Qwen3-*/config.json: head_dim 128, every layer MoE), GPT-OSS
+        # 120B (openai/gpt-oss-120b/config.json: head_dim 64, sliding window of 128 tokens on
+        # every other layer; its attention biases and sinks are left out, < 0.01 % of it).
         _moe("mixtral-8x7b", (32, 4096, 32, 8, 14336, 4096, 32000, 1024), (8, 2, 14336)),
         _moe("qwen3-30b-a3b", (48, 2048, 32, 4, 6144, 4096, 151936, 1024), (128, 8, 768), 128),
         _moe("qwen3-235b-a22b", (94, 4096, 64, 4, 12288, 4096, 151936, 1024), (128, 8, 1536), 128),
+        _moe(
+            "gpt-oss-120b",
+            (36, 2880, 64, 8, 2880, 4096, 201088, 1024),
+            (128, 4, 2880),
+            64,
+            window=128,
+            full_attention_every=2,
+        ),
     )
 }
 

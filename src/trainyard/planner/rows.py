@@ -49,7 +49,9 @@ Row conventions (all documented here, none guessed per row):
 * HFU and MFU percentages become TFLOP/s per GPU over the row's peak.
 * Mixture of experts: ``num_experts`` (above 1), ``moe_topk`` (2), ``moe_ffn_hidden_size``
   (ffn_hidden_size), ``moe_shared_ffn_hidden_size`` (none) and ``expert_parallel`` (1);
-  ``head_dim`` when the heads' width is not hidden / heads (Qwen3).
+  ``head_dim`` when the heads' width is not hidden / heads (Qwen3, GPT-OSS); sliding-window
+  attention: ``window_size`` (tokens) and ``full_attention_every`` (every N-th layer attends
+  to the whole sequence; GPT-OSS: 128 and 2).
 * Not expressible (returned as the reason): rows without the model's shape or the TP/PP split,
   the 2021 ZeRO-3 baseline without model parallelism, and GPU counts that do not match the
   split.
@@ -296,9 +298,7 @@ def _model(row: Mapping[str, str | None]) -> Model | str:
     if mlp and mlp not in MLPS:
         raise PlannerError("mlp", f"unknown MLP {mlp!r}; use one of {', '.join(MLPS)}")
     tied = _flag(row, "tied_embeddings")
-    experts = _int(row, "num_experts") or 0
-    if experts < 0:
-        raise PlannerError("num_experts", f"must be a whole number >= 0, got {experts}")
+    experts = _experts(row)
     return Model(
         row_cell(row, "model") or "row",
         values["num_layers"],
@@ -316,13 +316,26 @@ def _model(row: Mapping[str, str | None]) -> Model | str:
         learned_positions=mlp not in ("swiglu", "geglu") if mlp else True,
         vocab_multiple=_int(row, "vocab_multiple") or 128,
         head_dim=_count(row, "head_dim") or 0,
-        experts=experts if experts > 1 else 0,
-        moe_topk=(_count(row, "moe_topk") or 0) if experts > 1 else 0,
-        moe_ffn_hidden=(_count(row, "moe_ffn_hidden_size") or 0) if experts > 1 else 0,
-        moe_shared_ffn_hidden=(_count(row, "moe_shared_ffn_hidden_size") or 0)
-        if experts > 1
-        else 0,
+        window=_count(row, "window_size") or 0,
+        full_attention_every=_count(row, "full_attention_every") or 0,
+        experts=experts[0],
+        moe_topk=experts[1],
+        moe_ffn_hidden=experts[2],
+        moe_shared_ffn_hidden=experts[3],
     )
+
+
+def _experts(row: Mapping[str, str | None]) -> tuple[int, int, int, int]:
+    """(experts, top-k, expert hidden, shared hidden) of a mixture of experts from the row;
+    zeros when num_experts <= 1 (a dense model)."""
+    experts = _int(row, "num_experts") or 0
+    if experts < 0:
+        raise PlannerError("num_experts", f"must be a whole number >= 0, got {experts}")
+    if experts <= 1:
+        return 0, 0, 0, 0
+    cells = ("moe_topk", "moe_ffn_hidden_size", "moe_shared_ffn_hidden_size")
+    topk, f_e, shared = (_count(row, cell) or 0 for cell in cells)
+    return experts, topk, f_e, shared
 
 
 def row_inputs(row: Mapping[str, str | None]) -> tuple[Model, ParallelLayout, GPU] | str:

@@ -116,6 +116,9 @@ def test_gpt3_175b_on_128_h100_emits_only_runnable_configs() -> None:
           "--kv-channels": ["128"], "--moe-grouped-gemm": [],
           "--moe-token-dispatcher-type": ["alltoall"],
           "--account-for-embedding-in-pipeline-split": []}),
+        ("gpt-oss-120b", ParallelLayout(pp=4, dp=16, ep=8, zero=1, flash_attention=True),
+         {"--window-size": ["128,0"], "--window-attn-skip-freq": ["2"], "--kv-channels": ["64"],
+          "--num-experts": ["128"], "--moe-router-topk": ["4"]}),
     ],
 )  # fmt: skip
 def test_layouts_map_to_megatron_flags(

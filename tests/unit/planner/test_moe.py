@@ -18,23 +18,27 @@ from trainyard.planner.moe import all_to_all_s, expert_gemm_size, layer_all_to_a
 from trainyard.planner.search import search
 
 
-def active(model: Model) -> float:
-    """Parameters one token goes through: its layers' matrix weights and the embeddings."""
-    return model.layers * model.layer_matmul_params + model.embedding_params
+def active(model: Model, tables: int) -> float:
+    """Parameters one token goes through: its layers' matrix weights and `tables` of the two
+    vocabulary tables (publishers differ: Mistral and Qwen count both, OpenAI only one)."""
+    return model.layers * model.layer_matmul_params + tables * model.vocab * model.hidden
 
 
 @pytest.mark.parametrize(
-    ("name", "total_b", "active_b"),
+    ("name", "total_b", "active_b", "tables"),
     [
-        ("mixtral-8x7b", 46.7, 12.9),  # Jiang et al. 2024, arXiv:2401.04088 §2
-        ("qwen3-30b-a3b", 30.5, 3.3),  # Qwen3 model card: 30.5B total, 3.3B activated
-        ("qwen3-235b-a22b", 235.0, 22.0),  # 235B total, 22B activated
+        ("mixtral-8x7b", 46.7, 12.9, 2),  # Jiang et al. 2024, arXiv:2401.04088 §2
+        ("qwen3-30b-a3b", 30.5, 3.3, 2),  # Qwen3 model card: 30.5B total, 3.3B activated
+        ("qwen3-235b-a22b", 235.0, 22.0, 2),  # 235B total, 22B activated
+        ("gpt-oss-120b", 116.83, 5.13, 1),  # gpt-oss model card: 116.83B total, 5.13B active
     ],
 )
-def test_published_parameter_counts(name: str, total_b: float, active_b: float) -> None:
+def test_published_parameter_counts(
+    name: str, total_b: float, active_b: float, tables: int
+) -> None:
     model = preset(name)
     assert model.params / 1e9 == pytest.approx(total_b, rel=0.01)
-    assert active(model) / 1e9 == pytest.approx(active_b, rel=0.02)
+    assert active(model, tables) / 1e9 == pytest.approx(active_b, rel=0.02)
 
 
 @pytest.mark.parametrize(
@@ -156,3 +160,21 @@ def test_search_tries_expert_parallelism_for_moe_models_only() -> None:
         plan.layout.check(model)
         assert model.experts % plan.layout.ep == 0
     assert {p.layout.ep for p in search(preset("llama2-7b"), 16, h100, top=30)} == {1}
+
+
+def test_sliding_window_attention_costs_its_window() -> None:
+    oss = preset("gpt-oss-120b")
+    assert oss.attention_spans() == (0.5, 0.5)  # every other layer attends to all 4,096
+    _, core = oss.layer_forward_flops(1.0)
+    assert core == pytest.approx(4.0 * (0.5 * 4096 + 0.5 * 128) * 64 * 64)
+    full = dataclasses.replace(oss, window=0, full_attention_every=0)
+    assert full.attention_spans() == (1.0, 0.0)
+    assert full.layer_forward_flops(1.0)[1] == pytest.approx(4.0 * 4096 * 64 * 64)
+    longer = dataclasses.replace(oss, window=8192)  # a window past the sequence is no window
+    assert longer.attention_spans() == (1.0, 0.0)
+    layout = ParallelLayout(pp=4, dp=16, ep=8, flash_attention=True)
+    h100 = gpu("H100")
+    assert step_time(oss, layout, h100).iteration_s < step_time(full, layout, h100).iteration_s
+    with pytest.raises(PlannerError) as exc:
+        dataclasses.replace(full, full_attention_every=2)
+    assert exc.value.field == "full_attention_every"
