@@ -350,15 +350,21 @@ def _llama(name: str, n: int, h: int, a: int, k: int, f: int, s: int, v: int, b:
 
 
 def _moe(
-    name: str, shape: tuple[int, ...], experts: tuple[int, int, int], d: int = 0, **more: int
+    name: str,
+    shape: tuple[int, ...],
+    experts: tuple[int, int, int],
+    d: int = 0,
+    window: tuple[int, int] = (0, 0),
 ) -> Model:
     """A Llama-shaped mixture of experts: `shape` as `_llama`'s, `experts` (count, top-k,
-    expert hidden size), `d` the head dimension (0: hidden / heads), `more` other fields."""
+    expert hidden size), `d` the head dimension (0: hidden / heads), `window` (sliding window,
+    every how many layers one attends fully)."""
     base = _llama(name, *shape)
     count, topk, f_e = experts
     return dataclasses.replace(
-        base, experts=count, moe_topk=topk, moe_ffn_hidden=f_e, head_dim=d, **more
-    )
+        base, experts=count, moe_topk=topk, moe_ffn_hidden=f_e, head_dim=d, window=window[0],
+        full_attention_every=window[1],
+    )  # fmt: skip
 
 
 # GPT-3: Brown et al. 2020 Table 2.1 (batch in tokens / 2048). Two deviations from the table's
@@ -406,8 +412,7 @@ PRESETS: dict[str, Model] = {
             (36, 2880, 64, 8, 2880, 4096, 201088, 1024),
             (128, 4, 2880),
             64,
-            window=128,
-            full_attention_every=2,
+            (128, 2),
         ),
     )
 }

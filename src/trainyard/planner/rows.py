@@ -51,7 +51,10 @@ Row conventions (all documented here, none guessed per row):
   (ffn_hidden_size), ``moe_shared_ffn_hidden_size`` (none) and ``expert_parallel`` (1);
   ``head_dim`` when the heads' width is not hidden / heads (Qwen3, GPT-OSS); sliding-window
   attention: ``window_size`` (tokens) and ``full_attention_every`` (every N-th layer attends
-  to the whole sequence; GPT-OSS: 128 and 2).
+  to the whole sequence; GPT-OSS: 128 and 2). Each of these columns is also read under its
+  Megatron-LM or Hugging Face name (``moe_router_topk``, ``num_experts_per_tok``,
+  ``expert_model_parallel_size``, ``kv_channels``, ``sliding_window``, ...;
+  `_COLUMN_ALIASES`).
 * Not expressible (returned as the reason): rows without the model's shape or the TP/PP split,
   the 2021 ZeRO-3 baseline without model parallelism, and GPU counts that do not match the
   split.
@@ -133,10 +136,29 @@ _TRUE: Final = ("yes", "true", "1", "y", "on")
 _FALSE: Final = ("no", "false", "0", "n", "off")
 
 
+# Other names a table may give the columns of mixtures of experts and attention shapes (the
+# Megatron-LM argument and Hugging Face config names), read when the column itself is empty.
+_COLUMN_ALIASES: Final[dict[str, tuple[str, ...]]] = {
+    "num_experts": ("num_moe_experts", "num_local_experts", "n_routed_experts"),
+    "moe_topk": ("moe_router_topk", "num_experts_per_tok", "experts_per_token", "top_k"),
+    "moe_ffn_hidden_size": ("moe_intermediate_size", "expert_ffn_hidden_size"),
+    "moe_shared_ffn_hidden_size": (
+        "moe_shared_expert_intermediate_size", "shared_expert_intermediate_size"
+    ),
+    "expert_parallel": ("expert_model_parallel_size", "ep"),
+    "head_dim": ("kv_channels",),
+    "window_size": ("sliding_window",),
+}  # fmt: skip
+
+
 def row_cell(row: Mapping[str, str | None], field: str) -> str:
-    """The text of `field` in `row`, stripped; "" when missing or empty."""
-    value = row.get(field)
-    return value.strip() if isinstance(value, str) else ""
+    """The text of `field` in `row` (or of one of its other names, `_COLUMN_ALIASES`),
+    stripped; "" when missing or empty."""
+    for name in (field, *_COLUMN_ALIASES.get(field, ())):
+        value = row.get(name)
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+    return ""
 
 
 def _number(row: Mapping[str, str | None], field: str) -> float | None:

@@ -374,3 +374,17 @@ def test_the_published_runs_shipped_with_the_planner_are_all_held_out() -> None:
     with package_csv_path().open() as f:
         for row in csv.DictReader(f):
             assert row["source"] and row["split"] == "held_out"
+
+
+def test_moe_columns_read_under_megatron_and_hugging_face_names() -> None:
+    row = {**ROW, "num_gpus": "8", "num_local_experts": "8", "num_experts_per_tok": "2",
+           "moe_intermediate_size": "512", "expert_model_parallel_size": "4",
+           "kv_channels": "128", "sliding_window": "256", "full_attention_every": "2"}  # fmt: skip
+    inputs = row_inputs(row)
+    assert not isinstance(inputs, str)
+    model, layout, _ = inputs
+    assert (model.experts, model.moe_topk, model.moe_ffn_hidden) == (8, 2, 512)
+    assert (model.head_dim, model.window, layout.ep) == (128, 256, 4)
+    # the column's own name wins over another name for it
+    named = row_inputs({**row, "expert_parallel": "8"})
+    assert not isinstance(named, str) and named[1].ep == 8
