@@ -2,8 +2,10 @@
 reduction: the per-stage half of `trainyard.planner.compute.step_time`.
 
 This module owns how a stage's parameters turn into sharded-state traffic (ZeRO-2/3, FSDP,
-HSDP) and into the data-parallel reduction (ZeRO-0/1), for dense layers and for the routed
-experts of a mixture of experts (split over ep, reduced over the expert-data-parallel group).
+HSDP) and into the data-parallel reduction (ZeRO-0/1), for dense layers (over the dp·cp
+ranks, or the shard group) and for the routed experts of a mixture of experts (split over
+ep; gathered, scattered and reduced over the tp·cp·dp/ep ranks of their expert-data-parallel
+group, as Megatron's distributed optimizer and Megatron-FSDP shard them).
 `compute` owns the per-layer times it adds up; the terms and their sources are in its module
 docstring. Pure arithmetic; seconds.
 """
@@ -80,15 +82,25 @@ def stage_time(
         params += first_params
     compute = layers * times.layer + (times.logit if last else 0.0)
     memory = layers * times.layer_memory + (times.logit_memory if last else 0.0)
-    held = params + experts  # sharded per micro-batch below as one group (a simplification)
+    # the experts' states are sharded over their expert-data-parallel group, packed on nodes
+    edp = layout.expert_data_parallel
+    edp_topo = None
+    if experts and edp > 1:
+        per_node = max(1, group_per_node * layout.tp // layout.ep)
+        edp_topo = topology(edp, math.gcd(edp, per_node), gpu, links)
+
+    def sharded(collective: str, per_param: float) -> float:
+        """One `collective` of the stage's dense and expert states (bytes per parameter)."""
+        dense = collective_s(collective, per_param * params, shard_topo) if shard_ranks > 1 else 0
+        own = collective_s(collective, per_param * experts, edp_topo) if edp_topo else 0.0
+        return dense + own
+
     shard = 0.0
-    if layout.zero == 3 and shard_ranks > 1:
-        gathers = 2 * collective_s("all_gather", 2 * held, shard_topo)
-        scatter = collective_s("reduce_scatter", grad_bytes * held, shard_topo)
-        comm = gathers + scatter
+    if layout.zero == 3 and (shard_ranks > 1 or edp_topo):
+        comm = 2 * sharded("all_gather", 2) + sharded("reduce_scatter", grad_bytes)
         shard = max(0.0, comm - compute) + comm / max(1, layers)
-    elif layout.zero == 2 and shard_ranks > 1:
-        scatter = collective_s("reduce_scatter", grad_bytes * held, shard_topo)
+    elif layout.zero == 2 and (shard_ranks > 1 or edp_topo):
+        scatter = sharded("reduce_scatter", grad_bytes)
         backward = compute * 2.0 / times.passes
         shard = max(0.0, scatter - backward) + scatter / max(1, layers)
     stage = Stage(
@@ -99,19 +111,17 @@ def stage_time(
     # all-reduce across replicas (HSDP); the experts' over their expert-data-parallel group.
     reduce = 0.0
     replicas = (d * c) // shard_ranks
-    if layout.zero <= 1 and d * c > 1:
-        topo = dp_topology
-        if topo is None:
-            topo = topology(d * c, math.gcd(d * c, group_per_node), gpu, links)
-        reduce = collective_s("all_reduce", grad_bytes * params, topo)
-    elif layout.zero == 2 and shard_ranks > 1:
-        reduce = collective_s("all_gather", 2 * params, shard_topo)
+    if layout.zero <= 1:
+        if d * c > 1:
+            topo = dp_topology
+            if topo is None:
+                topo = topology(d * c, math.gcd(d * c, group_per_node), gpu, links)
+            reduce = collective_s("all_reduce", grad_bytes * params, topo)
+        if edp_topo is not None:
+            reduce += collective_s("all_reduce", grad_bytes * experts, edp_topo)
+    elif layout.zero == 2:
+        reduce = sharded("all_gather", 2)
     elif layout.zero == 3 and replicas > 1:
         topo = topology(replicas, 1, gpu, links)
         reduce = collective_s("all_reduce", grad_bytes * params / shard_ranks, topo)
-    edp = layout.expert_data_parallel
-    if experts and layout.zero <= 1 and edp > 1:
-        per_node = max(1, group_per_node * layout.tp // layout.ep)
-        topo = topology(edp, math.gcd(edp, per_node), gpu, links)
-        reduce += collective_s("all_reduce", grad_bytes * experts, topo)
     return stage, reduce

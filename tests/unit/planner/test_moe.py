@@ -178,3 +178,19 @@ def test_sliding_window_attention_costs_its_window() -> None:
     with pytest.raises(PlannerError) as exc:
         dataclasses.replace(full, full_attention_every=2)
     assert exc.value.field == "full_attention_every"
+
+
+def test_zero3_gathers_experts_over_their_expert_data_parallel_group() -> None:
+    """Under ZeRO-3 the experts are sharded over tp·cp·dp/ep ranks: with ep = dp there is
+    nothing to gather of them (each GPU holds its experts whole), with ep = dp/2 they are
+    gathered from two ranks for every micro-batch."""
+    model, h100 = preset("qwen3-30b-a3b"), gpu("H100")
+    whole = ParallelLayout(dp=8, ep=8, zero=3, flash_attention=True)
+    halves = dataclasses.replace(whole, ep=4)
+    assert step_time(model, whole, h100).shard_comm_s < step_time(model, halves, h100).shard_comm_s
+    experts = model.layers * model.expert_params
+    weights = memory_per_gpu(model, whole).weights - memory_per_gpu(model, halves).weights
+    # ep 8: 1/8 of the experts whole; ep 4: 1/4 of them in halves (1/8) -- the same shard, but
+    # the ep-4 GPU also holds two layers' gathered experts (1/4 each) while computing
+    gathered = 2 * 2 * model.expert_params / 4 - 2 * 2 * model.expert_params / 8
+    assert weights * 1e9 == pytest.approx(2 * experts / 8 - 2 * experts / 8 - gathered)
