@@ -44,7 +44,8 @@ heads, k = kv_heads, f = ffn_hidden, t = tp), in bytes, 16-bit:
   operators' outputs are recomputed, the attention's log-sum-exp is negligible);
 * an MoE layer: the MLP terms for the widths one token goes through (`Model.mlp_width`: its
   top-k experts and the shared MLP), plus the token copies sent to the experts and received
-  back (4·topk: the dispatched input and the expert output of each copy);
+  back (4·topk: the dispatched input and the expert output of each copy; 3·topk under fp8,
+  whose expert GEMMs keep their inputs in 8 bits);
 * context parallelism splits all of it over cp (each rank holds s/cp of every sequence);
 * fp8 (Transformer Engine) keeps the inputs of the four GEMMs in 8 bits: one byte less per
   element for the QKV and MLP inputs, the output projection's and the second MLP GEMM's.
@@ -96,14 +97,15 @@ def layer_activation_bytes(model: Model, layout: ParallelLayout) -> float:
     if layout.recompute == "full":
         return 2 * sbh / (t if layout.sequence_parallel else 1)
     f_h = model.mlp_width / h
-    copies = 4.0 * model.moe_topk if model.is_moe else 0.0
+    fp8 = model.precision == "fp8"
+    # the top-k copies' expert inputs (2 bytes, 1 as fp8 GEMM inputs) and outputs (2)
+    copies = (4.0 - (1.0 if fp8 else 0.0)) * model.moe_topk if model.is_moe else 0.0
     q, kv = model.attention_width / h, model.kv_heads * model.head_dim / h
     if layout.recompute == "op":
         kept = 2.0 + 4.0 * q + 2.0 * kv + 2.0 * f_h + copies
         if layout.sequence_parallel:
             return sbh / t * (2.0 + kept)
         return sbh * (2.0 + kept / t)
-    fp8 = model.precision == "fp8"
     outside = 10.0 - (2.0 if fp8 else 0.0)
     mlp = (6.0 if model.gated_mlp else 4.0) * f_h - (f_h if fp8 else 0.0)
     inside = 4.0 * q + 4.0 * kv + mlp + copies - (1.0 if fp8 else 0.0)
