@@ -11,6 +11,7 @@ arithmetic; times are seconds.
 
 from __future__ import annotations
 
+import math
 from typing import Final
 
 from trainyard.planner.collectives import Link, LinkSet, Topology, best, ib_link
@@ -23,6 +24,7 @@ __all__ = [
     "inter_link",
     "intra_link",
     "p2p_s",
+    "per_node",
     "topology",
 ]
 
@@ -48,6 +50,17 @@ def inter_link(gpu: GPU, links: LinkSet | None = None) -> Link:
     if gpu.network_gb_s <= 0:
         raise PlannerError("network_gb_s", f"GPU {gpu.name!r} needs a network for multi-node")
     return ib_link(gpu.network_gb_s * 8)
+
+
+def per_node(ranks: int, capacity: int) -> int:
+    """Ranks of a group of `ranks` that share one node (NVLink domain) of `capacity` GPUs:
+    gcd(ranks, capacity) on nodes of a power-of-two size (Megatron's rank order packs a
+    group so), else, in a larger domain of another size (72 for a GB200 NVL72 rack), the
+    largest divisor of ranks that fits in it."""
+    capacity = max(1, capacity)
+    if capacity & (capacity - 1) == 0:
+        return math.gcd(ranks, capacity)
+    return max(d for d in range(1, min(ranks, capacity) + 1) if ranks % d == 0)
 
 
 def topology(ranks: int, ranks_per_node: int, gpu: GPU, links: LinkSet | None = None) -> Topology:

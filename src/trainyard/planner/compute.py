@@ -117,6 +117,7 @@ from trainyard.planner.comm import (
     inter_link,
     intra_link,
     p2p_s,
+    per_node,
     topology,
 )
 from trainyard.planner.errors import PlannerError
@@ -361,7 +362,7 @@ def step_time(
         topo = (
             tp_topology
             if tp_topology is not None
-            else topology(t, math.gcd(t, nodes_of), gpu, links)
+            else topology(t, per_node(t, nodes_of), gpu, links)
         )
         calls = 6 if layout.recompute == "full" else 4
         msg = tokens * model.hidden * 2
@@ -396,7 +397,7 @@ def step_time(
     group_per_node = max(1, nodes_of // (t * p))
     shard_topo = dp_topology
     if shard_topo is None or layout.shard_group:
-        shard_topo = topology(shard_ranks, math.gcd(shard_ranks, group_per_node), gpu, links)
+        shard_topo = topology(shard_ranks, per_node(shard_ranks, group_per_node), gpu, links)
 
     ep_layer = layer_all_to_all_s(model, layout, gpu, nodes_of, tokens, passes, links)
     shared = StageTimes(

@@ -222,6 +222,7 @@ class Case:
             self.model,
             self.layout,
             self.gpu,
+            self.gpu.gpus_per_node,  # the NVLink domain: 8, or 72 for a GB200 NVL72 rack
             tp_overlap=self.tp_overlap,
             calibration=calibration,
             links=self.links,

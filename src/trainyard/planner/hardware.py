@@ -3,12 +3,13 @@
 This module owns the numbers the planner assumes about hardware. The catalogue is a constant;
 `load_catalogue` returns a new dict (built-ins plus overrides) and never mutates it.
 
-Numbers are public datasheet values (NVIDIA A100, A800, H100, H800, H200, B200/HGX B200, V100, L40S
-datasheets). TFLOP/s are *dense* tensor-core peaks (no 2:4 sparsity); fp32 is the non-tensor-core
-peak. NVLink bandwidth is per GPU and unidirectional (half the datasheet's bidirectional total);
-for a GPU without an NVLink switch it is the intra-node path the planner should assume (PCIe or a
-2-GPU bridge, see each entry). Network bandwidth is per GPU (one NIC per GPU, e.g. 200 Gb/s HDR =
-25 GB/s, 400 Gb/s NDR = 50 GB/s).
+Numbers are public datasheet values (NVIDIA A100, A800, H100, H800, H200, B200/HGX B200, GB200
+NVL72, V100, L40S datasheets). TFLOP/s are *dense* tensor-core peaks (no 2:4 sparsity); fp32 is
+the non-tensor-core peak. NVLink bandwidth is per GPU and unidirectional (half the datasheet's
+bidirectional total); for a GPU without an NVLink switch it is the intra-node path the planner
+should assume (PCIe or a 2-GPU bridge, see each entry). `gpus_per_node` is the NVLink domain
+(8 for the HGX/DGX boards, 72 for a GB200 NVL72 rack). Network bandwidth is per GPU (one NIC
+per GPU, e.g. 200 Gb/s HDR = 25 GB/s, 400 Gb/s NDR = 50 GB/s).
 """
 
 from __future__ import annotations
@@ -101,6 +102,11 @@ CATALOGUE: dict[str, GPU] = {
         _g("H200", 989, 1979, 67, 141, 4.8, 450, 8, 50, 5.0),
         # B200 (HGX B200): 2.25 PF bf16 / 4.5 PF fp8 dense, 180 GB at 7.7 TB/s, NVLink5 1.8 TB/s.
         _g("B200", 2250, 4500, 75, 180, 7.7, 900, 8, 50, 5.0),
+        # GB200 in an NVL72 rack: NVIDIA's rack figures per GPU (360 PF bf16 and 720 PF fp8 with
+        # sparsity, 13.4 TB HBM3e at 576 TB/s, over 72 GPUs): 2.5 / 5 PF dense, 186 GB at 8 TB/s,
+        # NVLink5 1.8 TB/s. All 72 GPUs share one NVLink domain, which is what `gpus_per_node`
+        # means to the time model (a host holds 4 of them); 400 Gb/s per GPU beyond the rack.
+        _g("GB200", 2500, 5000, 80, 186, 8.0, 900, 72, 50, 5.0),
         # L40S: 362 bf16 / 733 fp8 dense, 48 GB GDDR6, no NVLink: PCIe Gen4 x16 (32 GB/s).
         _g("L40S", 362, 733, 91.6, 48, 0.864, 32, 8, 25, 5.0),
     )
@@ -118,6 +124,7 @@ ALIASES: dict[str, str] = {
     "v100": "V100-32GB",
     "h200-sxm": "H200",
     "b200-sxm": "B200",
+    "gb200-nvl72": "GB200",
 }
 
 

@@ -36,12 +36,11 @@ NVIDIA/nccl#530); simple -> Simple, ll -> LL. Plans without collectives get no N
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Final
 
 from trainyard.planner import collectives as coll
-from trainyard.planner.comm import topology
+from trainyard.planner.comm import per_node, topology
 from trainyard.planner.errors import PlannerError
 from trainyard.planner.hardware import GPU
 from trainyard.planner.model import Model
@@ -172,13 +171,13 @@ def plan_collectives(
         calls = max(lay.stage_layers(model)) * m * per_layer
         msg = lay.micro_batch * model.seq_len // lay.cp * model.hidden * 2
         functions = _SHARDED if lay.sequence_parallel else _ALL_REDUCE
-        topo = topology(t, math.gcd(t, nodes_of), gpu, links)
+        topo = topology(t, per_node(t, nodes_of), gpu, links)
         out.append(_choose("tensor-parallel all-reduce", functions, msg, topo, calls))
     if d * lay.cp > 1:
         grad_bytes = 4 if lay.fp32_grads else 2
         volume = model.params / (t * p) * grad_bytes
         ranks = lay.shard_size if lay.zero >= 2 else d * lay.cp
-        topo = topology(ranks, math.gcd(ranks, max(1, nodes_of // (t * p))), gpu, links)
+        topo = topology(ranks, per_node(ranks, max(1, nodes_of // (t * p))), gpu, links)
         functions = _SHARDED if lay.zero >= 1 else _ALL_REDUCE
         if lay.zero >= 2:
             # ZeRO-2: a reduce-scatter per micro-batch and one gather; ZeRO-3/FSDP: two

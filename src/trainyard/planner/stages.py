@@ -12,11 +12,10 @@ docstring. Pure arithmetic; seconds.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from trainyard.planner.collectives import LinkSet, Topology
-from trainyard.planner.comm import collective_s, topology
+from trainyard.planner.comm import collective_s, per_node, topology
 from trainyard.planner.hardware import GPU
 from trainyard.planner.layout import ParallelLayout
 from trainyard.planner.model import Model
@@ -86,8 +85,8 @@ def stage_time(
     edp = layout.expert_data_parallel
     edp_topo = None
     if experts and edp > 1:
-        per_node = max(1, group_per_node * layout.tp // layout.ep)
-        edp_topo = topology(edp, math.gcd(edp, per_node), gpu, links)
+        on_node = max(1, group_per_node * layout.tp // layout.ep)
+        edp_topo = topology(edp, per_node(edp, on_node), gpu, links)
 
     def sharded(collective: str, per_param: float) -> float:
         """One `collective` of the stage's dense and expert states (bytes per parameter)."""
@@ -115,7 +114,7 @@ def stage_time(
         if d * c > 1:
             topo = dp_topology
             if topo is None:
-                topo = topology(d * c, math.gcd(d * c, group_per_node), gpu, links)
+                topo = topology(d * c, per_node(d * c, group_per_node), gpu, links)
             reduce = collective_s("all_reduce", grad_bytes * params, topo)
         if edp_topo is not None:
             reduce += collective_s("all_reduce", grad_bytes * experts, edp_topo)

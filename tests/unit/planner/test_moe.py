@@ -194,3 +194,18 @@ def test_zero3_gathers_experts_over_their_expert_data_parallel_group() -> None:
     # the ep-4 GPU also holds two layers' gathered experts (1/4 each) while computing
     gathered = 2 * 2 * model.expert_params / 4 - 2 * 2 * model.expert_params / 8
     assert weights * 1e9 == pytest.approx(2 * experts / 8 - 2 * experts / 8 - gathered)
+
+
+def test_a_gb200_rack_is_one_nvlink_domain() -> None:
+    """GB200 NVL72: 72 GPUs on NVLink; groups of power-of-two sizes fit whole in it, while the
+    8-GPU boards keep Megatron's packing (gcd)."""
+    from trainyard.planner.comm import per_node
+
+    assert gpu("GB200").gpus_per_node == 72
+    assert (per_node(64, 72), per_node(96, 72), per_node(48, 72)) == (64, 48, 48)
+    assert (per_node(12, 8), per_node(64, 8), per_node(4, 8)) == (4, 8, 4)
+    model = preset("gpt-oss-120b")
+    layout = ParallelLayout(dp=64, ep=64, micro_batch=4, flash_attention=True)
+    rack = step_time(model, layout, gpu("GB200"), gpu("GB200").gpus_per_node)
+    boards = step_time(model, layout, gpu("GB200"), 8)  # the same GPUs on 8-GPU nodes
+    assert rack.ep_comm_s < boards.ep_comm_s / 3  # the all-to-all stays on NVLink
