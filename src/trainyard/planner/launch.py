@@ -192,7 +192,13 @@ def _megatron(model: Model, plan: Plan) -> tuple[tuple[str, ...], list[str]]:
         args.append("--tp-comm-overlap")
     if model.kv_heads < model.heads:
         args += ["--group-query-attention", "--num-query-groups", str(model.kv_heads)]
-    if model.head_dim * model.heads != model.hidden:
+    if model.is_mla:
+        args += ["--multi-latent-attention", "--kv-lora-rank", str(model.kv_lora_rank)]
+        if model.q_lora_rank:
+            args += ["--q-lora-rank", str(model.q_lora_rank)]
+        args += ["--qk-head-dim", str(model.head_dim), "--qk-pos-emb-head-dim"]
+        args += [str(model.rope_dim), "--v-head-dim", str(model.v_head_dim)]
+    elif model.head_dim * model.heads != model.hidden:
         args += ["--kv-channels", str(model.head_dim)]
     if model.is_moe:
         args += _moe_args(model, plan)
@@ -273,6 +279,9 @@ def _moe_args(model: Model, plan: Plan) -> list[str]:
     ]  # fmt: skip
     if model.moe_shared_ffn_hidden:
         args += ["--moe-shared-expert-intermediate-size", str(model.moe_shared_ffn_hidden)]
+    if model.dense_layers:  # the first layers dense: a per-layer pattern, 0 dense, 1 experts
+        k = model.dense_layers
+        args += ["--moe-layer-freq", f"[0]*{k}+[1]*{model.layers - k}"]
     return args
 
 

@@ -111,6 +111,11 @@ class Model:
     moe_shared_ffn_hidden: int = 0
     window: int = 0
     full_attention_every: int = 0
+    kv_lora_rank: int = 0
+    q_lora_rank: int = 0
+    rope_dim: int = 0
+    v_head_dim: int = 0
+    dense_layers: int = 0
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -153,6 +158,7 @@ class Model:
                 "full_attention_every", "is for sliding-window attention: set window too"
             )
         self._resolve_moe()
+        self._resolve_mla()
         if self.kv_heads == 0:
             object.__setattr__(self, "kv_heads", self.heads)
         if self.ffn_hidden == 0:
@@ -198,6 +204,38 @@ class Model:
                 "use a top-k of at most experts",
             )
 
+    def _resolve_mla(self) -> None:
+        if not self.kv_lora_rank:
+            for field in ("q_lora_rank", "rope_dim", "v_head_dim"):
+                if getattr(self, field):
+                    raise PlannerError(
+                        field, "is for multi-head latent attention: set kv_lora_rank too"
+                    )
+        else:
+            if self.rope_dim == 0:
+                object.__setattr__(self, "rope_dim", 64)  # Megatron's --qk-pos-emb-head-dim
+            if self.v_head_dim == 0:
+                object.__setattr__(self, "v_head_dim", self.head_dim)
+        if self.dense_layers and not self.is_moe:
+            raise PlannerError("dense_layers", "is for a mixture of experts: set experts too")
+        if self.dense_layers >= self.layers:
+            raise PlannerError(
+                "dense_layers", f"must leave some of the {self.layers} layers to the experts"
+            )
+
+    @property
+    def is_mla(self) -> bool:
+        """Whether the attention is multi-head latent attention (DeepSeek-V2/V3)."""
+        return self.kv_lora_rank > 0
+
+    @property
+    def moe_share(self) -> float:
+        """Share of the layers that hold experts (all of an MoE model's but its first
+        `dense_layers`; 0 for a dense model)."""
+        if not self.is_moe:
+            return 0.0
+        return (self.layers - self.dense_layers) / self.layers
+
     @property
     def is_moe(self) -> bool:
         """Whether the layers are mixtures of experts."""
@@ -205,16 +243,39 @@ class Model:
 
     @property
     def attention_width(self) -> int:
-        """Width of the queries and of the attention output: heads x head_dim."""
-        return self.heads * self.head_dim
+        """Width of the attention output (the output projection's input): heads x head_dim,
+        or heads x v_head_dim under latent attention."""
+        return self.heads * (self.v_head_dim if self.is_mla else self.head_dim)
 
     @property
-    def mlp_width(self) -> int:
+    def core_width(self) -> float:
+        """heads x the mean of the query-key and the value head widths: the attention core
+        costs 4 x span x this per token (query-key products over d_qk, the weighted sum over
+        d_v; d_qk = head_dim + rope_dim under latent attention)."""
+        if not self.is_mla:
+            return float(self.heads * self.head_dim)
+        return self.heads * (self.head_dim + self.rope_dim + self.v_head_dim) / 2.0
+
+    @property
+    def attention_params(self) -> int:
+        """Matrix weights of one layer's attention (no biases or norms)."""
+        h, a = self.hidden, self.heads
+        if not self.is_mla:
+            return 2 * h * a * self.head_dim + 2 * h * self.kv_heads * self.head_dim
+        qk, ql, kvl = self.head_dim + self.rope_dim, self.q_lora_rank, self.kv_lora_rank
+        query = h * ql + ql * a * qk if ql else h * a * qk
+        key_value = h * (kvl + self.rope_dim) + kvl * a * (self.head_dim + self.v_head_dim)
+        return query + key_value + a * self.v_head_dim * h
+
+    @property
+    def mlp_width(self) -> float:
         """The MLP hidden size one token goes through: ffn_hidden, or for an MoE layer its
-        top-k experts' and the shared MLP's."""
+        top-k experts' and the shared MLP's (the mean over the layers when the first
+        `dense_layers` are dense)."""
         if not self.is_moe:
-            return self.ffn_hidden
-        return self.moe_topk * self.moe_ffn_hidden + self.moe_shared_ffn_hidden
+            return float(self.ffn_hidden)
+        moe = self.moe_topk * self.moe_ffn_hidden + self.moe_shared_ffn_hidden
+        return self.moe_share * moe + (1.0 - self.moe_share) * self.ffn_hidden
 
     @property
     def expert_params(self) -> int:
@@ -223,7 +284,10 @@ class Model:
         if not self.is_moe:
             return 0
         per_expert = self.mlp_matrices * self.hidden * self.moe_ffn_hidden
-        return self.experts * (per_expert + (self.moe_ffn_hidden + self.hidden if self.bias else 0))
+        per_layer = self.experts * (
+            per_expert + (self.moe_ffn_hidden + self.hidden if self.bias else 0)
+        )
+        return round(per_layer * self.moe_share)  # the mean over the layers
 
     @property
     def embedding_params(self) -> int:
@@ -241,12 +305,15 @@ class Model:
         """Parameters of one transformer layer (attention, MLP, two norms)."""
         h, f, q = self.hidden, self.ffn_hidden, self.attention_width
         kv = self.kv_heads * self.head_dim
-        attn = 2 * h * q + 2 * h * kv + ((q + h + 2 * kv) if self.bias else 0)
+        attn = self.attention_params + ((q + h + 2 * kv) if self.bias else 0)
+        attn += self.q_lora_rank + self.kv_lora_rank  # latent attention's two norms
+        dense = self.mlp_matrices * h * f + ((f + h) if self.bias else 0)
         if self.is_moe:
             shared = self.moe_shared_ffn_hidden
-            mlp = self.expert_params + h * self.experts + self.mlp_matrices * h * shared
+            routed = h * self.experts + self.mlp_matrices * h * shared
+            mlp = self.expert_params + round(routed * self.moe_share + dense * (1 - self.moe_share))
         else:
-            mlp = self.mlp_matrices * h * f + ((f + h) if self.bias else 0)
+            mlp = dense
         return attn + mlp + 2 * self._norm_params
 
     @property
@@ -259,13 +326,8 @@ class Model:
         """Weights of one layer that take part in one token's matrix multiplies (no biases, no
         norms; of an MoE layer its top-k experts, the router and the shared MLP)."""
         h = self.hidden
-        router = h * self.experts
-        return (
-            2 * h * self.attention_width
-            + 2 * h * self.kv_heads * self.head_dim
-            + self.mlp_matrices * h * self.mlp_width
-            + router
-        )
+        router = h * self.experts * self.moe_share
+        return round(self.attention_params + self.mlp_matrices * h * self.mlp_width + router)
 
     @property
     def op_recomputed_matmul_params(self) -> int:
@@ -274,7 +336,8 @@ class Model:
         value, OUTPUT PROJECTION, then a gated MLP's gate, UP, down, or a plain MLP's first
         and SECOND)."""
         h = self.hidden
-        return h * self.kv_heads * self.head_dim + h * self.attention_width + h * self.mlp_width
+        kv = self.kv_heads * self.head_dim
+        return round(h * kv + h * self.attention_width + h * self.mlp_width)
 
     def padded_vocab(self, tp: int = 1) -> int:
         """The vocabulary padded to a multiple of vocab_multiple·tp (Megatron-LM's
@@ -289,7 +352,7 @@ class Model:
         s = self.seq_len if seq_len is None else seq_len
         full, windowed = self.attention_spans(s)
         span = full * s + windowed * min(self.window, s)
-        return 2.0 * self.layer_matmul_params * tokens, 4.0 * span * self.attention_width * tokens
+        return 2.0 * self.layer_matmul_params * tokens, 4.0 * span * self.core_width * tokens
 
     def attention_spans(self, seq_len: int | None = None) -> tuple[float, float]:
         """Shares of the layers whose queries attend to the whole sequence and to a sliding
@@ -413,6 +476,19 @@ PRESETS: dict[str, Model] = {
             (128, 4, 2880),
             64,
             (128, 2),
+        ),
+        # DeepSeek-V3 (DeepSeek-AI 2024, arXiv:2412.19437 §4.2; deepseek-ai/DeepSeek-V3
+        # config.json): latent attention, 3 dense layers, 256 experts of 2048 and one shared,
+        # top-8; its multi-token-prediction module is not counted (671B without it).
+        dataclasses.replace(
+            _moe("deepseek-v3", (61, 7168, 128, 128, 18432, 4096, 129280, 1024), (256, 8, 2048)),
+            head_dim=128,
+            kv_lora_rank=512,
+            q_lora_rank=1536,
+            rope_dim=64,
+            v_head_dim=128,
+            dense_layers=3,
+            moe_shared_ffn_hidden=2048,
         ),
     )
 }

@@ -54,7 +54,7 @@ def expert_forward_flops(model: Model, tokens: float) -> float:
     if not model.is_moe:
         return 0.0
     per_token = model.mlp_matrices * model.hidden * model.moe_topk * model.moe_ffn_hidden
-    return 2.0 * per_token * tokens
+    return 2.0 * per_token * tokens * model.moe_share  # the mean over dense and MoE layers
 
 
 def expert_gemm_size(model: Model, layout: ParallelLayout, tokens: float) -> float:
@@ -106,5 +106,5 @@ def layer_all_to_all_s(
     if not model.is_moe or layout.ep <= 1:
         return 0.0
     nbytes = model.moe_topk * tokens / layout.tp * model.hidden * 2.0
-    calls = 2.0 * (passes - 1.0)
+    calls = 2.0 * (passes - 1.0) * model.moe_share  # the mean over dense and MoE layers
     return calls * all_to_all_s(nbytes, layout.ep, nodes_of, gpu, links)

@@ -51,7 +51,10 @@ Row conventions (all documented here, none guessed per row):
   (ffn_hidden_size), ``moe_shared_ffn_hidden_size`` (none) and ``expert_parallel`` (1);
   ``head_dim`` when the heads' width is not hidden / heads (Qwen3, GPT-OSS); sliding-window
   attention: ``window_size`` (tokens) and ``full_attention_every`` (every N-th layer attends
-  to the whole sequence; GPT-OSS: 128 and 2). Each of these columns is also read under its
+  to the whole sequence; GPT-OSS: 128 and 2); latent attention (DeepSeek): ``kv_lora_rank``,
+  ``q_lora_rank``, ``rope_dim``, ``v_head_dim`` with ``head_dim`` the query-key head width
+  without its rotary part; ``dense_layers``, the first layers of an MoE model that are dense
+  MLPs of ffn_hidden_size. Each of these columns is also read under its
   Megatron-LM or Hugging Face name (``moe_router_topk``, ``num_experts_per_tok``,
   ``expert_model_parallel_size``, ``kv_channels``, ``sliding_window``, ...;
   `_COLUMN_ALIASES`).
@@ -147,8 +150,10 @@ _COLUMN_ALIASES: Final[dict[str, tuple[str, ...]]] = {
         "moe_shared_expert_intermediate_size", "shared_expert_intermediate_size"
     ),
     "expert_parallel": ("expert_model_parallel_size", "ep"),
-    "head_dim": ("kv_channels",),
+    "head_dim": ("kv_channels", "qk_head_dim", "qk_nope_head_dim"),
     "window_size": ("sliding_window",),
+    "rope_dim": ("qk_rope_head_dim", "qk_pos_emb_head_dim"),
+    "dense_layers": ("first_k_dense_replace",),
 }  # fmt: skip
 
 
@@ -341,6 +346,11 @@ def _model(row: Mapping[str, str | None]) -> Model | str:
         head_dim=_count(row, "head_dim") or 0,
         window=_count(row, "window_size") or 0,
         full_attention_every=_count(row, "full_attention_every") or 0,
+        kv_lora_rank=_count(row, "kv_lora_rank") or 0,
+        q_lora_rank=_count(row, "q_lora_rank") or 0,
+        rope_dim=_count(row, "rope_dim") or 0,
+        v_head_dim=_count(row, "v_head_dim") or 0,
+        dense_layers=_count(row, "dense_layers") or 0,
         experts=experts[0],
         moe_topk=experts[1],
         moe_ffn_hidden=experts[2],

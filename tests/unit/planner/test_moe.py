@@ -209,3 +209,36 @@ def test_a_gb200_rack_is_one_nvlink_domain() -> None:
     rack = step_time(model, layout, gpu("GB200"), gpu("GB200").gpus_per_node)
     boards = step_time(model, layout, gpu("GB200"), 8)  # the same GPUs on 8-GPU nodes
     assert rack.ep_comm_s < boards.ep_comm_s / 3  # the all-to-all stays on NVLink
+
+
+def test_deepseek_v3_latent_attention_and_dense_first_layers() -> None:
+    """DeepSeek-V3: 671B parameters, 37B activated (arXiv:2412.19437 §1; its MTP module not
+    counted); latent attention's weights and core from its ranks and head widths."""
+    ds = preset("deepseek-v3")
+    assert ds.params / 1e9 == pytest.approx(671, rel=0.005)
+    assert active(ds, 2) / 1e9 == pytest.approx(37, rel=0.02)
+    assert ds.is_mla and ds.moe_share == pytest.approx(58 / 61)
+    h, a = 7168, 128  # q: down 1536, up to 128 heads x (128 + 64); kv: down 512 + 64, up 128 x 256
+    expected = h * 1536 + 1536 * a * 192 + h * (512 + 64) + 512 * a * 256 + a * 128 * h
+    assert ds.attention_params == expected
+    assert ds.core_width == pytest.approx(a * (192 + 128) / 2)
+    # FLOPs per token with the core counted causally: Megatron-Bridge's published 864 TFLOP/s
+    # at 3,328 tokens/s/GPU (26.04.01, 256 B200) is 259.6 GFLOP, with its MTP layer (about 2 %)
+    core = 3 * ds.layers * 4.0 * ds.seq_len * ds.core_width
+    assert (ds.flops_per_token(recompute=False) - core / 2) / 1e9 == pytest.approx(259.6, rel=0.05)
+    with pytest.raises(PlannerError) as exc:
+        dataclasses.replace(preset("llama2-7b"), dense_layers=2)
+    assert exc.value.field == "dense_layers"
+    with pytest.raises(PlannerError) as exc:
+        dataclasses.replace(preset("llama2-7b"), v_head_dim=128)
+    assert exc.value.field == "v_head_dim"
+
+
+def test_dense_first_layers_carry_no_experts_or_all_to_all() -> None:
+    ds, h100 = preset("deepseek-v3"), gpu("H100")
+    all_moe = dataclasses.replace(ds, dense_layers=0)
+    assert ds.expert_params == pytest.approx(all_moe.expert_params * 58 / 61, rel=1e-6)
+    layout = ParallelLayout(pp=16, dp=128, ep=64, flash_attention=True, zero=1)
+    tokens = float(ds.seq_len)
+    a, b = (layer_all_to_all_s(m, layout, h100, 8, tokens, 3.0) for m in (ds, all_moe))
+    assert a == pytest.approx(b * 58 / 61)
