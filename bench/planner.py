@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 from trainyard.planner.allocation import search_allocation
 from trainyard.planner.hardware import gpu
-from trainyard.planner.model import preset
+from trainyard.planner.presets import preset
 from trainyard.planner.search import search
 from trainyard.planner.sizing import size_for_tokens
 

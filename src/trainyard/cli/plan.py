@@ -31,7 +31,8 @@ from trainyard.planner.hardware import gpu as gpu_named
 from trainyard.planner.jobplan import plan_job_spec
 from trainyard.planner.launch import launch_settings
 from trainyard.planner.links import LinkFit, load_links
-from trainyard.planner.model import Model, load_model, preset
+from trainyard.planner.model import Model
+from trainyard.planner.presets import load_model, preset
 from trainyard.planner.search import Plan, search
 from trainyard.planner.sizing import SizingOption, size_for_tokens
 

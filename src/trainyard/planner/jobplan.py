@@ -30,7 +30,8 @@ from typing import Any, Final
 from trainyard.planner.errors import PlannerError
 from trainyard.planner.hardware import GPU, gpu
 from trainyard.planner.launch import LaunchSettings, launch_settings
-from trainyard.planner.model import Model, load_model, model_from_mapping, preset
+from trainyard.planner.model import Model
+from trainyard.planner.presets import load_model, model_from_mapping, preset
 from trainyard.planner.search import Plan, best
 from trainyard.planner.sizing import SizingOption, size_for_tokens
 

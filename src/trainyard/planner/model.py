@@ -1,9 +1,8 @@
-"""Decoder-only transformer descriptions: the `Model` record, its parameter and FLOP counts,
-named presets, and YAML loading.
+"""Decoder-only transformer descriptions: the `Model` record and its parameter and FLOP counts.
 
 This module owns the model arithmetic the rest of the planner builds on. `Model` is frozen and
-validated on construction (bad values raise `PlannerError` naming the field); presets are
-constants and `preset` returns them unchanged.
+validated on construction (bad values raise `PlannerError` naming the field). The named
+presets and reading a model from YAML or a mapping are `trainyard.planner.presets`.
 
 Nomenclature: l = layers, h = hidden, a = heads, k = kv_heads, d = h/a (head dim), f = ffn_hidden,
 s = seq_len, V = vocab, B = global_batch (sequences).
@@ -45,25 +44,12 @@ MLP, "swiglu" / "geglu" (three matrices; `gated_mlp` is the same as "swiglu").
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
-from trainyard import yamlio
-from trainyard.planner.errors import PlannerError, unknown_name
+from trainyard.planner.errors import PlannerError
 
-__all__ = [
-    "GATED_MLPS",
-    "MLPS",
-    "PRESETS",
-    "Model",
-    "Precision",
-    "load_model",
-    "model_from_mapping",
-    "preset",
-]
+__all__ = ["GATED_MLPS", "MLPS", "Model", "Precision"]
 
 Precision = Literal["bf16", "fp16", "fp8"]
 _PRECISIONS: tuple[str, ...] = ("bf16", "fp16", "fp8")
@@ -395,160 +381,3 @@ class Model:
     def flops_per_iteration(self, recompute: bool = True, tp: int = 1) -> float:
         """Training FLOPs per iteration: `flops_per_token` times B·s."""
         return self.flops_per_token(recompute, tp) * self.tokens_per_iteration
-
-
-def _gpt3(name: str, layers: int, hidden: int, heads: int, batch: int) -> Model:
-    return Model(name, layers, hidden, heads, seq_len=2048, vocab=50257, global_batch=batch)
-
-
-def _sc21(size: str, layers: int, hidden: int, heads: int, batch: int) -> Model:
-    return Model(f"sc21-{size}", layers, hidden, heads, 2048, 51200, batch)
-
-
-def _llama(name: str, n: int, h: int, a: int, k: int, f: int, s: int, v: int, b: int) -> Model:
-    return Model(
-        name, n, h, a, s, v, b, kv_heads=k, ffn_hidden=f, mlp="swiglu", bias=False,
-        tied_embeddings=False, learned_positions=False,
-    )  # fmt: skip
-
-
-def _moe(
-    name: str,
-    shape: tuple[int, ...],
-    experts: tuple[int, int, int],
-    d: int = 0,
-    window: tuple[int, int] = (0, 0),
-) -> Model:
-    """A Llama-shaped mixture of experts: `shape` as `_llama`'s, `experts` (count, top-k,
-    expert hidden size), `d` the head dimension (0: hidden / heads), `window` (sliding window,
-    every how many layers one attends fully)."""
-    base = _llama(name, *shape)
-    count, topk, f_e = experts
-    return dataclasses.replace(
-        base, experts=count, moe_topk=topk, moe_ffn_hidden=f_e, head_dim=d, window=window[0],
-        full_attention_every=window[1],
-    )  # fmt: skip
-
-
-# GPT-3: Brown et al. 2020 Table 2.1 (batch in tokens / 2048). Two deviations from the table's
-# typos: 1.3B uses 16 heads (its 24 x 128 != 2048) and 13B uses hidden 5120 (not 5140).
-# SC'21: Narayanan et al. Table 1 (shapes as in ../shared/planner/published_configs.csv SC21_T1).
-# Llama 2: Touvron et al. 2023 (4M-token batch); Llama 3: Meta's model cards / config.json.
-PRESETS: dict[str, Model] = {
-    m.name: m
-    for m in (
-        _gpt3("gpt3-125m", 12, 768, 12, 256),
-        _gpt3("gpt3-350m", 24, 1024, 16, 256),
-        _gpt3("gpt3-760m", 24, 1536, 16, 256),
-        _gpt3("gpt3-1.3b", 24, 2048, 16, 512),
-        _gpt3("gpt3-2.7b", 32, 2560, 32, 512),
-        _gpt3("gpt3-6.7b", 32, 4096, 32, 1024),
-        _gpt3("gpt3-13b", 40, 5120, 40, 1024),
-        _gpt3("gpt3-175b", 96, 12288, 96, 1536),
-        _sc21("1.7b", 24, 2304, 24, 512),
-        _sc21("3.6b", 30, 3072, 32, 512),
-        _sc21("7.5b", 36, 4096, 32, 512),
-        _sc21("18.4b", 40, 6144, 48, 1024),
-        _sc21("39.1b", 48, 8192, 64, 1536),
-        _sc21("76.1b", 60, 10240, 80, 1792),
-        _sc21("145.6b", 80, 12288, 96, 2304),
-        _sc21("310.1b", 96, 16384, 128, 2160),
-        _sc21("529.6b", 105, 20480, 128, 2520),
-        _sc21("1008.0b", 128, 25600, 160, 3072),
-        _llama("llama2-7b", 32, 4096, 32, 32, 11008, 4096, 32000, 1024),
-        _llama("llama2-13b", 40, 5120, 40, 40, 13824, 4096, 32000, 1024),
-        _llama("llama2-70b", 80, 8192, 64, 8, 28672, 4096, 32000, 1024),
-        _llama("llama3-8b", 32, 4096, 32, 8, 14336, 8192, 128256, 512),
-        _llama("llama3-70b", 80, 8192, 64, 8, 28672, 8192, 128256, 512),
-        # Llama 3.1 405B: Dubey et al. 2024 (arXiv:2407.21783) Table 3, 16M-token batches.
-        _llama("llama3-405b", 126, 16384, 128, 8, 53248, 8192, 128256, 2048),
-        # Mixtures of experts (Hugging Face configs; 4M-token batches, as the Llama presets):
-        # Mixtral 8x7B (Jiang et al. 2024, arXiv:2401.04088 Table 1), Qwen3-30B-A3B and
-        # Qwen3-235B-A22B (Qwen/Qwen3-*/config.json: head_dim 128, every layer MoE), GPT-OSS
-        # 120B (openai/gpt-oss-120b/config.json: head_dim 64, sliding window of 128 tokens on
-        # every other layer; its attention biases and sinks are left out, < 0.01 % of it).
-        _moe("mixtral-8x7b", (32, 4096, 32, 8, 14336, 4096, 32000, 1024), (8, 2, 14336)),
-        _moe("qwen3-30b-a3b", (48, 2048, 32, 4, 6144, 4096, 151936, 1024), (128, 8, 768), 128),
-        _moe("qwen3-235b-a22b", (94, 4096, 64, 4, 12288, 4096, 151936, 1024), (128, 8, 1536), 128),
-        _moe(
-            "gpt-oss-120b",
-            (36, 2880, 64, 8, 2880, 4096, 201088, 1024),
-            (128, 4, 2880),
-            64,
-            (128, 2),
-        ),
-        # DeepSeek-V3 (DeepSeek-AI 2024, arXiv:2412.19437 §4.2; deepseek-ai/DeepSeek-V3
-        # config.json): latent attention, 3 dense layers, 256 experts of 2048 and one shared,
-        # top-8; its multi-token-prediction module is not counted (671B without it).
-        dataclasses.replace(
-            _moe("deepseek-v3", (61, 7168, 128, 128, 18432, 4096, 129280, 1024), (256, 8, 2048)),
-            head_dim=128,
-            kv_lora_rank=512,
-            q_lora_rank=1536,
-            rope_dim=64,
-            v_head_dim=128,
-            dense_layers=3,
-            moe_shared_ffn_hidden=2048,
-        ),
-    )
-}
-
-_PRESET_ALIASES = {"gpt3": "gpt3-175b", "sc21-1t": "sc21-1008.0b", "sc21-1008b": "sc21-1008.0b"}
-
-
-def preset(name: str) -> Model:
-    """A preset model by name (case-insensitive; "-" and "_" are interchangeable)."""
-    key = name.strip().lower().replace("_", "-")
-    key = _PRESET_ALIASES.get(key, key)
-    if key in PRESETS:
-        return PRESETS[key]
-    raise unknown_name("model", "model preset", name, list(PRESETS))
-
-
-def load_model(path: str | Path) -> Model:
-    """Read a `Model` from YAML: its fields, optionally with `preset: NAME` to start from.
-
-    Example: ``{preset: llama2-7b, seq_len: 8192, global_batch: 512}``; or every required field
-    (name, layers, hidden, heads, seq_len, vocab, global_batch) for a new model.
-    """
-    try:
-        data: Any = yamlio.load_yaml(Path(path).read_text())
-    except yamlio.YamlError as exc:
-        raise PlannerError("model", f"{path} is not valid YAML: {exc}") from None
-    if not isinstance(data, dict):
-        raise PlannerError("model", f"{path} must be a mapping of model fields")
-    return model_from_mapping(data)
-
-
-def model_from_mapping(data: Mapping[str, Any]) -> Model:
-    """A `Model` from a mapping of its fields, optionally with `preset: NAME` to start from
-    (the form `load_model` reads and a job spec's `model:` section carries)."""
-    fields = {f.name for f in dataclasses.fields(Model)}
-    unknown = sorted(set(map(str, data)) - fields - {"preset"})
-    if unknown:
-        raise PlannerError(unknown[0], f"unknown model field; known: {', '.join(sorted(fields))}")
-    overrides = {k: v for k, v in data.items() if k != "preset"}
-    if "preset" in data:
-        base = preset(str(data["preset"]))
-        if "heads" in overrides and "kv_heads" not in overrides and base.kv_heads == base.heads:
-            overrides["kv_heads"] = 0
-        derived_dim = base.head_dim * base.heads == base.hidden
-        if ("hidden" in overrides or "heads" in overrides) and "head_dim" not in overrides:
-            overrides["head_dim"] = 0 if derived_dim else base.head_dim
-        if "gated_mlp" in overrides and "mlp" not in overrides:
-            overrides["mlp"] = ""
-        keep_ffn = "ffn_hidden" in overrides or base.ffn_hidden != 4 * base.hidden
-        if "hidden" in overrides and not keep_ffn:
-            overrides["ffn_hidden"] = 0
-        try:
-            return dataclasses.replace(base, **overrides)
-        except TypeError as exc:
-            raise PlannerError("model", str(exc)) from exc
-    required = ("name", "layers", "hidden", "heads", "seq_len", "vocab", "global_batch")
-    missing = [r for r in required if r not in data]
-    if missing:
-        raise PlannerError(missing[0], f"required (or give `preset:`); missing: {missing}")
-    try:
-        return Model(**overrides)
-    except TypeError as exc:
-        raise PlannerError("model", str(exc)) from exc

@@ -18,7 +18,8 @@ from trainyard.planner.compute import step_time
 from trainyard.planner.errors import PlannerError
 from trainyard.planner.hardware import gpu
 from trainyard.planner.layout import ParallelLayout
-from trainyard.planner.model import Model, preset
+from trainyard.planner.model import Model
+from trainyard.planner.presets import preset
 from trainyard.planner.search import search
 
 A100 = gpu("A100-80GB")

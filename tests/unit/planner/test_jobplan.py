@@ -12,7 +12,7 @@ import pytest
 from trainyard.planner.errors import PlannerError
 from trainyard.planner.hardware import gpu
 from trainyard.planner.jobplan import model_from_spec, plan_job_spec
-from trainyard.planner.model import preset
+from trainyard.planner.presets import preset
 from trainyard.planner.search import best
 from trainyard.planner.sizing import size_for_tokens
 

@@ -18,7 +18,8 @@ from trainyard.planner.hardware import GPU, gpu
 from trainyard.planner.launch import NCCL_ALGO_NAMES, LaunchSettings, launch_settings
 from trainyard.planner.layout import ParallelLayout
 from trainyard.planner.memory import memory_per_gpu
-from trainyard.planner.model import Model, preset
+from trainyard.planner.model import Model
+from trainyard.planner.presets import preset
 from trainyard.planner.search import Plan, search
 
 A100 = gpu("A100")

@@ -15,7 +15,7 @@ from trainyard.planner.hardware import gpu
 from trainyard.planner.launch import PLACEHOLDERS, LaunchSettings, launch_settings
 from trainyard.planner.layout import ParallelLayout
 from trainyard.planner.memory import memory_per_gpu
-from trainyard.planner.model import preset
+from trainyard.planner.presets import preset
 from trainyard.planner.search import Plan, search
 
 ARGS: dict[str, Any] = json.loads(

@@ -14,7 +14,7 @@ from trainyard.planner.errors import PlannerError
 from trainyard.planner.hardware import gpu
 from trainyard.planner.layout import ParallelLayout
 from trainyard.planner.links import Run, fit_run, load_links, parse_nccl_tests, parse_probe
-from trainyard.planner.model import preset
+from trainyard.planner.presets import preset
 from trainyard.planner.search import search
 
 EXAMPLE = (

@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from trainyard.planner.errors import PlannerError
-from trainyard.planner.model import PRESETS, Model, load_model, preset
+from trainyard.planner.model import Model
+from trainyard.planner.presets import PRESETS, load_model, preset
 
 
 def gpt(**kw: Any) -> Model:

@@ -13,7 +13,8 @@ from trainyard.planner.errors import PlannerError
 from trainyard.planner.hardware import gpu
 from trainyard.planner.layout import ParallelLayout
 from trainyard.planner.memory import layer_activation_bytes, memory_per_gpu, stage_memory
-from trainyard.planner.model import Model, preset
+from trainyard.planner.model import Model
+from trainyard.planner.presets import preset
 from trainyard.planner.search import context_parallel_options, search, uneven_stages
 
 H100, A100 = gpu("H100"), gpu("A100")

@@ -13,8 +13,9 @@ from trainyard.planner.errors import PlannerError
 from trainyard.planner.hardware import gpu
 from trainyard.planner.layout import ParallelLayout
 from trainyard.planner.memory import memory_per_gpu
-from trainyard.planner.model import Model, preset
+from trainyard.planner.model import Model
 from trainyard.planner.moe import all_to_all_s, expert_gemm_size, layer_all_to_all_s
+from trainyard.planner.presets import preset
 from trainyard.planner.search import search
 
 
@@ -76,7 +77,7 @@ def test_moe_fields_need_experts_and_valid_top_k() -> None:
 
 
 def test_a_changed_hidden_size_keeps_a_derived_head_dim_derived() -> None:
-    from trainyard.planner.model import model_from_mapping
+    from trainyard.planner.presets import model_from_mapping
 
     wider = model_from_mapping({"preset": "llama2-7b", "hidden": 5120, "heads": 40})
     assert wider.head_dim == 128

@@ -14,7 +14,7 @@ import pytest
 
 from trainyard.planner.layout import ParallelLayout
 from trainyard.planner.memory import memory_per_gpu
-from trainyard.planner.model import preset
+from trainyard.planner.presets import preset
 
 REPO = Path(__file__).resolve().parents[3]
 SHARED = Path(os.environ.get("TRAINYARD_SHARED", REPO.parent / "shared"))

@@ -19,7 +19,8 @@ from trainyard.planner.errors import PlannerError
 from trainyard.planner.hardware import gpu
 from trainyard.planner.layout import ParallelLayout
 from trainyard.planner.memory import memory_per_gpu
-from trainyard.planner.model import Model, preset
+from trainyard.planner.model import Model
+from trainyard.planner.presets import preset
 from trainyard.planner.search import HEADROOM, best, search
 
 REPO = Path(__file__).resolve().parents[3]

@@ -9,7 +9,8 @@ import pytest
 
 from trainyard.planner.errors import PlannerError
 from trainyard.planner.hardware import gpu
-from trainyard.planner.model import Model, preset
+from trainyard.planner.model import Model
+from trainyard.planner.presets import preset
 from trainyard.planner.search import search
 from trainyard.planner.sizing import SizingOption, candidate_counts, size_for_tokens
 
