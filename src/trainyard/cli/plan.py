@@ -351,13 +351,16 @@ def option_to_dict(option: SizingOption) -> dict[str, Any]:
 def render_options(options: Sequence[SizingOption], console: Console) -> None:
     """GPU-count options for a training goal, best first."""
     table = Table(title="GPU counts, best first", box=box.SIMPLE, pad_edge=False)
-    for name in ("GPUs", "tp", "pp", "dp", "hours", "GPU-hours", "cost", "MFU"):
+    experts = any(o.plan.layout.ep > 1 for o in options)  # a mixture of experts: show ep
+    for name in ("GPUs", "tp", "pp", "dp", *(("ep",) if experts else ()), "hours", "GPU-hours",
+                 "cost", "MFU"):  # fmt: skip
         table.add_column(name, justify="right", no_wrap=True)
     for o in options:
         lay = o.plan.layout
         cost = f"{o.cost:,.0f}" if o.cost is not None else "-"
+        ep = (str(lay.ep),) if experts else ()
         table.add_row(
-            str(o.gpus), str(lay.tp), str(lay.pp), str(lay.dp), f"{o.hours:,.1f}",
+            str(o.gpus), str(lay.tp), str(lay.pp), str(lay.dp), *ep, f"{o.hours:,.1f}",
             f"{o.gpu_hours:,.0f}", cost, f"{o.plan.mfu:.1%}",
         )  # fmt: skip
     console.print(table)
