@@ -351,18 +351,18 @@ def option_to_dict(option: SizingOption) -> dict[str, Any]:
 def render_options(options: Sequence[SizingOption], console: Console) -> None:
     """GPU-count options for a training goal, best first."""
     table = Table(title="GPU counts, best first", box=box.SIMPLE, pad_edge=False)
-    experts = any(o.plan.layout.ep > 1 for o in options)  # a mixture of experts: show ep
-    for name in ("GPUs", "tp", "pp", "dp", *(("ep",) if experts else ()), "hours", "GPU-hours",
-                 "cost", "MFU"):  # fmt: skip
+    # context and expert parallelism are shown when some option uses them
+    cp = any(o.plan.layout.cp > 1 for o in options)
+    experts = any(o.plan.layout.ep > 1 for o in options)
+    columns = ("GPUs", "tp", *(("cp",) if cp else ()), "pp", "dp", *(("ep",) if experts else ()))
+    for name in (*columns, "hours", "GPU-hours", "cost", "MFU"):
         table.add_column(name, justify="right", no_wrap=True)
     for o in options:
         lay = o.plan.layout
         cost = f"{o.cost:,.0f}" if o.cost is not None else "-"
-        ep = (str(lay.ep),) if experts else ()
-        table.add_row(
-            str(o.gpus), str(lay.tp), str(lay.pp), str(lay.dp), *ep, f"{o.hours:,.1f}",
-            f"{o.gpu_hours:,.0f}", cost, f"{o.plan.mfu:.1%}",
-        )  # fmt: skip
+        split = [str(o.gpus), str(lay.tp), *((str(lay.cp),) if cp else ()), str(lay.pp)]
+        split += [str(lay.dp), *((str(lay.ep),) if experts else ())]
+        table.add_row(*split, f"{o.hours:,.1f}", f"{o.gpu_hours:,.0f}", cost, f"{o.plan.mfu:.1%}")
     console.print(table)
 
 
