@@ -9,6 +9,8 @@ Cases (all of them without arguments; the data comes from ``$TRAINYARD_SHARED`` 
 * ``pollux-elastic``: the same workloads with elastic jobs (adaptive GPUs and batch size,
   `sim/pollux_jobs.py`) under `default`, next to Pollux's published mean
   (`results-jobload/pollux-<load>/summary.json`).
+* ``pollux-elastic-events``: the same with a round at every event (`--interval 0`), as the
+  server schedules (it runs a round per submit and run end), instead of Pollux's 60 s.
 * ``pollux-mixed``: the same with every other job rigid at its trace size: the waits of
   rigid and elastic jobs, finish-time fairness and makespan.
 * ``philly-window``: the busy Philly week 2017-10-16 to 2017-10-23 (14,185 jobs; GPU demand
@@ -42,6 +44,7 @@ from typing import Any
 
 from trainyard.core import get_profile
 from trainyard.sim.cluster import parse_cluster
+from trainyard.sim.config import SimOptions
 from trainyard.sim.engine import simulate
 from trainyard.sim.metrics import summarize
 from trainyard.sim.pollux_jobs import PolluxJobs
@@ -97,9 +100,11 @@ def pollux() -> None:
             print(json.dumps(out), flush=True)
 
 
-def pollux_elastic() -> None:
+def pollux_elastic(interval_s: float = 60.0, case: str = "pollux-elastic") -> None:
     """Issue 13: the 8 Pollux workloads with elastic jobs (sim/pollux_jobs.py) under
-    `default` (resize by goodput), next to Pollux's published means per load."""
+    `default` (resize by goodput), next to Pollux's published means per load; rounds every
+    `interval_s` (0: at every event)."""
+    options = SimOptions(interval_s=interval_s)
     speed = PolluxJobs(POLLUX / "profiles")
     cluster = parse_cluster("16x4")
     for load, folder in LOADS.items():
@@ -111,11 +116,11 @@ def pollux_elastic() -> None:
             wl = speed.elastic_workload(
                 read_workload(f"pollux:{POLLUX / folder / f'workload-{w}.csv'}")
             )
-            jcts.append(summarize(simulate(wl, cluster, speed, "default"))["jct_avg"])
+            jcts.append(summarize(simulate(wl, cluster, speed, "default", options))["jct_avg"])
             theirs.append(published["avgs"].get(f"workload-{w}"))
         mean = statistics.mean(jcts)
         out = {
-            "case": "pollux-elastic", "load": float(load), "policy": "default", "jct_avg": mean,
+            "case": case, "load": float(load), "policy": "default", "jct_avg": mean,
             "published_pollux": published["mean"], "vs_pollux": mean / published["mean"],
             "per_workload": jcts, "pollux_per_workload": theirs,
             "wall_s": time.perf_counter() - start, **machine(),
@@ -254,6 +259,7 @@ def tie_break() -> None:
 CASES = {
     "pollux": pollux,
     "pollux-elastic": pollux_elastic,
+    "pollux-elastic-events": lambda: pollux_elastic(0.0, "pollux-elastic-events"),
     "pollux-mixed": pollux_mixed,
     "philly-window": philly_window,
     "philly-full": philly_full,

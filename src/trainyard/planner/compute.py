@@ -331,7 +331,11 @@ def step_time(
     bw = gpu.memory_bw_tbs * 1e12
     if efficiency is None:
         g16 = gemm_efficiency(model.hidden, peak16 / 1e12, calibration)
-        g_moe = gemm_efficiency(expert_gemm_size(model, layout, tokens), peak16 / 1e12, calibration)
+        g_moe = (
+            gemm_efficiency(expert_gemm_size(model, layout, tokens), peak16 / 1e12, calibration)
+            if model.is_moe
+            else g16
+        )
         # fp8 halves the bytes as it doubles the peak: the same sizes fill the GPU (g16)
         gemm_s = gemm_passes * ((gemm_fwd - expert_fwd) / g16 + expert_fwd / g_moe) / peak_gemm
         attn_s = attn_passes * attn_fwd / (peak16 * g16)
@@ -349,11 +353,9 @@ def step_time(
         logit_s = logit_flops / (peak16 * efficiency)
     if layout.flash_attention:
         # context-parallel chunks balanced: 1/c each; a sliding window computes its own span
-        full, windowed = model.attention_spans()
-        span = full * model.seq_len + windowed * model.window
-        attn_s *= (
-            full * model.seq_len * causal_share(model.seq_len) + windowed * model.window
-        ) / span
+        s, span = model.seq_len, model.attention_span()
+        full_keys = model.attention_spans()[0] * s
+        attn_s *= (span - full_keys * (1.0 - causal_share(s))) / span
     layer_s = gemm_s + attn_s + layer_mem_s
 
     # Tensor parallel, per layer and micro-batch.

@@ -173,12 +173,16 @@ class Model:
 
     def _resolve_moe(self) -> None:
         if self.experts == 0:
-            for field in ("moe_topk", "moe_ffn_hidden", "moe_shared_ffn_hidden"):
+            for field in ("moe_topk", "moe_ffn_hidden", "moe_shared_ffn_hidden", "dense_layers"):
                 if getattr(self, field):
                     raise PlannerError(
                         field, "is for a mixture of experts: set experts too, or drop it"
                     )
             return
+        if self.dense_layers >= self.layers:
+            raise PlannerError(
+                "dense_layers", f"must leave some of the {self.layers} layers to the experts"
+            )
         if self.moe_topk == 0:
             object.__setattr__(self, "moe_topk", 2)
         if self.moe_ffn_hidden == 0:
@@ -202,12 +206,6 @@ class Model:
                 object.__setattr__(self, "rope_dim", 64)  # Megatron's --qk-pos-emb-head-dim
             if self.v_head_dim == 0:
                 object.__setattr__(self, "v_head_dim", self.head_dim)
-        if self.dense_layers and not self.is_moe:
-            raise PlannerError("dense_layers", "is for a mixture of experts: set experts too")
-        if self.dense_layers >= self.layers:
-            raise PlannerError(
-                "dense_layers", f"must leave some of the {self.layers} layers to the experts"
-            )
 
     @property
     def is_mla(self) -> bool:
@@ -335,10 +333,15 @@ class Model:
         """(matrix-multiply FLOPs, attention-core FLOPs) of one layer's forward pass over
         `tokens` tokens of sequences `seq_len` long (default the model's); with sliding-window
         attention the core is the mean over the layers (`attention_spans`)."""
+        span = self.attention_span(seq_len)
+        return 2.0 * self.layer_matmul_params * tokens, 4.0 * span * self.core_width * tokens
+
+    def attention_span(self, seq_len: int | None = None) -> float:
+        """Keys a query attends to, the mean over the layers: the sequence, or the window in
+        a sliding-window layer (`attention_spans`)."""
         s = self.seq_len if seq_len is None else seq_len
         full, windowed = self.attention_spans(s)
-        span = full * s + windowed * min(self.window, s)
-        return 2.0 * self.layer_matmul_params * tokens, 4.0 * span * self.core_width * tokens
+        return full * s + windowed * min(self.window, s)
 
     def attention_spans(self, seq_len: int | None = None) -> tuple[float, float]:
         """Shares of the layers whose queries attend to the whole sequence and to a sliding
