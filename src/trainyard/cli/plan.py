@@ -149,7 +149,14 @@ def plan_command(
     gpu_type: Annotated[
         str | None, typer.Option("--gpu-type", "-g", help="GPU type, e.g. H100.")
     ] = None,
-    nodes_of: Annotated[int, typer.Option("--nodes-of", help="GPUs per node.")] = 8,
+    nodes_of: Annotated[
+        int | None,
+        typer.Option(
+            "--nodes-of",
+            help="GPUs per node (NVLink domain); default: the GPU type's (8; 72 for GB200 "
+            "NVL72, whose hosts of 4 the launcher starts).",
+        ),
+    ] = None,
     top: Annotated[int, typer.Option("--top", help="Plans to show.")] = 5,
     allocation: Annotated[
         str | None,
@@ -248,6 +255,8 @@ def plan_command(
         if precision is not None:
             m = dataclasses.replace(m, precision=precision.strip().lower())  # type: ignore[arg-type]  # checked by Model
         device = gpu_named(gpu_type)
+        if nodes_of is None:
+            nodes_of = device.gpus_per_node
         runnable = runnable_precision(m, device)
         if runnable is not m:
             typer.echo(f"note: {device.name} has no fp8 tensor cores; planned in bf16", err=True)

@@ -35,7 +35,10 @@ class GPU:
     Fields: `bf16_tflops` dense bf16/fp16 tensor peak; `fp8_tflops` dense fp8 peak (0 when the
     GPU has no fp8); `fp32_tflops`; `memory_gb` (GB = 1e9 bytes); `memory_bw_tbs` (TB/s);
     `nvlink_gb_s` per-GPU unidirectional intra-node bandwidth (GB/s); `gpus_per_node`;
-    `network_gb_s` per-GPU inter-node bandwidth (GB/s); `network_latency_us`.
+    `network_gb_s` per-GPU inter-node bandwidth (GB/s); `network_latency_us`;
+    `gpus_per_host` the GPUs one host (one operating system, torchrun's `--nproc-per-node`)
+    holds when that is fewer than its NVLink domain (GB200 NVL72: 4 of 72); 0: the node is
+    one host.
     """
 
     name: str
@@ -48,6 +51,7 @@ class GPU:
     gpus_per_node: int
     network_gb_s: float
     network_latency_us: float
+    gpus_per_host: int = 0
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -65,6 +69,18 @@ class GPU:
                 raise PlannerError(positive, f"must be > 0 for GPU {self.name!r}")
         if not isinstance(self.gpus_per_node, int) or self.gpus_per_node < 1:
             raise PlannerError("gpus_per_node", "must be an integer >= 1")
+        host = self.gpus_per_host
+        if not isinstance(host, int) or (host and self.gpus_per_node % host):
+            raise PlannerError(
+                "gpus_per_host",
+                f"must be 0 or an integer dividing gpus_per_node ({self.gpus_per_node}), "
+                f"got {host!r}",
+            )
+
+    @property
+    def host_gpus(self) -> int:
+        """GPUs one host holds (torchrun's processes per node)."""
+        return self.gpus_per_host or self.gpus_per_node
 
     def peak_tflops(self, precision: str) -> float:
         """Dense peak TFLOP/s for "bf16", "fp16", "fp8" or "fp32"; fp8 falls back to bf16 if 0."""
@@ -77,9 +93,9 @@ class GPU:
         raise PlannerError("precision", f"must be one of {', '.join(_PRECISIONS)}")
 
 
-def _g(name: str, *values: float) -> GPU:
+def _g(name: str, *values: float, host: int = 0) -> GPU:
     bf16, fp8, fp32, mem, bw, nvl, per_node, net, lat = values
-    return GPU(name, bf16, fp8, fp32, mem, bw, nvl, int(per_node), net, lat)
+    return GPU(name, bf16, fp8, fp32, mem, bw, nvl, int(per_node), net, lat, host)
 
 
 # name, bf16, fp8, fp32, memory GB, TB/s, NVLink GB/s (1 dir), GPUs/node, net GB/s, latency us
@@ -105,8 +121,9 @@ CATALOGUE: dict[str, GPU] = {
         # GB200 in an NVL72 rack: NVIDIA's rack figures per GPU (360 PF bf16 and 720 PF fp8 with
         # sparsity, 13.4 TB HBM3e at 576 TB/s, over 72 GPUs): 2.5 / 5 PF dense, 186 GB at 8 TB/s,
         # NVLink5 1.8 TB/s. All 72 GPUs share one NVLink domain, which is what `gpus_per_node`
-        # means to the time model (a host holds 4 of them); 400 Gb/s per GPU beyond the rack.
-        _g("GB200", 2500, 5000, 80, 186, 8.0, 900, 72, 50, 5.0),
+        # means to the time model; a host (compute tray: two Grace CPUs, four GPUs) holds 4 of
+        # them, which is what torchrun starts per node. 400 Gb/s per GPU beyond the rack.
+        _g("GB200", 2500, 5000, 80, 186, 8.0, 900, 72, 50, 5.0, host=4),
         # L40S: 362 bf16 / 733 fp8 dense, 48 GB GDDR6, no NVLink: PCIe Gen4 x16 (32 GB/s).
         _g("L40S", 362, 733, 91.6, 48, 0.864, 32, 8, 25, 5.0),
     )
@@ -140,11 +157,16 @@ def gpu(name: str, catalogue: dict[str, GPU] | None = None) -> GPU:
     raise unknown_name("gpu", "GPU", name, list(cat) + [a.upper() for a in ALIASES])
 
 
+_OPTIONAL = frozenset(
+    f.name for f in dataclasses.fields(GPU) if f.default is not dataclasses.MISSING
+)  # fields a new GPU may leave out (gpus_per_host: 0, its node is one host)
+
+
 def load_catalogue(path: str | Path, base: dict[str, GPU] | None = None) -> dict[str, GPU]:
     """Return `base` (default: the built-in catalogue) with GPUs from a YAML file added/overridden.
 
     The file maps GPU names to field mappings. An entry whose name is already known may give only
-    the fields it changes; a new entry must give every field. Example::
+    the fields it changes; a new entry must give every field but `gpus_per_host`. Example::
 
         H100-SXM: {network_gb_s: 25}
         MI300X: {bf16_tflops: 1307, fp8_tflops: 2615, fp32_tflops: 163.4, memory_gb: 192,
@@ -172,13 +194,13 @@ def load_catalogue(path: str | Path, base: dict[str, GPU] | None = None) -> dict
             )
         existing = next((v for k, v in result.items() if k.lower() == name.lower()), None)
         if existing is None:
-            missing = [n for n in names if n not in entry]
+            missing = [n for n in names if n not in entry and n not in _OPTIONAL]
             if missing:
                 raise PlannerError(
                     f"{name}.{missing[0]}",
                     f"new GPU {name!r} must set every field; missing: {', '.join(missing)}",
                 )
-            fields = {n: entry[n] for n in names}
+            fields = {n: entry[n] for n in names if n in entry}
         else:
             fields = {n: entry.get(n, getattr(existing, n)) for n in names}
             result.pop(existing.name)

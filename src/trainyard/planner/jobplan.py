@@ -14,7 +14,8 @@ Recognised keys (anything else in the spec belongs to the control plane and is i
 * ``planner``: a mapping with ``max_gpus`` (required without ``gpus``); ``tokens``, the
   training goal (without it options are ranked per token: by throughput for ``time``, by
   GPU-hours per token for ``cost``); ``objective`` (``time`` or ``cost``);
-  ``price_per_gpu_hour``; ``deadline_hours``; ``nodes_of`` (GPUs per node, default 8).
+  ``price_per_gpu_hour``; ``deadline_hours``; ``nodes_of`` (GPUs per node, default the GPU type's
+  NVLink domain: 8, 72 for GB200 NVL72).
 
 Errors are `PlannerError` whose field is the spec path, e.g. ``planner.max_gpus``.
 """
@@ -160,7 +161,7 @@ def plan_job_spec(spec: Mapping[str, Any], base_dir: Path | None = None) -> JobP
         raise PlannerError(
             f"planner.{unknown[0]}", f"unknown planner option; known: {', '.join(PLANNER_KEYS)}"
         )
-    nodes_of = int(_number(section, "nodes_of", integer=True) or 8)
+    nodes_of = int(_number(section, "nodes_of", integer=True) or device.gpus_per_node)
     flash = section.get("flash_attention", True)
     if not isinstance(flash, bool):
         raise PlannerError("planner.flash_attention", f"must be true or false, got {flash!r}")

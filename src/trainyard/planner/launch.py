@@ -132,9 +132,16 @@ def _pairs(args: tuple[str, ...]) -> list[str]:
     return out
 
 
-def _torchrun(nodes: int, per_node: int) -> tuple[str, ...]:
+def _torchrun(nodes: int, per_node: int, ordered: bool = False) -> tuple[str, ...]:
+    """torchrun's arguments; `ordered`: hosts must take their ranks in a given order (a
+    static rendezvous, each host started with its own $NODE_RANK)."""
     if nodes == 1:
         return ("--standalone", "--nnodes=1", f"--nproc-per-node={per_node}")
+    if ordered:
+        return (
+            f"--nnodes={nodes}", f"--nproc-per-node={per_node}", "--rdzv-backend=static",
+            "--node-rank=$NODE_RANK", "--master-addr=$MASTER_ADDR", "--master-port=$MASTER_PORT",
+        )  # fmt: skip
     return (
         f"--nnodes={nodes}", f"--nproc-per-node={per_node}",
         "--rdzv-backend=c10d", "--rdzv-endpoint=$MASTER_ADDR:$MASTER_PORT",
@@ -338,13 +345,39 @@ def _plan_env(model: Model, plan: Plan) -> dict[str, str]:
     return {f"TRAINYARD_PLAN_{key}": str(value) for key, value in values.items()}
 
 
+def host_size(gpu: GPU, nodes_of: int) -> int:
+    """GPUs per host that torchrun starts processes on: `nodes_of` (the node the plan was timed
+    on), or the GPU's host when one holds fewer than that NVLink domain and divides it
+    (GB200 NVL72: hosts of 4 in a domain of 72)."""
+    host = gpu.host_gpus
+    return host if host < nodes_of and nodes_of % host == 0 else nodes_of
+
+
+def _domain_note(gpu: GPU, host: int, domain: int, gpus: int) -> str:
+    """How to start a plan whose NVLink domain spans several hosts."""
+    hosts = domain // host
+    text = (
+        f"{gpu.name}: one NVLink domain spans {hosts} hosts of {host} GPUs ({domain} GPUs); "
+        "the plan was timed with consecutive ranks filling a domain before the next"
+    )
+    if gpus > domain:
+        text += (
+            f": give each host its NODE_RANK (0..{gpus // host - 1}) rack by rack, {hosts} "
+            "hosts a rack (a static rendezvous: c10d would number the hosts in the order they "
+            "join)"
+        )
+    return text
+
+
 def launch_settings(
     model: Model, plan: Plan, gpu: GPU, nodes_of: int = 8, links: coll.LinkSet | None = None
 ) -> LaunchSettings:
-    """Launcher settings for `plan` (from `search`) of `model` on `gpu`s, `nodes_of` GPUs a node.
+    """Launcher settings for `plan` (from `search`) of `model` on `gpu`s, `nodes_of` GPUs a node
+    (the NVLink domain the plan was timed on).
 
-    The plan's GPUs fill ceil(gpus / nodes_of) nodes of min(nodes_of, gpus) GPUs each; they must
-    fill whole nodes (torchrun starts as many processes on every node). Raises `PlannerError`
+    The plan's GPUs fill ceil(gpus / h) hosts of min(h, gpus) GPUs each, h = `host_size` (the
+    node, or the GPU's smaller host inside it: 4 for a GB200 NVL72 domain of 72); they must
+    fill whole hosts (torchrun starts as many processes on every host). Raises `PlannerError`
     naming the field for bad input.
     """
     if isinstance(nodes_of, bool) or not isinstance(nodes_of, int) or nodes_of < 1:
@@ -354,15 +387,18 @@ def launch_settings(
             raise PlannerError(field, f"must be a {kind.__name__}, got {type(value).__name__}")
     plan.layout.check(model)
     gpus = plan.layout.gpus
-    nodes, per_node = math.ceil(gpus / nodes_of), min(nodes_of, gpus)
+    host = host_size(gpu, nodes_of)
+    nodes, per_node = math.ceil(gpus / host), min(host, gpus)
     if nodes * per_node != gpus:
         raise PlannerError(
             "nodes_of",
-            f"the plan's {gpus} GPUs do not fill whole nodes of {nodes_of}; torchrun starts the "
-            "same number of processes on every node: use a GPU count that is a multiple of it",
+            f"the plan's {gpus} GPUs do not fill whole hosts of {host}; torchrun starts the "
+            "same number of processes on every host: use a GPU count that is a multiple of it",
         )
     choices = plan_collectives(model, plan, gpu, nodes_of, links)
     nccl_env, notes = nccl_variables(choices)
+    if host < nodes_of and gpus > host:
+        notes.append(_domain_note(gpu, host, nodes_of, gpus))
     megatron, megatron_notes = _megatron(model, plan)
     deepspeed, deepspeed_notes = _deepspeed(model, plan)
     notes += megatron_notes + deepspeed_notes
@@ -376,7 +412,7 @@ def launch_settings(
     return LaunchSettings(
         nodes=nodes,
         gpus_per_node=per_node,
-        torchrun=_torchrun(nodes, per_node),
+        torchrun=_torchrun(nodes, per_node, ordered=host < nodes_of and gpus > nodes_of),
         megatron=megatron,
         deepspeed=deepspeed,
         nccl_env=nccl_env,

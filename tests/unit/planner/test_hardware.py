@@ -99,3 +99,17 @@ def test_empty_yaml_is_the_builtin_catalogue(tmp_path: Path) -> None:
     path = tmp_path / "empty.yaml"
     path.write_text("")
     assert load_catalogue(path) == CATALOGUE
+
+
+def test_gpus_per_host_is_the_gb200_tray_and_is_checked(tmp_path: Path) -> None:
+    """GB200 NVL72: a domain of 72 GPUs on hosts of 4; other GPUs' node is one host."""
+    assert (gpu("GB200").gpus_per_node, gpu("GB200").host_gpus) == (72, 4)
+    assert gpu("H100").host_gpus == 8 and gpu("H100").gpus_per_host == 0
+    with pytest.raises(PlannerError) as err:
+        GPU("X", 100, 0, 10, 80, 1, 100, 8, 25, 5, 3)
+    assert err.value.field == "gpus_per_host"
+    path = tmp_path / "gpus.yaml"
+    path.write_text("GB200: {gpus_per_host: 5}\n")
+    with pytest.raises(PlannerError) as err:
+        load_catalogue(path)
+    assert err.value.field == "GB200.gpus_per_host"

@@ -93,3 +93,14 @@ def test_bad_specs_name_the_field(spec: dict[str, object], field: str) -> None:
     with pytest.raises(PlannerError) as exc:
         plan_job_spec(spec)
     assert exc.value.field == field, exc.value
+
+
+def test_gb200_job_is_planned_on_its_rack_and_started_on_hosts() -> None:
+    result = plan_job_spec({"model": "llama3-70b", "gpu_type": "GB200", "gpus": 128})
+    assert (result.launch.nodes, result.launch.gpus_per_node) == (32, 4)
+    # timed on domains of 8 as asked, still started on the hosts of 4 a GB200 tray holds
+    eight = plan_job_spec(
+        {"model": "llama3-70b", "gpu_type": "GB200", "gpus": 128, "planner": {"nodes_of": 8}}
+    )
+    assert (eight.launch.nodes, eight.launch.gpus_per_node) == (32, 4)
+    assert eight.plan.time.iteration_s > result.plan.time.iteration_s

@@ -371,3 +371,54 @@ def test_multi_node_needs_a_network() -> None:
 def test_all_is_explicit_and_resolves() -> None:
     for name in launch.__all__:
         assert hasattr(launch, name)
+
+
+GB200 = gpu("GB200")
+LLAMA70 = preset("llama3-70b")
+
+
+def _torchrun_args(settings: LaunchSettings) -> object:
+    """The torchrun arguments as torch's own launcher parses them once the shell has expanded
+    the variables (a flag it does not know, or a value of the wrong kind, fails here)."""
+    from torch.distributed.run import get_args_parser
+
+    shell = {"$NODE_RANK": "3", "$MASTER_ADDR": "10.0.0.1", "$MASTER_PORT": "29500"}
+    args = list(settings.torchrun)
+    for var, value in shell.items():
+        args = [a.replace(var, value) for a in args]
+    return get_args_parser().parse_args([*args, "pretrain_gpt.py"])
+
+
+def test_gb200_starts_hosts_of_four_in_rack_order() -> None:
+    """A GB200 NVL72 plan is timed on its NVLink domain of 72 but torchrun runs on hosts of
+    4: 128 GPUs are 32 hosts, numbered rack by rack (a static rendezvous), and said so."""
+    layout = ParallelLayout(tp=2, dp=64, zero=2)
+    s = launch_settings(LLAMA70, _plan(LLAMA70, layout, GB200), GB200, nodes_of=72)
+    assert (s.nodes, s.gpus_per_node) == (32, 4)
+    args = _torchrun_args(s)
+    assert (args.nnodes, args.nproc_per_node) == ("32", "4")  # type: ignore[attr-defined]
+    assert args.rdzv_backend == "static" and args.node_rank == 3  # type: ignore[attr-defined]
+    assert "--node-rank=$NODE_RANK" in s.torchrun
+    assert any("18 hosts a rack" in n and "NODE_RANK" in n for n in s.notes)
+    assert s.shell().startswith("# 32 node(s) x 4 GPUs")
+
+
+def test_gb200_within_one_rack_needs_no_host_order() -> None:
+    layout = ParallelLayout(tp=4, dp=2, zero=1)
+    s = launch_settings(LLAMA70, _plan(LLAMA70, layout, GB200), GB200, nodes_of=72)
+    assert (s.nodes, s.gpus_per_node) == (2, 4)
+    assert _torchrun_args(s).rdzv_backend == "c10d"  # type: ignore[attr-defined]
+    assert any("one NVLink domain spans 18 hosts of 4 GPUs" in n for n in s.notes)
+    assert not any("NODE_RANK" in n for n in s.notes)
+
+
+def test_gb200_partial_host_is_rejected_and_eight_gpu_boards_are_unchanged() -> None:
+    six = dataclasses.replace(TINY, global_batch=192)
+    plan = _plan(six, ParallelLayout(dp=6), GB200)
+    with pytest.raises(PlannerError) as err:
+        launch_settings(six, plan, GB200, nodes_of=72)
+    assert err.value.field == "nodes_of" and "hosts of 4" in err.value.message
+    h100 = launch_settings(TINY, _plan(TINY, ParallelLayout(dp=16), H100), H100)
+    assert (h100.nodes, h100.gpus_per_node) == (2, 8)
+    assert _torchrun_args(h100).rdzv_backend == "c10d"  # type: ignore[attr-defined]
+    assert not any("NVLink domain" in n for n in h100.notes)

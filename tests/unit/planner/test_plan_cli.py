@@ -292,3 +292,18 @@ def test_bad_job_specs_exit_2(tmp_path: Path) -> None:
         result = runner.invoke(app, ["plan", "--job", str(path)])
         assert result.exit_code == 2, (name, result.output)
         assert needles[name] in result.stderr, (name, result.stderr)
+
+
+def test_gb200_plans_on_its_rack_and_launches_on_hosts_of_four() -> None:
+    """Without --nodes-of a GB200 plan is timed on its NVLink domain of 72 (a data-parallel
+    group of 128 is two domains of 64, not 16 boards of 8) and started on hosts of 4."""
+    args = ["plan", "-m", "llama3-70b", "-n", "128", "-g", "GB200", "--launch"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "# 32 node(s) x 4 GPUs" in result.stdout
+    assert "torchrun --nnodes=32 --nproc-per-node=4 --rdzv-backend=static" in result.stdout
+    assert "2 nodes x 64 GPUs" in result.stdout or "64 GPUs in one node" in result.stdout
+    boards = runner.invoke(app, [*args, "--nodes-of", "8"])  # timed on domains of 8
+    assert boards.exit_code == 0, boards.output
+    assert "# 32 node(s) x 4 GPUs" in boards.stdout  # still the trays' hosts of 4
+    assert "16 nodes x 8 GPUs" in boards.stdout
