@@ -11,6 +11,9 @@ Cases (all of them without arguments; the data comes from ``$TRAINYARD_SHARED`` 
   (`results-jobload/pollux-<load>/summary.json`).
 * ``pollux-elastic-events``: the same with a round at every event (`--interval 0`), as the
   server schedules (it runs a round per submit and run end), instead of Pollux's 60 s.
+* ``pollux-gap``: per application and load, the elastic runs' mean JCT next to the same jobs
+  alone on the empty cluster under the same policy, the ideal alone (best size in every
+  epoch, free restarts) and Pollux's published per-job JCTs: where the time goes.
 * ``pollux-mixed``: the same with every other job rigid at its trace size: the waits of
   rigid and elastic jobs, finish-time fairness and makespan.
 * ``philly-window``: the busy Philly week 2017-10-16 to 2017-10-23 (14,185 jobs; GPU demand
@@ -51,7 +54,7 @@ from trainyard.sim.pollux_jobs import PolluxJobs
 from trainyard.sim.pollux_speed import PolluxSpeed
 from trainyard.sim.readers import read_workload
 from trainyard.sim.speed import FixedDuration
-from trainyard.sim.workload import Workload
+from trainyard.sim.workload import SimJob, Workload
 from trainyard.stats import percentile
 
 SHARED = Path(os.environ.get("TRAINYARD_SHARED", Path.cwd().parent / "shared"))
@@ -124,6 +127,74 @@ def pollux_elastic(interval_s: float = 60.0, case: str = "pollux-elastic") -> No
             "published_pollux": published["mean"], "vs_pollux": mean / published["mean"],
             "per_workload": jcts, "pollux_per_workload": theirs,
             "wall_s": time.perf_counter() - start, **machine(),
+        }  # fmt: skip
+        print(json.dumps(out), flush=True)
+
+
+def _ideal_alone(speed: PolluxJobs, job: SimJob) -> float:
+    """Seconds `job` takes alone at its best size in every epoch (packed on 4-GPU nodes; a
+    rigid job at its own size), restarts free and no first start: a bound no scheduler
+    reaches."""
+    work, done, seconds = speed.work(job), 0.0, 0.0
+    sizes = range(1, (job.max_gpus or job.gpus) + 1) if job.max_gpus else (job.gpus,)
+    while done < work:
+        end = min(speed.next_change(job, done), work)
+        rate = max(speed.rate_at(job, PolluxSpeed.packed(k), "", done) for k in sizes)
+        seconds += (end - done) / rate
+        done = end
+    return seconds
+
+
+KINDS = ("full", "alone", "ideal", "pollux")
+
+
+def pollux_gap() -> None:
+    """Issue 13: where the elastic runs' time goes, per application and load: the mean JCT in
+    the 8 workloads (`default`, 60 s rounds), the same jobs alone on the empty 16 x 4 cluster
+    under the same policy (submitted at 0, rounds at every event: the policy's own ramp-up
+    and restarts, no contention), the ideal alone (`_ideal_alone`) and Pollux's published
+    per-job JCTs. `share_*` are each application's part of the mean over all jobs."""
+    speed = PolluxJobs(POLLUX / "profiles")
+    cluster = parse_cluster("16x4")
+    events = SimOptions(interval_s=0.0)
+    for load, folder in LOADS.items():
+        summary = POLLUX / "results-jobload" / f"pollux-{load}" / "summary.json"
+        published = json.loads(summary.read_text())["jcts"]
+        start = time.perf_counter()
+        sums: dict[str, dict[str, float]] = {}
+        ideal: dict[tuple[str | None, int | None, int, int | None], float] = {}
+        total = 0
+        for w in range(1, 9):
+            wl = speed.elastic_workload(
+                read_workload(f"pollux:{POLLUX / folder / f'workload-{w}.csv'}")
+            )
+            full = {r.id: r for r in simulate(wl, cluster, speed, "default").records}
+            for job in wl.jobs:
+                app = job.application or "?"
+                one = replace(wl, jobs=(replace(job, submit_time=0.0),))
+                alone = simulate(one, cluster, speed, "default", events).records[0].jct
+                key = (job.application, job.max_gpus, job.gpus, job.batch_size)
+                if key not in ideal:
+                    ideal[key] = _ideal_alone(speed, job)
+                got = sums.setdefault(app, dict.fromkeys(("jobs", *KINDS), 0.0))
+                got["jobs"] += 1
+                got["full"] += full[job.id].jct or 0.0
+                got["alone"] += alone or 0.0
+                got["ideal"] += ideal[key]
+                got["pollux"] += published[f"workload-{w}"][job.id]
+                total += 1
+        apps = {
+            app: {
+                "jobs": int(v["jobs"]),
+                **{f"mean_{k}": v[k] / v["jobs"] for k in KINDS},
+                **{f"share_{k}": v[k] / total for k in KINDS},
+            }
+            for app, v in sorted(sums.items())
+        }
+        out = {
+            "case": "pollux-gap", "load": float(load), "policy": "default",
+            **{k: sum(a[f"share_{k}"] for a in apps.values()) for k in KINDS},
+            "per_application": apps, "wall_s": time.perf_counter() - start, **machine(),
         }  # fmt: skip
         print(json.dumps(out), flush=True)
 
@@ -261,6 +332,7 @@ CASES = {
     "pollux-elastic": pollux_elastic,
     "pollux-elastic-events": lambda: pollux_elastic(0.0, "pollux-elastic-events"),
     "pollux-mixed": pollux_mixed,
+    "pollux-gap": pollux_gap,
     "philly-window": philly_window,
     "philly-full": philly_full,
     "tie-break": tie_break,
