@@ -16,7 +16,8 @@ data_parallel (GPUs/(tp·cp·pp)), virtual_pipeline (a ``v=N`` in notes, else 1)
 last_stage_layers (even stages), sharding (none; zero1, zero2, zero3, fsdp, hsdp; a ``ZeRO-3``
 in notes means zero3), shard_group (hsdp's shard group; 8, one node, when not given),
 precision (bf16; fp16, fp8), micro_batch_size (1), gpu_peak_tflops (the GPU's),
-activation_recompute, flash_attention, tp_comm_overlap, sequence_parallel (yes/no), split
+activation_recompute, flash_attention (yes/no, or the kernel: FlashAttention-2, cuDNN, SDPA,
+eager), tp_comm_overlap, sequence_parallel (yes/no, enabled/disabled), split
 (calibration or held_out). Published figures, in the order of preference: iteration_time_s (or
 iteration_time_ms), tokens_per_sec_per_gpu (both free of any FLOP-counting convention),
 achieved_tflops_per_gpu, hfu_pct, mfu_pct.
@@ -136,8 +137,16 @@ _MLP_ALIASES: Final[dict[str, str]] = {
     "sqrelu": "squared_relu",
     "squaredrelu": "squared_relu",
 }
-_TRUE: Final = ("yes", "true", "1", "y", "on")
-_FALSE: Final = ("no", "false", "0", "n", "off")
+_TRUE: Final = ("yes", "true", "1", "y", "on", "enabled", "✓", "✔")
+_FALSE: Final = ("no", "false", "0", "n", "off", "disabled", "✗")
+# Cells that say the table does not know: read as empty (the column's default applies).
+_UNSTATED: Final = ("-", "—", "–", "n/a", "na", "?", "unknown", "not stated")
+# What a `flash_attention` cell may name instead of yes / no: a fused attention kernel
+# (FlashAttention 1-3, cuDNN's or Transformer Engine's fused attention, PyTorch's SDPA,
+# xFormers' memory-efficient attention), or the unfused one that stores the scores.
+_FUSED_ATTENTION: Final = ("flash", "fa1", "fa2", "fa3", "cudnn", "fused", "sdpa", "xformers",
+                           "memeff", "memoryefficient", "te")  # fmt: skip
+_UNFUSED_ATTENTION: Final = ("eager", "math", "unfused", "naive", "standard", "none")
 
 
 # Other names a table may give the columns of mixtures of experts and attention shapes (the
@@ -159,10 +168,10 @@ _COLUMN_ALIASES: Final[dict[str, tuple[str, ...]]] = {
 
 def row_cell(row: Mapping[str, str | None], field: str) -> str:
     """The text of `field` in `row` (or of one of its other names, `_COLUMN_ALIASES`),
-    stripped; "" when missing or empty."""
+    stripped; "" when missing, empty or unstated ("-", "n/a", "?": `_UNSTATED`)."""
     for name in (field, *_COLUMN_ALIASES.get(field, ())):
         value = row.get(name)
-        if isinstance(value, str) and value.strip():
+        if isinstance(value, str) and value.strip() and value.strip().lower() not in _UNSTATED:
             return value.strip()
     return ""
 
@@ -207,9 +216,28 @@ def _flag(row: Mapping[str, str | None], field: str) -> bool | None:
     raise PlannerError(field, f"must be yes or no, got {row_cell(row, field)!r}")
 
 
+def _flash(row: Mapping[str, str | None]) -> bool | None:
+    """The `flash_attention` cell: yes / no, or the kernel it names ("FlashAttention-2",
+    "cuDNN fused", "SDPA": fused; "eager": the scores are stored)."""
+    text = row_cell(row, "flash_attention").lower()
+    if not text or text in _TRUE or text in _FALSE:
+        return _flag(row, "flash_attention")
+    folded = _folded(text)
+    if folded.startswith(_UNFUSED_ATTENTION):
+        return False
+    if any(name in folded for name in _FUSED_ATTENTION):
+        return True
+    raise PlannerError(
+        "flash_attention",
+        f"must be yes or no (or the kernel: flash, cudnn, sdpa, eager), got {text!r}",
+    )
+
+
 def _gpu(row: Mapping[str, str | None]) -> GPU:
     text = row_cell(row, "gpu_type").upper()
     name = next((entry for key, entry in _GPU_NAMES if key in text), None)
+    if name == "A100-80GB" and re.search(r"\b40\s?GB\b", text):
+        name = "A100-40GB"  # "A100 PCIe 40GB", "A100 (40 GB)"
     if name is None:
         raise PlannerError(
             "gpu_type",
@@ -406,7 +434,7 @@ def row_inputs(row: Mapping[str, str | None]) -> tuple[Model, ParallelLayout, GP
     if overlap is None:
         overlap = "--tp-comm-overlap" in notes
     overlap = overlap and tp > 1
-    flash = _flag(row, "flash_attention")
+    flash = _flash(row)
     if flash is None:
         flash = not _legacy(row)
     recompute_cell = row_cell(row, "activation_recompute")

@@ -338,20 +338,39 @@ def test_virtual_pipeline_zero_means_none_and_new_gpus_are_known() -> None:
         ("activation_recompute", "block", "full"),
         ("activation_recompute", "yes", "full"),
         ("activation_recompute", "off", "none"),
+        ("flash_attention", "FlashAttention-2", True),
+        ("flash_attention", "FA3", True),
+        ("flash_attention", "cuDNN fused attention", True),
+        ("flash_attention", "SDPA", True),
+        ("flash_attention", "eager", False),
+        ("flash_attention", "disabled", False),
+        ("flash_attention", "n/a", True),  # unstated: a modern table's default, fused
+        ("sharding", "-", (0, False)),  # unstated: none
+        ("gpu_type", "A100 PCIe 40GB", "A100-40GB"),
+        ("gpu_type", "A100 (40 GB)", "A100-40GB"),
+        ("gpu_type", "NVIDIA A100-SXM4-80GB", "A100-80GB"),
     ],
 )
 def test_other_spellings_of_a_cell_are_read(column: str, text: str, read: object) -> None:
     row = {**ROW, "num_gpus": "8", "data_parallel": "8", column: text}
     inputs = row_inputs(row)
     assert not isinstance(inputs, str)
-    model, layout, _device = inputs
+    model, layout, device = inputs
     got = {
         "sharding": (layout.zero, layout.shard_group > 0),
         "precision": model.precision,
         "mlp": model.mlp,
         "activation_recompute": layout.recompute,
+        "flash_attention": layout.flash_attention,
+        "gpu_type": device.name,
     }[column]
     assert got == read
+
+
+def test_an_attention_cell_naming_no_kernel_is_a_skip_naming_its_column() -> None:
+    with pytest.raises(PlannerError) as err:
+        row_inputs({**ROW, "flash_attention": "sometimes"})
+    assert err.value.field == "flash_attention" and "cudnn" in err.value.message
 
 
 def test_a_percentage_may_carry_its_sign() -> None:
