@@ -20,7 +20,9 @@ activation_recompute, flash_attention (yes/no, or the kernel: FlashAttention-2, 
 eager), tp_comm_overlap, sequence_parallel (yes/no, enabled/disabled), split
 (calibration or held_out). Published figures, in the order of preference: iteration_time_s (or
 iteration_time_ms), tokens_per_sec_per_gpu (both free of any FLOP-counting convention),
-achieved_tflops_per_gpu, hfu_pct, mfu_pct.
+achieved_tflops_per_gpu, hfu_pct, mfu_pct. A number may repeat its column's unit ("1.5 s",
+"3,200 tok/s", "430 TFLOP/s", "38%"); seq_len and num_gpus may be written in K of 1,024 ("8K",
+"16K"); any other suffix, and a cell "-", "n/a" or "?" (unstated), is no number.
 
 Row conventions (all documented here, none guessed per row):
 
@@ -176,16 +178,36 @@ def row_cell(row: Mapping[str, str | None], field: str) -> str:
     return ""
 
 
+# Units a cell may repeat after its number, by column (folded: lower case, no spaces), and
+# the columns whose counts a table may write in K (1,024: "8K" context, "16K GPUs").
+_UNITS: Final[dict[str, tuple[str, ...]]] = {
+    "iteration_time_s": ("s", "sec", "secs", "seconds", "s/iter", "s/it"),
+    "iteration_time_ms": ("ms", "msec"),
+    "tokens_per_sec_per_gpu": ("tok/s", "tokens/s", "tokens/sec", "tok/s/gpu", "tokens/s/gpu",
+                               "tokens/sec/gpu", "tps"),
+    "achieved_tflops_per_gpu": ("tflop/s", "tflops", "tflop/s/gpu", "tflops/gpu"),
+    "gpu_peak_tflops": ("tflop/s", "tflops"),
+    "network_gbps_per_gpu": ("gb/s", "gbps", "gbit/s", "gb/s/gpu", "gbps/gpu"),
+    "hfu_pct": ("%",),
+    "mfu_pct": ("%",),
+}  # fmt: skip
+_KILO_COLUMNS: Final = ("seq_len", "num_gpus")
+_NUMBER: Final = re.compile(r"([+-]?(?:\d+\.?\d*|\.\d+)(?:e[+-]?\d+)?)(.*)", re.IGNORECASE)
+
+
 def _number(row: Mapping[str, str | None], field: str) -> float | None:
     text = row_cell(row, field).replace(",", "")
-    if field.endswith("_pct"):
-        text = text.removesuffix("%").strip()
     if not text:
         return None
-    try:
-        return float(text)
-    except ValueError:
-        raise PlannerError(field, f"must be a number, got {text!r}") from None
+    found = _NUMBER.fullmatch(text)
+    rest = _folded(found.group(2)) if found else ""
+    if found and not rest:
+        return float(found.group(1))
+    if found and rest in _UNITS.get(field, ()):
+        return float(found.group(1))
+    if found and rest == "k" and field in _KILO_COLUMNS:
+        return float(found.group(1)) * 1024
+    raise PlannerError(field, f"must be a number, got {text!r}")
 
 
 def _int(row: Mapping[str, str | None], field: str) -> int | None:

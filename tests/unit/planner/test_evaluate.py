@@ -16,6 +16,7 @@ import pytest
 from trainyard.planner.compute import step_time
 from trainyard.planner.errors import PlannerError
 from trainyard.planner.evaluate import default_csv_path, evaluate, row_inputs
+from trainyard.planner.hardware import CATALOGUE
 from trainyard.planner.memory import memory_per_gpu
 from trainyard.planner.rows import row_target
 from trainyard.planner.search import HEADROOM
@@ -407,3 +408,35 @@ def test_moe_columns_read_under_megatron_and_hugging_face_names() -> None:
     # the column's own name wins over another name for it
     named = row_inputs({**row, "expert_parallel": "8"})
     assert not isinstance(named, str) and named[1].ep == 8
+
+
+@pytest.mark.parametrize(
+    ("cells", "target"),
+    [
+        ({"iteration_time_s": "1.5 s"}, ("iteration_time_s", 1.5)),
+        ({"iteration_time_s": "", "iteration_time_ms": "1500 ms"}, ("iteration_time_s", 1.5)),
+        ({"tokens_per_sec_per_gpu": "3,200 tok/s"}, ("tokens_per_sec_per_gpu", 3200.0)),
+        ({"achieved_tflops_per_gpu": "430 TFLOP/s"}, ("tflops_per_gpu", 430.0)),
+    ],
+)
+def test_a_figure_may_repeat_its_unit(cells: dict[str, str], target: tuple[str, float]) -> None:
+    row = {**ROW, "achieved_tflops_per_gpu": "", **cells}
+    inputs = row_inputs(row)
+    assert not isinstance(inputs, str)
+    assert row_target(row, inputs[2]) == (target[0], pytest.approx(target[1]))
+
+
+def test_context_and_gpu_counts_may_be_written_in_k_and_other_suffixes_are_refused() -> None:
+    row = {**ROW, "seq_len": "8K", "num_gpus": "16K", "data_parallel": "16384",
+           "global_batch_size": "16384"}  # fmt: skip
+    inputs = row_inputs(row)
+    assert not isinstance(inputs, str)
+    model, layout, _device = inputs
+    assert model.seq_len == 8192 and layout.gpus == 16384
+    for column, text in (("seq_len", "8M"), ("global_batch_size", "4K"), ("iteration_time_s",
+                         "1.5 min"), ("tokens_per_sec_per_gpu", "3.2k")):  # fmt: skip
+        with pytest.raises(PlannerError) as err:
+            bad = {**ROW, column: text}
+            inputs = row_inputs(bad)
+            row_target(bad, CATALOGUE["A100-80GB"])
+        assert err.value.field == column, column
