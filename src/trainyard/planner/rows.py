@@ -337,11 +337,25 @@ _SHARDING_ALIASES: Final[dict[str, str]] = {
 _SHARDING_FOLDED: Final = {_folded(name): name for name in SHARDING_NAMES}
 
 
+# Words that name a sharding inside a longer cell ("ZeRO-1 (distributed optimizer)", "DeepSpeed
+# ZeRO stage 3", "FSDP (FULL_SHARD)"), most specific first: the first family found decides.
+_SHARDING_WORDS: Final[tuple[tuple[tuple[str, ...], str], ...]] = (
+    (("hsdp", "hybridshard"), "hsdp"),
+    (("fsdp", "fullshard"), "fsdp"),
+    (("zero3", "zerostage3"), "zero3"),
+    (("zero2", "zerostage2", "shardgradop"), "zero2"),
+    (("zero1", "zerostage1", "distributedoptimizer", "distopt"), "zero1"),
+    (("zero0", "ddp", "noshard"), "none"),
+)
+
+
 def _sharding(row: Mapping[str, str | None]) -> tuple[int, bool]:
     cell = _folded(row_cell(row, "sharding"))
     if not cell:
         return (3, False) if "zero-3" in row_cell(row, "notes").lower() else (0, False)
     name = _SHARDING_FOLDED.get(_SHARDING_ALIASES.get(cell, cell))
+    if name is None:
+        name = next((n for words, n in _SHARDING_WORDS if any(w in cell for w in words)), None)
     if name is None:
         raise PlannerError(
             "sharding",
