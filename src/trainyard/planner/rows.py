@@ -278,6 +278,14 @@ def _legacy(row: Mapping[str, str | None]) -> bool:
     return row_cell(row, "table_id").startswith(_LEGACY_TABLES)
 
 
+# Words that name a recompute mode inside a longer cell; a cell naming one mode reads as it.
+_RECOMPUTE_WORDS: Final[tuple[tuple[Recompute, frozenset[str]], ...]] = (
+    ("selective", frozenset({"selective"})),
+    ("full", frozenset({"full", "uniform", "block"})),
+    ("none", frozenset({"none"})),
+)
+
+
 def _recompute(row: Mapping[str, str | None]) -> Recompute | None:
     """The row's recompute mode, or None when it does not say and `infer_recompute` decides."""
     cell = row_cell(row, "activation_recompute").lower()
@@ -289,6 +297,10 @@ def _recompute(row: Mapping[str, str | None]) -> Recompute | None:
         return "full"  # Megatron's full-recompute methods; a bare "yes" checkpoints layers
     if cell.startswith(("none", "no")) or cell in _FALSE:
         return "none"
+    words = set(re.findall(r"[a-z]+", cell))  # "activation checkpointing: full"
+    named = {mode for mode, keys in _RECOMPUTE_WORDS if words & keys}
+    if len(named) == 1:
+        return named.pop()
     if cell:
         raise PlannerError(
             "activation_recompute", f"must be none, selective, full or op, got {cell!r}"

@@ -344,6 +344,8 @@ def test_virtual_pipeline_zero_means_none_and_new_gpus_are_known() -> None:
         ("activation_recompute", "block", "full"),
         ("activation_recompute", "yes", "full"),
         ("activation_recompute", "off", "none"),
+        ("activation_recompute", "activation checkpointing: full", "full"),
+        ("activation_recompute", "Megatron selective (core_attn)", "selective"),
         ("flash_attention", "FlashAttention-2", True),
         ("flash_attention", "FA3", True),
         ("flash_attention", "cuDNN fused attention", True),
