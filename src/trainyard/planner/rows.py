@@ -139,6 +139,12 @@ _MLP_ALIASES: Final[dict[str, str]] = {
     "sqrelu": "squared_relu",
     "squaredrelu": "squared_relu",
 }
+# Words that name an MLP inside a longer cell, most specific first.
+_MLP_WORDS: Final[tuple[tuple[str, str], ...]] = (
+    ("swiglu", "swiglu"), ("geglu", "geglu"), ("squaredrelu", "squared_relu"),
+    ("relu2", "squared_relu"), ("relu²", "squared_relu"), ("silu", "swiglu"),
+    ("swish", "swiglu"), ("gelu", "gelu"), ("relu", "relu"),
+)  # fmt: skip
 _TRUE: Final = ("yes", "true", "1", "y", "on", "enabled", "✓", "✔")
 _FALSE: Final = ("no", "false", "0", "n", "off", "disabled", "✗")
 # Cells that say the table does not know: read as empty (the column's default applies).
@@ -399,6 +405,9 @@ def _model(row: Mapping[str, str | None]) -> Model | str:
         values[field] = value
     mlp = row_cell(row, "mlp").lower().replace("-", "_").replace(" ", "_")
     mlp = _MLP_ALIASES.get(_folded(mlp), mlp)
+    if mlp and mlp not in MLPS:  # "GeLU (tanh)", "SwiGLU FFN": the first MLP it names
+        folded = _folded(mlp)
+        mlp = next((name for key, name in _MLP_WORDS if key in folded), mlp)
     if mlp and mlp not in MLPS:
         raise PlannerError("mlp", f"unknown MLP {mlp!r}; use one of {', '.join(MLPS)}")
     tied = _flag(row, "tied_embeddings")

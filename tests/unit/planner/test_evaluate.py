@@ -341,6 +341,8 @@ def test_virtual_pipeline_zero_means_none_and_new_gpus_are_known() -> None:
         ("mlp", "silu", "swiglu"),
         ("mlp", "relu2", "squared_relu"),
         ("mlp", "Squared ReLU", "squared_relu"),
+        ("mlp", "GeLU (tanh approximation)", "gelu"),
+        ("mlp", "SwiGLU FFN", "swiglu"),
         ("activation_recompute", "block", "full"),
         ("activation_recompute", "yes", "full"),
         ("activation_recompute", "off", "none"),
