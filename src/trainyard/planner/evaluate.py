@@ -244,8 +244,21 @@ class Case:
 
 
 def _rows(path: Path) -> Iterable[dict[str, str | None]]:
-    with path.open(newline="", encoding="utf-8") as f:
-        yield from csv.DictReader(f)
+    """The file's rows by column name. A spreadsheet's export reads as the CSV it stands for:
+    a byte-order mark is dropped, the separator is the header's (comma, tab or semicolon),
+    and column names are matched without case, spaces or hyphens ("Num GPUs" is num_gpus)."""
+    with path.open(newline="", encoding="utf-8-sig") as f:
+        header = f.readline()
+        f.seek(0)
+        counts = {sep: header.count(sep) for sep in (",", "\t", ";")}
+        sep = max(counts, key=lambda k: counts[k]) if any(counts.values()) else ","
+        for raw in csv.DictReader(f, delimiter=sep):
+            yield {_column(k): v for k, v in raw.items() if k is not None}
+
+
+def _column(name: str) -> str:
+    """A header cell as the column name it means: lower case, spaces and hyphens as '_'."""
+    return "_".join(name.strip().lower().replace("-", " ").split())
 
 
 def load_cases(

@@ -449,3 +449,19 @@ def test_context_and_gpu_counts_may_be_written_in_k_and_other_suffixes_are_refus
             inputs = row_inputs(bad)
             row_target(bad, CATALOGUE["A100-80GB"])
         assert err.value.field == column, column
+
+
+@pytest.mark.parametrize("sep", ["\t", ";"])
+def test_a_spreadsheet_export_reads_as_the_csv(tmp_path: Path, sep: str) -> None:
+    """A byte-order mark, a tab or semicolon separator and headers written as a person would
+    ("Num GPUs", "Tensor-Parallel") give the same evaluation as the CSV."""
+    plain = evaluate(write(tmp_path, [ROW]))
+    header = [k.replace("_", " ").title().replace("Tensor Parallel", "Tensor-Parallel")
+              for k in ROW]  # fmt: skip
+    path = tmp_path / "export.txt"
+    lines = [sep.join(header), sep.join(ROW.values())]
+    path.write_text("\ufeff" + "\r\n".join(lines) + "\r\n", encoding="utf-8")
+    exported = evaluate(path)
+    assert not exported.skipped
+    assert [r.predicted for r in exported.rows] == [r.predicted for r in plain.rows]
+    assert exported.rows[0].table_id == "T"
