@@ -157,9 +157,29 @@ _FUSED_ATTENTION: Final = ("flash", "fa1", "fa2", "fa3", "cudnn", "fused", "sdpa
 _UNFUSED_ATTENTION: Final = ("eager", "math", "unfused", "naive", "standard", "none")
 
 
-# Other names a table may give the columns of mixtures of experts and attention shapes (the
-# Megatron-LM argument and Hugging Face config names), read when the column itself is empty.
+# Other names a table may give a column (Megatron-LM's argument names, Hugging Face config
+# names, the short ones people write: tp, gbs), read when the column itself is empty.
 _COLUMN_ALIASES: Final[dict[str, tuple[str, ...]]] = {
+    "num_layers": ("num_hidden_layers", "layers", "n_layers", "n_layer"),
+    "hidden_size": ("hidden", "d_model", "n_embd"),
+    "num_attention_heads": ("num_heads", "heads", "n_heads", "n_head", "attention_heads"),
+    "num_kv_heads": ("num_key_value_heads", "num_query_groups", "kv_heads", "n_kv_heads"),
+    "ffn_hidden_size": ("intermediate_size", "ffn_dim", "d_ff"),
+    "seq_len": ("seq_length", "sequence_length", "max_seq_len", "context_length"),
+    "vocab_size": ("vocab",),
+    "num_gpus": ("gpus", "world_size", "n_gpus"),
+    "tensor_parallel": ("tensor_model_parallel_size", "tp", "tp_size"),
+    "pipeline_parallel": ("pipeline_model_parallel_size", "pp", "pp_size"),
+    "context_parallel": ("context_parallel_size", "cp", "cp_size"),
+    "data_parallel": ("data_parallel_size", "dp", "dp_size"),
+    "virtual_pipeline": ("virtual_pipeline_model_parallel_size", "vpp", "vp"),
+    "micro_batch_size": ("micro_batch", "mbs"),
+    "global_batch_size": ("global_batch", "gbs"),
+    "gpu_type": ("gpu", "accelerator"),
+    "activation_recompute": ("recompute_granularity", "activation_checkpointing", "recompute"),
+    "sequence_parallel": ("sp",),
+    "tp_comm_overlap": ("tp_overlap",),
+    "tokens_per_sec_per_gpu": ("tokens_per_second_per_gpu",),
     "num_experts": ("num_moe_experts", "num_local_experts", "n_routed_experts"),
     "moe_topk": ("moe_router_topk", "num_experts_per_tok", "experts_per_token", "top_k"),
     "moe_ffn_hidden_size": ("moe_intermediate_size", "expert_ffn_hidden_size"),

@@ -465,3 +465,21 @@ def test_a_spreadsheet_export_reads_as_the_csv(tmp_path: Path, sep: str) -> None
     assert not exported.skipped
     assert [r.predicted for r in exported.rows] == [r.predicted for r in plain.rows]
     assert exported.rows[0].table_id == "T"
+
+
+def test_core_columns_read_under_the_names_configs_and_people_give_them() -> None:
+    """A row written with Hugging Face config names and the short names of a slide (tp, pp,
+    gbs, mbs) reads as the same run as one with the planner's column names."""
+    ours = {**ROW, "num_gpus": "8", "tensor_parallel": "2", "pipeline_parallel": "2",
+            "micro_batch_size": "2", "num_kv_heads": "4", "ffn_hidden_size": "2816",
+            "mlp": "swiglu"}  # fmt: skip
+    theirs = {
+        "table_id": "T", "model": "tiny", "num_hidden_layers": "8", "hidden": "1024",
+        "num_heads": "16", "num_key_value_heads": "4", "intermediate_size": "2816",
+        "mlp": "swiglu", "seq_length": "1024", "vocab": "32000", "gpu": "A100-SXM4-80GB",
+        "gpus": "8", "tp": "2", "pp": "2", "gbs": "64", "mbs": "2",
+        "achieved_tflops_per_gpu": "150",
+    }  # fmt: skip
+    a, b = row_inputs(ours), row_inputs(theirs)
+    assert not isinstance(a, str) and not isinstance(b, str)
+    assert a[0] == b[0] and a[1] == b[1] and a[2] == b[2]
