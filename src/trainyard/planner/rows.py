@@ -11,7 +11,8 @@ Columns. Required: num_layers, hidden_size, num_attention_heads, seq_len, vocab_
 global_batch_size, gpu_type, tensor_parallel, pipeline_parallel, and one published figure.
 Optional, each with its default: num_kv_heads (= heads), ffn_hidden_size (4·hidden), mlp
 (gelu; swiglu, geglu, relu, squared_relu), vocab_multiple (128), tied_embeddings (yes),
-network_gbps_per_gpu (the catalogue's), context_parallel (1), num_gpus (tp·cp·pp·dp),
+network_gbps_per_gpu (the catalogue's), context_parallel (1), num_gpus (num_nodes x
+gpus_per_node when both are given, else tp·cp·pp·dp),
 data_parallel (GPUs/(tp·cp·pp)), virtual_pipeline (a ``v=N`` in notes, else 1), first_stage_layers /
 last_stage_layers (even stages), sharding (none; zero1, zero2, zero3, fsdp, hsdp; a ``ZeRO-3``
 in notes means zero3), shard_group (hsdp's shard group; 8, one node, when not given),
@@ -168,6 +169,8 @@ _COLUMN_ALIASES: Final[dict[str, tuple[str, ...]]] = {
     "seq_len": ("seq_length", "sequence_length", "max_seq_len", "context_length"),
     "vocab_size": ("vocab",),
     "num_gpus": ("gpus", "world_size", "n_gpus"),
+    "num_nodes": ("nodes", "n_nodes", "nnodes"),
+    "gpus_per_node": ("nproc_per_node", "gpus_per_host"),
     "tensor_parallel": ("tensor_model_parallel_size", "tp", "tp_size"),
     "pipeline_parallel": ("pipeline_model_parallel_size", "pp", "pp_size"),
     "context_parallel": ("context_parallel_size", "cp", "cp_size"),
@@ -494,7 +497,9 @@ def row_inputs(row: Mapping[str, str | None]) -> tuple[Model, ParallelLayout, GP
         return "no tensor_parallel / pipeline_parallel split"
     cp = _count(row, "context_parallel") or 1
     stated_dp = _count(row, "data_parallel")
-    gpus = _count(row, "num_gpus") or tp * pp * cp * (stated_dp or 1)
+    nodes, per_node = _count(row, "num_nodes"), _count(row, "gpus_per_node")
+    on_nodes = nodes * per_node if nodes and per_node else None
+    gpus = _count(row, "num_gpus") or on_nodes or tp * pp * cp * (stated_dp or 1)
     dp = stated_dp or gpus // (tp * pp * cp)
     if tp * pp * cp * dp != gpus:
         return f"tp x cp x pp x dp = {tp * cp * pp * dp} but num_gpus = {gpus}"

@@ -483,3 +483,15 @@ def test_core_columns_read_under_the_names_configs_and_people_give_them() -> Non
     a, b = row_inputs(ours), row_inputs(theirs)
     assert not isinstance(a, str) and not isinstance(b, str)
     assert a[0] == b[0] and a[1] == b[1] and a[2] == b[2]
+
+
+def test_gpus_may_be_given_as_nodes_of_a_size() -> None:
+    """A table that counts nodes (16 nodes of 8) without num_gpus or dp is 128 GPUs, not one
+    replica of tp x pp."""
+    row = {**ROW, "num_gpus": "", "num_nodes": "16", "gpus_per_node": "8",
+           "tensor_parallel": "8", "pipeline_parallel": "2", "global_batch_size": "64"}  # fmt: skip
+    inputs = row_inputs(row)
+    assert not isinstance(inputs, str)
+    assert (inputs[1].gpus, inputs[1].dp) == (128, 8)
+    clash = row_inputs({**row, "num_gpus": "64"})  # the stated count wins, and must add up
+    assert not isinstance(clash, str) and clash[1].dp == 4
