@@ -493,13 +493,17 @@ def row_inputs(row: Mapping[str, str | None]) -> tuple[Model, ParallelLayout, GP
         )
     tp = _count(row, "tensor_parallel")
     pp = _count(row, "pipeline_parallel")
-    if tp is None or pp is None:
-        return "no tensor_parallel / pipeline_parallel split"
     cp = _count(row, "context_parallel") or 1
     stated_dp = _count(row, "data_parallel")
     nodes, per_node = _count(row, "num_nodes"), _count(row, "gpus_per_node")
     on_nodes = nodes * per_node if nodes and per_node else None
-    gpus = _count(row, "num_gpus") or on_nodes or tp * pp * cp * (stated_dp or 1)
+    stated_gpus = _count(row, "num_gpus") or on_nodes
+    if tp is None or pp is None:
+        split = _missing_split(row, tp, pp, cp, stated_dp, stated_gpus)
+        if split is None:
+            return "no tensor_parallel / pipeline_parallel split"
+        tp, pp, stated_dp = split
+    gpus = stated_gpus or tp * pp * cp * (stated_dp or 1)
     dp = stated_dp or gpus // (tp * pp * cp)
     if tp * pp * cp * dp != gpus:
         return f"tp x cp x pp x dp = {tp * cp * pp * dp} but num_gpus = {gpus}"
@@ -543,6 +547,34 @@ def row_inputs(row: Mapping[str, str | None]) -> tuple[Model, ParallelLayout, GP
     if stated is None:
         layout = dataclasses.replace(layout, recompute=infer_recompute(row, model, layout, gpu))
     return model, layout, gpu
+
+
+def _missing_split(
+    row: Mapping[str, str | None],
+    tp: int | None,
+    pp: int | None,
+    cp: int,
+    dp: int | None,
+    gpus: int | None,
+) -> tuple[int, int, int | None] | None:
+    """(tp, pp, dp) of a row that leaves tp or pp out, when the rest leaves one reading: the
+    GPU count over the degrees it states ("TP 8, DP 64" on 512 GPUs: pp 1), or a fully
+    sharded run (FSDP / ZeRO-3) that states neither, all data parallel. None: ambiguous."""
+    if gpus is None:
+        return None
+    if tp is None and pp is None:
+        if dp is None and _sharding(row)[0] == 3:
+            dp = gpus // cp
+        if dp is not None and dp * cp == gpus:
+            return 1, 1, dp
+        return None
+    if dp is None:
+        return None
+    known = (tp or pp or 1) * cp * dp
+    if gpus % known:
+        return None
+    other = gpus // known
+    return (tp, other, dp) if tp is not None else (other, pp or 1, dp)
 
 
 def _sequence_parallel(row: Mapping[str, str | None], overlap: bool, recompute: str) -> bool:

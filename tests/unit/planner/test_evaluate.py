@@ -495,3 +495,37 @@ def test_gpus_may_be_given_as_nodes_of_a_size() -> None:
     assert (inputs[1].gpus, inputs[1].dp) == (128, 8)
     clash = row_inputs({**row, "num_gpus": "64"})  # the stated count wins, and must add up
     assert not isinstance(clash, str) and clash[1].dp == 4
+
+
+@pytest.mark.parametrize(
+    ("cells", "split"),
+    [
+        ({"tensor_parallel": "8", "pipeline_parallel": "", "data_parallel": "4"}, (8, 1, 4)),
+        ({"tensor_parallel": "", "pipeline_parallel": "2", "data_parallel": "2"}, (8, 2, 2)),
+        ({"tensor_parallel": "", "pipeline_parallel": "", "data_parallel": "32"}, (1, 1, 32)),
+        ({"tensor_parallel": "", "pipeline_parallel": "", "sharding": "FSDP"}, (1, 1, 32)),
+    ],
+)
+def test_a_split_left_out_is_read_when_the_rest_leaves_one_reading(
+    cells: dict[str, str], split: tuple[int, int, int]
+) -> None:
+    row = {**ROW, "num_gpus": "32", **cells}
+    inputs = row_inputs(row)
+    assert not isinstance(inputs, str), inputs
+    layout = inputs[1]
+    assert (layout.tp, layout.pp, layout.dp) == split
+
+
+@pytest.mark.parametrize(
+    "cells",
+    [
+        {"tensor_parallel": "8", "pipeline_parallel": ""},  # dp not stated: pp or dp?
+        {"tensor_parallel": "", "pipeline_parallel": ""},  # neither, not sharded
+        {"tensor_parallel": "", "pipeline_parallel": "", "data_parallel": "8"},  # tp x pp = 4
+        {"tensor_parallel": "3", "pipeline_parallel": "", "data_parallel": "4"},  # 32 / 12
+    ],
+)
+def test_an_ambiguous_split_is_still_a_skip(cells: dict[str, str]) -> None:
+    assert row_inputs({**ROW, "num_gpus": "32", **cells}) == (
+        "no tensor_parallel / pipeline_parallel split"
+    )
