@@ -2,8 +2,10 @@
 a row of a published-runs CSV describes, the measured network it states, and the published
 figure to compare with (`trainyard.planner.evaluate` predicts and compares).
 
-This module owns the columns of those CSVs and the conventions for reading them. It is pure: it
-reads cells of one row (a mapping of column to text) and opens no file. A cell that is not of
+This module owns the columns of those CSVs and the conventions for reading them; how a cell
+may be spelled (other column names, units, kernel and sharding names) is
+`trainyard.planner.cells`'s. It is pure: it reads cells of one row (a mapping of column to
+text) and opens no file. A cell that is not of
 its column's form raises `PlannerError` naming the column; a row the planner cannot express is
 returned as the reason.
 
@@ -61,7 +63,7 @@ Row conventions (all documented here, none guessed per row):
   MLPs of ffn_hidden_size. Each of these columns is also read under its
   Megatron-LM or Hugging Face name (``moe_router_topk``, ``num_experts_per_tok``,
   ``expert_model_parallel_size``, ``kv_channels``, ``sliding_window``, ...;
-  `_COLUMN_ALIASES`).
+  `cells._COLUMN_ALIASES`).
 * Not expressible (returned as the reason): rows without the model's shape or the TP/PP split,
   the 2021 ZeRO-3 baseline without model parallelism, and GPU counts that do not match the
   split.
@@ -74,12 +76,28 @@ import re
 from collections.abc import Mapping
 from typing import Final
 
+from trainyard.planner.cells import (
+    FALSE,
+    SHARDING_NAMES,
+    TRUE,
+    count,
+    first_named,
+    flag,
+    flash_cell,
+    gpu_name,
+    integer,
+    mlp_cell,
+    number,
+    precision_cell,
+    row_cell,
+    sharding_cell,
+)
 from trainyard.planner.collectives import LinkSet, ib_link
 from trainyard.planner.errors import PlannerError
 from trainyard.planner.hardware import CATALOGUE, GPU
 from trainyard.planner.layout import ParallelLayout, Recompute
 from trainyard.planner.memory import memory_per_gpu
-from trainyard.planner.model import MLPS, Model, Precision
+from trainyard.planner.model import MLPS, Model
 from trainyard.planner.search import HEADROOM
 from trainyard.planner.work import flops_executed
 
@@ -96,206 +114,16 @@ __all__ = [
 # Dense 16-bit peak TFLOP/s by GPU family (a row's GPU peak itself comes from the catalogue or
 # its `gpu_peak_tflops` cell).
 DEFAULT_PEAKS: Final[dict[str, float]] = {"A100": 312.0, "H100": 989.0, "V100": 125.0}
-# Substrings of `gpu_type`, most specific first, and the catalogue entry each means.
-_GPU_NAMES: Final[tuple[tuple[str, str], ...]] = (
-    ("H100-PCIE", "H100-PCIe"),
-    ("H100 PCIE", "H100-PCIe"),
-    ("H100", "H100-SXM"),
-    ("H800", "H800"),
-    ("A800", "A800-80GB"),
-    ("H200", "H200"),
-    ("GB200", "GB200"),
-    ("B200", "B200"),
-    ("A100-SXM4-40GB", "A100-40GB"),
-    ("A100 40GB", "A100-40GB"),
-    ("A100-40GB", "A100-40GB"),
-    ("A100", "A100-80GB"),
-    ("V100", "V100-32GB"),
-    ("L40S", "L40S"),
-)
 _NO_RECOMPUTE_TABLES: Final = ("README_2024_H100",)
 # The shared file's Megatron-LM tables from before fused attention (2020-2022): unless a row
 # says otherwise they materialise the attention scores and recompute whole layers.
 _LEGACY_TABLES: Final = ("SC21_", "README_2020", "README_2021", "README_MFU_HFU")
-# `sharding` cell -> (ZeRO stage, hybrid).
-SHARDING_NAMES: Final[dict[str, tuple[int, bool]]] = {
-    "none": (0, False),
-    "ddp": (0, False),
-    "zero0": (0, False),
-    "zero1": (1, False),
-    "distributed_optimizer": (1, False),
-    "zero2": (2, False),
-    "zero3": (3, False),
-    "fsdp": (3, False),
-    "hsdp": (3, True),
-}
-# Other names of the MLPs (`Model.mlp`).
-_MLP_ALIASES: Final[dict[str, str]] = {
-    "silu": "swiglu",
-    "swish": "swiglu",
-    "gatedsilu": "swiglu",
-    "gatedgelu": "geglu",
-    "relu2": "squared_relu",
-    "relu²": "squared_relu",
-    "sqrelu": "squared_relu",
-    "squaredrelu": "squared_relu",
-}
-# Words that name an MLP inside a longer cell, most specific first.
-_MLP_WORDS: Final[tuple[tuple[str, str], ...]] = (
-    ("swiglu", "swiglu"), ("geglu", "geglu"), ("squaredrelu", "squared_relu"),
-    ("relu2", "squared_relu"), ("relu²", "squared_relu"), ("silu", "swiglu"),
-    ("swish", "swiglu"), ("gelu", "gelu"), ("relu", "relu"),
-)  # fmt: skip
-_TRUE: Final = ("yes", "true", "1", "y", "on", "enabled", "✓", "✔")
-_FALSE: Final = ("no", "false", "0", "n", "off", "disabled", "✗")
-# Cells that say the table does not know: read as empty (the column's default applies).
-_UNSTATED: Final = ("-", "—", "–", "n/a", "na", "?", "unknown", "not stated")
-# What a `flash_attention` cell may name instead of yes / no: a fused attention kernel
-# (FlashAttention 1-3, cuDNN's or Transformer Engine's fused attention, PyTorch's SDPA,
-# xFormers' memory-efficient attention), or the unfused one that stores the scores.
-_FUSED_ATTENTION: Final = ("flash", "fa1", "fa2", "fa3", "cudnn", "fused", "sdpa", "xformers",
-                           "memeff", "memoryefficient", "te")  # fmt: skip
-_UNFUSED_ATTENTION: Final = ("eager", "math", "unfused", "naive", "standard", "none")
-
-
-# Other names a table may give a column (Megatron-LM's argument names, Hugging Face config
-# names, the short ones people write: tp, gbs), read when the column itself is empty.
-_COLUMN_ALIASES: Final[dict[str, tuple[str, ...]]] = {
-    "num_layers": ("num_hidden_layers", "layers", "n_layers", "n_layer"),
-    "hidden_size": ("hidden", "d_model", "n_embd"),
-    "num_attention_heads": ("num_heads", "heads", "n_heads", "n_head", "attention_heads"),
-    "num_kv_heads": ("num_key_value_heads", "num_query_groups", "kv_heads", "n_kv_heads"),
-    "ffn_hidden_size": ("intermediate_size", "ffn_dim", "d_ff"),
-    "seq_len": ("seq_length", "sequence_length", "max_seq_len", "context_length"),
-    "vocab_size": ("vocab",),
-    "num_gpus": ("gpus", "world_size", "n_gpus"),
-    "num_nodes": ("nodes", "n_nodes", "nnodes"),
-    "gpus_per_node": ("nproc_per_node", "gpus_per_host"),
-    "tensor_parallel": ("tensor_model_parallel_size", "tp", "tp_size"),
-    "pipeline_parallel": ("pipeline_model_parallel_size", "pp", "pp_size"),
-    "context_parallel": ("context_parallel_size", "cp", "cp_size"),
-    "data_parallel": ("data_parallel_size", "dp", "dp_size"),
-    "virtual_pipeline": ("virtual_pipeline_model_parallel_size", "vpp", "vp"),
-    "micro_batch_size": ("micro_batch", "mbs"),
-    "global_batch_size": ("global_batch", "gbs"),
-    "gpu_type": ("gpu", "accelerator"),
-    "activation_recompute": ("recompute_granularity", "activation_checkpointing", "recompute"),
-    "sequence_parallel": ("sp",),
-    "tp_comm_overlap": ("tp_overlap",),
-    "tokens_per_sec_per_gpu": ("tokens_per_second_per_gpu",),
-    "num_experts": ("num_moe_experts", "num_local_experts", "n_routed_experts"),
-    "moe_topk": ("moe_router_topk", "num_experts_per_tok", "experts_per_token", "top_k"),
-    "moe_ffn_hidden_size": ("moe_intermediate_size", "expert_ffn_hidden_size"),
-    "moe_shared_ffn_hidden_size": (
-        "moe_shared_expert_intermediate_size", "shared_expert_intermediate_size"
-    ),
-    "expert_parallel": ("expert_model_parallel_size", "ep"),
-    "head_dim": ("kv_channels", "qk_head_dim", "qk_nope_head_dim"),
-    "window_size": ("sliding_window",),
-    "rope_dim": ("qk_rope_head_dim", "qk_pos_emb_head_dim"),
-    "dense_layers": ("first_k_dense_replace",),
-}  # fmt: skip
-
-
-def row_cell(row: Mapping[str, str | None], field: str) -> str:
-    """The text of `field` in `row` (or of one of its other names, `_COLUMN_ALIASES`),
-    stripped; "" when missing, empty or unstated ("-", "n/a", "?": `_UNSTATED`)."""
-    for name in (field, *_COLUMN_ALIASES.get(field, ())):
-        value = row.get(name)
-        if isinstance(value, str) and value.strip() and value.strip().lower() not in _UNSTATED:
-            return value.strip()
-    return ""
-
-
-# Units a cell may repeat after its number, by column (folded: lower case, no spaces), and
-# the columns whose counts a table may write in K (1,024: "8K" context, "16K GPUs").
-_UNITS: Final[dict[str, tuple[str, ...]]] = {
-    "iteration_time_s": ("s", "sec", "secs", "seconds", "s/iter", "s/it"),
-    "iteration_time_ms": ("ms", "msec"),
-    "tokens_per_sec_per_gpu": ("tok/s", "tokens/s", "tokens/sec", "tok/s/gpu", "tokens/s/gpu",
-                               "tokens/sec/gpu", "tps"),
-    "achieved_tflops_per_gpu": ("tflop/s", "tflops", "tflop/s/gpu", "tflops/gpu"),
-    "gpu_peak_tflops": ("tflop/s", "tflops"),
-    "network_gbps_per_gpu": ("gb/s", "gbps", "gbit/s", "gb/s/gpu", "gbps/gpu"),
-    "hfu_pct": ("%",),
-    "mfu_pct": ("%",),
-}  # fmt: skip
-_KILO_COLUMNS: Final = ("seq_len", "num_gpus")
-_NUMBER: Final = re.compile(r"([+-]?(?:\d+\.?\d*|\.\d+)(?:e[+-]?\d+)?)(.*)", re.IGNORECASE)
-
-
-def _number(row: Mapping[str, str | None], field: str) -> float | None:
-    text = row_cell(row, field).replace(",", "")
-    if not text:
-        return None
-    found = _NUMBER.fullmatch(text)
-    rest = _folded(found.group(2)) if found else ""
-    if found and not rest:
-        return float(found.group(1))
-    if found and rest in _UNITS.get(field, ()):
-        return float(found.group(1))
-    if found and rest == "k" and field in _KILO_COLUMNS:
-        return float(found.group(1)) * 1024
-    raise PlannerError(field, f"must be a number, got {text!r}")
-
-
-def _int(row: Mapping[str, str | None], field: str) -> int | None:
-    value = _number(row, field)
-    if value is None:
-        return None
-    if value != int(value):
-        raise PlannerError(field, f"must be a whole number, got {row_cell(row, field)!r}")
-    return int(value)
-
-
-def _count(row: Mapping[str, str | None], field: str) -> int | None:
-    """A count cell (GPUs, a parallel degree, a batch): None when empty, else >= 1."""
-    value = _int(row, field)
-    if value is not None and value < 1:
-        raise PlannerError(field, f"must be a whole number >= 1, got {row_cell(row, field)!r}")
-    return value
-
-
-def _flag(row: Mapping[str, str | None], field: str) -> bool | None:
-    text = row_cell(row, field).lower()
-    if not text:
-        return None
-    if text in _TRUE:
-        return True
-    if text in _FALSE:
-        return False
-    raise PlannerError(field, f"must be yes or no, got {row_cell(row, field)!r}")
-
-
-def _flash(row: Mapping[str, str | None]) -> bool | None:
-    """The `flash_attention` cell: yes / no, or the kernel it names ("FlashAttention-2",
-    "cuDNN fused", "SDPA": fused; "eager": the scores are stored)."""
-    text = row_cell(row, "flash_attention").lower()
-    if not text or text in _TRUE or text in _FALSE:
-        return _flag(row, "flash_attention")
-    folded = _folded(text)
-    if folded.startswith(_UNFUSED_ATTENTION):
-        return False
-    if any(name in folded for name in _FUSED_ATTENTION):
-        return True
-    raise PlannerError(
-        "flash_attention",
-        f"must be yes or no (or the kernel: flash, cudnn, sdpa, eager), got {text!r}",
-    )
 
 
 def _gpu(row: Mapping[str, str | None]) -> GPU:
-    text = row_cell(row, "gpu_type").upper()
-    name = next((entry for key, entry in _GPU_NAMES if key in text), None)
-    if name == "A100-80GB" and re.search(r"\b40\s?GB\b", text):
-        name = "A100-40GB"  # "A100 PCIe 40GB", "A100 (40 GB)"
-    if name is None:
-        raise PlannerError(
-            "gpu_type",
-            f"unknown GPU {row_cell(row, 'gpu_type')!r}; name one of {', '.join(CATALOGUE)}",
-        )
+    name = gpu_name(row)
     device = CATALOGUE[name]
-    peak = _number(row, "gpu_peak_tflops")
+    peak = number(row, "gpu_peak_tflops")
     if peak is not None:
         if peak <= 0:
             raise PlannerError("gpu_peak_tflops", f"must be > 0, got {peak}")
@@ -308,10 +136,10 @@ def _legacy(row: Mapping[str, str | None]) -> bool:
 
 
 # Words that name a recompute mode inside a longer cell; a cell naming one mode reads as it.
-_RECOMPUTE_WORDS: Final[tuple[tuple[Recompute, frozenset[str]], ...]] = (
-    ("selective", frozenset({"selective"})),
-    ("full", frozenset({"full", "uniform", "block"})),
-    ("none", frozenset({"none"})),
+_RECOMPUTE_WORDS: Final[tuple[tuple[tuple[str, ...], Recompute], ...]] = (
+    (("selective",), "selective"),
+    (("full", "uniform", "block"), "full"),
+    (("none",), "none"),
 )
 
 
@@ -322,14 +150,13 @@ def _recompute(row: Mapping[str, str | None]) -> Recompute | None:
         return "op"  # torchtitan's per-operator selective checkpointing
     if cell.startswith(("selective", "sel")):
         return "selective"
-    if cell.startswith(("full", "block", "uniform")) or cell in _TRUE:
+    if cell.startswith(("full", "block", "uniform")) or cell in TRUE:
         return "full"  # Megatron's full-recompute methods; a bare "yes" checkpoints layers
-    if cell.startswith(("none", "no")) or cell in _FALSE:
+    if cell.startswith(("none", "no")) or cell in FALSE:
         return "none"
-    words = set(re.findall(r"[a-z]+", cell))  # "activation checkpointing: full"
-    named = {mode for mode, keys in _RECOMPUTE_WORDS if words & keys}
+    named = first_named(cell, _RECOMPUTE_WORDS)  # "activation checkpointing: full"
     if len(named) == 1:
-        return named.pop()
+        return named[0]
     if cell:
         raise PlannerError(
             "activation_recompute", f"must be none, selective, full or op, got {cell!r}"
@@ -344,7 +171,7 @@ def infer_recompute(
 ) -> Recompute:
     """The recompute mode of a row that does not state one (see the module docstring): from
     its HFU / MFU ratio when it gives both, else the lightest mode that fits `gpu`."""
-    hfu, mfu = _number(row, "hfu_pct"), _number(row, "mfu_pct")
+    hfu, mfu = number(row, "hfu_pct"), number(row, "mfu_pct")
     modes: tuple[Recompute, ...] = ("none", "selective", "full")
     if hfu is not None and mfu is not None and hfu > 0 and mfu > 0:
         base = model.flops_per_iteration(recompute=False)
@@ -356,84 +183,27 @@ def infer_recompute(
     return "full"
 
 
-def _folded(text: str) -> str:
-    """`text` lower-cased without spaces, hyphens and underscores ("ZeRO-1" -> "zero1")."""
-    return re.sub(r"[\s_\-]", "", text.lower())
-
-
-# Other spellings of a sharding: ZeRO's stages, PyTorch FSDP's sharding strategies, FSDP2.
-_SHARDING_ALIASES: Final[dict[str, str]] = {
-    "zero": "zero1",
-    "zero3fsdp": "zero3",
-    "zerostage1": "zero1",
-    "zerostage2": "zero2",
-    "zerostage3": "zero3",
-    "noshard": "none",
-    "shardgradop": "zero2",
-    "fullshard": "fsdp",
-    "fsdp1": "fsdp",
-    "fsdp2": "fsdp",
-    "hybridshard": "hsdp",
-}
-_SHARDING_FOLDED: Final = {_folded(name): name for name in SHARDING_NAMES}
-
-
-# Words that name a sharding inside a longer cell ("ZeRO-1 (distributed optimizer)", "DeepSpeed
-# ZeRO stage 3", "FSDP (FULL_SHARD)"), most specific first: the first family found decides.
-_SHARDING_WORDS: Final[tuple[tuple[tuple[str, ...], str], ...]] = (
-    (("hsdp", "hybridshard"), "hsdp"),
-    (("fsdp", "fullshard"), "fsdp"),
-    (("zero3", "zerostage3"), "zero3"),
-    (("zero2", "zerostage2", "shardgradop"), "zero2"),
-    (("zero1", "zerostage1", "distributedoptimizer", "distopt"), "zero1"),
-    (("zero0", "ddp", "noshard"), "none"),
-)
-
-
 def _sharding(row: Mapping[str, str | None]) -> tuple[int, bool]:
-    cell = _folded(row_cell(row, "sharding"))
-    if not cell:
-        return (3, False) if "zero-3" in row_cell(row, "notes").lower() else (0, False)
-    name = _SHARDING_FOLDED.get(_SHARDING_ALIASES.get(cell, cell))
-    if name is None:
-        name = next((n for words, n in _SHARDING_WORDS if any(w in cell for w in words)), None)
-    if name is None:
-        raise PlannerError(
-            "sharding",
-            f"unknown sharding {row_cell(row, 'sharding')!r}; use one of "
-            f"{', '.join(SHARDING_NAMES)}",
-        )
-    return SHARDING_NAMES[name]
-
-
-def _precision(row: Mapping[str, str | None]) -> Precision:
-    """bf16, fp16 or fp8: the one of them the cell names ("bf16-mixed", "FP8 (hybrid)")."""
-    cell = row_cell(row, "precision").lower() or "bf16"
-    names: tuple[Precision, ...] = ("bf16", "fp16", "fp8")
-    named = [name for name in names if name in cell]
-    if len(named) == 1:
-        return named[0]
-    if "fp8" in named:  # fp8 training keeps 16-bit weights and attention: the cell says both
-        return "fp8"
-    raise PlannerError("precision", f"must be bf16, fp16 or fp8, got {cell!r}")
+    """The `sharding` cell's (ZeRO stage, hybrid); without one, ZeRO-3 when the notes say
+    so (the 2021 tables), else none."""
+    stated = sharding_cell(row)
+    if stated is not None:
+        return stated
+    return (3, False) if "zero-3" in row_cell(row, "notes").lower() else (0, False)
 
 
 def _model(row: Mapping[str, str | None]) -> Model | str:
     needed = ("num_layers", "hidden_size", "num_attention_heads", "seq_len", "vocab_size")
     values = {}
     for field in (*needed, "global_batch_size"):
-        value = _count(row, field)
+        value = count(row, field)
         if value is None:
             return f"no {field}"
         values[field] = value
-    mlp = row_cell(row, "mlp").lower().replace("-", "_").replace(" ", "_")
-    mlp = _MLP_ALIASES.get(_folded(mlp), mlp)
-    if mlp and mlp not in MLPS:  # "GeLU (tanh)", "SwiGLU FFN": the first MLP it names
-        folded = _folded(mlp)
-        mlp = next((name for key, name in _MLP_WORDS if key in folded), mlp)
+    mlp = mlp_cell(row)
     if mlp and mlp not in MLPS:
         raise PlannerError("mlp", f"unknown MLP {mlp!r}; use one of {', '.join(MLPS)}")
-    tied = _flag(row, "tied_embeddings")
+    tied = flag(row, "tied_embeddings")
     experts = _experts(row)
     return Model(
         row_cell(row, "model") or "row",
@@ -443,22 +213,22 @@ def _model(row: Mapping[str, str | None]) -> Model | str:
         values["seq_len"],
         values["vocab_size"],
         values["global_batch_size"],
-        kv_heads=_int(row, "num_kv_heads") or 0,
-        ffn_hidden=_int(row, "ffn_hidden_size") or 0,
-        precision=_precision(row),
+        kv_heads=integer(row, "num_kv_heads") or 0,
+        ffn_hidden=integer(row, "ffn_hidden_size") or 0,
+        precision=precision_cell(row),
         mlp=mlp,
         bias=mlp not in ("swiglu", "geglu") if mlp else True,
         tied_embeddings=True if tied is None else tied,
         learned_positions=mlp not in ("swiglu", "geglu") if mlp else True,
-        vocab_multiple=_int(row, "vocab_multiple") or 128,
-        head_dim=_count(row, "head_dim") or 0,
-        window=_count(row, "window_size") or 0,
-        full_attention_every=_count(row, "full_attention_every") or 0,
-        kv_lora_rank=_count(row, "kv_lora_rank") or 0,
-        q_lora_rank=_count(row, "q_lora_rank") or 0,
-        rope_dim=_count(row, "rope_dim") or 0,
-        v_head_dim=_count(row, "v_head_dim") or 0,
-        dense_layers=_count(row, "dense_layers") or 0,
+        vocab_multiple=integer(row, "vocab_multiple") or 128,
+        head_dim=count(row, "head_dim") or 0,
+        window=count(row, "window_size") or 0,
+        full_attention_every=count(row, "full_attention_every") or 0,
+        kv_lora_rank=count(row, "kv_lora_rank") or 0,
+        q_lora_rank=count(row, "q_lora_rank") or 0,
+        rope_dim=count(row, "rope_dim") or 0,
+        v_head_dim=count(row, "v_head_dim") or 0,
+        dense_layers=count(row, "dense_layers") or 0,
         experts=experts[0],
         moe_topk=experts[1],
         moe_ffn_hidden=experts[2],
@@ -469,13 +239,13 @@ def _model(row: Mapping[str, str | None]) -> Model | str:
 def _experts(row: Mapping[str, str | None]) -> tuple[int, int, int, int]:
     """(experts, top-k, expert hidden, shared hidden) of a mixture of experts from the row;
     zeros when num_experts <= 1 (a dense model)."""
-    experts = _int(row, "num_experts") or 0
+    experts = integer(row, "num_experts") or 0
     if experts < 0:
         raise PlannerError("num_experts", f"must be a whole number >= 0, got {experts}")
     if experts <= 1:
         return 0, 0, 0, 0
     cells = ("moe_topk", "moe_ffn_hidden_size", "moe_shared_ffn_hidden_size")
-    topk, f_e, shared = (_count(row, cell) or 0 for cell in cells)
+    topk, f_e, shared = (count(row, cell) or 0 for cell in cells)
     return experts, topk, f_e, shared
 
 
@@ -491,13 +261,13 @@ def row_inputs(row: Mapping[str, str | None]) -> tuple[Model, ParallelLayout, GP
             "and 1536 GPUs alike, bound by that version's parameter gathering, an order of "
             "magnitude below NCCL's all-gather rate; not a property of the layout"
         )
-    tp = _count(row, "tensor_parallel")
-    pp = _count(row, "pipeline_parallel")
-    cp = _count(row, "context_parallel") or 1
-    stated_dp = _count(row, "data_parallel")
-    nodes, per_node = _count(row, "num_nodes"), _count(row, "gpus_per_node")
+    tp = count(row, "tensor_parallel")
+    pp = count(row, "pipeline_parallel")
+    cp = count(row, "context_parallel") or 1
+    stated_dp = count(row, "data_parallel")
+    nodes, per_node = count(row, "num_nodes"), count(row, "gpus_per_node")
     on_nodes = nodes * per_node if nodes and per_node else None
-    stated_gpus = _count(row, "num_gpus") or on_nodes
+    stated_gpus = count(row, "num_gpus") or on_nodes
     if tp is None or pp is None:
         split = _missing_split(row, tp, pp, cp, stated_dp, stated_gpus)
         if split is None:
@@ -509,18 +279,18 @@ def row_inputs(row: Mapping[str, str | None]) -> tuple[Model, ParallelLayout, GP
         return f"tp x cp x pp x dp = {tp * cp * pp * dp} but num_gpus = {gpus}"
     notes = row_cell(row, "notes")
     found = re.search(r"\bv=(\d+)", notes)
-    v = _int(row, "virtual_pipeline")
+    v = integer(row, "virtual_pipeline")
     if v is not None and v < 0:
         raise PlannerError(
             "virtual_pipeline", f"must be a whole number >= 0 (0 or 1: none), got {v}"
         )
     v = v or (int(found.group(1)) if found and pp > 1 else 0)
     zero, hybrid = _sharding(row)
-    overlap = _flag(row, "tp_comm_overlap")
+    overlap = flag(row, "tp_comm_overlap")
     if overlap is None:
         overlap = "--tp-comm-overlap" in notes
     overlap = overlap and tp > 1
-    flash = _flash(row)
+    flash = flash_cell(row)
     if flash is None:
         flash = not _legacy(row)
     recompute_cell = row_cell(row, "activation_recompute")
@@ -530,17 +300,17 @@ def row_inputs(row: Mapping[str, str | None]) -> tuple[Model, ParallelLayout, GP
         pp=pp,
         dp=dp,
         cp=cp,
-        micro_batch=_count(row, "micro_batch_size") or 1,
+        micro_batch=count(row, "micro_batch_size") or 1,
         zero=zero,
-        shard_group=(_count(row, "shard_group") or 8) if hybrid else 0,
+        shard_group=(count(row, "shard_group") or 8) if hybrid else 0,
         recompute=stated or "none",
         virtual_stages=v or 1,
         sequence_parallel=tp > 1 and _sequence_parallel(row, overlap, recompute_cell),
         flash_attention=flash,
         tp_comm_overlap=overlap,
-        first_stage_layers=_int(row, "first_stage_layers") or 0,
-        last_stage_layers=_int(row, "last_stage_layers") or 0,
-        ep=_count(row, "expert_parallel") or 1,
+        first_stage_layers=integer(row, "first_stage_layers") or 0,
+        last_stage_layers=integer(row, "last_stage_layers") or 0,
+        ep=count(row, "expert_parallel") or 1,
     )
     layout.check(model)
     gpu = _gpu(row)
@@ -581,7 +351,7 @@ def _sequence_parallel(row: Mapping[str, str | None], overlap: bool, recompute: 
     """The `sequence_parallel` cell; else on with TP overlap (which needs it) or when the
     recompute cell names it, and by default for every table but the pre-2023 ones
     (Megatron-Core, NeMo and torchtitan run tensor parallelism with it)."""
-    stated = _flag(row, "sequence_parallel")
+    stated = flag(row, "sequence_parallel")
     if stated is not None:
         return stated
     return overlap or "sequence parallel" in recompute or not _legacy(row)
@@ -589,7 +359,7 @@ def _sequence_parallel(row: Mapping[str, str | None], overlap: bool, recompute: 
 
 def row_links(row: Mapping[str, str | None]) -> LinkSet | None:
     """The network a row states (`network_gbps_per_gpu`), or None for the catalogue's."""
-    gbps = _number(row, "network_gbps_per_gpu")
+    gbps = number(row, "network_gbps_per_gpu")
     if gbps is None:
         return None
     if gbps <= 0:
@@ -599,18 +369,18 @@ def row_links(row: Mapping[str, str | None]) -> LinkSet | None:
 
 def row_target(row: Mapping[str, str | None], gpu: GPU) -> tuple[str, float] | None:
     """The published figure to compare with: (metric, value), or None."""
-    seconds = _number(row, "iteration_time_s")
+    seconds = number(row, "iteration_time_s")
     if seconds is None:
-        ms = _number(row, "iteration_time_ms")
+        ms = number(row, "iteration_time_ms")
         seconds = ms / 1000 if ms is not None else None
     options: list[tuple[str, float | None]] = [
         ("iteration_time_s", seconds),
-        ("tokens_per_sec_per_gpu", _number(row, "tokens_per_sec_per_gpu")),
-        ("tflops_per_gpu", _number(row, "achieved_tflops_per_gpu")),
+        ("tokens_per_sec_per_gpu", number(row, "tokens_per_sec_per_gpu")),
+        ("tflops_per_gpu", number(row, "achieved_tflops_per_gpu")),
     ]
     peak = gpu.bf16_tflops
     for field, metric in (("hfu_pct", "hfu_tflops"), ("mfu_pct", "mfu_tflops")):
-        pct = _number(row, field)
+        pct = number(row, field)
         options.append((metric, pct / 100 * peak if pct is not None else None))
     for metric, value in options:
         if value is not None:

@@ -12,13 +12,12 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from published_rows import ROW
 
 from trainyard.planner.compute import step_time
 from trainyard.planner.errors import PlannerError
 from trainyard.planner.evaluate import default_csv_path, evaluate, row_inputs
-from trainyard.planner.hardware import CATALOGUE
 from trainyard.planner.memory import memory_per_gpu
-from trainyard.planner.rows import row_target
 from trainyard.planner.search import HEADROOM
 
 REPO = Path(__file__).resolve().parents[3]
@@ -88,23 +87,6 @@ def write(tmp_path: Path, rows: list[dict[str, str]], extra: list[str] | None = 
         for row in rows:
             writer.writerow({k: row.get(k, "") for k in fields})
     return path
-
-
-ROW = {
-    "table_id": "T",
-    "model": "tiny",
-    "num_layers": "8",
-    "hidden_size": "1024",
-    "num_attention_heads": "16",
-    "seq_len": "1024",
-    "vocab_size": "32000",
-    "gpu_type": "A100-SXM4-80GB",
-    "num_gpus": "1",
-    "tensor_parallel": "1",
-    "pipeline_parallel": "1",
-    "global_batch_size": "64",
-    "achieved_tflops_per_gpu": "150",
-}
 
 
 def test_synthetic_row_is_predicted_with_defaults(tmp_path: Path) -> None:
@@ -321,75 +303,6 @@ def test_virtual_pipeline_zero_means_none_and_new_gpus_are_known() -> None:
         assert not isinstance(inputs, str) and inputs[2].name == name
 
 
-@pytest.mark.parametrize(
-    ("column", "text", "read"),
-    [
-        ("sharding", "ZeRO-1", (1, False)),
-        ("sharding", "ZeRO stage 2", (2, False)),
-        ("sharding", "FULL_SHARD", (3, False)),
-        ("sharding", "FSDP2", (3, False)),
-        ("sharding", "HYBRID_SHARD", (3, True)),
-        ("sharding", "distributed optimizer", (1, False)),
-        ("sharding", "ZeRO-1 (distributed optimizer)", (1, False)),
-        ("sharding", "DeepSpeed ZeRO stage 3", (3, False)),
-        ("sharding", "FSDP (FULL_SHARD)", (3, False)),
-        ("sharding", "HSDP, shards of 8", (3, True)),
-        ("sharding", "Megatron DDP", (0, False)),
-        ("precision", "bf16-mixed", "bf16"),
-        ("precision", "FP8 (hybrid, bf16 weights)", "fp8"),
-        ("mlp", "SwiGLU", "swiglu"),
-        ("mlp", "silu", "swiglu"),
-        ("mlp", "relu2", "squared_relu"),
-        ("mlp", "Squared ReLU", "squared_relu"),
-        ("mlp", "GeLU (tanh approximation)", "gelu"),
-        ("mlp", "SwiGLU FFN", "swiglu"),
-        ("activation_recompute", "block", "full"),
-        ("activation_recompute", "yes", "full"),
-        ("activation_recompute", "off", "none"),
-        ("activation_recompute", "activation checkpointing: full", "full"),
-        ("activation_recompute", "Megatron selective (core_attn)", "selective"),
-        ("flash_attention", "FlashAttention-2", True),
-        ("flash_attention", "FA3", True),
-        ("flash_attention", "cuDNN fused attention", True),
-        ("flash_attention", "SDPA", True),
-        ("flash_attention", "eager", False),
-        ("flash_attention", "disabled", False),
-        ("flash_attention", "n/a", True),  # unstated: a modern table's default, fused
-        ("sharding", "-", (0, False)),  # unstated: none
-        ("gpu_type", "A100 PCIe 40GB", "A100-40GB"),
-        ("gpu_type", "A100 (40 GB)", "A100-40GB"),
-        ("gpu_type", "NVIDIA A100-SXM4-80GB", "A100-80GB"),
-    ],
-)
-def test_other_spellings_of_a_cell_are_read(column: str, text: str, read: object) -> None:
-    row = {**ROW, "num_gpus": "8", "data_parallel": "8", column: text}
-    inputs = row_inputs(row)
-    assert not isinstance(inputs, str)
-    model, layout, device = inputs
-    got = {
-        "sharding": (layout.zero, layout.shard_group > 0),
-        "precision": model.precision,
-        "mlp": model.mlp,
-        "activation_recompute": layout.recompute,
-        "flash_attention": layout.flash_attention,
-        "gpu_type": device.name,
-    }[column]
-    assert got == read
-
-
-def test_an_attention_cell_naming_no_kernel_is_a_skip_naming_its_column() -> None:
-    with pytest.raises(PlannerError) as err:
-        row_inputs({**ROW, "flash_attention": "sometimes"})
-    assert err.value.field == "flash_attention" and "cudnn" in err.value.message
-
-
-def test_a_percentage_may_carry_its_sign() -> None:
-    row = {**ROW, "achieved_tflops_per_gpu": "", "mfu_pct": "38%"}
-    inputs = row_inputs(row)
-    assert not isinstance(inputs, str)
-    assert row_target(row, inputs[2]) == ("mfu_tflops", pytest.approx(0.38 * 312))
-
-
 def test_the_published_runs_shipped_with_the_planner_are_all_held_out() -> None:
     from trainyard.planner.evaluate import package_csv_path
 
@@ -403,52 +316,6 @@ def test_the_published_runs_shipped_with_the_planner_are_all_held_out() -> None:
     with package_csv_path().open() as f:
         for row in csv.DictReader(f):
             assert row["source"] and row["split"] == "held_out"
-
-
-def test_moe_columns_read_under_megatron_and_hugging_face_names() -> None:
-    row = {**ROW, "num_gpus": "8", "num_local_experts": "8", "num_experts_per_tok": "2",
-           "moe_intermediate_size": "512", "expert_model_parallel_size": "4",
-           "kv_channels": "128", "sliding_window": "256", "full_attention_every": "2"}  # fmt: skip
-    inputs = row_inputs(row)
-    assert not isinstance(inputs, str)
-    model, layout, _ = inputs
-    assert (model.experts, model.moe_topk, model.moe_ffn_hidden) == (8, 2, 512)
-    assert (model.head_dim, model.window, layout.ep) == (128, 256, 4)
-    # the column's own name wins over another name for it
-    named = row_inputs({**row, "expert_parallel": "8"})
-    assert not isinstance(named, str) and named[1].ep == 8
-
-
-@pytest.mark.parametrize(
-    ("cells", "target"),
-    [
-        ({"iteration_time_s": "1.5 s"}, ("iteration_time_s", 1.5)),
-        ({"iteration_time_s": "", "iteration_time_ms": "1500 ms"}, ("iteration_time_s", 1.5)),
-        ({"tokens_per_sec_per_gpu": "3,200 tok/s"}, ("tokens_per_sec_per_gpu", 3200.0)),
-        ({"achieved_tflops_per_gpu": "430 TFLOP/s"}, ("tflops_per_gpu", 430.0)),
-    ],
-)
-def test_a_figure_may_repeat_its_unit(cells: dict[str, str], target: tuple[str, float]) -> None:
-    row = {**ROW, "achieved_tflops_per_gpu": "", **cells}
-    inputs = row_inputs(row)
-    assert not isinstance(inputs, str)
-    assert row_target(row, inputs[2]) == (target[0], pytest.approx(target[1]))
-
-
-def test_context_and_gpu_counts_may_be_written_in_k_and_other_suffixes_are_refused() -> None:
-    row = {**ROW, "seq_len": "8K", "num_gpus": "16K", "data_parallel": "16384",
-           "global_batch_size": "16384"}  # fmt: skip
-    inputs = row_inputs(row)
-    assert not isinstance(inputs, str)
-    model, layout, _device = inputs
-    assert model.seq_len == 8192 and layout.gpus == 16384
-    for column, text in (("seq_len", "8M"), ("global_batch_size", "4K"), ("iteration_time_s",
-                         "1.5 min"), ("tokens_per_sec_per_gpu", "3.2k")):  # fmt: skip
-        with pytest.raises(PlannerError) as err:
-            bad = {**ROW, column: text}
-            inputs = row_inputs(bad)
-            row_target(bad, CATALOGUE["A100-80GB"])
-        assert err.value.field == column, column
 
 
 @pytest.mark.parametrize("sep", ["\t", ";"])
@@ -465,24 +332,6 @@ def test_a_spreadsheet_export_reads_as_the_csv(tmp_path: Path, sep: str) -> None
     assert not exported.skipped
     assert [r.predicted for r in exported.rows] == [r.predicted for r in plain.rows]
     assert exported.rows[0].table_id == "T"
-
-
-def test_core_columns_read_under_the_names_configs_and_people_give_them() -> None:
-    """A row written with Hugging Face config names and the short names of a slide (tp, pp,
-    gbs, mbs) reads as the same run as one with the planner's column names."""
-    ours = {**ROW, "num_gpus": "8", "tensor_parallel": "2", "pipeline_parallel": "2",
-            "micro_batch_size": "2", "num_kv_heads": "4", "ffn_hidden_size": "2816",
-            "mlp": "swiglu"}  # fmt: skip
-    theirs = {
-        "table_id": "T", "model": "tiny", "num_hidden_layers": "8", "hidden": "1024",
-        "num_heads": "16", "num_key_value_heads": "4", "intermediate_size": "2816",
-        "mlp": "swiglu", "seq_length": "1024", "vocab": "32000", "gpu": "A100-SXM4-80GB",
-        "gpus": "8", "tp": "2", "pp": "2", "gbs": "64", "mbs": "2",
-        "achieved_tflops_per_gpu": "150",
-    }  # fmt: skip
-    a, b = row_inputs(ours), row_inputs(theirs)
-    assert not isinstance(a, str) and not isinstance(b, str)
-    assert a[0] == b[0] and a[1] == b[1] and a[2] == b[2]
 
 
 def test_gpus_may_be_given_as_nodes_of_a_size() -> None:

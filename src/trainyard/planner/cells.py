@@ -1,0 +1,301 @@
+"""How a published table's cells are spelled: the text of a column under any of its names,
+numbers with their units, yes / no, and the names a table may give a GPU, a sharding, an MLP,
+a precision or an attention kernel (`trainyard.planner.rows` says what a row means).
+
+This module owns the spellings, not the conventions: it reads one cell of one row (a mapping
+of column to text) and returns the value it names, raising `PlannerError` naming the column
+for a cell that names none. A longer cell ("ZeRO-1 (distributed optimizer)", "SwiGLU FFN",
+"activation checkpointing: full") is read by the names it contains (`first_named`); a cell
+"-", "n/a", "?" or "unknown" is unstated and reads as empty (the column's default applies).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Final, TypeVar
+
+from trainyard.planner.errors import PlannerError
+from trainyard.planner.hardware import CATALOGUE
+from trainyard.planner.model import Precision
+
+__all__ = [
+    "FALSE",
+    "SHARDING_NAMES",
+    "TRUE",
+    "count",
+    "first_named",
+    "flag",
+    "flash_cell",
+    "folded",
+    "gpu_name",
+    "integer",
+    "mlp_cell",
+    "number",
+    "precision_cell",
+    "row_cell",
+    "sharding_cell",
+]
+
+T = TypeVar("T")
+Row = Mapping[str, str | None]
+
+TRUE: Final = ("yes", "true", "1", "y", "on", "enabled", "✓", "✔")
+FALSE: Final = ("no", "false", "0", "n", "off", "disabled", "✗")
+# Cells that say the table does not know: read as empty (the column's default applies).
+_UNSTATED: Final = ("-", "—", "–", "n/a", "na", "?", "unknown", "not stated")
+
+# Other names a table may give a column (Megatron-LM's argument names, Hugging Face config
+# names, the short ones people write: tp, gbs), read when the column itself is empty.
+_COLUMN_ALIASES: Final[dict[str, tuple[str, ...]]] = {
+    "num_layers": ("num_hidden_layers", "layers", "n_layers", "n_layer"),
+    "hidden_size": ("hidden", "d_model", "n_embd"),
+    "num_attention_heads": ("num_heads", "heads", "n_heads", "n_head", "attention_heads"),
+    "num_kv_heads": ("num_key_value_heads", "num_query_groups", "kv_heads", "n_kv_heads"),
+    "ffn_hidden_size": ("intermediate_size", "ffn_dim", "d_ff"),
+    "seq_len": ("seq_length", "sequence_length", "max_seq_len", "context_length"),
+    "vocab_size": ("vocab",),
+    "num_gpus": ("gpus", "world_size", "n_gpus"),
+    "num_nodes": ("nodes", "n_nodes", "nnodes"),
+    "gpus_per_node": ("nproc_per_node", "gpus_per_host"),
+    "tensor_parallel": ("tensor_model_parallel_size", "tp", "tp_size"),
+    "pipeline_parallel": ("pipeline_model_parallel_size", "pp", "pp_size"),
+    "context_parallel": ("context_parallel_size", "cp", "cp_size"),
+    "data_parallel": ("data_parallel_size", "dp", "dp_size"),
+    "virtual_pipeline": ("virtual_pipeline_model_parallel_size", "vpp", "vp"),
+    "micro_batch_size": ("micro_batch", "mbs"),
+    "global_batch_size": ("global_batch", "gbs"),
+    "gpu_type": ("gpu", "accelerator"),
+    "activation_recompute": ("recompute_granularity", "activation_checkpointing", "recompute"),
+    "sequence_parallel": ("sp",),
+    "tp_comm_overlap": ("tp_overlap",),
+    "tokens_per_sec_per_gpu": ("tokens_per_second_per_gpu",),
+    "num_experts": ("num_moe_experts", "num_local_experts", "n_routed_experts"),
+    "moe_topk": ("moe_router_topk", "num_experts_per_tok", "experts_per_token", "top_k"),
+    "moe_ffn_hidden_size": ("moe_intermediate_size", "expert_ffn_hidden_size"),
+    "moe_shared_ffn_hidden_size": (
+        "moe_shared_expert_intermediate_size", "shared_expert_intermediate_size"
+    ),
+    "expert_parallel": ("expert_model_parallel_size", "ep"),
+    "head_dim": ("kv_channels", "qk_head_dim", "qk_nope_head_dim"),
+    "window_size": ("sliding_window",),
+    "rope_dim": ("qk_rope_head_dim", "qk_pos_emb_head_dim"),
+    "dense_layers": ("first_k_dense_replace",),
+}  # fmt: skip
+
+
+def row_cell(row: Row, field: str) -> str:
+    """The text of `field` in `row` (or of one of its other names, `_COLUMN_ALIASES`),
+    stripped; "" when missing, empty or unstated ("-", "n/a", "?": `_UNSTATED`)."""
+    for name in (field, *_COLUMN_ALIASES.get(field, ())):
+        value = row.get(name)
+        if isinstance(value, str) and value.strip() and value.strip().lower() not in _UNSTATED:
+            return value.strip()
+    return ""
+
+
+def folded(text: str) -> str:
+    """`text` lower-cased without spaces, hyphens and underscores ("ZeRO-1" -> "zero1")."""
+    return re.sub(r"[\s_\-]", "", text.lower())
+
+
+def first_named(text: str, families: Sequence[tuple[Sequence[str], T]]) -> list[T]:
+    """The values of the families whose words appear in `text` (folded), in the families'
+    order (most specific first), each once."""
+    found: list[T] = []
+    for words, value in families:
+        if value not in found and any(w in text for w in words):
+            found.append(value)
+    return found
+
+
+# Units a cell may repeat after its number, by column (folded: lower case, no spaces), and
+# the columns whose counts a table may write in K (1,024: "8K" context, "16K GPUs").
+_UNITS: Final[dict[str, tuple[str, ...]]] = {
+    "iteration_time_s": ("s", "sec", "secs", "seconds", "s/iter", "s/it"),
+    "iteration_time_ms": ("ms", "msec"),
+    "tokens_per_sec_per_gpu": ("tok/s", "tokens/s", "tokens/sec", "tok/s/gpu", "tokens/s/gpu",
+                               "tokens/sec/gpu", "tps"),
+    "achieved_tflops_per_gpu": ("tflop/s", "tflops", "tflop/s/gpu", "tflops/gpu"),
+    "gpu_peak_tflops": ("tflop/s", "tflops"),
+    "network_gbps_per_gpu": ("gb/s", "gbps", "gbit/s", "gb/s/gpu", "gbps/gpu"),
+    "hfu_pct": ("%",),
+    "mfu_pct": ("%",),
+}  # fmt: skip
+_KILO_COLUMNS: Final = ("seq_len", "num_gpus")
+_NUMBER: Final = re.compile(r"([+-]?(?:\d+\.?\d*|\.\d+)(?:e[+-]?\d+)?)(.*)", re.IGNORECASE)
+
+
+def number(row: Row, field: str) -> float | None:
+    text = row_cell(row, field).replace(",", "")
+    if not text:
+        return None
+    found = _NUMBER.fullmatch(text)
+    rest = folded(found.group(2)) if found else ""
+    if found and not rest:
+        return float(found.group(1))
+    if found and rest in _UNITS.get(field, ()):
+        return float(found.group(1))
+    if found and rest == "k" and field in _KILO_COLUMNS:
+        return float(found.group(1)) * 1024
+    raise PlannerError(field, f"must be a number, got {text!r}")
+
+
+def integer(row: Row, field: str) -> int | None:
+    value = number(row, field)
+    if value is None:
+        return None
+    if value != int(value):
+        raise PlannerError(field, f"must be a whole number, got {row_cell(row, field)!r}")
+    return int(value)
+
+
+def count(row: Row, field: str) -> int | None:
+    """A count cell (GPUs, a parallel degree, a batch): None when empty, else >= 1."""
+    value = integer(row, field)
+    if value is not None and value < 1:
+        raise PlannerError(field, f"must be a whole number >= 1, got {row_cell(row, field)!r}")
+    return value
+
+
+def flag(row: Row, field: str) -> bool | None:
+    text = row_cell(row, field).lower()
+    if not text:
+        return None
+    if text in TRUE:
+        return True
+    if text in FALSE:
+        return False
+    raise PlannerError(field, f"must be yes or no, got {row_cell(row, field)!r}")
+
+
+# What a `flash_attention` cell may name instead of yes / no: a fused attention kernel
+# (FlashAttention 1-3, cuDNN's or Transformer Engine's fused attention, PyTorch's SDPA,
+# xFormers' memory-efficient attention), or the unfused one that stores the scores.
+_FUSED_ATTENTION: Final = ("flash", "fa1", "fa2", "fa3", "cudnn", "fused", "sdpa", "xformers",
+                           "memeff", "memoryefficient", "te")  # fmt: skip
+_UNFUSED_ATTENTION: Final = ("eager", "math", "unfused", "naive", "standard", "none")
+
+
+def flash_cell(row: Row) -> bool | None:
+    """The `flash_attention` cell: yes / no, or the kernel it names ("FlashAttention-2",
+    "cuDNN fused", "SDPA": fused; "eager": the scores are stored)."""
+    text = row_cell(row, "flash_attention").lower()
+    if not text or text in TRUE or text in FALSE:
+        return flag(row, "flash_attention")
+    name = folded(text)
+    if name.startswith(_UNFUSED_ATTENTION):
+        return False
+    if any(kernel in name for kernel in _FUSED_ATTENTION):
+        return True
+    raise PlannerError(
+        "flash_attention",
+        f"must be yes or no (or the kernel: flash, cudnn, sdpa, eager), got {text!r}",
+    )
+
+
+# Substrings of `gpu_type`, most specific first, and the catalogue entry each means.
+_GPU_NAMES: Final[tuple[tuple[str, str], ...]] = (
+    ("H100-PCIE", "H100-PCIe"),
+    ("H100 PCIE", "H100-PCIe"),
+    ("H100", "H100-SXM"),
+    ("H800", "H800"),
+    ("A800", "A800-80GB"),
+    ("H200", "H200"),
+    ("GB200", "GB200"),
+    ("B200", "B200"),
+    ("A100-SXM4-40GB", "A100-40GB"),
+    ("A100 40GB", "A100-40GB"),
+    ("A100-40GB", "A100-40GB"),
+    ("A100", "A100-80GB"),
+    ("V100", "V100-32GB"),
+    ("L40S", "L40S"),
+)
+
+
+def gpu_name(row: Row) -> str:
+    """The catalogue name of the row's `gpu_type` (the first known name it contains; an A100
+    that says 40GB anywhere is the 40 GB one)."""
+    text = row_cell(row, "gpu_type").upper()
+    name = next((entry for key, entry in _GPU_NAMES if key in text), None)
+    if name == "A100-80GB" and re.search(r"\b40\s?GB\b", text):
+        name = "A100-40GB"  # "A100 PCIe 40GB", "A100 (40 GB)"
+    if name is None:
+        raise PlannerError(
+            "gpu_type",
+            f"unknown GPU {row_cell(row, 'gpu_type')!r}; name one of {', '.join(CATALOGUE)}",
+        )
+    return name
+
+
+# `sharding` cell -> (ZeRO stage, hybrid).
+SHARDING_NAMES: Final[dict[str, tuple[int, bool]]] = {
+    "none": (0, False),
+    "ddp": (0, False),
+    "zero0": (0, False),
+    "zero1": (1, False),
+    "distributed_optimizer": (1, False),
+    "zero2": (2, False),
+    "zero3": (3, False),
+    "fsdp": (3, False),
+    "hsdp": (3, True),
+}
+_SHARDING_FOLDED: Final = {folded(name): name for name in SHARDING_NAMES}
+# Words that name a sharding (ZeRO's stages, PyTorch FSDP's strategies, FSDP2, Megatron's
+# distributed optimizer), most specific first: the first family a cell names decides.
+_SHARDING_WORDS: Final[tuple[tuple[tuple[str, ...], str], ...]] = (
+    (("hsdp", "hybridshard"), "hsdp"),
+    (("fsdp", "fullshard"), "fsdp"),
+    (("zero3", "zerostage3"), "zero3"),
+    (("zero2", "zerostage2", "shardgradop"), "zero2"),
+    (("zero1", "zerostage1", "distributedoptimizer", "distopt"), "zero1"),
+    (("zero0", "ddp", "noshard"), "none"),
+)
+
+
+def sharding_cell(row: Row) -> tuple[int, bool] | None:
+    """(ZeRO stage, hybrid) the `sharding` cell names; None when it is empty. A bare "ZeRO"
+    is stage 1."""
+    cell = folded(row_cell(row, "sharding"))
+    if not cell:
+        return None
+    name = _SHARDING_FOLDED.get("zero1" if cell == "zero" else cell)
+    named = [name] if name else first_named(cell, _SHARDING_WORDS)
+    if not named:
+        raise PlannerError(
+            "sharding",
+            f"unknown sharding {row_cell(row, 'sharding')!r}; use one of "
+            f"{', '.join(SHARDING_NAMES)}",
+        )
+    return SHARDING_NAMES[named[0]]
+
+
+# Words that name an MLP (`Model.mlp`), most specific first: a gated GELU before GELU, the
+# squared ReLUs before ReLU.
+_MLP_WORDS: Final[tuple[tuple[tuple[str, ...], str], ...]] = (
+    (("swiglu", "gatedsilu", "silu", "swish"), "swiglu"),
+    (("geglu", "gatedgelu"), "geglu"),
+    (("squaredrelu", "sqrelu", "relu2", "relu²"), "squared_relu"),
+    (("gelu",), "gelu"),
+    (("relu",), "relu"),
+)
+
+
+def mlp_cell(row: Row) -> str:
+    """The MLP the `mlp` cell names ("" when empty): the first of `_MLP_WORDS` it contains,
+    else the cell as written (for `Model` to refuse, naming the ones it knows)."""
+    cell = row_cell(row, "mlp")
+    named = first_named(folded(cell), _MLP_WORDS)
+    return named[0] if named else cell.lower()
+
+
+def precision_cell(row: Row) -> Precision:
+    """bf16, fp16 or fp8: the one of them the cell names ("bf16-mixed", "FP8 (hybrid)")."""
+    cell = row_cell(row, "precision").lower() or "bf16"
+    names: tuple[Precision, ...] = ("bf16", "fp16", "fp8")
+    named = [name for name in names if name in cell]
+    if len(named) == 1:
+        return named[0]
+    if "fp8" in named:  # fp8 training keeps 16-bit weights and attention: the cell says both
+        return "fp8"
+    raise PlannerError("precision", f"must be bf16, fp16 or fp8, got {cell!r}")
