@@ -14,6 +14,8 @@ Cases (all of them without arguments; the data comes from ``$TRAINYARD_SHARED`` 
 * ``pollux-gap``: per application and load, the elastic runs' mean JCT next to the same jobs
   alone on the empty cluster under the same policy, the ideal alone (best size in every
   epoch, free restarts) and Pollux's published per-job JCTs: where the time goes.
+* ``pollux-shapes``: the elastic runs against rigid Tiresias on 16 x 8 and 32 x 2 (load 1.0)
+  and at load 4.0 on 16 x 4 (the load-2.0 workloads' arrivals twice as dense).
 * ``pollux-mixed``: the same with every other job rigid at its trace size: the waits of
   rigid and elastic jobs, finish-time fairness and makespan.
 * ``philly-window``: the busy Philly week 2017-10-16 to 2017-10-23 (14,185 jobs; GPU demand
@@ -199,6 +201,37 @@ def pollux_gap() -> None:
         print(json.dumps(out), flush=True)
 
 
+def pollux_shapes() -> None:
+    """Issue 13 off the measured setting: the elastic runs (`default`) against rigid Tiresias
+    on clusters and a load Pollux's results do not cover: the load-1.0 workloads on 16 x 8 and
+    32 x 2, and the load-2.0 workloads with their arrivals twice as dense (load 4.0) on 16 x 4.
+    Mean JCT of each and their ratio, with the worst workload's ratio."""
+    speed = PolluxJobs(POLLUX / "profiles")
+    for folder, shape, squeeze, load in (
+        ("workloads", "16x8", 1.0, 1.0),
+        ("workloads", "32x2", 1.0, 1.0),
+        ("workloads-2.0", "16x4", 2.0, 4.0),
+    ):
+        cluster = parse_cluster(shape)
+        start = time.perf_counter()
+        elastic, rigid = [], []
+        for w in range(1, 9):
+            trace = read_workload(f"pollux:{POLLUX / folder / f'workload-{w}.csv'}")
+            jobs = tuple(replace(j, submit_time=j.submit_time / squeeze) for j in trace.jobs)
+            trace = replace(trace, jobs=jobs)
+            wl = speed.elastic_workload(trace)
+            elastic.append(summarize(simulate(wl, cluster, speed, "default"))["jct_avg"])
+            rigid.append(summarize(simulate(trace, cluster, speed, "tiresias"))["jct_avg"])
+        out = {
+            "case": "pollux-shapes", "cluster": shape, "load": load,
+            "elastic_jct_avg": statistics.mean(elastic), "rigid_tiresias_jct_avg":
+            statistics.mean(rigid), "ratio": statistics.mean(elastic) / statistics.mean(rigid),
+            "worst_workload_ratio": max(e / r for e, r in zip(elastic, rigid, strict=True)),
+            "wall_s": time.perf_counter() - start, **machine(),
+        }  # fmt: skip
+        print(json.dumps(out), flush=True)
+
+
 def pollux_mixed() -> None:
     """Issue 13, acceptance 2: every other job of the 8 Pollux workloads rigid at its trace
     size, the rest elastic; waits of each kind (mean, p99, max), finish-time fairness and
@@ -333,6 +366,7 @@ CASES = {
     "pollux-elastic-events": lambda: pollux_elastic(0.0, "pollux-elastic-events"),
     "pollux-mixed": pollux_mixed,
     "pollux-gap": pollux_gap,
+    "pollux-shapes": pollux_shapes,
     "philly-window": philly_window,
     "philly-full": philly_full,
     "tie-break": tie_break,
