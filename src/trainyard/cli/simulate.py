@@ -28,7 +28,7 @@ from trainyard.sim.cluster import Cluster, parse_cluster
 from trainyard.sim.engine import QUOTA_SHARE, SimOptions, default_queues, simulate
 from trainyard.sim.metrics import TABLE_LEGEND, compare, summarize, table_rows
 from trainyard.sim.records import SimResult
-from trainyard.sim.speed import FixedDuration, SpeedModel
+from trainyard.sim.speed import FixedDuration, SpeedModel, restart_seconds
 from trainyard.sim.workload import Workload, WorkloadError
 
 DEFAULT_RESTART_S = 30.0  # Pollux's re-scale delay, used for trace-duration jobs as well
@@ -49,8 +49,15 @@ def _workload_file(spec: str) -> Path | None:
     return find_data_file(rest.strip(), shared_root(), WORKLOAD_FOLDERS)
 
 
-def _speed(spec: str, profiles: Path | None, restart_s: float, rigid: bool) -> SpeedModel:
+def _speed(
+    spec: str, profiles: Path | None, restart_penalty: float | None, rigid: bool
+) -> SpeedModel:
+    """The speed model of the workload `spec`, with `--restart-penalty` when given (each
+    model's own default otherwise)."""
     kind = spec.partition(":")[0].strip().lower()
+    restart_s = DEFAULT_RESTART_S
+    if restart_penalty is not None:
+        restart_s = restart_seconds(restart_penalty, "--restart-penalty")
     if kind == "pollux":
         from trainyard.sim.pollux_jobs import PolluxJobs
         from trainyard.sim.pollux_speed import PolluxSpeed
@@ -64,14 +71,16 @@ def _speed(spec: str, profiles: Path | None, restart_s: float, rigid: bool) -> S
                 "the Pollux workload needs the measured profiles: give --profiles DIR "
                 "(pollux/profiles beside the workloads folder)",
             )
-        return PolluxSpeed(profiles) if rigid else PolluxJobs(profiles)
+        if rigid:
+            return PolluxSpeed(profiles, restart_s=restart_s)
+        return PolluxJobs(profiles, restart_s=restart_s)
     if kind == "gavel":
         from trainyard.sim.gavel_speed import GavelSpeed
 
         found = _workload_file(spec)
         if found is None:
             raise WorkloadError(spec, "no such file; give the path of simulation_throughputs.json")
-        return GavelSpeed(found)
+        return GavelSpeed(found, restart_s=0.0 if restart_penalty is None else restart_s)
     return FixedDuration(restart_s=restart_s)
 
 
@@ -166,8 +175,13 @@ def simulate_command(
         str, typer.Option("--estimates", help="Run times told to the scheduler: none or exact.")
     ] = "none",
     restart_penalty: Annotated[
-        float, typer.Option("--restart-penalty", help="Seconds lost per restart (trace jobs).")
-    ] = DEFAULT_RESTART_S,
+        float | None,
+        typer.Option(
+            "--restart-penalty",
+            help="Seconds a job loses at every restart after its first start (a resize, a "
+            "resume after preemption) [default: 30; Gavel workloads 0].",
+        ),
+    ] = None,
     fairshare_half_life: Annotated[
         float | None,
         typer.Option(
@@ -252,6 +266,8 @@ def simulate_command(
             "gpus": cl.gpus,
             "devices": "simulated",
             "jobs": len(wl.jobs),
+            "interval_s": interval,
+            "restart_s": speed.restart_s,
             "policies": summaries if len(results) > 1 else None,
             "summary": summarize(results[0]) if len(results) == 1 else None,
         }
@@ -260,6 +276,7 @@ def simulate_command(
     typer.echo(
         f"{len(wl.jobs)} jobs of {workload} on {cl.gpus} simulated GPUs ({cl.spec}), "
         + (f"rounds every {interval:g} s" if interval > 0 else "a round at every event")
+        + f", {speed.restart_s:g} s lost per restart"
     )
     _print_table(summaries)
     if written and report is not None:

@@ -18,6 +18,7 @@ import math
 import re
 from pathlib import Path
 
+from trainyard.sim.speed import restart_seconds
 from trainyard.sim.workload import SimJob, WorkloadError
 
 __all__ = ["GavelSpeed"]
@@ -40,9 +41,11 @@ class GavelSpeed:
 
     name = "gavel"
     first_start_s = 0.0
-    restart_s = 0.0
 
-    def __init__(self, throughputs_json: Path, reference: str = "v100") -> None:
+    def __init__(
+        self, throughputs_json: Path, reference: str = "v100", *, restart_s: float = 0.0
+    ) -> None:
+        self.restart_s = restart_seconds(restart_s)
         path = Path(throughputs_json)
         if not path.is_file():
             raise WorkloadError(f"{path}:0:0", "throughputs file is missing")

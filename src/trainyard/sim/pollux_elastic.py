@@ -74,7 +74,6 @@ class PolluxElastic:
 
     name = "pollux-elastic"
     first_start_s = 30.0
-    restart_s = 30.0
 
     def __init__(
         self,
@@ -88,6 +87,7 @@ class PolluxElastic:
                 raise WorkloadError("profiles_dir", "give the profiles folder or a PolluxSpeed")
             speed = PolluxSpeed(profiles_dir)
         self.speed = speed
+        self.restart_s = speed.restart_s
         self.fixed_batch = dict(fixed_batch)
         self._best: dict[tuple[str, tuple[int, ...], int, int | None], BatchChoice] = {}
 

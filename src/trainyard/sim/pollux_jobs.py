@@ -41,10 +41,10 @@ class PolluxJobs:
 
     name = "pollux-elastic"
     first_start_s = 30.0
-    restart_s = 30.0
 
-    def __init__(self, profiles_dir: Path) -> None:
-        self.rigid = PolluxSpeed(profiles_dir)
+    def __init__(self, profiles_dir: Path, *, restart_s: float = 30.0) -> None:
+        self.rigid = PolluxSpeed(profiles_dir, restart_s=restart_s)
+        self.restart_s = self.rigid.restart_s
         self.adaptive = PolluxElastic(speed=self.rigid)
         self._placed: dict[str, tuple[int, ...]] = {}  # job id -> the placement it runs on
 

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
+from trainyard.sim.speed import restart_seconds
 from trainyard.sim.workload import SimJob, WorkloadError
 
 __all__ = ["EPOCHS", "PolluxSpeed", "bracket", "normalise_placement"]
@@ -241,10 +242,10 @@ class PolluxSpeed:
     integrate with `rate_at` and `next_change`; `rate` is the rate in the first epoch."""
 
     name = "pollux"
-    first_start_s = 30.0
-    restart_s = 30.0
+    first_start_s = 30.0  # Pollux's re-scale delay at every allocation, the first one too
 
-    def __init__(self, profiles_dir: Path) -> None:
+    def __init__(self, profiles_dir: Path, *, restart_s: float = 30.0) -> None:
+        self.restart_s = restart_seconds(restart_s)
         self.apps = {name: _App.load(Path(profiles_dir), name) for name in EPOCHS}
         self._step_cache: dict[tuple[str, tuple[int, ...], int], float] = {}
         self._gain_cache: dict[tuple[str, int, int], float] = {}

@@ -12,11 +12,12 @@ restore).
 
 from __future__ import annotations
 
+import math
 from typing import Protocol
 
 from trainyard.sim.workload import SimJob, WorkloadError
 
-__all__ = ["FixedDuration", "SpeedModel"]
+__all__ = ["FixedDuration", "SpeedModel", "restart_seconds"]
 
 
 class SpeedModel(Protocol):
@@ -41,6 +42,14 @@ class SpeedModel(Protocol):
         ...
 
 
+def restart_seconds(value: float, field: str = "restart_s") -> float:
+    """`value` as seconds lost per restart: a finite number >= 0, else a `WorkloadError`
+    naming `field` (the speed models' constructors; the CLI names its flag)."""
+    if not (math.isfinite(value) and value >= 0):
+        raise WorkloadError(field, f"must be a number of seconds >= 0, got {value}")
+    return float(value)
+
+
 class FixedDuration:
     """Jobs take their trace run time (`SimJob.duration`) at their requested size, wherever
     they are placed: work = duration seconds, rate = 1. `restart_s` is charged on every
@@ -49,9 +58,7 @@ class FixedDuration:
     name = "duration"
 
     def __init__(self, restart_s: float = 0.0) -> None:
-        if restart_s < 0:
-            raise WorkloadError("restart_s", f"must be >= 0, got {restart_s}")
-        self.restart_s = restart_s
+        self.restart_s = restart_seconds(restart_s)
         self.first_start_s = 0.0
 
     def work(self, job: SimJob) -> float:

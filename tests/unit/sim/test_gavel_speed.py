@@ -50,6 +50,7 @@ def job(gpus: int = 1, duration: float | None = 100.0, app: str = R50) -> SimJob
 def test_work_and_rates(tmp_path: Path) -> None:
     model = GavelSpeed(write(tmp_path, table(v100=4.0, k80=1.0)))
     assert (model.name, model.first_start_s, model.restart_s) == ("gavel", 0.0, 0.0)
+    assert GavelSpeed(write(tmp_path, table(4.0, 1.0)), restart_s=20.0).restart_s == 20.0
     assert model.work(job()) == 400.0  # 100 s x 4 steps/s on the reference
     assert model.rate(job(), (1,), "k80") == 1.0
     assert model.isolated_rate(job()) == 4.0

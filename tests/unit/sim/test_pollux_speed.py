@@ -86,8 +86,12 @@ def bert(batch: int, gpus: int = 1) -> SimJob:
     return SimJob("bert-0", 0.0, gpus, application="bert", batch_size=batch)
 
 
-def test_protocol_constants(model: PolluxSpeed) -> None:
+def test_protocol_constants(model: PolluxSpeed, profiles: Path) -> None:
     assert (model.name, model.first_start_s, model.restart_s) == ("pollux", 30.0, 30.0)
+    assert PolluxSpeed(profiles, restart_s=5.0).restart_s == 5.0  # the first start keeps 30 s
+    for bad in (-1.0, math.nan, math.inf):
+        with pytest.raises(WorkloadError, match="restart_s"):
+            PolluxSpeed(profiles, restart_s=bad)
 
 
 @pytest.mark.parametrize(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,8 @@ simulate.register(app)
 app.command("noop")(lambda: None)  # keep `simulate` a named subcommand, as in the real app
 runner = CliRunner()
 
+REPO = Path(__file__).resolve().parents[3]
+POLLUX = Path(os.environ.get("TRAINYARD_SHARED", REPO.parent / "shared")) / "traces" / "pollux"
 BASE = ["simulate", "--workload", "synthetic:300", "--cluster", "4x8", "--seed", "7"]
 
 
@@ -80,6 +83,9 @@ def test_report_writes_markdown_html_json_and_plots(tmp_path: Path) -> None:
         (["--workload", "pollux:/nonexistent.csv"], "no such file"),
         (["--elastic-share", "1.5"], "--elastic-share"),
         (["--elastic-share", "-0.1"], "--elastic-share"),
+        (["--restart-penalty", "-1"], "--restart-penalty"),
+        (["--restart-penalty", "nan"], "--restart-penalty"),
+        (["--restart-penalty", "inf"], "--restart-penalty"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(args: list[str], needle: str) -> None:
@@ -172,3 +178,35 @@ def test_elastic_share_makes_trace_jobs_elastic_and_reports_resizes() -> None:
     assert rigid["resizes"] == 0 and rigid["jobs_resized"] == 0
     assert isinstance(half["jobs_resized"], int) and half["jobs_resized"] > 0
     assert run("0.5") == half  # the same jobs are chosen every time
+
+
+def test_restart_penalty_is_charged_to_pollux_jobs_too(tmp_path: Path) -> None:
+    """--restart-penalty used to be read for trace jobs only: a Pollux run ignored it."""
+    if not (POLLUX / "profiles").is_dir():
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{POLLUX} is missing (set TRAINYARD_SHARED); CI must not skip this")
+        pytest.skip(f"{POLLUX} not found; set TRAINYARD_SHARED to run the Pollux profiles")
+    trace = tmp_path / "workload.csv"
+    trace.write_text(
+        "name,time,application,num_replicas,batch_size\n"
+        "cifar10-0,0,cifar10,2,256\n"
+        "cifar10-1,120,cifar10,4,512\n"
+        "bert-2,300,bert,2,24\n"
+    )
+    args = ["simulate", "--workload", f"pollux:{trace}", "--cluster", "2x4"]
+    args += ["--pollux-profiles", str(POLLUX / "profiles"), "--json"]
+
+    def run(*extra: str) -> dict[str, object]:
+        result = runner.invoke(app, [*args, *extra])
+        assert result.exit_code == 0, result.output
+        out: dict[str, object] = json.loads(result.stdout)
+        return out
+
+    default, free, dear = run(), run("--restart-penalty", "0"), run("--restart-penalty", "300")
+    assert (default["restart_s"], free["restart_s"], dear["restart_s"]) == (30.0, 0.0, 300.0)
+    jct = [float(r["summary"]["jct_avg"]) for r in (free, default, dear)]  # type: ignore[index]
+    assert jct[0] < jct[1] < jct[2]  # the elastic jobs resize, and every restart costs
+    rigid = run("--rigid", "--restart-penalty", "0")
+    assert rigid["restart_s"] == 0.0
+    text = runner.invoke(app, [*args[:-1], "--restart-penalty", "12"]).stdout
+    assert "12 s lost per restart" in text.splitlines()[0]
