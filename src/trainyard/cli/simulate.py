@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypedDict
 
 import typer
 from rich import box
@@ -49,15 +49,21 @@ def _workload_file(spec: str) -> Path | None:
     return find_data_file(rest.strip(), shared_root(), WORKLOAD_FOLDERS)
 
 
+class _Restart(TypedDict, total=False):
+    """`--restart-penalty` as the speed models' keyword, present only when it was given."""
+
+    restart_s: float
+
+
 def _speed(
     spec: str, profiles: Path | None, restart_penalty: float | None, rigid: bool
 ) -> SpeedModel:
     """The speed model of the workload `spec`, with `--restart-penalty` when given (each
-    model's own default otherwise)."""
+    model's own default otherwise; trace jobs `DEFAULT_RESTART_S`)."""
     kind = spec.partition(":")[0].strip().lower()
-    restart_s = DEFAULT_RESTART_S
+    given: _Restart = {}
     if restart_penalty is not None:
-        restart_s = restart_seconds(restart_penalty, "--restart-penalty")
+        given["restart_s"] = restart_seconds(restart_penalty, "--restart-penalty")
     if kind == "pollux":
         from trainyard.sim.pollux_jobs import PolluxJobs
         from trainyard.sim.pollux_speed import PolluxSpeed
@@ -71,17 +77,15 @@ def _speed(
                 "the Pollux workload needs the measured profiles: give --profiles DIR "
                 "(pollux/profiles beside the workloads folder)",
             )
-        if rigid:
-            return PolluxSpeed(profiles, restart_s=restart_s)
-        return PolluxJobs(profiles, restart_s=restart_s)
+        return PolluxSpeed(profiles, **given) if rigid else PolluxJobs(profiles, **given)
     if kind == "gavel":
         from trainyard.sim.gavel_speed import GavelSpeed
 
         found = _workload_file(spec)
         if found is None:
             raise WorkloadError(spec, "no such file; give the path of simulation_throughputs.json")
-        return GavelSpeed(found, restart_s=0.0 if restart_penalty is None else restart_s)
-    return FixedDuration(restart_s=restart_s)
+        return GavelSpeed(found, **given)
+    return FixedDuration(restart_s=given.get("restart_s", DEFAULT_RESTART_S))
 
 
 def _elastic_share(

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
 import typer
+from test_pollux_speed import shared_pollux
 from typer.testing import CliRunner
 
 from trainyard.cli import simulate
@@ -17,8 +17,6 @@ simulate.register(app)
 app.command("noop")(lambda: None)  # keep `simulate` a named subcommand, as in the real app
 runner = CliRunner()
 
-REPO = Path(__file__).resolve().parents[3]
-POLLUX = Path(os.environ.get("TRAINYARD_SHARED", REPO.parent / "shared")) / "traces" / "pollux"
 BASE = ["simulate", "--workload", "synthetic:300", "--cluster", "4x8", "--seed", "7"]
 
 
@@ -182,10 +180,7 @@ def test_elastic_share_makes_trace_jobs_elastic_and_reports_resizes() -> None:
 
 def test_restart_penalty_is_charged_to_pollux_jobs_too(tmp_path: Path) -> None:
     """--restart-penalty used to be read for trace jobs only: a Pollux run ignored it."""
-    if not (POLLUX / "profiles").is_dir():
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{POLLUX} is missing (set TRAINYARD_SHARED); CI must not skip this")
-        pytest.skip(f"{POLLUX} not found; set TRAINYARD_SHARED to run the Pollux profiles")
+    profiles = shared_pollux() / "profiles"
     trace = tmp_path / "workload.csv"
     trace.write_text(
         "name,time,application,num_replicas,batch_size\n"
@@ -194,7 +189,7 @@ def test_restart_penalty_is_charged_to_pollux_jobs_too(tmp_path: Path) -> None:
         "bert-2,300,bert,2,24\n"
     )
     args = ["simulate", "--workload", f"pollux:{trace}", "--cluster", "2x4"]
-    args += ["--pollux-profiles", str(POLLUX / "profiles"), "--json"]
+    args += ["--pollux-profiles", str(profiles), "--json"]
 
     def run(*extra: str) -> dict[str, object]:
         result = runner.invoke(app, [*args, *extra])
