@@ -80,6 +80,9 @@ def _evaluate(given: Sequence[Path], as_json: bool) -> None:
         fitted = result.calibration_rows()
         if fitted is not None:
             out["calibration"] = fitted
+        from_mp = result.split_from_mp()
+        if from_mp is not None:
+            out["split_from_mp"] = from_mp
         typer.echo(json.dumps(out, indent=2))
     else:
         typer.echo(result.table())

@@ -60,6 +60,7 @@ _COLUMN_ALIASES: Final[dict[str, tuple[str, ...]]] = {
     "gpus_per_node": ("nproc_per_node", "gpus_per_host"),
     "tensor_parallel": ("tensor_model_parallel_size", "tp", "tp_size"),
     "pipeline_parallel": ("pipeline_model_parallel_size", "pp", "pp_size"),
+    "model_parallel_size": ("model_parallel", "mp", "mp_size"),
     "context_parallel": ("context_parallel_size", "cp", "cp_size"),
     "data_parallel": ("data_parallel_size", "dp", "dp_size"),
     "virtual_pipeline": ("virtual_pipeline_model_parallel_size", "vpp", "vp"),

@@ -17,9 +17,11 @@ Comparison conventions:
   positive when the prediction is faster.
 * Rows in `compute.CALIBRATION_ROWS` or marked ``split=calibration`` are calibration rows; all
   others are held out.
+* Rows whose TP/PP split is read from their ``model_parallel_size`` (`rows`) are marked
+  "(split from mp)" and summarised apart as well as with the rest.
 * Skipped with the reason: rows without a published figure, without the model's shape or the
-  TP/PP split, MoE rows (``num_experts`` > 1: expert parallelism is not modelled), and rows
-  whose layout the planner rejects (its error names the field).
+  TP/PP split (nor a model-parallel size that gives it), and rows whose layout the planner
+  rejects (its error names the field).
 
 error = (predicted - published) / published.
 """
@@ -47,6 +49,7 @@ from trainyard.planner.rows import (
     row_inputs,
     row_links,
     row_target,
+    split_from_model_parallel,
 )
 
 # DEFAULT_PEAKS, SHARDING_NAMES and row_inputs live in `rows`; re-exported for existing callers.
@@ -79,6 +82,7 @@ class Row:
     calibration: bool = False
     metric: str = "tflops_per_gpu"
     read_as: str = ""  # the layout the row was read as, defaults included (`read_as`)
+    split_from_mp: bool = False  # tp / pp read from the row's model_parallel_size
 
 
 def read_as(model: Model, layout: ParallelLayout) -> str:
@@ -127,6 +131,11 @@ class Evaluation:
         """Rows, median and max |error| of the calibration rows (None if there are none)."""
         return _summary([r for r in self.rows if r.calibration])
 
+    def split_from_mp(self) -> dict[str, float] | None:
+        """Rows, median and max |error| of the rows whose tensor / pipeline split was read
+        from their model-parallel size (`rows.split_from_model_parallel`; None if none)."""
+        return _summary([r for r in self.rows if r.split_from_mp])
+
     def table(self) -> str:
         """The rows as aligned text, one per line (calibration rows marked *), the skipped rows
         with their reasons, and the summary last."""
@@ -146,9 +155,12 @@ class Evaluation:
             f"median |error| {self.median_abs_error:.1%}, max |error| {self.max_abs_error:.1%}, "
             f"{len(self.rows)} rows, {len(self.skipped)} skipped"
         )
-        for label, part in (("held out (not *)", self.held_out()), ("calibration (*)", None)):
-            if label.startswith("calibration"):
-                part = self.calibration_rows()
+        parts = (
+            ("held out (not *)", self.held_out()),
+            ("calibration (*)", self.calibration_rows()),
+            ("split from model_parallel_size", self.split_from_mp()),
+        )
+        for label, part in parts:
             if part is not None:
                 lines.append(
                     f"{label}: median |error| {part['median_abs_error']:.1%}, "
@@ -207,6 +219,7 @@ class Case:
     metric: str = "tflops_per_gpu"
     split: str = ""
     links: LinkSet | None = None
+    split_from_mp: bool = False
 
     @property
     def calibration(self) -> bool:
@@ -301,7 +314,10 @@ def _case(raw: Mapping[str, str | None], table: str, name: str) -> Case | str:
     if split not in ("", "calibration", "held_out"):
         raise PlannerError("split", f"must be calibration or held_out, got {split!r}")
     metric, published = target
-    case = Case(table, name, model, layout, device, published, None, metric, split, row_links(raw))
+    case = Case(
+        table, name, model, layout, device, published, None, metric, split, row_links(raw),
+        split_from_model_parallel(raw),
+    )  # fmt: skip
     case.predict()  # a layout the time model rejects is skipped here, with its reason
     return case
 
@@ -337,7 +353,8 @@ def evaluate_paths(
             case.error(calibration),
             case.calibration,
             case.metric,
-            read_as(case.model, case.layout),
+            read_as(case.model, case.layout) + (" (split from mp)" if case.split_from_mp else ""),
+            case.split_from_mp,
         )
         for case in cases
     ]

@@ -35,6 +35,12 @@ Row conventions (all documented here, none guessed per row):
 * Interleaving: `virtual_pipeline`, or ``v=N`` in the notes, else none (v = 1). (Choosing the
   fastest factor for rows that do not state one was tried: README_2024_H100's pipelined rows
   then came out 13-20 % too fast, so they evidently ran without it.)
+* Model-parallel size (``model_parallel_size``, also ``mp``): a row that gives tp x pp
+  without one or both degrees. A stated degree fixes the other; stating neither, tensor
+  parallelism takes the GPUs of a node that divide the size (at most 8) and pipeline
+  parallelism the rest: SC'21's rule (Narayanan et al. §3.3, takeaway 1) and how its Table 1
+  ran (the 2021 Megatron-LM README tables give only this size for the same and earlier
+  runs). A size that disagrees with stated degrees is an error naming the column.
 * A missing micro-batch is taken as 1 (SC21_T1 and the 2020/2021 README tables do not give it).
 * Recompute: the `activation_recompute` cell when given (none / selective / full, or op /
   selective_op for torchtitan's per-operator checkpointing); otherwise "full" for the
@@ -64,7 +70,8 @@ Row conventions (all documented here, none guessed per row):
   Megatron-LM or Hugging Face name (``moe_router_topk``, ``num_experts_per_tok``,
   ``expert_model_parallel_size``, ``kv_channels``, ``sliding_window``, ...;
   `cells._COLUMN_ALIASES`).
-* Not expressible (returned as the reason): rows without the model's shape or the TP/PP split,
+* Not expressible (returned as the reason): rows without the model's shape or the TP/PP split
+  (nor a model-parallel size that gives it),
   the 2021 ZeRO-3 baseline without model parallelism, and GPU counts that do not match the
   split.
 """
@@ -72,6 +79,7 @@ Row conventions (all documented here, none guessed per row):
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from collections.abc import Mapping
 from typing import Final
@@ -109,12 +117,14 @@ __all__ = [
     "row_inputs",
     "row_links",
     "row_target",
+    "split_from_model_parallel",
 ]
 
 # Dense 16-bit peak TFLOP/s by GPU family (a row's GPU peak itself comes from the catalogue or
 # its `gpu_peak_tflops` cell).
 DEFAULT_PEAKS: Final[dict[str, float]] = {"A100": 312.0, "H100": 989.0, "V100": 125.0}
 _NO_RECOMPUTE_TABLES: Final = ("README_2024_H100",)
+_TP_PER_NODE: Final = 8  # the tensor-parallel degree a model-parallel size fills first
 # The shared file's Megatron-LM tables from before fused attention (2020-2022): unless a row
 # says otherwise they materialise the attention scores and recompute whole layers.
 _LEGACY_TABLES: Final = ("SC21_", "README_2020", "README_2021", "README_MFU_HFU")
@@ -273,6 +283,12 @@ def row_inputs(row: Mapping[str, str | None]) -> tuple[Model, ParallelLayout, GP
         if split is None:
             return "no tensor_parallel / pipeline_parallel split"
         tp, pp, stated_dp = split
+    mp = count(row, "model_parallel_size")
+    if mp is not None and tp * pp != mp:
+        raise PlannerError(
+            "model_parallel_size",
+            f"must be tensor_parallel x pipeline_parallel ({tp * pp}), got {mp}",
+        )
     gpus = stated_gpus or tp * pp * cp * (stated_dp or 1)
     dp = stated_dp or gpus // (tp * pp * cp)
     if tp * pp * cp * dp != gpus:
@@ -330,6 +346,9 @@ def _missing_split(
     """(tp, pp, dp) of a row that leaves tp or pp out, when the rest leaves one reading: the
     GPU count over the degrees it states ("TP 8, DP 64" on 512 GPUs: pp 1), or a fully
     sharded run (FSDP / ZeRO-3) that states neither, all data parallel. None: ambiguous."""
+    mp = count(row, "model_parallel_size")
+    if mp is not None:
+        return _split_of_model_parallel(row, mp, tp, pp, cp, dp, gpus)
     if gpus is None:
         return None
     if tp is None and pp is None:
@@ -345,6 +364,46 @@ def _missing_split(
         return None
     other = gpus // known
     return (tp, other, dp) if tp is not None else (other, pp or 1, dp)
+
+
+def split_from_model_parallel(row: Mapping[str, str | None]) -> bool:
+    """Whether the row's tensor / pipeline split is read from its `model_parallel_size`
+    (`_split_of_model_parallel`) rather than stated."""
+    degrees = (count(row, "tensor_parallel"), count(row, "pipeline_parallel"))
+    return None in degrees and count(row, "model_parallel_size") is not None
+
+
+def _split_of_model_parallel(
+    row: Mapping[str, str | None],
+    mp: int,
+    tp: int | None,
+    pp: int | None,
+    cp: int,
+    dp: int | None,
+    gpus: int | None,
+) -> tuple[int, int, int | None]:
+    """(tp, pp, dp) of a row that states the model-parallel size tp x pp but not both
+    degrees: the one it states fixes the other; stating neither, tensor parallelism takes
+    the GPUs of a node (at most 8) that divide it and pipeline parallelism the rest, as
+    Narayanan et al. (SC'21, section 3.3, takeaway 1) prescribe and their Table 1 ran (the
+    Megatron-LM README of 2021 lists only the model-parallel size of those same runs)."""
+    given = tp or pp
+    if given is not None and mp % given:
+        raise PlannerError(
+            "model_parallel_size",
+            f"must be a multiple of the stated {'tensor' if tp else 'pipeline'}_parallel "
+            f"({given}), got {mp}",
+        )
+    if tp is not None:
+        pp = mp // tp
+    elif pp is not None:
+        tp = mp // pp
+    else:
+        tp = math.gcd(mp, min(_gpu(row).gpus_per_node, _TP_PER_NODE))
+        pp = mp // tp
+    if dp is None and gpus is not None and gpus % (mp * cp) == 0:
+        dp = gpus // (mp * cp)
+    return tp, pp, dp
 
 
 def _sequence_parallel(row: Mapping[str, str | None], overlap: bool, recompute: str) -> bool:
