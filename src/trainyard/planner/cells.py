@@ -122,6 +122,8 @@ _UNITS: Final[dict[str, tuple[str, ...]]] = {
     "network_gbps_per_gpu": ("gb/s", "gbps", "gbit/s", "gb/s/gpu", "gbps/gpu"),
     "hfu_pct": ("%",),
     "mfu_pct": ("%",),
+    "percent_of_peak": ("%",),
+    "aggregate_pflops": ("pflop/s", "pflops"),
 }  # fmt: skip
 _KILO_COLUMNS: Final = ("seq_len", "num_gpus")
 _NUMBER: Final = re.compile(r"([+-]?(?:\d+\.?\d*|\.\d+)(?:e[+-]?\d+)?)(.*)", re.IGNORECASE)

@@ -308,7 +308,7 @@ def _case(raw: Mapping[str, str | None], table: str, name: str) -> Case | str:
     if target is None:
         return (
             "no published figure (iteration_time_s, tokens_per_sec_per_gpu, "
-            "achieved_tflops_per_gpu, hfu_pct or mfu_pct)"
+            "achieved_tflops_per_gpu, percent_of_peak, aggregate_pflops, hfu_pct or mfu_pct)"
         )
     split = row_cell(raw, "split").lower()
     if split not in ("", "calibration", "held_out"):

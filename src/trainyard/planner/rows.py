@@ -23,9 +23,11 @@ activation_recompute, flash_attention (yes/no, or the kernel: FlashAttention-2, 
 eager), tp_comm_overlap, sequence_parallel (yes/no, enabled/disabled), split
 (calibration or held_out). Published figures, in the order of preference: iteration_time_s (or
 iteration_time_ms), tokens_per_sec_per_gpu (both free of any FLOP-counting convention),
-achieved_tflops_per_gpu, hfu_pct, mfu_pct. A number may repeat its column's unit ("1.5 s",
-"3,200 tok/s", "430 TFLOP/s", "38%"); seq_len and num_gpus may be written in K of 1,024 ("8K",
-"16K"); any other suffix, and a cell "-", "n/a" or "?" (unstated), is no number.
+achieved_tflops_per_gpu, percent_of_peak (SC'21's "percent of theoretical peak": that rate
+over the peak), aggregate_pflops (over num_gpus), hfu_pct, mfu_pct. A number may repeat its
+column's unit ("1.5 s", "3,200 tok/s", "430 TFLOP/s", "38%"); seq_len and num_gpus may be
+written in K of 1,024 ("8K", "16K"); any other suffix, and a cell "-", "n/a" or "?"
+(unstated), is no number.
 
 Row conventions (all documented here, none guessed per row):
 
@@ -432,12 +434,16 @@ def row_target(row: Mapping[str, str | None], gpu: GPU) -> tuple[str, float] | N
     if seconds is None:
         ms = number(row, "iteration_time_ms")
         seconds = ms / 1000 if ms is not None else None
+    peak = gpu.bf16_tflops
+    share = number(row, "percent_of_peak")
+    aggregate, gpus = number(row, "aggregate_pflops"), count(row, "num_gpus")
     options: list[tuple[str, float | None]] = [
         ("iteration_time_s", seconds),
         ("tokens_per_sec_per_gpu", number(row, "tokens_per_sec_per_gpu")),
         ("tflops_per_gpu", number(row, "achieved_tflops_per_gpu")),
+        ("tflops_per_gpu", share / 100 * peak if share is not None else None),
+        ("tflops_per_gpu", aggregate * 1000 / gpus if aggregate is not None and gpus else None),
     ]
-    peak = gpu.bf16_tflops
     for field, metric in (("hfu_pct", "hfu_tflops"), ("mfu_pct", "mfu_tflops")):
         pct = number(row, field)
         options.append((metric, pct / 100 * peak if pct is not None else None))

@@ -109,7 +109,7 @@ def test_synthetic_row_is_predicted_with_defaults(tmp_path: Path) -> None:
     assert reasons == [
         "no tensor_parallel / pipeline_parallel split",
         "no published figure (iteration_time_s, tokens_per_sec_per_gpu, "
-        "achieved_tflops_per_gpu, hfu_pct or mfu_pct)",
+        "achieved_tflops_per_gpu, percent_of_peak, aggregate_pflops, hfu_pct or mfu_pct)",
     ]
     inputs = row_inputs(ROW)
     assert not isinstance(inputs, str)
@@ -436,3 +436,24 @@ def test_a_model_parallel_size_that_disagrees_names_the_column(tmp_path: Path) -
     read = write(tmp_path, [mp_only], extra=["model_parallel_size"])
     row = evaluate(read).rows[0]
     assert row.split_from_mp and row.read_as.endswith("(split from mp)")
+
+
+def test_a_share_of_peak_or_an_aggregate_rate_is_the_published_figure(tmp_path: Path) -> None:
+    # SC'21's "percent of theoretical peak" and the aggregate PFLOP/s of its Table 1 are the
+    # achieved rate in other units: a row that gives only one of them is compared the same way.
+    rows = [
+        {**ROW, "model": "rate"},
+        {**ROW, "model": "share", "achieved_tflops_per_gpu": "", "percent_of_peak": "50 %"},
+        {**ROW, "model": "aggregate", "achieved_tflops_per_gpu": "", "num_gpus": "2",
+         "data_parallel": "2", "global_batch_size": "64", "aggregate_pflops": "0.3 PFLOP/s"},
+    ]  # fmt: skip
+    result = evaluate(write(tmp_path, rows, extra=["percent_of_peak", "aggregate_pflops"]))
+    by_name = {r.model: r for r in result.rows}
+    assert set(by_name) == {"rate", "share", "aggregate"}
+    assert {r.metric for r in result.rows} == {"tflops_per_gpu"}
+    assert by_name["share"].published == pytest.approx(156.0)  # 50 % of the A100's 312
+    assert by_name["share"].predicted == pytest.approx(by_name["rate"].predicted)
+    assert by_name["aggregate"].published == pytest.approx(150.0)  # 300 TFLOP/s over 2 GPUs
+    bad = write(tmp_path, [ROW, {**rows[1], "percent_of_peak": "half"}], extra=["percent_of_peak"])
+    reasons = [s[2] for s in evaluate(bad).skipped]
+    assert reasons == ["percent_of_peak: must be a number, got 'half'"]
