@@ -46,7 +46,7 @@ from trainyard.planner.rows import row_target
         ("flash_attention", "eager", False),
         ("flash_attention", "disabled", False),
         ("flash_attention", "n/a", True),  # unstated: a modern table's default, fused
-        ("sharding", "-", (0, False)),  # unstated: none
+        ("sharding", "-", (1, False)),  # unstated, data parallel: the distributed optimizer
         ("gpu_type", "A100 PCIe 40GB", "A100-40GB"),
         ("gpu_type", "A100 (40 GB)", "A100-40GB"),
         ("gpu_type", "NVIDIA A100-SXM4-80GB", "A100-80GB"),

@@ -318,11 +318,12 @@ def test_the_published_runs_shipped_with_the_planner_are_all_held_out() -> None:
     from trainyard.planner.evaluate import package_csv_path
 
     result = evaluate(package_csv_path())
-    assert len(result.rows) == 34 and not result.skipped
+    assert len(result.rows) == 37 and not result.skipped
     assert result.calibration_rows() is None  # never fitted on
     assert {r.table_id for r in result.rows} == {
         "LLAMA3_405B", "MT_NLG_530B", "BLOOM_176B", "TORCHTITAN_A100", "BRIDGE_H100",
         "BRIDGE_B200", "BRIDGE_MOE_H100", "BRIDGE_MOE_B200", "BRIDGE_GB200", "DEEPSEEK_V3",
+        "NEMOTRON4_340B",
     }  # fmt: skip
     with package_csv_path().open() as f:
         for row in csv.DictReader(f):
@@ -457,3 +458,25 @@ def test_a_share_of_peak_or_an_aggregate_rate_is_the_published_figure(tmp_path: 
     bad = write(tmp_path, [ROW, {**rows[1], "percent_of_peak": "half"}], extra=["percent_of_peak"])
     reasons = [s[2] for s in evaluate(bad).skipped]
     assert reasons == ["percent_of_peak: must be a number, got 'half'"]
+
+
+def test_unstated_sharding_is_the_distributed_optimizer_of_todays_stacks() -> None:
+    big = {**ROW, "num_layers": "96", "hidden_size": "18432", "num_attention_heads": "96",
+           "num_kv_heads": "8", "mlp": "squared_relu", "seq_len": "4096",
+           "vocab_size": "256000", "tied_embeddings": "no", "gpu_type": "H100-SXM",
+           "num_gpus": "1536", "tensor_parallel": "8", "pipeline_parallel": "12",
+           "global_batch_size": "768"}  # fmt: skip
+    # Nemotron-4 340B's layout: with ZeRO-1 it fits without recomputing; read as plain data
+    # parallelism it would have to recompute every layer to fit, and run a third slower.
+    inputs = row_inputs(big)
+    assert not isinstance(inputs, str)
+    assert (inputs[1].zero, inputs[1].recompute) == (1, "none")
+    stated = row_inputs({**big, "sharding": "none"})
+    assert not isinstance(stated, str)
+    assert (stated[1].zero, stated[1].recompute) == (0, "full")
+    # One data-parallel rank has nothing to shard; the pre-2023 tables ran without it.
+    alone = row_inputs({**ROW, "sharding": ""})
+    assert not isinstance(alone, str) and alone[1].zero == 0
+    legacy = row_inputs({**ROW, "table_id": "SC21_T1", "num_gpus": "8", "data_parallel": "8",
+                         "global_batch_size": "64"})  # fmt: skip
+    assert not isinstance(legacy, str) and legacy[1].zero == 0
