@@ -411,7 +411,12 @@ def _split_of_model_parallel(
     else:
         tp = math.gcd(mp, min(_gpu(row).gpus_per_node, _TP_PER_NODE))
         pp = mp // tp
-    if dp is None and gpus is not None and gpus % (mp * cp) == 0:
+    if dp is None and gpus is not None:
+        if gpus % (mp * cp):
+            raise PlannerError(
+                "model_parallel_size",
+                f"{mp} x context_parallel {cp} must divide num_gpus ({gpus})",
+            )
         dp = gpus // (mp * cp)
     return tp, pp, dp
 

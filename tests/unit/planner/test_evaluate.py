@@ -421,8 +421,11 @@ def test_a_model_parallel_size_gives_the_split(
 
 def test_a_model_parallel_size_that_disagrees_names_the_column(tmp_path: Path) -> None:
     base = {**ROW, "num_gpus": "32", "tensor_parallel": "2", "pipeline_parallel": "1"}
-    for cells in ({"model_parallel_size": "4"}, {"model_parallel_size": "3",
-                                                 "pipeline_parallel": ""}):  # fmt: skip
+    for cells in (
+        {"model_parallel_size": "4"},
+        {"model_parallel_size": "3", "pipeline_parallel": ""},
+        {"model_parallel_size": "64", "tensor_parallel": "", "pipeline_parallel": ""},
+    ):  # the last: 64 does not divide the 32 GPUs
         with pytest.raises(PlannerError) as exc:
             row_inputs({**base, **cells})
         assert exc.value.field == "model_parallel_size"
