@@ -26,7 +26,7 @@ CSV = SHARED / "planner" / "published_configs.csv"
 
 # Issue 5's acceptance: median |error| <= 7 %, every row within 15 %; issue 18 asks for 3.5 %
 # and 10 %. Achieved (docs/benchmarks.md, constants refitted with causal flash attention and the
-# fp8 rule, pipeline sends split over TP, 2026-12-05): median 2.0 %, max 9.4 % (README_MFU_HFU
+# fp8 rule, pipeline sends split over TP, 2026-12-05): median 2.1 %, max 9.4 % (README_MFU_HFU
 # 1T, held out) over the 38 rows that state their layout. With the 13 rows whose split is read
 # from their model-parallel size: median 3.2 %, max 12.7 %. Ten of those are README_2021_01,
 # the runs of SC21_T1 on the earlier software that SOURCES.md says was slower (+1 % to
