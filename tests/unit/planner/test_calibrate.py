@@ -9,27 +9,21 @@ are the full grid's optimum, they must also win every sub-grid that contains the
 from __future__ import annotations
 
 import dataclasses
-import os
-from pathlib import Path
 
 import pytest
 
+from shared_data import SHARED, require
 from trainyard.planner.calibrate import FULL_GRID, Grid, fit, objective
 from trainyard.planner.compute import CALIBRATION, CALIBRATION_ROWS, Calibration
 from trainyard.planner.errors import PlannerError
 from trainyard.planner.evaluate import Case, load_cases
 
-REPO = Path(__file__).resolve().parents[3]
-SHARED = Path(os.environ.get("TRAINYARD_SHARED", REPO.parent / "shared"))
 CSV = SHARED / "planner" / "published_configs.csv"
 
 
 @pytest.fixture(scope="module")
 def cases() -> list[Case]:
-    if not CSV.is_file():
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{CSV} is missing (set TRAINYARD_SHARED); CI must not skip this check")
-        pytest.skip(f"{CSV} not found; set TRAINYARD_SHARED to check the calibration")
+    require(CSV, "check the calibration")
     return load_cases(CSV)[0]
 
 

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import math
-import os
-from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from shared_data import SHARED, require
 from trainyard.planner.collectives import (
     ALGORITHMS,
     COLLECTIVES,
@@ -244,13 +243,7 @@ KNOWN_OUTSIDE_20PCT = {"measured H100-SXM NVLS n=5"}
 
 @pytest.fixture(scope="module")
 def published() -> list[Comparison]:
-    root = os.environ.get("TRAINYARD_SHARED", Path(__file__).resolve().parents[4] / "shared")
-    path = Path(root) / "planner" / "nccl_collectives.csv"
-    if not path.exists():
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{path} is missing: CI must provide ../shared (TRAINYARD_SHARED)")
-        pytest.skip(f"{path} is missing")
-    return compare_to_published(path)
+    return compare_to_published(require(SHARED / "planner" / "nccl_collectives.csv", "compare"))
 
 
 def test_every_comparable_row_is_compared(published: list[Comparison]) -> None:

@@ -7,21 +7,19 @@ skip locally and a failure when CI=true. The synthetic-CSV tests need no shared 
 from __future__ import annotations
 
 import csv
-import os
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from published_rows import ROW
 
+from shared_data import SHARED, require
 from trainyard.planner.compute import step_time
 from trainyard.planner.errors import PlannerError
 from trainyard.planner.evaluate import default_csv_path, evaluate, row_inputs
 from trainyard.planner.memory import memory_per_gpu
 from trainyard.planner.search import HEADROOM
 
-REPO = Path(__file__).resolve().parents[3]
-SHARED = Path(os.environ.get("TRAINYARD_SHARED", REPO.parent / "shared"))
 CSV = SHARED / "planner" / "published_configs.csv"
 
 # Issue 5's acceptance: median |error| <= 7 %, every row within 15 %; issue 18 asks for 3.5 %
@@ -58,11 +56,7 @@ FIELDS = [
 
 
 def published_csv() -> Path:
-    if not CSV.is_file():
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{CSV} is missing (set TRAINYARD_SHARED); CI must not skip this check")
-        pytest.skip(f"{CSV} not found; set TRAINYARD_SHARED to evaluate the time model")
-    return CSV
+    return require(CSV, "evaluate the time model")
 
 
 def test_time_model_matches_published_throughput() -> None:

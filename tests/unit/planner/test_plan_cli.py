@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
 import typer
 from typer.testing import CliRunner
 
+from shared_data import SHARED, require
 from trainyard.cli import plan
 from trainyard.planner.search import HEADROOM
 
@@ -118,20 +118,12 @@ def test_other_bad_inputs_exit_2(tmp_path: Path) -> None:
         assert len(result.stderr.strip().splitlines()) == 1
 
 
-def _published_csv() -> Path | None:
-    root = os.environ.get("TRAINYARD_SHARED", Path(__file__).resolve().parents[4] / "shared")
-    path = Path(root) / "planner" / "published_configs.csv"
-    if path.exists():
-        return path
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"{path} is missing: CI must provide ../shared (TRAINYARD_SHARED)")
-    return None
+def _published_csv() -> Path:
+    return require(SHARED / "planner" / "published_configs.csv", "evaluate the time model")
 
 
 def test_evaluate_prints_predicted_vs_published() -> None:
     path = _published_csv()
-    if path is None:
-        pytest.skip("no ../shared on this machine")
     result = runner.invoke(app, ["plan", "--evaluate", str(path), "--json"])
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
@@ -159,8 +151,8 @@ def test_evaluate_finds_a_relative_path_under_trainyard_shared(
 ) -> None:
     # as `simulate --workload` does: the path as given when it exists, else under
     # $TRAINYARD_SHARED; the error names every place tried
-    published = _published_csv()  # the real one, looked up before TRAINYARD_SHARED moves
-    published = published.resolve() if published is not None else None
+    # the real one, if there is one (test_evaluate_prints_predicted_vs_published requires it)
+    published = (SHARED / "planner" / "published_configs.csv").resolve()
     shared, elsewhere = tmp_path / "shared", tmp_path / "elsewhere"
     (shared / "planner").mkdir(parents=True)
     elsewhere.mkdir()
@@ -178,7 +170,7 @@ def test_evaluate_finds_a_relative_path_under_trainyard_shared(
     assert missing.exit_code == 2 and len(missing.stderr.strip().splitlines()) == 1
     assert "not found" in missing.stderr
     assert f"tried planner/none.csv, {shared / 'planner' / 'none.csv'}" in missing.stderr
-    if published is not None:  # the real file, named relative to the shared folder
+    if published.exists():  # the real file, named relative to the shared folder
         monkeypatch.setenv("TRAINYARD_SHARED", str(published.parents[1]))
         real = runner.invoke(app, ["plan", "--evaluate", "planner/published_configs.csv"])
         assert real.exit_code == 0, real.output

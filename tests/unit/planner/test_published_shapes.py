@@ -7,25 +7,19 @@ skip locally and a failure when CI=true.
 from __future__ import annotations
 
 import csv
-import os
-from pathlib import Path
 
 import pytest
 
+from shared_data import SHARED, require
 from trainyard.planner.layout import ParallelLayout
 from trainyard.planner.memory import memory_per_gpu
 from trainyard.planner.presets import preset
 
-REPO = Path(__file__).resolve().parents[3]
-SHARED = Path(os.environ.get("TRAINYARD_SHARED", REPO.parent / "shared"))
 CSV = SHARED / "planner" / "published_configs.csv"
 
 
 def sc21_rows() -> list[dict[str, str]]:
-    if not CSV.is_file():
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{CSV} is missing (set TRAINYARD_SHARED); CI must not skip this check")
-        pytest.skip(f"{CSV} not found; set TRAINYARD_SHARED to check the presets")
+    require(CSV, "check the presets")
     with CSV.open(newline="") as f:
         rows = [r for r in csv.DictReader(f) if r["table_id"] == "SC21_T1"]
     assert len(rows) == 10

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import os
 from pathlib import Path
 
 import pytest
 
+from shared_data import SHARED, require
 from trainyard.planner.compute import step_time
 from trainyard.planner.errors import PlannerError
 from trainyard.planner.hardware import gpu
@@ -23,8 +23,6 @@ from trainyard.planner.model import Model
 from trainyard.planner.presets import preset
 from trainyard.planner.search import HEADROOM, best, search
 
-REPO = Path(__file__).resolve().parents[3]
-SHARED = Path(os.environ.get("TRAINYARD_SHARED", REPO.parent / "shared"))
 CSV = SHARED / "planner" / "published_configs.csv"
 
 A100 = gpu("A100-80GB")
@@ -33,11 +31,7 @@ SMALL = Model("small", layers=8, hidden=1024, heads=16, seq_len=1024, vocab=3200
 
 
 def published_csv() -> Path:
-    if not CSV.is_file():
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{CSV} is missing (set TRAINYARD_SHARED); CI must not skip this check")
-        pytest.skip(f"{CSV} not found; set TRAINYARD_SHARED to check the planner")
-    return CSV
+    return require(CSV, "check the planner")
 
 
 @pytest.mark.parametrize(

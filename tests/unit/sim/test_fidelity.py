@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import statistics
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from shared_data import SHARED, require
 from trainyard.sim.cluster import parse_cluster
 from trainyard.sim.engine import simulate
 from trainyard.sim.metrics import summarize
@@ -23,17 +23,13 @@ from trainyard.sim.pollux_speed import PolluxSpeed
 from trainyard.sim.readers import read_workload
 from trainyard.sim.speed import FixedDuration
 
-REPO = Path(__file__).resolve().parents[3]
-POLLUX = Path(os.environ.get("TRAINYARD_SHARED", REPO.parent / "shared")) / "traces" / "pollux"
+POLLUX = SHARED / "traces" / "pollux"
 LOADS = {"0.5": "workloads-0.5", "1.0": "workloads", "1.5": "workloads-1.5", "2.0": "workloads-2.0"}
 WINDOW = {"start": "2017-10-16 00:00:00", "end": "2017-10-23 00:00:00"}
 
 
 def _data() -> Path:
-    if not POLLUX.is_dir():
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{POLLUX} is missing (set TRAINYARD_SHARED); CI must not skip this")
-        pytest.skip(f"{POLLUX} not found; set TRAINYARD_SHARED to check the simulator")
+    require(POLLUX, "check the simulator")
     return POLLUX
 
 

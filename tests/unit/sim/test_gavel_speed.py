@@ -7,17 +7,15 @@ skip locally and a failure when CI=true.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from shared_data import SHARED, require
 from trainyard.sim.gavel_speed import GavelSpeed
 from trainyard.sim.workload import SimJob, WorkloadError
 
-REPO = Path(__file__).resolve().parents[3]
-SHARED = Path(os.environ.get("TRAINYARD_SHARED", REPO.parent / "shared"))
 THROUGHPUTS = SHARED / "traces" / "gavel" / "simulation_throughputs.json"
 
 R50 = "ResNet-50 (batch size 64)"
@@ -121,10 +119,7 @@ def test_bad_key_and_throughput_point_at_their_line(tmp_path: Path) -> None:
 
 
 def test_real_throughputs() -> None:
-    if not THROUGHPUTS.is_file():
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{THROUGHPUTS} is missing (set TRAINYARD_SHARED); CI must not skip")
-        pytest.skip(f"{THROUGHPUTS} not found; set TRAINYARD_SHARED to check Gavel's data")
+    require(THROUGHPUTS, "check Gavel's data")
     model = GavelSpeed(THROUGHPUTS)
     r50 = job()
     # the README's example: ResNet-50 bs64 on 1 GPU

@@ -10,17 +10,15 @@ from __future__ import annotations
 import csv
 import json
 import math
-import os
 import statistics
 from pathlib import Path
 
 import pytest
 
+from shared_data import SHARED, require
 from trainyard.sim.pollux_speed import EPOCHS, PolluxSpeed, normalise_placement
 from trainyard.sim.workload import SimJob, WorkloadError
 
-REPO = Path(__file__).resolve().parents[3]
-SHARED = Path(os.environ.get("TRAINYARD_SHARED", REPO.parent / "shared"))
 POLLUX = SHARED / "traces" / "pollux"
 
 PLACEMENTS = [
@@ -226,10 +224,7 @@ def test_too_few_epochs(profiles: Path) -> None:
 
 
 def shared_pollux() -> Path:
-    if not (POLLUX / "profiles").is_dir():
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{POLLUX} is missing (set TRAINYARD_SHARED); CI must not skip this check")
-        pytest.skip(f"{POLLUX} not found; set TRAINYARD_SHARED to check against real profiles")
+    require(POLLUX / "profiles", "check against real profiles")
     return POLLUX
 
 
