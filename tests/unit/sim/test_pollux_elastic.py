@@ -11,17 +11,15 @@ from __future__ import annotations
 import csv
 import itertools
 import math
-import os
 from pathlib import Path
 
 import pytest
 
+from shared_data import SHARED, require
 from trainyard.sim.pollux_elastic import PolluxElastic
 from trainyard.sim.pollux_speed import EPOCHS, PolluxSpeed
 from trainyard.sim.workload import SimJob, WorkloadError
 
-REPO = Path(__file__).resolve().parents[3]
-SHARED = Path(os.environ.get("TRAINYARD_SHARED", REPO.parent / "shared"))
 POLLUX = SHARED / "traces" / "pollux"
 
 
@@ -123,11 +121,7 @@ def test_errors(model: PolluxElastic) -> None:
 
 
 def shared_pollux() -> Path:
-    if not (POLLUX / "profiles").is_dir():
-        wanted = {p.strip().lower() for p in os.environ.get("TRAINYARD_REQUIRE", "").split(",")}
-        if os.environ.get("CI") == "true" or "shared" in wanted:
-            pytest.fail(f"{POLLUX} is missing (set TRAINYARD_SHARED); it is required here")
-        pytest.skip(f"{POLLUX} not found; set TRAINYARD_SHARED to check against real profiles")
+    require(POLLUX / "profiles", "check against real profiles")
     return POLLUX
 
 

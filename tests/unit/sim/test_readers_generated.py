@@ -6,7 +6,6 @@ import builtins
 import io
 import itertools
 import json
-import os
 import random
 import statistics
 from collections import Counter
@@ -14,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from shared_data import SHARED, require
 from trainyard.sim.readers import read_workload
 from trainyard.sim.workload import WorkloadError, arrivals
 
@@ -131,20 +131,13 @@ def test_synthetic_arrivals_follow_the_stored_numbers() -> None:
         assert arrivals.real_time(arrivals.operational_time(t)) == pytest.approx(t)
 
 
-def _shared() -> Path | None:
-    default = Path(__file__).resolve().parents[4] / "shared"
-    root = Path(os.environ.get("TRAINYARD_SHARED", default))
-    if (root / "traces" / "pollux" / "philly.csv").exists():
-        return root
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"{root}/traces is missing: CI must provide ../shared (TRAINYARD_SHARED)")
-    return None
+def _shared() -> Path:
+    require(SHARED / "traces" / "pollux" / "philly.csv", "check the real traces")
+    return SHARED
 
 
 def test_real_data_reads() -> None:
     shared = _shared()
-    if shared is None:
-        pytest.skip("no ../shared on this machine (the product never needs it)")
     philly = read_workload("philly:pollux/philly.csv", shared=shared / "traces")
     assert len(philly.jobs) == 82_247 and len(philly.queues) == 15
     one = read_workload(
@@ -161,8 +154,6 @@ def test_real_data_reads() -> None:
 
 def test_stored_arrival_numbers_match_the_trace() -> None:
     shared = _shared()
-    if shared is None:
-        pytest.skip("no ../shared on this machine (the product never needs it)")
     fitted = arrivals.fit(shared / "traces" / "pollux" / "philly.csv")
     assert tuple(fitted["hourly_share"]) == arrivals.HOURLY_SHARE  # type: ignore[arg-type]
     quantiles = [tuple(q) for q in fitted["gap_quantiles"]]  # type: ignore[attr-defined]

@@ -2,29 +2,19 @@
 
 from __future__ import annotations
 
-import os
 import random
 from pathlib import Path
 
-import pytest
-
+from shared_data import SHARED, require
 from trainyard.sim.workload import philly
 
 
-def _trace() -> Path | None:
-    root = Path(os.environ.get("TRAINYARD_SHARED", Path(__file__).resolve().parents[4] / "shared"))
-    path = root / "traces" / "pollux" / "philly.csv"
-    if path.exists():
-        return path
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"{path} is missing: CI must provide ../shared (TRAINYARD_SHARED)")
-    return None
+def _trace() -> Path:
+    return require(SHARED / "traces" / "pollux" / "philly.csv", "check the Philly numbers")
 
 
 def test_numbers_in_code_match_the_trace() -> None:
     path = _trace()
-    if path is None:
-        pytest.skip("no ../shared on this machine (the product never needs it)")
     fitted = philly.fit(path)
     assert fitted["gpu_counts"] == philly.GPU_COUNTS
     assert [tuple(q) for q in fitted["duration_quantiles"]] == list(philly.DURATION_QUANTILES)
