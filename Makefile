@@ -4,8 +4,10 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 # The package is installed (not editable) so that the mypyc-compiled core is what runs;
-# any change under src/ reinstalls it. TRAINYARD_PURE=1 skips compilation (see setup.py).
-SRC    := $(shell find src -name '*.py' -o -name '*.typed') setup.py pyproject.toml constraints.txt
+# any change under src/ reinstalls it, package data included (the console's templates and
+# static files, the planner's published runs). TRAINYARD_PURE=1 skips compilation (setup.py).
+SRC    := $(shell find src -type f -not -path '*/__pycache__/*' -not -path '*.egg-info/*') \
+          setup.py pyproject.toml constraints.txt
 
 .PHONY: up test lint typecheck bench clean venv
 
