@@ -1,4 +1,4 @@
-"""Time-model calibration (JSON on stdout): `python bench/planner_calibrate.py [--csv PATH]`.
+"""Time-model calibration (JSON on stdout): `python bench/planner_calibrate.py [--csv PATH ...]`.
 
 Re-runs the grid search the constants of `trainyard.planner.compute.Calibration` came from
 (`trainyard.planner.calibrate.FULL_GRID`, 105,000 points, about 6 minutes on 2 cores) on the
@@ -6,7 +6,9 @@ calibration rows of published_configs.csv (default ``$TRAINYARD_SHARED`` or ``..
 prints the best point, whether it equals the shipped constants, and the errors of every row:
 calibration rows, the shared file's held-out rows, and the published runs shipped with the
 planner (`trainyard/planner/data/published_runs.csv`, all held out, never fitted on) apart.
-`--quick` searches only the neighbours of the shipped constants.
+`--quick` searches only the neighbours of the shipped constants. `--csv` may be repeated: the
+rows of every file are fitted together, a file's rows marked ``split=calibration`` joining the
+calibration rows (how a set of extra published runs is tried as calibration data).
 """
 
 from __future__ import annotations
@@ -57,10 +59,16 @@ def package_summary(calibration: object) -> dict[str, object]:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--csv", default=None, help="published_configs.csv")
+    parser.add_argument(
+        "--csv", action="append", default=None, help="published_configs.csv (repeatable)"
+    )
     parser.add_argument("--quick", action="store_true", help="only the shipped point's neighbours")
     args = parser.parse_args()
-    cases, skipped = load_cases(args.csv)
+    cases, skipped = [], []
+    for path in args.csv or [None]:
+        found, left = load_cases(path)
+        cases += found
+        skipped += left
     start = time.perf_counter()
     result = fit(cases, neighbours() if args.quick else FULL_GRID)
     out = {

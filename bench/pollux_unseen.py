@@ -20,18 +20,18 @@ from __future__ import annotations
 
 import ast
 import json
-import os
 import sys
 from collections import defaultdict
 from pathlib import Path
 
+from trainyard.datafiles import shared_root
 from trainyard.sim.cluster import parse_cluster
 from trainyard.sim.config import SimOptions
 from trainyard.sim.engine import simulate
 from trainyard.sim.pollux_jobs import PolluxJobs
 from trainyard.sim.readers import read_workload
 
-SHARED = Path(os.environ.get("TRAINYARD_SHARED", Path.cwd().parent / "shared"))
+SHARED = shared_root()  # $TRAINYARD_SHARED, else ../shared
 PROFILES = SHARED / "traces" / "pollux" / "profiles"
 
 

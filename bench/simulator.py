@@ -11,6 +11,9 @@ Cases (all of them without arguments; the data comes from ``$TRAINYARD_SHARED`` 
   (`results-jobload/pollux-<load>/summary.json`).
 * ``pollux-elastic-events``: the same with a round at every event (`--interval 0`), as the
   server schedules (it runs a round per submit and run end), instead of Pollux's 60 s.
+* ``pollux-anticipate``: a diagnostic of issue 13, not a policy: the elastic runs at loads
+  0.5 and 1.0 with each job reporting the gradient statistics of a later point of its
+  training (an oracle of its future noise scale, 5 / 10 / 20 % of its work ahead).
 * ``pollux-gap``: per application and load, the elastic runs' mean JCT next to the same jobs
   alone on the empty cluster under the same policy, the ideal alone (best size in every
   epoch, free restarts) and Pollux's published per-job JCTs: where the time goes.
@@ -44,10 +47,10 @@ import statistics
 import sys
 import time
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 from trainyard.core import get_profile
+from trainyard.datafiles import shared_root
 from trainyard.sim.cluster import parse_cluster
 from trainyard.sim.config import SimOptions
 from trainyard.sim.engine import simulate
@@ -59,7 +62,7 @@ from trainyard.sim.speed import FixedDuration
 from trainyard.sim.workload import SimJob, Workload
 from trainyard.stats import percentile
 
-SHARED = Path(os.environ.get("TRAINYARD_SHARED", Path.cwd().parent / "shared"))
+SHARED = shared_root()  # $TRAINYARD_SHARED, else ../shared
 POLLUX = SHARED / "traces" / "pollux"
 LOADS = {"0.5": "workloads-0.5", "1.0": "workloads", "1.5": "workloads-1.5", "2.0": "workloads-2.0"}
 KEYS = (
@@ -105,14 +108,20 @@ def pollux() -> None:
             print(json.dumps(out), flush=True)
 
 
-def pollux_elastic(interval_s: float = 60.0, case: str = "pollux-elastic") -> None:
+def pollux_elastic(
+    interval_s: float = 60.0,
+    case: str = "pollux-elastic",
+    loads: tuple[str, ...] = tuple(LOADS),
+    extra: dict[str, Any] | None = None,
+) -> None:
     """Issue 13: the 8 Pollux workloads with elastic jobs (sim/pollux_jobs.py) under
     `default` (resize by goodput), next to Pollux's published means per load; rounds every
-    `interval_s` (0: at every event)."""
+    `interval_s` (0: at every event). `extra` is added to each line."""
     options = SimOptions(interval_s=interval_s)
     speed = PolluxJobs(POLLUX / "profiles")
     cluster = parse_cluster("16x4")
-    for load, folder in LOADS.items():
+    for load in loads:
+        folder = LOADS[load]
         summary = POLLUX / "results-jobload" / f"pollux-{load}" / "summary.json"
         published = json.loads(summary.read_text())
         start = time.perf_counter()
@@ -127,10 +136,29 @@ def pollux_elastic(interval_s: float = 60.0, case: str = "pollux-elastic") -> No
         out = {
             "case": case, "load": float(load), "policy": "default", "jct_avg": mean,
             "published_pollux": published["mean"], "vs_pollux": mean / published["mean"],
-            "per_workload": jcts, "pollux_per_workload": theirs,
+            "per_workload": jcts, "pollux_per_workload": theirs, **(extra or {}),
             "wall_s": time.perf_counter() - start, **machine(),
         }  # fmt: skip
         print(json.dumps(out), flush=True)
+
+
+def pollux_anticipate() -> None:
+    """Issue 13 diagnostic, not a policy: the elastic runs at loads 0.5 and 1.0 with every job
+    reporting the gradient statistics of a later point of its training (its progress plus
+    5 / 10 / 20 % of its work: an oracle of its future noise scale), so that the policy sizes
+    it for where it will be rather than where it is. The simulator's hook is restored after."""
+    original = PolluxJobs._stats
+    for look in (0.05, 0.1, 0.2):
+
+        def ahead(self: PolluxJobs, job: SimJob, progress: float, look: float = look) -> Any:
+            work = self.work(job)
+            return original(self, job, min(progress + look * work, 0.999 * work))
+
+        PolluxJobs._stats = ahead  # type: ignore[method-assign]
+        try:
+            pollux_elastic(60.0, "pollux-anticipate", ("0.5", "1.0"), {"look_ahead": look})
+        finally:
+            PolluxJobs._stats = original  # type: ignore[method-assign]
 
 
 def _ideal_alone(speed: PolluxJobs, job: SimJob) -> float:
@@ -364,6 +392,7 @@ CASES = {
     "pollux": pollux,
     "pollux-elastic": pollux_elastic,
     "pollux-elastic-events": lambda: pollux_elastic(0.0, "pollux-elastic-events"),
+    "pollux-anticipate": pollux_anticipate,
     "pollux-mixed": pollux_mixed,
     "pollux-gap": pollux_gap,
     "pollux-shapes": pollux_shapes,
