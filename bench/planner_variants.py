@@ -8,6 +8,8 @@ and prints the errors it gives on the runs shipped with the planner
 
 * ``fp8-0.85``: FP8 GEMMs at 0.85 of the 16-bit GEMM efficiency (the FP8 peak 15 % lower),
   against NVIDIA's DGX Cloud FP8 rows (`DGXC_H100`), which the shipped rule puts 7-29 % fast.
+* ``fp8-hopper-0.8`` / ``fp8-hopper-0.85`` / ``fp8-hopper-0.9``: the same on Hopper GPUs only
+  (H100, H800, H200: Transformer Engine's split-accumulator FP8 GEMMs), Blackwell unchanged.
 * ``moe-ref-2048`` / ``moe-ref-4096``: the experts' GEMMs read on the dense curve at the
   hidden size whose intensity matches theirs counting the dense layers' own tokens per
   micro-batch (2,048 / 4,096) instead of infinitely many (`moe.expert_gemm_size`).
@@ -46,13 +48,17 @@ def _shipped() -> Iterator[None]:
     yield
 
 
-def _fp8_factor(factor: float) -> Variant:
+HOPPER = ("H100-SXM", "H100-PCIe", "H800", "H200")
+
+
+def _fp8_factor(factor: float, only: tuple[str, ...] = ()) -> Variant:
     @contextlib.contextmanager
     def variant() -> Iterator[None]:
         original = evaluate.step_time  # what Case.predict calls
 
         def slower_fp8(model, layout, gpu, *args, **kwargs):  # type: ignore[no-untyped-def]
-            gpu = dataclasses.replace(gpu, fp8_tflops=gpu.fp8_tflops * factor)
+            if not only or gpu.name in only:
+                gpu = dataclasses.replace(gpu, fp8_tflops=gpu.fp8_tflops * factor)
             return original(model, layout, gpu, *args, **kwargs)
 
         evaluate.step_time = slower_fp8
@@ -87,6 +93,9 @@ def _moe_reference(tokens: float) -> Variant:
 
 VARIANTS: dict[str, Variant] = {
     "fp8-0.85": _fp8_factor(0.85),
+    "fp8-hopper-0.8": _fp8_factor(0.8, HOPPER),
+    "fp8-hopper-0.85": _fp8_factor(0.85, HOPPER),
+    "fp8-hopper-0.9": _fp8_factor(0.9, HOPPER),
     "moe-ref-2048": _moe_reference(2048.0),
     "moe-ref-4096": _moe_reference(4096.0),
 }
