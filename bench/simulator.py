@@ -19,8 +19,9 @@ Cases (all of them without arguments; the data comes from ``$TRAINYARD_SHARED`` 
   epoch, free restarts) and Pollux's published per-job JCTs: where the time goes.
 * ``pollux-idle``: a diagnostic of issue 13 at load 0.5: per workload, the GPU-hours held,
   those idle while any job runs and those idle while some running elastic job is below its
-  maximum (by application), and how many of the elastic jobs' placements span more nodes
-  than a packed one and what that costs their rate.
+  maximum (by application), how many of the elastic jobs' placements span more nodes
+  than a packed one and what that costs their rate, and how many growths made a job
+  slower (and shrinks faster) in the simulator's truth.
 * ``pollux-shapes``: the elastic runs against rigid Tiresias on 16 x 8 and 32 x 2 (load 1.0)
   and at load 4.0 on 16 x 4 (the load-2.0 workloads' arrivals twice as dense).
 * ``pollux-mixed``: the same with every other job rigid at its trace size: the waits of
@@ -44,6 +45,7 @@ Timings are wall-clock on this machine with the compiled core (`make venv`).
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import platform
@@ -241,6 +243,25 @@ class _PlacementWatch(PolluxJobs):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.seen: dict[tuple[str, tuple[int, ...]], float | None] = {}
+        self.starts: dict[str, list[tuple[tuple[int, ...], float, SimJob]]] = {}
+
+    def observe(self, job: SimJob, per_node: tuple[int, ...], progress: float, info: Any) -> Any:
+        self.starts.setdefault(job.id, []).append((tuple(per_node), progress, job))
+        return super().observe(job, per_node, progress, info)
+
+    def moves(self) -> dict[str, int]:
+        """Growths and shrinks counted by whether the job's true rate at the progress of the
+        move went down ("slower") or up ("faster") at its new size."""
+        out = {"grow_slower": 0, "grow_faster": 0, "shrink_slower": 0, "shrink_faster": 0}
+        for seq in self.starts.values():
+            for (old, _p, job), (new, at, _j) in itertools.pairwise(seq):
+                if sum(new) == sum(old):
+                    continue
+                before = self.rate_at(job, old, "", at)
+                after = self.rate_at(job, new, "", at)
+                kind = "grow" if sum(new) > sum(old) else "shrink"
+                out[f"{kind}_{'slower' if after < before * 0.999 else 'faster'}"] += 1
+        return out
 
     def rate_at(
         self, job: SimJob, per_node: tuple[int, ...], gpu_type: str, progress: float
@@ -303,6 +324,7 @@ def pollux_idle() -> None:
             "placements_spread": len(spread),
             "spread_rate_loss_mean": statistics.mean(spread) if spread else 0.0,
             "spread_rate_loss_range": [min(spread), max(spread)] if spread else [],
+            "moves_by_true_rate": speed.moves(),
             "wall_s": time.perf_counter() - start, **machine(),
         }  # fmt: skip
         print(json.dumps(out), flush=True)
