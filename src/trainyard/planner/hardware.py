@@ -4,12 +4,13 @@ This module owns the numbers the planner assumes about hardware. The catalogue i
 `load_catalogue` returns a new dict (built-ins plus overrides) and never mutates it.
 
 Numbers are public datasheet values (NVIDIA A100, A800, H100, H800, H200, B200/HGX B200, GB200
-NVL72, V100, L40S datasheets). TFLOP/s are *dense* tensor-core peaks (no 2:4 sparsity); fp32 is
-the non-tensor-core peak. NVLink bandwidth is per GPU and unidirectional (half the datasheet's
-bidirectional total); for a GPU without an NVLink switch it is the intra-node path the planner
-should assume (PCIe or a 2-GPU bridge, see each entry). `gpus_per_node` is the NVLink domain
-(8 for the HGX/DGX boards, 72 for a GB200 NVL72 rack). Network bandwidth is per GPU (one NIC
-per GPU, e.g. 200 Gb/s HDR = 25 GB/s, 400 Gb/s NDR = 50 GB/s).
+NVL72, B300/HGX B300, GB300 NVL72, V100, L40S datasheets). TFLOP/s are *dense* tensor-core
+peaks (no 2:4 sparsity); fp32 is the non-tensor-core peak. NVLink bandwidth is per GPU and
+unidirectional (half the datasheet's bidirectional total); for a GPU without an NVLink switch
+it is the intra-node path the planner should assume (PCIe or a 2-GPU bridge, see each entry).
+`gpus_per_node` is the NVLink domain (8 for the HGX/DGX boards, 72 for a GB200 or GB300 NVL72
+rack). Network bandwidth is per GPU (one NIC per GPU, e.g. 200 Gb/s HDR = 25 GB/s, 400 Gb/s
+NDR = 50 GB/s, 800 Gb/s ConnectX-8 = 100 GB/s).
 """
 
 from __future__ import annotations
@@ -124,6 +125,15 @@ CATALOGUE: dict[str, GPU] = {
         # means to the time model; a host (compute tray: two Grace CPUs, four GPUs) holds 4 of
         # them, which is what torchrun starts per node. 400 Gb/s per GPU beyond the rack.
         _g("GB200", 2500, 5000, 80, 186, 8.0, 900, 72, 50, 5.0, host=4),
+        # Blackwell Ultra: the same bf16 / fp8 tensor peaks as B200 / GB200 (it adds fp4 and
+        # attention throughput), 288 GB of HBM3e (8 stacks of 12-high) at 8 TB/s, NVLink5 1.8
+        # TB/s, ConnectX-8 NICs at 800 Gb/s per GPU. B300 (HGX / DGX B300): 36 PF bf16 and 72
+        # PF fp8 with sparsity and 2.3 TB over 8 GPUs: 2.25 / 4.5 PF dense, 288 GB.
+        _g("B300", 2250, 4500, 75, 288, 8.0, 900, 8, 100, 5.0),
+        # GB300 in an NVL72 rack, the rack's figures per GPU as for GB200 (180 PF bf16 and 360
+        # PF fp8 dense, 20.7 TB HBM3e at 576 TB/s over 72 GPUs): 2.5 / 5 PF, 288 GB at 8
+        # TB/s; one NVLink domain of 72 on trays of 4.
+        _g("GB300", 2500, 5000, 80, 288, 8.0, 900, 72, 100, 5.0, host=4),
         # L40S: 362 bf16 / 733 fp8 dense, 48 GB GDDR6, no NVLink: PCIe Gen4 x16 (32 GB/s).
         _g("L40S", 362, 733, 91.6, 48, 0.864, 32, 8, 25, 5.0),
     )
@@ -142,6 +152,8 @@ ALIASES: dict[str, str] = {
     "h200-sxm": "H200",
     "b200-sxm": "B200",
     "gb200-nvl72": "GB200",
+    "b300-sxm": "B300",
+    "gb300-nvl72": "GB300",
 }
 
 

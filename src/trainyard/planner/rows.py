@@ -33,7 +33,7 @@ Row conventions (all documented here, none guessed per row):
 
 * GPU: the catalogue entry whose name appears in `gpu_type` (V100, A100 40/80GB, A800, H100
   SXM/PCIe, H800, H200 (also GH200), B200, GB200 (an NVL72 rack: one NVLink domain of 72),
-  L40S), with the dense peak from `gpu_peak_tflops` when given.
+  B300, GB300 (NVL72 as GB200), L40S), with the dense peak from `gpu_peak_tflops` when given.
 * Interleaving: `virtual_pipeline`, or ``v=N`` in the notes, else none (v = 1). (Choosing the
   fastest factor for rows that do not state one was tried: README_2024_H100's pipelined rows
   then came out 13-20 % too fast, so they evidently ran without it.)

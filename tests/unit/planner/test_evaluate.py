@@ -303,7 +303,8 @@ def test_virtual_pipeline_zero_means_none_and_new_gpus_are_known() -> None:
     inputs = row_inputs({**ROW, "virtual_pipeline": "0"})
     assert not isinstance(inputs, str) and inputs[1].virtual_stages == 1
     for text, name in (("NVIDIA H800 SXM5", "H800"), ("A800 80GB", "A800-80GB"),
-                       ("GH200 (96 GB)", "H200"), ("GB200 NVL72", "GB200")):  # fmt: skip
+                       ("GH200 (96 GB)", "H200"), ("GB200 NVL72", "GB200"),
+                       ("DGX-GB300", "GB300"), ("HGX B300", "B300")):  # fmt: skip
         inputs = row_inputs({**ROW, "gpu_type": text})
         assert not isinstance(inputs, str) and inputs[2].name == name
 
@@ -312,11 +313,12 @@ def test_the_published_runs_shipped_with_the_planner_are_all_held_out() -> None:
     from trainyard.planner.evaluate import package_csv_path
 
     result = evaluate(package_csv_path())
-    assert len(result.rows) == 62 and not result.skipped
+    assert len(result.rows) == 66 and not result.skipped
     assert result.calibration_rows() is None  # never fitted on
     assert {r.table_id for r in result.rows} == {
         "LLAMA3_405B", "MT_NLG_530B", "BLOOM_176B", "TORCHTITAN_A100", "BRIDGE_H100",
-        "BRIDGE_B200", "BRIDGE_MOE_H100", "BRIDGE_MOE_B200", "BRIDGE_GB200", "DEEPSEEK_V3",
+        "BRIDGE_B200", "BRIDGE_MOE_H100", "BRIDGE_MOE_B200", "BRIDGE_GB200", "BRIDGE_GB300",
+        "DEEPSEEK_V3",
         "NEMOTRON4_340B", "DGXC_H100", "MOE_MODELZOO",
     }  # fmt: skip
     with package_csv_path().open() as f:

@@ -10,7 +10,7 @@ from trainyard.planner.errors import PlannerError
 from trainyard.planner.hardware import CATALOGUE, GPU, gpu, load_catalogue
 
 EXPECTED = {"A100-40GB", "A100-80GB", "A800-80GB", "H100-SXM", "H100-PCIe", "H800", "H200", "B200",
-            "V100-32GB", "L40S"}  # fmt: skip
+            "GB200", "B300", "GB300", "V100-32GB", "L40S"}  # fmt: skip
 
 
 def test_catalogue_has_the_well_known_gpus() -> None:
@@ -19,7 +19,13 @@ def test_catalogue_has_the_well_known_gpus() -> None:
 
 @pytest.mark.parametrize(
     ("name", "bf16", "fp8", "memory"),
-    [("A100-80GB", 312, 0, 80), ("H100-SXM", 989, 1979, 80), ("H200", 989, 1979, 141)],
+    [
+        ("A100-80GB", 312, 0, 80),
+        ("H100-SXM", 989, 1979, 80),
+        ("H200", 989, 1979, 141),
+        ("B300", 2250, 4500, 288),
+        ("GB300", 2500, 5000, 288),
+    ],
 )
 def test_datasheet_peaks(name: str, bf16: float, fp8: float, memory: float) -> None:
     g = gpu(name)
@@ -104,6 +110,8 @@ def test_empty_yaml_is_the_builtin_catalogue(tmp_path: Path) -> None:
 def test_gpus_per_host_is_the_gb200_tray_and_is_checked(tmp_path: Path) -> None:
     """GB200 NVL72: a domain of 72 GPUs on hosts of 4; other GPUs' node is one host."""
     assert (gpu("GB200").gpus_per_node, gpu("GB200").host_gpus) == (72, 4)
+    assert (gpu("GB300-NVL72").gpus_per_node, gpu("GB300").host_gpus) == (72, 4)
+    assert gpu("b300-sxm").gpus_per_node == 8 and gpu("B300").gpus_per_host == 0
     assert gpu("H100").host_gpus == 8 and gpu("H100").gpus_per_host == 0
     with pytest.raises(PlannerError) as err:
         GPU("X", 100, 0, 10, 80, 1, 100, 8, 25, 5, 3)
