@@ -17,11 +17,6 @@ Cases (all of them without arguments; the data comes from ``$TRAINYARD_SHARED`` 
 * ``pollux-gap``: per application and load, the elastic runs' mean JCT next to the same jobs
   alone on the empty cluster under the same policy, the ideal alone (best size in every
   epoch, free restarts) and Pollux's published per-job JCTs: where the time goes.
-* ``pollux-idle``: a diagnostic of issue 13 at load 0.5: per workload, the GPU-hours held,
-  those idle while any job runs and those idle while some running elastic job is below its
-  maximum (by application), how many of the elastic jobs' placements span more nodes
-  than a packed one and what that costs their rate, and how many growths made a job
-  slower (and shrinks faster) in the simulator's truth.
 * ``pollux-shapes``: the elastic runs against rigid Tiresias on 16 x 8 and 32 x 2 (load 1.0)
   and at load 4.0 on 16 x 4 (the load-2.0 workloads' arrivals twice as dense).
 * ``pollux-mixed``: the same with every other job rigid at its trace size: the waits of
@@ -45,7 +40,6 @@ Timings are wall-clock on this machine with the compiled core (`make venv`).
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import platform
@@ -235,101 +229,6 @@ def pollux_gap() -> None:
         print(json.dumps(out), flush=True)
 
 
-class _PlacementWatch(PolluxJobs):
-    """`PolluxJobs` that notes each elastic job's distinct placements and, for one spanning
-    more nodes than packing needs, the share of the packed placement's rate it loses
-    (negative: the profiles make it faster) (`pollux-idle`)."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.seen: dict[tuple[str, tuple[int, ...]], float | None] = {}
-        self.starts: dict[str, list[tuple[tuple[int, ...], float, SimJob]]] = {}
-
-    def observe(self, job: SimJob, per_node: tuple[int, ...], progress: float, info: Any) -> Any:
-        self.starts.setdefault(job.id, []).append((tuple(per_node), progress, job))
-        return super().observe(job, per_node, progress, info)
-
-    def moves(self) -> dict[str, int]:
-        """Growths and shrinks counted by whether the job's true rate at the progress of the
-        move went down ("slower") or up ("faster") at its new size."""
-        out = {"grow_slower": 0, "grow_faster": 0, "shrink_slower": 0, "shrink_faster": 0}
-        for seq in self.starts.values():
-            for (old, _p, job), (new, at, _j) in itertools.pairwise(seq):
-                if sum(new) == sum(old):
-                    continue
-                before = self.rate_at(job, old, "", at)
-                after = self.rate_at(job, new, "", at)
-                kind = "grow" if sum(new) > sum(old) else "shrink"
-                out[f"{kind}_{'slower' if after < before * 0.999 else 'faster'}"] += 1
-        return out
-
-    def rate_at(
-        self, job: SimJob, per_node: tuple[int, ...], gpu_type: str, progress: float
-    ) -> float:
-        rate = super().rate_at(job, per_node, gpu_type, progress)
-        key = (job.id, tuple(per_node))
-        if self._elastic(job) and sum(per_node) > 0 and key not in self.seen:
-            packed = PolluxSpeed.packed(sum(per_node))
-            best = super().rate_at(job, packed, gpu_type, progress)
-            spread = len(per_node) > len(packed) and best > 0.0
-            self.seen[key] = 1.0 - rate / best if spread else None  # None: packed
-        return rate
-
-
-def _idle_hours(records: Any, top: dict[str, int], apps: dict[str, str], gpus: int) -> Any:
-    """GPU-hours held, idle while any job runs, and idle while some running elastic job is
-    below its maximum (shared equally among those jobs' applications)."""
-    events = sorted((t, r.id, g) for r in records for t, g in r.allocation)
-    held_now: dict[str, int] = {}
-    last, held, idle_running = 0.0, 0.0, 0.0
-    growable: dict[str, float] = {}
-    for t, job_id, g in events:
-        dt = t - last
-        if held_now:
-            used = sum(held_now.values())
-            held += dt * used
-            idle = gpus - used
-            below = [j for j, k in held_now.items() if k < top[j]]
-            if idle > 0:
-                idle_running += dt * idle
-                for j in below:
-                    growable[apps[j]] = growable.get(apps[j], 0.0) + dt * idle / len(below)
-        if g:
-            held_now[job_id] = g
-        else:
-            held_now.pop(job_id, None)
-        last = t
-    return held / 3600, idle_running / 3600, {a: v / 3600 for a, v in sorted(growable.items())}
-
-
-def pollux_idle() -> None:
-    """Issue 13, where load 0.5's GPUs go (module docstring)."""
-    cluster = parse_cluster("16x4")
-    for w in range(1, 9):
-        speed = _PlacementWatch(POLLUX / "profiles")
-        start = time.perf_counter()
-        path = POLLUX / LOADS["0.5"] / f"workload-{w}.csv"
-        wl = speed.elastic_workload(read_workload(f"pollux:{path}"))
-        top = {j.id: j.max_gpus or j.gpus for j in wl.jobs}
-        apps = {j.id: j.application or "" for j in wl.jobs}
-        result = simulate(wl, cluster, speed, "default", SimOptions(interval_s=60.0))
-        held, idle, growable = _idle_hours(result.records, top, apps, 64)
-        spread = [v for v in speed.seen.values() if v is not None]
-        out = {
-            "case": "pollux-idle", "load": 0.5, "workload": w, "policy": "default",
-            "jct_avg": summarize(result)["jct_avg"], "gpu_hours_held": held,
-            "gpu_hours_idle_while_running": idle,
-            "gpu_hours_idle_while_growable": sum(growable.values()),
-            "idle_while_growable_by_app": growable, "placements": len(speed.seen),
-            "placements_spread": len(spread),
-            "spread_rate_loss_mean": statistics.mean(spread) if spread else 0.0,
-            "spread_rate_loss_range": [min(spread), max(spread)] if spread else [],
-            "moves_by_true_rate": speed.moves(),
-            "wall_s": time.perf_counter() - start, **machine(),
-        }  # fmt: skip
-        print(json.dumps(out), flush=True)
-
-
 def pollux_shapes() -> None:
     """Issue 13 off the measured setting: the elastic runs (`default`) against rigid Tiresias
     on clusters and a load Pollux's results do not cover: the load-1.0 workloads on 16 x 8 and
@@ -496,7 +395,6 @@ CASES = {
     "pollux-anticipate": pollux_anticipate,
     "pollux-mixed": pollux_mixed,
     "pollux-gap": pollux_gap,
-    "pollux-idle": pollux_idle,
     "pollux-shapes": pollux_shapes,
     "philly-window": philly_window,
     "philly-full": philly_full,
