@@ -9,7 +9,11 @@ and prints the errors it gives on the runs shipped with the planner
 * ``fp8-0.85``: FP8 GEMMs at 0.85 of the 16-bit GEMM efficiency (the FP8 peak 15 % lower),
   against NVIDIA's DGX Cloud FP8 rows (`DGXC_H100`), which the shipped rule puts 7-29 % fast.
 * ``fp8-hopper-0.8`` / ``fp8-hopper-0.85`` / ``fp8-hopper-0.9``: the same on Hopper GPUs only
-  (H100, H800, H200: Transformer Engine's split-accumulator FP8 GEMMs), Blackwell unchanged.
+  (H100, H800, H200), Blackwell unchanged. Measured before the shipped rule priced the split
+  accumulator of the backward fp8 GEMMs (`hardware.FP8_SPLIT_ACCUMULATOR`); now on top of it.
+* ``split-1.0`` / ``split-1.1`` / ``split-1.2``: that rule's backward-GEMM factor on every
+  GPU that has it (Ada, Hopper) set to 1 (the model before it), or to the ends of the range
+  it is taken from (fast accumulation 1.1x-1.2x faster, pytorch/ao#2377) instead of 1.15.
 * ``moe-ref-2048`` / ``moe-ref-4096``: the experts' GEMMs read on the dense curve at the
   hidden size whose intensity matches theirs counting the dense layers' own tokens per
   micro-batch (2,048 / 4,096) instead of infinitely many (`moe.expert_gemm_size`).
@@ -28,6 +32,7 @@ from collections.abc import Callable, Iterator
 
 from trainyard.planner import compute, evaluate
 from trainyard.planner.evaluate import Case, load_cases, package_csv_path
+from trainyard.planner.hardware import GPU
 
 Variant = Callable[[], contextlib.AbstractContextManager[None]]
 
@@ -51,23 +56,41 @@ def _shipped() -> Iterator[None]:
 HOPPER = ("H100-SXM", "H100-PCIe", "H800", "H200")
 
 
-def _fp8_factor(factor: float, only: tuple[str, ...] = ()) -> Variant:
+def _gpu_variant(change: Callable[[GPU], GPU]) -> Variant:
+    """A variant that predicts every row on `change(gpu)` instead of its catalogue GPU."""
+
     @contextlib.contextmanager
     def variant() -> Iterator[None]:
         original = evaluate.step_time  # what Case.predict calls
 
-        def slower_fp8(model, layout, gpu, *args, **kwargs):  # type: ignore[no-untyped-def]
-            if not only or gpu.name in only:
-                gpu = dataclasses.replace(gpu, fp8_tflops=gpu.fp8_tflops * factor)
-            return original(model, layout, gpu, *args, **kwargs)
+        def changed(model, layout, gpu, *args, **kwargs):  # type: ignore[no-untyped-def]
+            return original(model, layout, change(gpu), *args, **kwargs)
 
-        evaluate.step_time = slower_fp8
+        evaluate.step_time = changed
         try:
             yield
         finally:
             evaluate.step_time = original
 
     return variant
+
+
+def _fp8_factor(factor: float, only: tuple[str, ...] = ()) -> Variant:
+    def slower(gpu: GPU) -> GPU:
+        if only and gpu.name not in only:
+            return gpu
+        return dataclasses.replace(gpu, fp8_tflops=gpu.fp8_tflops * factor)
+
+    return _gpu_variant(slower)
+
+
+def _split_accumulator(factor: float) -> Variant:
+    def split(gpu: GPU) -> GPU:
+        if gpu.fp8_backward_slowdown <= 1.0:
+            return gpu
+        return dataclasses.replace(gpu, fp8_backward_slowdown=factor)
+
+    return _gpu_variant(split)
 
 
 def _moe_reference(tokens: float) -> Variant:
@@ -96,6 +119,9 @@ VARIANTS: dict[str, Variant] = {
     "fp8-hopper-0.8": _fp8_factor(0.8, HOPPER),
     "fp8-hopper-0.85": _fp8_factor(0.85, HOPPER),
     "fp8-hopper-0.9": _fp8_factor(0.9, HOPPER),
+    "split-1.0": _split_accumulator(1.0),
+    "split-1.1": _split_accumulator(1.1),
+    "split-1.2": _split_accumulator(1.2),
     "moe-ref-2048": _moe_reference(2048.0),
     "moe-ref-4096": _moe_reference(4096.0),
 }

@@ -34,7 +34,9 @@ b = micro_batch, s = seq_len, h = hidden, n_i = layers of stage i):
     Llama 3 8B 19 % slow on H100 and 36 % slow on B200, rows held out), while the attention
     core and the output layer stay in 16-bit (TE's fp8 covers the linear layers; the output
     layer is not in its fp8 region), and every GEMM input is cast to fp8 in each pass: 3 more
-    bytes moved per element (read 2, write 1).
+    bytes moved per element (read 2, write 1). The backward GEMMs take
+    `GPU.fp8_backward_slowdown` times as long on Ada and Hopper, where Transformer Engine's
+    split accumulator forgoes fast accumulation (`hardware.FP8_SPLIT_ACCUMULATOR`).
   - bytes (`layer_memory_bytes`): the activation bytes a layer stores when nothing is
     recomputed (`memory.layer_activation_bytes`, Korthikanti et al. Table 2 for the GPT shape,
     without the s² term under flash attention) touched `traffic` times in each of 3 passes and
@@ -336,8 +338,12 @@ def step_time(
             if model.is_moe
             else g16
         )
-        # fp8 halves the bytes as it doubles the peak: the same sizes fill the GPU (g16)
-        gemm_s = gemm_passes * ((gemm_fwd - expert_fwd) / g16 + expert_fwd / g_moe) / peak_gemm
+        # fp8 halves the bytes as it doubles the peak: the same sizes fill the GPU (g16); its
+        # backward GEMMs (two forward passes' worth) may run slower (split accumulator)
+        slow = 2.0 * (gpu.fp8_backward_slowdown - 1.0) if fp8 else 0.0
+        gemm_s = (
+            (gemm_passes + slow) * ((gemm_fwd - expert_fwd) / g16 + expert_fwd / g_moe) / peak_gemm
+        )
         attn_s = attn_passes * attn_fwd / (peak16 * g16)
         mem_bytes = calibration.traffic * layer_memory_bytes(model, layout)
         if fp8:

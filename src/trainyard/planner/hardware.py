@@ -19,7 +19,7 @@ import dataclasses
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from trainyard import yamlio
 from trainyard.planner.errors import PlannerError, unknown_name
@@ -39,7 +39,8 @@ class GPU:
     `network_gb_s` per-GPU inter-node bandwidth (GB/s); `network_latency_us`;
     `gpus_per_host` the GPUs one host (one operating system, torchrun's `--nproc-per-node`)
     holds when that is fewer than its NVLink domain (GB200 NVL72: 4 of 72); 0: the node is
-    one host.
+    one host; `fp8_backward_slowdown` the time factor (>= 1) of the fp8 backward GEMMs
+    (`FP8_SPLIT_ACCUMULATOR`, on the GPUs whose fp8 tensor cores have a fast-accumulation mode).
     """
 
     name: str
@@ -53,6 +54,7 @@ class GPU:
     network_gb_s: float
     network_latency_us: float
     gpus_per_host: int = 0
+    fp8_backward_slowdown: float = 1.0
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -65,6 +67,11 @@ class GPU:
                 raise PlannerError(f.name, f"must be a number, got {value!r}")
             if not math.isfinite(value) or value < 0:
                 raise PlannerError(f.name, f"must be a finite number >= 0, got {value!r}")
+        if self.fp8_backward_slowdown < 1:
+            raise PlannerError(
+                "fp8_backward_slowdown",
+                f"must be >= 1 (a time factor; 1: no slowdown), got {self.fp8_backward_slowdown!r}",
+            )
         for positive in ("bf16_tflops", "memory_gb", "memory_bw_tbs", "nvlink_gb_s"):
             if getattr(self, positive) <= 0:
                 raise PlannerError(positive, f"must be > 0 for GPU {self.name!r}")
@@ -94,9 +101,22 @@ class GPU:
         raise PlannerError("precision", f"must be one of {', '.join(_PRECISIONS)}")
 
 
-def _g(name: str, *values: float, host: int = 0) -> GPU:
+# Transformer Engine runs the fp8 GEMMs of the backward pass (dgrad, wgrad) with a split,
+# higher-precision accumulator and those of the forward pass without (`_2X_ACC_FPROP = False`,
+# `_2X_ACC_DGRAD = True`, `_2X_ACC_WGRAD = True` in transformer_engine/pytorch/module/base.py;
+# torchao's float8 training does the same). On the GPUs whose fp8 tensor cores accumulate
+# in reduced precision unless told otherwise (Ada, Hopper: cuBLASLt's FAST_ACCUM mode) the
+# split accumulator costs time: fast accumulation was measured 1.1x to 1.2x faster
+# (pytorch/ao issue #2377, 2025-06; triton-lang/triton issue #2513 shows the same direction
+# on H100). The planner takes the middle, 1.15, for the backward GEMMs; Blackwell has no
+# fast-accumulation mode (NVIDIA/TransformerEngine PR #2748 review: "there is no fastAccuMode
+# for sm100"), so its factor is 1. A figure from one report, not fitted to any row.
+FP8_SPLIT_ACCUMULATOR: Final = 1.15
+
+
+def _g(name: str, *values: float, host: int = 0, bwd8: float = 1.0) -> GPU:
     bf16, fp8, fp32, mem, bw, nvl, per_node, net, lat = values
-    return GPU(name, bf16, fp8, fp32, mem, bw, nvl, int(per_node), net, lat, host)
+    return GPU(name, bf16, fp8, fp32, mem, bw, nvl, int(per_node), net, lat, host, bwd8)
 
 
 # name, bf16, fp8, fp32, memory GB, TB/s, NVLink GB/s (1 dir), GPUs/node, net GB/s, latency us
@@ -109,14 +129,14 @@ CATALOGUE: dict[str, GPU] = {
         _g("A100-40GB", 312, 0, 19.5, 40, 1.555, 300, 8, 25, 5.0),
         _g("A100-80GB", 312, 0, 19.5, 80, 2.039, 300, 8, 25, 5.0),
         # H100 SXM5: 989 bf16 / 1979 fp8 dense, NVLink4 900 GB/s total; 400 Gb/s NDR per GPU.
-        _g("H100-SXM", 989, 1979, 67, 80, 3.35, 450, 8, 50, 5.0),
+        _g("H100-SXM", 989, 1979, 67, 80, 3.35, 450, 8, 50, 5.0, bwd8=FP8_SPLIT_ACCUMULATOR),
         # H800 SXM5 / A800 SXM4 80GB: the H100 and A100 with NVLink cut to 400 GB/s total.
-        _g("H800", 989, 1979, 67, 80, 3.35, 200, 8, 50, 5.0),
+        _g("H800", 989, 1979, 67, 80, 3.35, 200, 8, 50, 5.0, bwd8=FP8_SPLIT_ACCUMULATOR),
         _g("A800-80GB", 312, 0, 19.5, 80, 2.039, 200, 8, 25, 5.0),
         # H100 PCIe: 756 / 1513 dense; NVLink bridge 600 GB/s total (GPU pairs only).
-        _g("H100-PCIe", 756, 1513, 51, 80, 2.0, 300, 8, 25, 5.0),
+        _g("H100-PCIe", 756, 1513, 51, 80, 2.0, 300, 8, 25, 5.0, bwd8=FP8_SPLIT_ACCUMULATOR),
         # H200 SXM: H100 compute, 141 GB HBM3e at 4.8 TB/s.
-        _g("H200", 989, 1979, 67, 141, 4.8, 450, 8, 50, 5.0),
+        _g("H200", 989, 1979, 67, 141, 4.8, 450, 8, 50, 5.0, bwd8=FP8_SPLIT_ACCUMULATOR),
         # B200 (HGX B200): 2.25 PF bf16 / 4.5 PF fp8 dense, 180 GB at 7.7 TB/s, NVLink5 1.8 TB/s.
         _g("B200", 2250, 4500, 75, 180, 7.7, 900, 8, 50, 5.0),
         # GB200 in an NVL72 rack: NVIDIA's rack figures per GPU (360 PF bf16 and 720 PF fp8 with
@@ -135,7 +155,7 @@ CATALOGUE: dict[str, GPU] = {
         # TB/s; one NVLink domain of 72 on trays of 4.
         _g("GB300", 2500, 5000, 80, 288, 8.0, 900, 72, 100, 5.0, host=4),
         # L40S: 362 bf16 / 733 fp8 dense, 48 GB GDDR6, no NVLink: PCIe Gen4 x16 (32 GB/s).
-        _g("L40S", 362, 733, 91.6, 48, 0.864, 32, 8, 25, 5.0),
+        _g("L40S", 362, 733, 91.6, 48, 0.864, 32, 8, 25, 5.0, bwd8=FP8_SPLIT_ACCUMULATOR),
     )
 }
 

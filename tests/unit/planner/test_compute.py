@@ -20,7 +20,7 @@ from trainyard.planner.compute import (
     step_time,
 )
 from trainyard.planner.errors import PlannerError
-from trainyard.planner.hardware import gpu
+from trainyard.planner.hardware import FP8_SPLIT_ACCUMULATOR, gpu
 from trainyard.planner.layout import ParallelLayout
 from trainyard.planner.model import Model
 
@@ -109,19 +109,45 @@ def test_a_causal_fused_attention_computes_the_tiles_on_and_below_the_diagonal()
 
 
 def test_fp8_gemms_fill_the_gpu_at_the_sizes_16_bit_ones_do() -> None:
-    # fp8 doubles the peak and halves the bytes: the layers' GEMMs take half the time of
-    # bf16's at the same efficiency, the attention core and the output layer the same time.
+    # fp8 doubles the peak and halves the bytes: on B200 (no fast-accumulation mode, so no
+    # split-accumulator cost) the layers' GEMMs take half the time of bf16's at the same
+    # efficiency, the attention core and the output layer the same time.
+    b200 = gpu("B200")
+    assert b200.fp8_backward_slowdown == 1.0
+    model = Model("m", layers=4, hidden=4096, heads=32, seq_len=2048, vocab=32000, global_batch=8)
+    lay = ParallelLayout(flash_attention=True)
+    bf16 = step_time(model, lay, b200)
+    fp8 = step_time(dataclasses.replace(model, precision="fp8"), lay, b200)
+    gemm, _ = model.layer_forward_flops(model.seq_len)
+    g = gemm_efficiency(model.hidden, 2250.0)
+    at_bf16 = 3 * gemm * model.layers * 8 / (2250e12 * g)  # 8 micro-batches
+    saved = at_bf16 * (1 - 2250 / 4500)
+    flops_s = [r.compute_s - r.memory_bound_s for r in (bf16, fp8)]
+    assert flops_s[0] - flops_s[1] == pytest.approx(saved, rel=1e-9)
+
+
+def test_fp8_backward_gemms_pay_the_split_accumulator_on_hopper() -> None:
+    # Transformer Engine accumulates the backward fp8 GEMMs (two forward passes' worth) in
+    # higher precision; on H100 that forgoes fast accumulation: those take 1.15x as long.
     h100 = gpu("H100")
+    assert h100.fp8_backward_slowdown == FP8_SPLIT_ACCUMULATOR == 1.15
     model = Model("m", layers=4, hidden=4096, heads=32, seq_len=2048, vocab=32000, global_batch=8)
     lay = ParallelLayout(flash_attention=True)
     bf16 = step_time(model, lay, h100)
-    fp8 = step_time(dataclasses.replace(model, precision="fp8"), lay, h100)
+    fp8_model = dataclasses.replace(model, precision="fp8")
+    fp8 = step_time(fp8_model, lay, h100)
     gemm, _ = model.layer_forward_flops(model.seq_len)
     g = gemm_efficiency(model.hidden, 989.0)
-    at_bf16 = 3 * gemm * model.layers * 8 / (989e12 * g)  # 8 micro-batches
-    saved = at_bf16 * (1 - 989 / 1979)  # the datasheet's fp8 peak is 1979, about twice 989
+    at_bf16 = 3 * gemm * model.layers * 8 / (989e12 * g)
+    at_fp8 = at_bf16 * 989 / 1979 * (1 + 2 * 1.15) / 3  # forward fast, backward split
     flops_s = [r.compute_s - r.memory_bound_s for r in (bf16, fp8)]
-    assert flops_s[0] - flops_s[1] == pytest.approx(saved, rel=1e-9)
+    assert flops_s[0] - flops_s[1] == pytest.approx(at_bf16 - at_fp8, rel=1e-9)
+    # without the slowdown (a catalogue entry may set it to 1) fp8 is twice as fast again
+    plain = dataclasses.replace(h100, fp8_backward_slowdown=1.0)
+    faster = step_time(fp8_model, lay, plain)
+    assert faster.compute_s < fp8.compute_s
+    # bf16 models are untouched by it
+    assert step_time(model, lay, plain).compute_s == bf16.compute_s
 
 
 def test_pipeline_sends_are_split_over_tp_with_or_without_sequence_parallelism() -> None:

@@ -121,3 +121,21 @@ def test_gpus_per_host_is_the_gb200_tray_and_is_checked(tmp_path: Path) -> None:
     with pytest.raises(PlannerError) as err:
         load_catalogue(path)
     assert err.value.field == "GB200.gpus_per_host"
+
+
+def test_fp8_backward_slowdown_is_hopper_and_ada_and_is_checked(tmp_path: Path) -> None:
+    """Transformer Engine's split accumulator costs time only where fp8 tensor cores have a
+    fast-accumulation mode (Ada, Hopper); Blackwell and GPUs without fp8 have factor 1."""
+    slow = {name for name, g in CATALOGUE.items() if g.fp8_backward_slowdown > 1.0}
+    assert slow == {"H100-SXM", "H100-PCIe", "H800", "H200", "L40S"}
+    assert all(CATALOGUE[n].fp8_backward_slowdown == 1.0 for n in ("B200", "GB300", "A100-80GB"))
+    with pytest.raises(PlannerError) as err:
+        GPU("X", 100, 200, 10, 80, 1, 100, 8, 25, 5, 0, 0.9)
+    assert err.value.field == "fp8_backward_slowdown"
+    path = tmp_path / "gpus.yaml"
+    path.write_text("H100-SXM: {fp8_backward_slowdown: 1}\n")
+    assert load_catalogue(path)["H100-SXM"].fp8_backward_slowdown == 1.0
+    path.write_text("H100-SXM: {fp8_backward_slowdown: 0.5}\n")
+    with pytest.raises(PlannerError) as err:
+        load_catalogue(path)
+    assert err.value.field == "H100-SXM.fp8_backward_slowdown"
