@@ -1,0 +1,79 @@
+"""`bench/gemm_curve.py`, the tool that measures a GPU's GEMM efficiency curve for the planner
+(issue 18): its fit, its shapes, its device names, and a whole run on the CPU (which checks
+the tool, not a GPU)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[3] / "bench" / "gemm_curve.py"
+
+
+@pytest.fixture(scope="module")
+def tool() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("gemm_curve", BENCH)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_fit_recovers_a_saturating_curve(tool: ModuleType) -> None:
+    points = [(h, 0.7 * h / (h + 500.0)) for h in (1024.0, 2048.0, 4096.0, 8192.0)]
+    gemm_max, half = tool.fit_curve(points)
+    assert gemm_max == pytest.approx(0.7) and half == pytest.approx(500.0)
+    assert tool.fit_curve(points[:1]) is None  # one size says nothing about the shape
+    assert tool.fit_curve([(1024.0, 0.2), (4096.0, 0.1)]) is None  # falling: no such curve
+
+
+def test_the_three_passes_do_the_same_work(tool: ModuleType) -> None:
+    shapes = tool.shapes(4096, 8192)
+    assert set(shapes) == {"forward", "input_grad", "weight_grad"}
+    assert {m * k * n for m, k, n in shapes.values()} == {8192 * 4096 * 16384}
+
+
+@pytest.mark.parametrize(
+    ("device", "name"),
+    [
+        ("NVIDIA H100 80GB HBM3", "H100-SXM"),
+        ("NVIDIA H100 PCIe", "H100-PCIe"),
+        ("NVIDIA H200", "H200"),
+        ("NVIDIA GB200", "GB200"),
+        ("NVIDIA B200", "B200"),
+        ("NVIDIA A100-SXM4-40GB", "A100-40GB"),
+        ("NVIDIA A100-SXM4-80GB", "A100-80GB"),
+        ("Tesla T4", None),
+    ],
+)
+def test_cuda_device_names_map_to_the_catalogue(tool: ModuleType, device: str, name: str) -> None:
+    assert tool.catalogue_name(device) == name
+
+
+def test_a_run_on_the_cpu_prints_every_pass_and_the_planners_curve(
+    tool: ModuleType, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["--device", "cpu", "--hidden", "32,64", "--tokens", "32", "--repeat", "1"]
+    assert tool.main([*argv, "--gpu", "H100"]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    header, records, summary = lines[0], lines[1:-1], lines[-1]
+    assert header["device"] == "cpu" and header["fp8"] is False
+    assert {(r["pass"], r["hidden"]) for r in records} == {
+        (p, h) for p in ("forward", "input_grad", "weight_grad") for h in (32, 64)
+    }
+    assert all(r["precision"] == "bf16" and r["tflops"] > 0 for r in records)
+    assert summary["gpu"] == "H100-SXM" and set(summary["planner"]) == {"32", "64"}
+    assert "fp8_backward_split_over_fast" not in summary  # no fp8 on a CPU
+
+
+def test_bad_arguments_are_named(tool: ModuleType, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        tool.main(["--device", "cpu", "--hidden", "4k"])
+    assert "--hidden" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        tool.main(["--device", "cpu", "--gpu", "H100-SMX"])
+    assert "H100-SXM" in capsys.readouterr().err  # the planner's suggestion
