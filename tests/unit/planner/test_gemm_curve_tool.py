@@ -4,23 +4,17 @@ the tool, not a GPU)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[3] / "bench" / "gemm_curve.py"
+from bench_scripts import load
 
 
 @pytest.fixture(scope="module")
 def tool() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("gemm_curve", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load("gemm_curve")
 
 
 def test_the_fit_recovers_a_saturating_curve(tool: ModuleType) -> None:

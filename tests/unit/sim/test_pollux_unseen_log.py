@@ -3,21 +3,16 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[3] / "bench" / "pollux_unseen.py"
+from bench_scripts import load
 
 
 def _bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("pollux_unseen", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load("pollux_unseen")
 
 
 def test_the_last_completed_jobs_line_is_read(tmp_path: Path) -> None:
