@@ -51,11 +51,16 @@ heads, k = kv_heads, f = ffn_hidden, t = tp), in bytes, 16-bit:
   element for the QKV and MLP inputs, the output projection's and the second MLP GEMM's.
 
 For the GPT shape (f = 4h, k = a) this is Korthikanti's 34·s·b·h + 5·a·s²·b. Under 1F1B stage i
-(from 0) holds min(pp - i, m) micro-batches of its layers (m = micro-batches per iteration);
-the interleaved schedule multiplies that by 1 + (pp-1)/(pp·v) (Korthikanti §4.2.3). The first
-stage, the second (which may hold more layers than a lighter first stage) and the last are
-compared. Outside the layers (Korthikanti §4.3): the first stage keeps the embedding dropout
-mask, s·b·h·p/t bytes for p micro-batches in flight (/t only with sequence parallel); the last
+(from 0) holds min(pp - i, m) micro-batches of its layers (m = micro-batches per iteration).
+Under the interleaved schedule with v chunks a stage holds its warm-up chunks and one more,
+each a v-th of its layers: min(m·v, 2·(pp - i - 1) + (v - 1)·pp + 1) / v stage-equivalents
+(Megatron-Core's `forward_backward_pipelining_with_interleaving`: warm-up (pp - i - 1)·2 +
+(v - 1)·pp). For the first stage that is pp + (pp - 1)/v, Korthikanti's pp·(1 + (pp-1)/(pp·v))
+(§4.2.3); later stages hold only 2/v fewer each, not one micro-batch fewer as under 1F1B, so
+the last holds pp - (pp - 1)/v where 1F1B's holds one. The first stage, the second (which may
+hold more layers than a lighter first stage) and the last are compared. Outside the layers
+(Korthikanti §4.3): the first stage keeps the embedding dropout mask, s·b·h/t bytes for each
+micro-batch in flight (/t only with sequence parallel); the last
 stage keeps the final norm and output-projection inputs and the fp32 logits, 4·s·b·h +
 4·s·b·V'/t (4·s·b·h/t with sequence parallel), both /cp. Temporary buffers, fragmentation and
 the CUDA context are not modelled.
@@ -68,7 +73,14 @@ from dataclasses import dataclass
 from trainyard.planner.layout import ParallelLayout
 from trainyard.planner.model import Model
 
-__all__ = ["GB", "MemoryBreakdown", "layer_activation_bytes", "memory_per_gpu", "stage_memory"]
+__all__ = [
+    "GB",
+    "MemoryBreakdown",
+    "layer_activation_bytes",
+    "memory_per_gpu",
+    "stage_in_flight",
+    "stage_memory",
+]
 
 GB = 1e9
 
@@ -129,6 +141,16 @@ def _state_bytes(
     return weights, grads, optimizer
 
 
+def stage_in_flight(pp: int, index: int, virtual: int, microbatches: int) -> float:
+    """Micro-batches' worth of its layers' activations pipeline stage `index` (from 0) holds
+    at its peak (see the module docstring): min(pp - index, m) under 1F1B, min(m·v, 2·(pp -
+    index - 1) + (v - 1)·pp + 1) / v chunks of a v-th each under the interleaved schedule."""
+    if virtual <= 1:
+        return float(min(pp - index, microbatches))
+    chunks = 2 * (pp - index - 1) + (virtual - 1) * pp + 1
+    return min(microbatches * virtual, chunks) / virtual
+
+
 def _stage(
     model: Model, layout: ParallelLayout, index: int, layers: int, last: bool
 ) -> tuple[float, ...]:
@@ -146,11 +168,10 @@ def _stage(
             params += vocab * h
     per_layer = layer_activation_bytes(model, layout)
     sp_div = t if layout.sequence_parallel else 1
-    in_flight = min(p - index, layout.microbatches(model))
-    factor = 1 + (p - 1) / (p * layout.virtual_stages) if layout.virtual_stages > 1 else 1
-    acts = per_layer * layers * in_flight * factor
+    in_flight = stage_in_flight(p, index, layout.virtual_stages, layout.microbatches(model))
+    acts = per_layer * layers * in_flight
     if first:
-        acts += s * b * h * in_flight / sp_div
+        acts += s * b * h * min(p, layout.microbatches(model)) / sp_div  # Korthikanti §4.3
     if last:
         acts += 4 * s * b * h / sp_div + 4 * s * b * vocab / t
     weights, grads, optimizer = _state_bytes(params / t, layout)

@@ -9,7 +9,13 @@ import pytest
 
 from trainyard.planner.errors import PlannerError
 from trainyard.planner.layout import ParallelLayout
-from trainyard.planner.memory import GB, layer_activation_bytes, memory_per_gpu
+from trainyard.planner.memory import (
+    GB,
+    layer_activation_bytes,
+    memory_per_gpu,
+    stage_in_flight,
+    stage_memory,
+)
 from trainyard.planner.model import Model
 
 # s = 128, b = 2, h = 256, a = 8  ->  s·b·h = 65536 and 5·a·s/h = 20.
@@ -90,6 +96,26 @@ def test_interleaving_multiplies_first_stage_activations() -> None:
     layers = 8 * 54 * SBH
     assert inter.activations * GB - 4 * SBH == pytest.approx(layers * (1 + 3 / 8))
     assert plain.activations * GB - 4 * SBH == pytest.approx(layers)
+
+
+def test_interleaved_stages_hold_megatron_cores_warm_up_chunks_plus_one() -> None:
+    # Megatron-Core's interleaved schedule: stage i warms up (pp - i - 1)·2 + (v - 1)·pp
+    # chunks of a v-th of its layers, and holds one more at its peak.
+    assert stage_in_flight(4, 0, 2, 100) == 5.5 == 4 * (1 + 3 / 8)  # Korthikanti §4.2.3
+    assert stage_in_flight(16, 1, 4, 384) == 19.25  # (28 + 48 + 1) / 4
+    assert stage_in_flight(4, 3, 2, 100) == 2.5  # the last stage: 1F1B's would hold 1
+    assert stage_in_flight(4, 3, 1, 100) == 1.0
+    assert stage_in_flight(4, 0, 2, 2) == 2.0  # at most all m·v chunks of the iteration
+    assert stage_in_flight(4, 1, 1, 2) == 2.0  # 1F1B: min(pp - i, m)
+
+
+def test_the_last_stage_of_an_interleaved_pipeline_holds_most_of_pp() -> None:
+    lay = ParallelLayout(pp=4, micro_batch=2, recompute="none")
+    plain = stage_memory(MODEL, lay)[-1]
+    inter = stage_memory(MODEL, ParallelLayout(pp=4, micro_batch=2, virtual_stages=2))[-1]
+    assert plain.stage == inter.stage == "last"
+    layer_bytes = 2 * 54 * SBH  # two layers on each of the four stages
+    assert (inter.activations - plain.activations) * GB == pytest.approx(layer_bytes * 1.5)
 
 
 def test_last_stage_wins_with_a_large_vocabulary() -> None:
