@@ -28,6 +28,7 @@ from trainyard.planner.compute import runnable_precision
 from trainyard.planner.errors import PlannerError
 from trainyard.planner.evaluate import evaluate_paths, package_csv_path
 from trainyard.planner.hardware import gpu as gpu_named
+from trainyard.planner.hardware import load_catalogue
 from trainyard.planner.jobplan import plan_job_spec
 from trainyard.planner.launch import launch_settings
 from trainyard.planner.links import LinkFit, load_links
@@ -226,6 +227,16 @@ def plan_command(
             help="bf16, fp16 or fp8 (Transformer Engine's fp8 GEMMs); overrides the model's.",
         ),
     ] = None,
+    gpu_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--gpu-file",
+            metavar="FILE.yaml",
+            help="GPUs to add to the catalogue or fields to change in it, by name, e.g. "
+            "'MI300X: {bf16_tflops: 1307, ...}' or 'H100-SXM: {fp8_backward_slowdown: 1}'; "
+            "--gpu-type is then looked up there too.",
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the plans as JSON.")] = False,
 ) -> None:
     """Plan a model's training: the fastest layouts on GPUS GPUs that fit in memory (or on an
@@ -257,7 +268,9 @@ def plan_command(
         m = _model(model)
         if precision is not None:
             m = dataclasses.replace(m, precision=precision.strip().lower())  # type: ignore[arg-type]  # checked by Model
-        device = gpu_named(gpu_type)
+        if gpu_file is not None and not gpu_file.is_file():
+            raise PlannerError("--gpu-file", f"{gpu_file} not found (a YAML file of GPUs)")
+        device = gpu_named(gpu_type, load_catalogue(gpu_file) if gpu_file is not None else None)
         if nodes_of is None:
             nodes_of = device.gpus_per_node
         runnable = runnable_precision(m, device)

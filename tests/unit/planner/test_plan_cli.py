@@ -299,3 +299,35 @@ def test_gb200_plans_on_its_rack_and_launches_on_hosts_of_four() -> None:
     assert boards.exit_code == 0, boards.output
     assert "# 32 node(s) x 4 GPUs" in boards.stdout  # still the trays' hosts of 4
     assert "16 nodes x 8 GPUs" in boards.stdout
+
+
+def test_gpu_file_adds_and_changes_catalogue_entries(tmp_path: Path) -> None:
+    """--gpu-file: a GPU the catalogue lacks can be planned on, a known one's field changed,
+    and a bad file is one line naming the field."""
+    new = tmp_path / "gpus.yaml"
+    new.write_text(
+        "MI300X: {bf16_tflops: 1307, fp8_tflops: 2615, fp32_tflops: 163.4, memory_gb: 192,\n"
+        "         memory_bw_tbs: 5.3, nvlink_gb_s: 448, gpus_per_node: 8, network_gb_s: 50,\n"
+        "         network_latency_us: 5}\n"
+    )
+    args = ["plan", "-m", "gpt3-13b", "-n", "16", "-g", "MI300X", "--json"]
+    result = runner.invoke(app, [*args, "--gpu-file", str(new)])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["gpu_type"] == "MI300X"
+    assert runner.invoke(app, args).exit_code == 2  # unknown without the file
+    fp8 = ["plan", "-m", "gpt3-13b", "-n", "8", "-g", "H100", "--precision", "fp8", "--json"]
+    fast = tmp_path / "fast.yaml"
+    fast.write_text("H100-SXM: {fp8_backward_slowdown: 1}\n")
+    shipped = json.loads(runner.invoke(app, fp8).stdout)["plans"][0]
+    changed = runner.invoke(app, [*fp8, "--gpu-file", str(fast)])
+    assert changed.exit_code == 0, changed.output
+    best = json.loads(changed.stdout)["plans"][0]
+    assert best["step_time_s"]["iteration_s"] < shipped["step_time_s"]["iteration_s"]
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("H100-SXM: {fp8_backward_slowdown: 0.5}\n")
+    result = runner.invoke(app, [*fp8, "--gpu-file", str(bad)])
+    assert result.exit_code == 2
+    assert "H100-SXM.fp8_backward_slowdown" in result.output
+    assert "Traceback" not in result.output
+    result = runner.invoke(app, [*fp8, "--gpu-file", str(tmp_path / "none.yaml")])
+    assert result.exit_code == 2 and "--gpu-file" in result.output
