@@ -37,6 +37,7 @@ from typing import Any
 
 import torch
 
+from trainyard.planner.cells import gpu_name
 from trainyard.planner.compute import gemm_efficiency
 from trainyard.planner.errors import PlannerError
 from trainyard.planner.hardware import CATALOGUE, GPU, gpu
@@ -114,15 +115,6 @@ def fit_curve(points: list[tuple[float, float]]) -> tuple[float, float] | None:
     return 1.0 / intercept, slope / intercept
 
 
-# CUDA device-name fragments -> the catalogue's name, most specific first
-_DEVICE_NAMES: tuple[tuple[tuple[str, ...], str], ...] = (
-    (("GB300",), "GB300"), (("GB200",), "GB200"), (("B300",), "B300"), (("B200",), "B200"),
-    (("H100", "PCIE"), "H100-PCIe"), (("H100",), "H100-SXM"), (("H800",), "H800"),
-    (("H200",), "H200"), (("A100", "40GB"), "A100-40GB"), (("A100",), "A100-80GB"),
-    (("A800",), "A800-80GB"), (("L40S",), "L40S"), (("V100",), "V100-32GB"),
-)  # fmt: skip
-
-
 def catalogue_gpu(name: str | None, device: torch.device) -> GPU | None:
     """The planner's entry for `name`, else for the CUDA device's name (e.g. "NVIDIA H100 80GB
     HBM3" -> H100-SXM), else None (fractions of peak are then not given)."""
@@ -135,12 +127,12 @@ def catalogue_gpu(name: str | None, device: torch.device) -> GPU | None:
 
 
 def catalogue_name(device_name: str) -> str | None:
-    """The catalogue's name for a CUDA device name, or None when none matches."""
-    full = device_name.upper()
-    for fragments, key in _DEVICE_NAMES:
-        if all(f in full for f in fragments):
-            return key
-    return None
+    """The catalogue's name for a CUDA device name (read as the planner reads a published
+    row's `gpu_type`, `cells.gpu_name`), or None when it names no catalogue GPU."""
+    try:
+        return gpu_name({"gpu_type": device_name})
+    except PlannerError:
+        return None
 
 
 def measure(

@@ -59,8 +59,8 @@ each a v-th of its layers: min(m·v, 2·(pp - i - 1) + (v - 1)·pp + 1) / v stag
 (§4.2.3); later stages hold only 2/v fewer each, not one micro-batch fewer as under 1F1B, so
 the last holds pp - (pp - 1)/v where 1F1B's holds one. The first stage, the second (which may
 hold more layers than a lighter first stage) and the last are compared. Outside the layers
-(Korthikanti §4.3): the first stage keeps the embedding dropout mask, s·b·h/t bytes for each
-micro-batch in flight (/t only with sequence parallel); the last
+(Korthikanti §4.3): the first stage keeps the embedding dropout mask, s·b·h·p/t bytes for
+p = min(pp, m) micro-batches (/t only with sequence parallel); the last
 stage keeps the final norm and output-projection inputs and the fp32 logits, 4·s·b·h +
 4·s·b·V'/t (4·s·b·h/t with sequence parallel), both /cp. Temporary buffers, fragmentation and
 the CUDA context are not modelled.
@@ -168,10 +168,10 @@ def _stage(
             params += vocab * h
     per_layer = layer_activation_bytes(model, layout)
     sp_div = t if layout.sequence_parallel else 1
-    in_flight = stage_in_flight(p, index, layout.virtual_stages, layout.microbatches(model))
-    acts = per_layer * layers * in_flight
+    m = layout.microbatches(model)
+    acts = per_layer * layers * stage_in_flight(p, index, layout.virtual_stages, m)
     if first:
-        acts += s * b * h * min(p, layout.microbatches(model)) / sp_div  # Korthikanti §4.3
+        acts += s * b * h * min(p, m) / sp_div  # Korthikanti §4.3
     if last:
         acts += 4 * s * b * h / sp_div + 4 * s * b * vocab / t
     weights, grads, optimizer = _state_bytes(params / t, layout)
