@@ -46,6 +46,7 @@ import platform
 import statistics
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -178,7 +179,7 @@ def _ideal_alone(speed: PolluxJobs, job: SimJob) -> float:
 KINDS = ("full", "alone", "ideal", "pollux")
 
 
-def pollux_gap() -> None:
+def pollux_gap(loads: Sequence[str] = tuple(LOADS)) -> None:
     """Issue 13: where the elastic runs' time goes, per application and load: the mean JCT in
     the 8 workloads (`default`, 60 s rounds), the same jobs alone on the empty 16 x 4 cluster
     under the same policy (submitted at 0, rounds at every event: the policy's own ramp-up
@@ -187,7 +188,8 @@ def pollux_gap() -> None:
     speed = PolluxJobs(POLLUX / "profiles")
     cluster = parse_cluster("16x4")
     events = SimOptions(interval_s=0.0)
-    for load, folder in LOADS.items():
+    for load in loads:
+        folder = LOADS[load]
         summary = POLLUX / "results-jobload" / f"pollux-{load}" / "summary.json"
         published = json.loads(summary.read_text())["jcts"]
         start = time.perf_counter()
