@@ -21,7 +21,11 @@ b = micro_batch, s = seq_len, h = hidden, n_i = layers of stage i):
   loss run on the last stage, 3 passes. A fused (flash) causal attention computes only the
   tiles on and below the diagonal (`causal_share`); FLOP counts keep the whole core, as
   Megatron's published formula does, so only the time is cut. A sliding-window layer's core
-  is its window: 4·w·a·d per token, computed whole.
+  is its window: 4·w·a·d per token, computed whole. A fused core runs at its own kernels'
+  efficiency, not at the GEMMs' g: the published cuDNN fused-attention sweep on H100 as a
+  fraction of peak, by the keys a query block sweeps (s/c, or the window), its backward 2.5
+  forwards of work (`trainyard.planner.attention`). An unfused core runs at g, its backward
+  2 forwards.
 * compute, a roofline of two parts: GEMMs run at g·peak and the memory-bound kernels (norms,
   dropout, residual adds, activations, softmax, the fp32 cross-entropy) move bytes at the GPU's
   memory bandwidth.
@@ -85,8 +89,8 @@ b = micro_batch, s = seq_len, h = hidden, n_i = layers of stage i):
   (`trainyard.planner.stages`).
 
 Not modelled: optimizer step, data loading, kernel-launch gaps (they live in the fitted
-constants), attention kernels less efficient than the GEMMs (they run at g), routing
-imbalance between experts.
+constants), routing imbalance between experts, the head dimension's effect on a fused
+attention kernel (its curve is of head dimension 128).
 
 Calibration (`trainyard.planner.calibrate`; `bench/planner_calibrate.py` prints the fit as
 JSON): gemm_max, gemm_half, traffic and γ (`peak_exponent`) by a grid search minimising
@@ -112,6 +116,7 @@ import math
 from dataclasses import dataclass
 from typing import Final
 
+from trainyard.planner.attention import BACKWARD_WORK, fused_attention_efficiency
 from trainyard.planner.collectives import LinkSet, Topology
 from trainyard.planner.comm import (
     NVLINK_EFFICIENCY,
@@ -344,7 +349,7 @@ def step_time(
         gemm_s = (
             (gemm_passes + slow) * ((gemm_fwd - expert_fwd) / g16 + expert_fwd / g_moe) / peak_gemm
         )
-        attn_s = attn_passes * attn_fwd / (peak16 * g16)
+        attn_one = attn_fwd / (peak16 * g16)  # one forward pass, unfused kernels
         mem_bytes = calibration.traffic * layer_memory_bytes(model, layout)
         if fp8:
             inputs = 2 * model.hidden + model.attention_width + model.mlp_width  # GEMM inputs
@@ -354,14 +359,22 @@ def step_time(
         logit_s = logit_flops / (peak16 * g16) + logit_mem_s
     else:
         gemm_s = gemm_passes * gemm_fwd / (peak_gemm * efficiency)
-        attn_s = attn_passes * attn_fwd / (peak16 * efficiency)
+        attn_one = attn_fwd / (peak16 * efficiency)
         layer_mem_s = logit_mem_s = 0.0
         logit_s = logit_flops / (peak16 * efficiency)
+    attn_back = 2.0 * attn_one  # the backward: twice the forward's work at its efficiency
     if layout.flash_attention:
-        # context-parallel chunks balanced: 1/c each; a sliding window computes its own span
         s, span = model.seq_len, model.attention_span()
+        if efficiency is None:  # fused kernels at their own efficiency (`planner.attention`)
+            fwd_eff, bwd_eff = fused_attention_efficiency(span / c)
+            attn_one = attn_fwd / (peak16 * fwd_eff)
+            attn_back = BACKWARD_WORK * attn_fwd / (peak16 * bwd_eff)
+        # context-parallel chunks balanced: 1/c each; a sliding window computes its own span
         full_keys = model.attention_spans()[0] * s
-        attn_s *= (span - full_keys * (1.0 - causal_share(s))) / span
+        causal = (span - full_keys * (1.0 - causal_share(s))) / span
+        attn_one *= causal
+        attn_back *= causal
+    attn_s = (attn_passes - 2.0) * attn_one + attn_back
     layer_s = gemm_s + attn_s + layer_mem_s
 
     # Tensor parallel, per layer and micro-batch.
@@ -388,9 +401,8 @@ def step_time(
         kv_bytes = 2 * tokens * model.kv_heads * model.head_dim / min(t, model.kv_heads) * 2
         link = intra_link(gpu, links) if t * c <= nodes_of else inter_link(gpu, links)
         step = p2p_s(kv_bytes, link)
-        fwd_attn = attn_s / attn_passes
         for moves, runs in ((1.0, passes - 2.0), (2.0, 2.0)):  # forward(s), then backward
-            per_step = max(0.0, moves * step - fwd_attn * (1.0 if moves == 1.0 else 2.0) / c)
+            per_step = max(0.0, moves * step - (attn_one if moves == 1.0 else attn_back) / c)
             cp_layer += runs * (c - 1) * per_step if moves == 1.0 else (c - 1) * per_step
 
     # Pipeline point-to-point sends per micro-batch (forward and backward, each virtual stage).
