@@ -20,8 +20,17 @@ forward-and-backward fractions to g(h) = gemm_max * h / (h + half) (a line throu
 against 1/h), sets them beside the planner's g at that peak, and gives the fp8 backward
 GEMMs' time with the split accumulator over their time with fast accumulation.
 
+It then times the fused attention core as `planner.attention` prices it: torch's
+`scaled_dot_product_attention` with a causal mask (the flash or cuDNN kernel torch picks), 16
+heads of dimension 128 on `--attention-tokens` tokens (batch x sequence, 16K by default, the
+FlashAttention-3 paper's setup) at each `--seq` length, forward alone and forward with
+backward. FLOPs as FlashAttention counts them: the forward 4·b·s²·heads·dim, halved under
+the causal mask, the backward 2.5 times that. One line per (pass, length) with the TFLOP/s,
+the fraction of the 16-bit peak and the planner's fraction (`attention.CURVE`) beside it.
+
 Without a GPU it runs on the CPU (bf16 only, small sizes advised: `--hidden 256,512
---tokens 512`), which checks the tool, not a GPU. Docs: docs/benchmarks.md, issue 18.
+--tokens 512 --seq 64,128 --attention-tokens 256`), which checks the tool, not a GPU. Docs:
+docs/benchmarks.md, issue 18.
 """
 
 from __future__ import annotations
@@ -37,12 +46,14 @@ from typing import Any
 
 import torch
 
+from trainyard.planner.attention import BACKWARD_WORK, fused_attention_efficiency
 from trainyard.planner.cells import gpu_name
 from trainyard.planner.compute import gemm_efficiency
 from trainyard.planner.errors import PlannerError
 from trainyard.planner.hardware import CATALOGUE, GPU, gpu
 
 PASSES = ("forward", "input_grad", "weight_grad")
+HEADS, HEAD_DIM = 16, 128  # the attention sweep's heads (FlashAttention-3 paper, §4.1)
 _FP8_MAX = 448.0  # largest finite float8_e4m3fn
 
 
@@ -163,9 +174,71 @@ def measure(
     return out
 
 
+def attention_flops(batch: int, seq: int) -> float:
+    """FLOPs of one causal forward of the sweep's attention, as FlashAttention counts them."""
+    return 4.0 * batch * seq * seq * HEADS * HEAD_DIM / 2.0
+
+
+def _attention(batch: int, seq: int, device: torch.device) -> tuple[Callable[[], object], ...]:
+    """(forward, forward and backward) of a causal attention over (batch, heads, seq, dim)."""
+    dtype = torch.bfloat16
+    q, k, v = (
+        torch.randn(batch, HEADS, seq, HEAD_DIM, device=device, dtype=dtype, requires_grad=True)
+        for _ in range(3)
+    )
+    grad = torch.randn(batch, HEADS, seq, HEAD_DIM, device=device, dtype=dtype)
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+
+    def forward() -> object:
+        with torch.no_grad():
+            return sdpa(q, k, v, is_causal=True)
+
+    def both() -> object:
+        out = sdpa(q, k, v, is_causal=True)
+        out.backward(grad)
+        return out
+
+    return forward, both
+
+
+def measure_attention(
+    seqs: list[int], tokens: int, device: torch.device, repeat: int, peak: GPU | None
+) -> list[dict[str, Any]]:
+    """One record per (pass, sequence length): forward, and backward as the time of forward
+    and backward less the forward's."""
+    out: list[dict[str, Any]] = []
+    for seq in seqs:
+        batch = max(1, tokens // seq)
+        forward, both = _attention(batch, seq, device)
+        fwd_s = time_it(forward, device, repeat)
+        bwd_s = max(time_it(both, device, repeat) - fwd_s, 1e-12)
+        flops = attention_flops(batch, seq)
+        planner = fused_attention_efficiency(seq)
+        for i, (name, seconds, work) in enumerate(
+            (("forward", fwd_s, flops), ("backward", bwd_s, BACKWARD_WORK * flops))
+        ):
+            tflops = work / seconds / 1e12
+            record: dict[str, Any] = {
+                "kernel": "attention", "pass": name, "seq": seq, "batch": batch,
+                "seconds": seconds, "tflops": float(f"{tflops:.4g}"),
+                "planner_fraction": round(planner[i], 4),
+            }  # fmt: skip
+            if peak is not None:
+                record["fraction_of_peak"] = float(f"{tflops / peak.bf16_tflops:.4g}")
+            out.append(record)
+    return out
+
+
 def summarize(records: list[dict[str, Any]], peak: GPU | None) -> dict[str, Any]:
     """The bf16 curve's fit beside the planner's, and the fp8 split-accumulator factor."""
     summary: dict[str, Any] = {"summary": True}
+    attention = [r for r in records if r.get("kernel") == "attention"]
+    records = [r for r in records if r.get("kernel") != "attention"]
+    if peak is not None and attention:
+        summary["attention"] = {
+            f"{r['pass']}@{r['seq']}": [r["fraction_of_peak"], r["planner_fraction"]]
+            for r in attention
+        }
     if peak is not None:
         by_h: dict[int, list[float]] = {}
         for r in records:
@@ -190,6 +263,17 @@ def summarize(records: list[dict[str, Any]], peak: GPU | None) -> dict[str, Any]
     return summary
 
 
+def _sizes(parser: argparse.ArgumentParser, option: str, text: str) -> list[int]:
+    """Comma-separated positive integers of `option`, or the parser's error naming it."""
+    try:
+        sizes = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        parser.error(f"{option}: comma-separated integers, got {text!r}")
+    if any(x < 1 for x in sizes):
+        parser.error(f"{option}: sizes must be positive, got {text!r}")
+    return sizes
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gpu", help="the planner's name for this GPU (default: detected)")
@@ -197,13 +281,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tokens", type=int, default=8192)
     parser.add_argument("--repeat", type=int, default=10)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument(
+        "--seq",
+        default="512,1024,2048,4096,8192,16384",
+        help="attention sequence lengths (empty: no attention sweep)",
+    )
+    parser.add_argument("--attention-tokens", type=int, default=16384)
     args = parser.parse_args(argv)
-    try:
-        hidden = [int(h) for h in args.hidden.split(",") if h.strip()]
-    except ValueError:
-        parser.error(f"--hidden: comma-separated integers, got {args.hidden!r}")
-    if not hidden or min(hidden) < 1 or args.tokens < 1 or args.repeat < 1:
-        parser.error("--hidden, --tokens and --repeat must be positive")
+    hidden, seqs = _sizes(parser, "--hidden", args.hidden), _sizes(parser, "--seq", args.seq)
+    if not hidden or args.tokens < 1 or args.repeat < 1 or args.attention_tokens < 1:
+        parser.error("--hidden, --tokens, --repeat and --attention-tokens must be positive")
     device = torch.device(args.device)
     try:
         peak = catalogue_gpu(args.gpu, device)
@@ -216,6 +303,7 @@ def main(argv: list[str] | None = None) -> int:
     }  # fmt: skip
     print(json.dumps(header), flush=True)
     records = measure(hidden, args.tokens, device, args.repeat, peak)
+    records += measure_attention(seqs, args.attention_tokens, device, args.repeat, peak)
     for r in records:
         print(json.dumps(r), flush=True)
     print(json.dumps(summarize(records, peak)), flush=True)
