@@ -2,14 +2,16 @@
 workloads with the core's goodput model replaced by the simulator's truth.
 
     PYTHONPATH=src python bench/pollux_oracle.py [--fitted] [--loads 0.5,2.0]
-        [--set resize_restart_s=60 ...] [--gap]
+        [--set resize_restart_s=60 ...] [--explore 16] [--gap]
 
 With the truth, every elastic job's `GoodputModel` (`core.goodput.fit`, which the resize
 action calls) answers goodput(gpus, nodes) with the profiles' true rate at the job's
 progress (`PolluxJobs.rate_at`, the GPUs spread evenly over the nodes), so what is left is
 the policy's own decisions and frictions. `--fitted` runs the same without the hook (the
 published `pollux-elastic` figures); `--set` changes fields of the `default` profile (e.g.
-`resize_restart_s`, `resize_horizon_s`, `resize_min_gain`). One line per load: mean JCT
+`resize_restart_s`, `resize_horizon_s`, `resize_min_gain`); `--explore N` lets a job grow
+to N times the largest size it has run instead of `resize.EXPLORE` (4: the fitted model is
+not trusted further from its data; the truth is right everywhere). One line per load: mean JCT
 over the 8 workloads (60 s rounds, 16 x 4) over Pollux's published mean, and the restarts.
 `--gap` then runs `bench/simulator.py`'s `pollux-gap` at those loads under the same hook:
 per application, the mean JCT's share in the workloads, alone on the empty cluster, ideal
@@ -124,7 +126,7 @@ def run(load: str, profile: Profile) -> dict[str, Any]:
     mean = statistics.mean(jcts)
     return {
         "case": "pollux-oracle", "load": float(load),
-        "profile": {k: getattr(profile, k) for k in _KNOBS},
+        "profile": {k: getattr(profile, k) for k in _KNOBS}, "explore": resize_action.EXPLORE,
         "jct_avg": mean, "vs_pollux": mean / json.loads(published.read_text())["mean"],
         "restarts": restarts, "wall_s": time.perf_counter() - start, **machine(),
     }  # fmt: skip
@@ -136,7 +138,10 @@ def main() -> None:
     parser.add_argument("--loads", default="0.5", help="comma-separated: 0.5, 1.0, 1.5, 2.0")
     parser.add_argument("--set", action="append", default=[], metavar="FIELD=NUMBER")
     parser.add_argument("--gap", action="store_true", help="per application, alone and ideal")
+    parser.add_argument("--explore", type=int, default=resize_action.EXPLORE, metavar="N")
     args = parser.parse_args()
+    if args.explore < 1:
+        raise SystemExit(f"--explore: a whole number >= 1, got {args.explore}")
     if not resize_action.__file__ or not resize_action.__file__.endswith(".py"):
         raise SystemExit("the truth hook needs the pure-Python core: run with PYTHONPATH=src")
     loads = [x.strip() for x in args.loads.split(",") if x.strip()]
@@ -147,12 +152,14 @@ def main() -> None:
     truth = None if args.fitted else Truth()
     if truth is not None:
         truth.install()
+    explore, resize_action.EXPLORE = resize_action.EXPLORE, args.explore  # type: ignore[misc]
     try:
         for load in loads:
             print(json.dumps(run(load, profile) | {"truth": truth is not None}), flush=True)
         if args.gap:
             pollux_gap(loads)
     finally:
+        resize_action.EXPLORE = explore  # type: ignore[misc]
         if truth is not None:
             truth.remove()
 
