@@ -12,8 +12,12 @@
   its epoch); a rigid one's is `PolluxSpeed`'s, so a mixed workload runs both.
 - The scheduler's view (`core.Elastic`, through the engine's `elastic_info` and `observe`
   hooks): the batch range and per-GPU cap, the gradient statistics at the initial batch in
-  the job's current epoch, one `core.StepSample` per placement the job has run on (the
-  step time of the batch it chose there), and the samples it has left (`remaining`: its
+  the job's current epoch, one `core.StepSample` per placement and batch the job has run at
+  (the step time of the batch it chose there, a new one whenever its epoch's best batch
+  changes between restarts), the most recently run last and at most `SAMPLES_KEPT` of them,
+  as the server keeps a job's reports (`server.services.reports`: an observation per GPUs,
+  nodes and batch, each report making its own the newest, the 16 newest passed to the core),
+  and the samples it has left (`remaining`: its
   progress still to make, in samples of its initial batch; a job trains to a target, as a
   training script runs a set number of epochs), as a real job's SDK would report them. The
   core fits its own goodput model to these (`core.goodput`); it never sees the profiles.
@@ -30,10 +34,10 @@ from trainyard.sim.pollux_elastic import PolluxElastic
 from trainyard.sim.pollux_speed import PolluxSpeed, bracket
 from trainyard.sim.workload import SimJob, Workload
 
-__all__ = ["MAX_GPUS", "PolluxJobs"]
+__all__ = ["MAX_GPUS", "SAMPLES_KEPT", "PolluxJobs"]
 
 MAX_GPUS = 64  # the artifact's simulator cap on a Pollux job's replicas
-_SAMPLES_KEPT = 8
+SAMPLES_KEPT = 16  # step samples the core sees, as the server's `reports.MAX_SAMPLES`
 
 
 class PolluxJobs:
@@ -132,13 +136,39 @@ class PolluxJobs:
         )
 
     def report(self, job: SimJob, progress: float, info: Elastic) -> Elastic:
-        """`info` while the job runs on: the gradient statistics of its current epoch (the
-        same object when they have not changed)."""
+        """`info` while the job runs on: the gradient statistics of its current epoch, and a
+        step sample at the batch it runs now when that changed since its last sample (the
+        same object when nothing has)."""
         sqr, var = self._stats(job, progress)
         left = self._left(job, progress, info)
-        if (sqr, var, left) == (info.grad_sqr, info.grad_var, info.remaining):
+        samples = info.samples
+        per_node = self._placed.get(job.id)
+        if per_node is not None:
+            samples = self._sampled(job, per_node, progress, samples)
+        if (sqr, var, left) == (info.grad_sqr, info.grad_var, info.remaining) and (
+            samples is info.samples
+        ):
             return info
-        return replace(info, grad_sqr=sqr, grad_var=var, remaining=left)
+        return replace(info, samples=samples, grad_sqr=sqr, grad_var=var, remaining=left)
+
+    def _sampled(
+        self,
+        job: SimJob,
+        per_node: tuple[int, ...],
+        progress: float,
+        samples: tuple[StepSample, ...],
+    ) -> tuple[StepSample, ...]:
+        """`samples` with the step the job measures on `per_node` at its epoch's best batch
+        the newest (an earlier one of the same GPUs, nodes and batch replaced), the oldest
+        dropped beyond `SAMPLES_KEPT`; `samples` itself when that step is already the newest."""
+        choice = self.adaptive.best_batch(job, per_node, self.adaptive.epoch(job, progress))
+        shape = (sum(per_node), len(per_node), choice.batch)
+        if samples and (samples[-1].gpus, samples[-1].nodes, samples[-1].batch) == shape:
+            return samples
+        seen = self.adaptive.step_samples(job, per_node, choice.batch)
+        kept = [s for s in samples if (s.gpus, s.nodes, s.batch) != shape]
+        kept.append(StepSample(shape[0], shape[1], shape[2], seen.total))
+        return tuple(kept[-SAMPLES_KEPT:])
 
     def _left(self, job: SimJob, progress: float, info: Elastic) -> float:
         """Samples of the initial batch still to train (progress is in its steps)."""
@@ -148,17 +178,12 @@ class PolluxJobs:
         self, job: SimJob, per_node: tuple[int, ...], progress: float, info: Elastic
     ) -> Elastic:
         """`info` after the job started on `per_node` at `progress`: the step it measures
-        there (at the batch it chose) replaces any earlier sample of that shape, and the
-        gradient statistics are those of its current epoch."""
+        there (at the batch it chose) is its newest sample (`_sampled`), and the gradient
+        statistics are those of its current epoch."""
         self._placed[job.id] = tuple(per_node)
-        epoch = self.adaptive.epoch(job, progress)
-        choice = self.adaptive.best_batch(job, per_node, epoch)
-        seen = self.adaptive.step_samples(job, per_node, choice.batch)
-        sample = StepSample(sum(per_node), len(per_node), choice.batch, seen.total)
-        kept = [s for s in info.samples if (s.gpus, s.nodes) != (sample.gpus, sample.nodes)]
-        kept.append(sample)
+        samples = self._sampled(job, tuple(per_node), progress, info.samples)
         sqr, var = self._stats(job, progress)
         return replace(
-            info, samples=tuple(kept[-_SAMPLES_KEPT:]), grad_sqr=sqr, grad_var=var,
+            info, samples=samples, grad_sqr=sqr, grad_var=var,
             remaining=self._left(job, progress, info),
         )  # fmt: skip
