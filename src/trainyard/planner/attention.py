@@ -1,13 +1,14 @@
 """Time of the fused (flash) attention core: what fraction of the 16-bit peak its kernels reach.
 
-This module owns `fused_attention_s`, the seconds the attention core of one layer takes per
-micro-batch when it runs as one fused kernel (FlashAttention, or the cuDNN fused attention that
-Transformer Engine and so Megatron-Core call by default). The layer's GEMMs run at an
-efficiency that grows with the hidden size (`compute.gemm_efficiency`); a fused attention
-kernel does not see the hidden size at all. Its tiles are one head's queries against one
-head's keys, so its speed depends on the head dimension and on how many keys each query block
-sweeps, and it is slower than a large GEMM because it interleaves a softmax, a running
-rescale and (backward) a recomputation of the scores with its matrix multiplies.
+This module owns `fused_attention_times`, the seconds the attention core of one layer takes
+per micro-batch, forward and backward, when it runs as one fused kernel (FlashAttention, or
+the cuDNN fused attention that Transformer Engine and so Megatron-Core call by default). The
+layer's GEMMs run at an efficiency that grows with the hidden size
+(`compute.gemm_efficiency`); a fused attention kernel does not see the hidden size at all.
+Its tiles are one head's queries against one head's keys, so its speed depends on the head
+dimension and on how many keys each query block sweeps, and it is slower than a large GEMM
+because it interleaves a softmax, a running rescale and (backward) a recomputation of the
+scores with its matrix multiplies.
 
 Two published facts set it:
 
@@ -26,8 +27,8 @@ Two published facts set it:
   backward figure, so the causal backward is priced as the non-causal one (an upper bound on
   its speed). Other GPUs are priced at the same fractions of their own 16-bit peak: no
   comparable published sweep exists for them (A100's FlashAttention-2 sweep in
-  arXiv:2307.08691 is of a different kernel), and `bench/gemm_curve.py`'s lent-GPU run does
-  not time attention.
+  arXiv:2307.08691 is of a different kernel); `bench/gemm_curve.py` times the same sweep on
+  a lent GPU to check them.
 
 The sequence length a kernel sees is the number of keys a query block sweeps in one call: the
 sequence over the context-parallel ranks (ring attention passes blocks of s/c keys), or the
@@ -41,7 +42,7 @@ import bisect
 import math
 from typing import Final
 
-__all__ = ["BACKWARD_WORK", "CURVE", "fused_attention_efficiency", "fused_attention_s"]
+__all__ = ["BACKWARD_WORK", "CURVE", "fused_attention_efficiency", "fused_attention_times"]
 
 BACKWARD_WORK: Final = 2.5  # backward FLOPs of a fused attention over its forward's
 
@@ -75,12 +76,10 @@ def fused_attention_efficiency(keys: float) -> tuple[float, float]:
     return lo[1] + w * (hi[1] - lo[1]), lo[2] + w * (hi[2] - lo[2])
 
 
-def fused_attention_s(
-    forward_flops: float, forward_passes: float, keys: float, peak16: float
-) -> float:
-    """Seconds of a fused attention core whose forward computes `forward_flops` (the whole
-    core, before any causal saving): `forward_passes` forward runs (1, or 2 when it is
-    recomputed) and one backward of `BACKWARD_WORK` times the forward's work, at the
-    efficiencies of `fused_attention_efficiency(keys)` on a GPU of `peak16` FLOP/s."""
+def fused_attention_times(forward_flops: float, keys: float, peak16: float) -> tuple[float, float]:
+    """(forward, backward) seconds of a fused attention core whose forward computes
+    `forward_flops` (the whole core, before any causal saving): the backward does
+    `BACKWARD_WORK` times the forward's work, each at its efficiency of
+    `fused_attention_efficiency(keys)` on a GPU of `peak16` FLOP/s."""
     fwd, bwd = fused_attention_efficiency(keys)
-    return forward_flops * (forward_passes / fwd + BACKWARD_WORK / bwd) / peak16
+    return forward_flops / (peak16 * fwd), BACKWARD_WORK * forward_flops / (peak16 * bwd)

@@ -116,7 +116,7 @@ import math
 from dataclasses import dataclass
 from typing import Final
 
-from trainyard.planner.attention import BACKWARD_WORK, fused_attention_efficiency
+from trainyard.planner.attention import fused_attention_times
 from trainyard.planner.collectives import LinkSet, Topology
 from trainyard.planner.comm import (
     NVLINK_EFFICIENCY,
@@ -366,9 +366,7 @@ def step_time(
     if layout.flash_attention:
         s, span = model.seq_len, model.attention_span()
         if efficiency is None:  # fused kernels at their own efficiency (`planner.attention`)
-            fwd_eff, bwd_eff = fused_attention_efficiency(span / c)
-            attn_one = attn_fwd / (peak16 * fwd_eff)
-            attn_back = BACKWARD_WORK * attn_fwd / (peak16 * bwd_eff)
+            attn_one, attn_back = fused_attention_times(attn_fwd, span / c, peak16)
         # context-parallel chunks balanced: 1/c each; a sliding window computes its own span
         full_keys = model.attention_spans()[0] * s
         causal = (span - full_keys * (1.0 - causal_share(s))) / span

@@ -11,7 +11,7 @@ from trainyard.planner.attention import (
     BACKWARD_WORK,
     CURVE,
     fused_attention_efficiency,
-    fused_attention_s,
+    fused_attention_times,
 )
 from trainyard.planner.compute import Calibration, causal_share, step_time
 from trainyard.planner.hardware import gpu
@@ -44,12 +44,9 @@ def test_between_points_it_is_interpolated_in_log_length_and_kept_flat_beyond() 
 
 def test_the_backward_does_two_and_a_half_forwards_of_work() -> None:
     f, b = fused_attention_efficiency(4096)
-    assert fused_attention_s(1e12, 1.0, 4096, 1e15) == pytest.approx(
-        1e12 * (1 / f + 2.5 / b) / 1e15
-    )
-    # recomputed: the forward runs twice, the backward once
-    again = fused_attention_s(1e12, 2.0, 4096, 1e15) - fused_attention_s(1e12, 1.0, 4096, 1e15)
-    assert again == pytest.approx(1e12 / f / 1e15)
+    forward, backward = fused_attention_times(1e12, 4096, 1e15)
+    assert forward == pytest.approx(1e12 / f / 1e15)
+    assert backward == pytest.approx(2.5 * 1e12 / b / 1e15)
     assert BACKWARD_WORK == 2.5
 
 
