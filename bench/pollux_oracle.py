@@ -2,7 +2,7 @@
 workloads with the core's goodput model replaced by the simulator's truth.
 
     PYTHONPATH=src python bench/pollux_oracle.py [--fitted] [--loads 0.5,2.0]
-        [--set resize_restart_s=60 ...] [--explore 16] [--gap]
+        [--set resize_restart_s=60 ...] [--explore 16] [--restart-s 0] [--gap]
 
 With the truth, every elastic job's `GoodputModel` (`core.goodput.fit`, which the resize
 action calls) answers goodput(gpus, nodes) with the profiles' true rate at the job's
@@ -11,7 +11,10 @@ the policy's own decisions and frictions. `--fitted` runs the same without the h
 published `pollux-elastic` figures); `--set` changes fields of the `default` profile (e.g.
 `resize_restart_s`, `resize_horizon_s`, `resize_min_gain`); `--explore N` lets a job grow
 to N times the largest size it has run instead of `resize.EXPLORE` (4: the fitted model is
-not trusted further from its data; the truth is right everywhere). One line per load: mean JCT
+not trusted further from its data; the truth is right everywhere); `--restart-s S` makes the
+simulator charge S seconds for a restart instead of Pollux's 30 (the first start still 30 s;
+the policy's own `resize_restart_s` is unchanged): with 0 the same decisions cost no restart,
+what restarts cost the policy in all. One line per load: mean JCT
 over the 8 workloads (60 s rounds, 16 x 4) over Pollux's published mean, and the restarts.
 `--gap` then runs `bench/simulator.py`'s `pollux-gap` at those loads under the same hook:
 per application, the mean JCT's share in the workloads, alone on the empty cluster, ideal
@@ -27,6 +30,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import statistics
 import time
 from typing import Any
@@ -110,14 +114,14 @@ def _profile(settings: list[str]) -> Profile:
     return dataclasses.replace(profile, **changes)
 
 
-def run(load: str, profile: Profile) -> dict[str, Any]:
-    """One load's 8 workloads: the JSON line."""
+def run(load: str, profile: Profile, restart_s: float = 30.0) -> dict[str, Any]:
+    """One load's 8 workloads, the simulator charging `restart_s` a restart: the JSON line."""
     start = time.perf_counter()
     cluster = parse_cluster("16x4")
     published = POLLUX / "results-jobload" / f"pollux-{load}" / "summary.json"
     jcts, restarts = [], 0
     for w in range(1, 9):
-        speed = PolluxJobs(POLLUX / "profiles")
+        speed = PolluxJobs(POLLUX / "profiles", restart_s=restart_s)
         path = POLLUX / LOADS[load] / f"workload-{w}.csv"
         wl = speed.elastic_workload(read_workload(f"pollux:{path}"))
         result = simulate(wl, cluster, speed, profile, SimOptions(interval_s=60.0))
@@ -127,6 +131,7 @@ def run(load: str, profile: Profile) -> dict[str, Any]:
     return {
         "case": "pollux-oracle", "load": float(load),
         "profile": {k: getattr(profile, k) for k in _KNOBS}, "explore": resize_action.EXPLORE,
+        "sim_restart_s": restart_s,
         "jct_avg": mean, "vs_pollux": mean / json.loads(published.read_text())["mean"],
         "restarts": restarts, "wall_s": time.perf_counter() - start, **machine(),
     }  # fmt: skip
@@ -139,7 +144,13 @@ def main() -> None:
     parser.add_argument("--set", action="append", default=[], metavar="FIELD=NUMBER")
     parser.add_argument("--gap", action="store_true", help="per application, alone and ideal")
     parser.add_argument("--explore", type=int, default=resize_action.EXPLORE, metavar="N")
+    parser.add_argument(
+        "--restart-s", type=float, default=30.0, metavar="SECONDS",
+        help="the simulator's charge per restart (Pollux's 30; 0: free)",
+    )  # fmt: skip
     args = parser.parse_args()
+    if not (math.isfinite(args.restart_s) and args.restart_s >= 0):
+        raise SystemExit(f"--restart-s: seconds >= 0, got {args.restart_s}")
     if args.explore < 1:
         raise SystemExit(f"--explore: a whole number >= 1, got {args.explore}")
     if not resize_action.__file__ or not resize_action.__file__.endswith(".py"):
@@ -155,7 +166,8 @@ def main() -> None:
     explore, resize_action.EXPLORE = resize_action.EXPLORE, args.explore  # type: ignore[misc]
     try:
         for load in loads:
-            print(json.dumps(run(load, profile) | {"truth": truth is not None}), flush=True)
+            line = run(load, profile, args.restart_s) | {"truth": truth is not None}
+            print(json.dumps(line), flush=True)
         if args.gap:
             pollux_gap(loads)
     finally:
