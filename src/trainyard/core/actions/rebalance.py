@@ -51,7 +51,10 @@ grows must gain at least `Profile.resize_min_gain` of its goodput, a job moves a
 after it has run `Profile.resize_hold_s` since its last (re)start, and the move as a whole
 must pay (`move_delay`): over `Profile.resize_horizon_s`, the weighted time the growing jobs
 gain must exceed what the shrunk ones lose plus `Profile.resize_restart_s` for every job it
-restarts (the growing jobs with the smallest gains are left out until it does). Counting
+restarts (the growing jobs with the smallest gains are left out until it does), and then
+each growing job must repay its own restart and the shrinks made for it: smallest gain first,
+a job the move is no worse without is left out (`actions/moves.py`; on the Pollux workloads
+this cut restarts by 6-18% and the mean JCT at load 2.0 by 0.6%). Counting
 the shrunk jobs' restarts matters: a rebalance that grows one job restarts several, and
 arrivals every few minutes undo its gains before they repay them. Jobs shrink in place (they keep a
 subset of their devices) only as far as the growing jobs need, the cheapest loss per GPU

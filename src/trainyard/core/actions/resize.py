@@ -22,7 +22,7 @@ every resize carries its reason. Four passes, in this order:
    sizes that maximise their weighted speedups (`actions/rebalance.py`): a job that grew
    into a quiet cluster gives GPUs back to later jobs that gain more per GPU. A move is made
    only if it repays the restarts of every job it grows or shrinks within
-   `Profile.resize_horizon_s`.
+   `Profile.resize_horizon_s`, and each job it grows repays its own (`actions/moves.py`).
 4. **Grow into idle GPUs.** While GPUs are idle, the running elastic job with the largest
    gain in speedup per added GPU grows (to at most `EXPLORE` (4) times the largest size it
    has been measured at: the model is not trusted further from its data), if the gain is
@@ -43,9 +43,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Final
 
+from trainyard.core.actions.moves import each_repays, shrinks_for, weighted_delay
 from trainyard.core.actions.rebalance import (
     Entry,
-    move_delay,
     plan_targets,
     rank_weights,
     reports_left,
@@ -322,28 +322,6 @@ def _rebalance(cycle: Cycle, rs: ResizeState) -> None:
         _move(cycle, rs, entries, c)
 
 
-def _give(
-    cycle: Cycle, shrinkers: list[Entry], need: int, grow_q: set[int]
-) -> list[tuple[Entry, int]]:
-    """GPUs each shrinking job gives so that `need` are freed (fewer if they cannot)."""
-    queues = cycle.queues
-    plan: list[tuple[Entry, int]] = []
-    by_queue: dict[int, int] = {}
-    got = 0
-    for e in shrinkers:
-        if got >= need:
-            break
-        a = e.alloc
-        give = min(a.gpus - e.target, need - got)
-        if grow_q != {a.queue}:
-            give = min(give, queues.over_guaranteed(a.queue) - by_queue.get(a.queue, 0))
-        if give > 0:
-            plan.append((e, give))
-            by_queue[a.queue] = by_queue.get(a.queue, 0) + give
-            got += give
-    return plan
-
-
 def _move(cycle: Cycle, rs: ResizeState, entries: list[Entry], c: int) -> None:
     """Move jobs towards their targets where it is worth a restart (module docstring of
     `actions/rebalance.py`)."""
@@ -371,21 +349,22 @@ def _move(cycle: Cycle, rs: ResizeState, entries: list[Entry], c: int) -> None:
     free = cycle.state.class_free[c]
     grow_q = {e.alloc.queue for _g, e in growers}
     need = sum(e.target - e.alloc.gpus for _g, e in growers) - free
-    plan = _give(cycle, shrinkers, need, grow_q) if need > 0 else []
+    plan = shrinks_for(cycle, shrinkers, need, grow_q) if need > 0 else []
     got = sum(g for _e, g in plan)
     while growers and need > got:  # what cannot be freed: the smallest gains wait
         _gain, e = growers.pop()
         need -= e.target - e.alloc.gpus
     if not growers:
         return
-    plan = _give(cycle, shrinkers, need, grow_q) if need > 0 else []
+    plan = shrinks_for(cycle, shrinkers, need, grow_q) if need > 0 else []
     if prof.resize_horizon_s > 0.0:  # the move must repay its restarts
-        while growers and _delay(cycle, per_node, growers, plan) >= 0.0:
+        while growers and weighted_delay(cycle, per_node, growers, plan) >= 0.0:
             _gain, e = growers.pop()
             need -= e.target - e.alloc.gpus
-            plan = _give(cycle, shrinkers, need, grow_q) if need > 0 else []
+            plan = shrinks_for(cycle, shrinkers, need, grow_q) if need > 0 else []
         if not growers:
             return
+        growers, plan = each_repays(cycle, per_node, growers, shrinkers, need, grow_q, plan)
     stmt = cycle.stmt
     state = cycle.state
     cp = stmt.checkpoint()
@@ -414,15 +393,6 @@ def _move(cycle: Cycle, rs: ResizeState, entries: list[Entry], c: int) -> None:
     if not grown:
         stmt.rollback(cp)
         cycle.restore_epoch(epoch)
-
-
-def _delay(
-    cycle: Cycle, per_node: int, growers: list[tuple[float, Entry]], plan: list[tuple[Entry, int]]
-) -> float:
-    moves = [(e, e.target) for _g, e in growers]
-    moves += [(e, e.alloc.gpus - give) for e, give in plan]
-    prof = cycle.profile
-    return move_delay(moves, per_node, cycle.now, prof.resize_restart_s, prof.resize_horizon_s)
 
 
 # -- 4. grow into idle GPUs ---------------------------------------------------------------

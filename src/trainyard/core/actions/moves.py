@@ -1,0 +1,66 @@
+"""What a rebalance move carries (`actions/resize.py`, pass 3; `actions/rebalance.py` sets the
+targets): the GPUs the shrinking jobs give (`shrinks_for`), a move's weighted delay
+(`weighted_delay`: `rebalance.move_delay` over its growing and shrinking jobs) and, of a move
+that repays its restarts as a whole, the growing jobs each of which repays its own
+(`each_repays`)."""
+
+from __future__ import annotations
+
+from trainyard.core.actions.rebalance import Entry, move_delay
+from trainyard.core.cycle import Cycle
+
+Growers = list[tuple[float, Entry]]  # (relative goodput gain, job), largest gain first
+Shrinks = list[tuple[Entry, int]]  # (job, GPUs it gives)
+
+
+def shrinks_for(cycle: Cycle, shrinkers: list[Entry], need: int, grow_q: set[int]) -> Shrinks:
+    """GPUs each shrinking job gives so that `need` are freed (fewer if they cannot)."""
+    queues = cycle.queues
+    plan: Shrinks = []
+    by_queue: dict[int, int] = {}
+    got = 0
+    for e in shrinkers:
+        if got >= need:
+            break
+        a = e.alloc
+        give = min(a.gpus - e.target, need - got)
+        if grow_q != {a.queue}:
+            give = min(give, queues.over_guaranteed(a.queue) - by_queue.get(a.queue, 0))
+        if give > 0:
+            plan.append((e, give))
+            by_queue[a.queue] = by_queue.get(a.queue, 0) + give
+            got += give
+    return plan
+
+
+def weighted_delay(cycle: Cycle, per_node: int, growers: Growers, plan: Shrinks) -> float:
+    """`rebalance.move_delay` of growing `growers` to their targets and shrinking by `plan`."""
+    moves = [(e, e.target) for _g, e in growers]
+    moves += [(e, e.alloc.gpus - give) for e, give in plan]
+    prof = cycle.profile
+    return move_delay(moves, per_node, cycle.now, prof.resize_restart_s, prof.resize_horizon_s)
+
+
+def each_repays(
+    cycle: Cycle,
+    per_node: int,
+    growers: Growers,
+    shrinkers: list[Entry],
+    need: int,
+    grow_q: set[int],
+    plan: Shrinks,
+) -> tuple[Growers, Shrinks]:
+    """`growers` and the shrinks they need, less each growing job, smallest gain first, that
+    the move is no worse without. A move that repays its restarts as a whole may carry a job
+    whose gain does not repay its own restart and the shrinks made for it, paid for by the
+    other jobs' gains: each restart must pay for itself. `need`: the GPUs the shrinks must free
+    (the growth beyond the idle GPUs)."""
+    while len(growers) > 1:
+        last = growers[-1][1]
+        less = need - (last.target - last.alloc.gpus)
+        fewer = shrinks_for(cycle, shrinkers, less, grow_q) if less > 0 else []
+        without = weighted_delay(cycle, per_node, growers[:-1], fewer)
+        if without > weighted_delay(cycle, per_node, growers, plan):
+            break
+        growers, need, plan = growers[:-1], less, fewer
+    return growers, plan
