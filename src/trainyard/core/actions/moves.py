@@ -1,8 +1,8 @@
 """What a rebalance move carries (`actions/resize.py`, pass 3; `actions/rebalance.py` sets the
-targets): the GPUs the shrinking jobs give (`shrinks_for`), a move's weighted delay
-(`weighted_delay`: `rebalance.move_delay` over its growing and shrinking jobs) and, of a move
-that repays its restarts as a whole, the growing jobs each of which repays its own
-(`each_repays`)."""
+targets): the GPUs the shrinking jobs give (`shrinks_for`, and `fewest_shrinks`: from one job
+when that delays the move less), a move's weighted delay (`weighted_delay`:
+`rebalance.move_delay` over its growing and shrinking jobs) and, of a move that repays its
+restarts as a whole, the growing jobs each of which repays its own (`each_repays`)."""
 
 from __future__ import annotations
 
@@ -64,3 +64,30 @@ def each_repays(
             break
         growers, need, plan = growers[:-1], less, fewer
     return growers, plan
+
+
+def fewest_shrinks(
+    cycle: Cycle, per_node: int, growers: Growers, shrinkers: list[Entry], grow_q: set[int],
+    plan: Shrinks,
+) -> Shrinks:  # fmt: skip
+    """`plan`, or one job giving all the GPUs `plan` frees when that delays the move less.
+    `shrinks_for` takes the cheapest loss per GPU first, which does not count that every job
+    shrunk restarts: two jobs giving a GPU each cost two restarts where one giving both costs
+    one. A job gives only down to its target, and above its queue's guarantee unless the
+    growing jobs are all of its queue, as in `shrinks_for`."""
+    if len(plan) < 2:
+        return plan
+    n = sum(g for _e, g in plan)
+    queues = cycle.queues
+    best, out = weighted_delay(cycle, per_node, growers, plan), plan
+    for e in shrinkers:
+        a = e.alloc
+        if a.gpus - e.target < n:
+            continue
+        if grow_q != {a.queue} and queues.over_guaranteed(a.queue) < n:
+            continue
+        one = [(e, n)]
+        d = weighted_delay(cycle, per_node, growers, one)
+        if d < best:
+            best, out = d, one
+    return out

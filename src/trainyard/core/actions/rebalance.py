@@ -53,12 +53,12 @@ must pay (`move_delay`): over `Profile.resize_horizon_s`, the weighted time the 
 gain must exceed what the shrunk ones lose plus `Profile.resize_restart_s` for every job it
 restarts (the growing jobs with the smallest gains are left out until it does), and then
 each growing job must repay its own restart and the shrinks made for it: smallest gain first,
-a job the move is no worse without is left out (`actions/moves.py`; on the Pollux workloads
-this cut restarts by 6-18% and the mean JCT at load 2.0 by 0.6%). Counting
+a job the move is no worse without is left out (`actions/moves.py`). Counting
 the shrunk jobs' restarts matters: a rebalance that grows one job restarts several, and
 arrivals every few minutes undo its gains before they repay them. Jobs shrink in place (they keep a
 subset of their devices) only as far as the growing jobs need, the cheapest loss per GPU
-first, never below their target or minimum, and a queue gives only what it holds above its
+first, or all of it from one job when that delays the move less (every job shrunk restarts),
+never below their target or minimum, and a queue gives only what it holds above its
 guarantee unless every growing job is of that queue. While a queue owed its guarantee has a
 job waiting, nothing is rebalanced (reclaim acts first). Targets depend only on the
 allocation, the models and the slowly growing attained service, so without arrivals the

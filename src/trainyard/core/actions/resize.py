@@ -43,7 +43,12 @@ import math
 from dataclasses import dataclass, field
 from typing import Final
 
-from trainyard.core.actions.moves import each_repays, shrinks_for, weighted_delay
+from trainyard.core.actions.moves import (
+    each_repays,
+    fewest_shrinks,
+    shrinks_for,
+    weighted_delay,
+)
 from trainyard.core.actions.rebalance import (
     Entry,
     plan_targets,
@@ -365,6 +370,7 @@ def _move(cycle: Cycle, rs: ResizeState, entries: list[Entry], c: int) -> None:
         if not growers:
             return
         growers, plan = each_repays(cycle, per_node, growers, shrinkers, need, grow_q, plan)
+        plan = fewest_shrinks(cycle, per_node, growers, shrinkers, grow_q, plan)
     stmt = cycle.stmt
     state = cycle.state
     cp = stmt.checkpoint()
