@@ -251,6 +251,26 @@ ArrayFilter = Annotated[
         max_length=32, pattern=schemas.PRINTABLE, description="only the members of this job array"
     ),
 ]
+# The API's own: an empty value names nothing (the console's form sends '' for "any", which
+# it reads as no filter), so it is refused naming the field. Found by the fuzzing: schemathesis
+# sends an invalid value (a list) that the query string carries as `array=`, which was accepted.
+ApiQueueFilter = Annotated[
+    str | None,
+    Query(min_length=1, max_length=128, pattern=schemas.PRINTABLE, description="only this queue"),
+]
+ApiUserFilter = Annotated[
+    str | None,
+    Query(min_length=1, max_length=128, pattern=schemas.PRINTABLE, description="only this user's"),
+]
+ApiArrayFilter = Annotated[
+    str | None,
+    Query(
+        min_length=1,
+        max_length=32,
+        pattern=schemas.PRINTABLE,
+        description="only the members of this job array",
+    ),
+]
 JobOrder = Annotated[
     str | None,
     Query(
@@ -266,12 +286,12 @@ def list_jobs(
     request: Request,
     ctx: Ctx,
     state: StateFilter = None,
-    queue: QueueFilter = None,
-    user: UserFilter = None,
+    queue: ApiQueueFilter = None,
+    user: ApiUserFilter = None,
     since: Annotated[
         float | None, Query(ge=0, description="only jobs submitted at or after (Unix time)")
     ] = None,
-    array: ArrayFilter = None,
+    array: ApiArrayFilter = None,
     limit: Annotated[int, Query(ge=1, le=jobs.LIST_LIMIT)] = jobs.LIST_LIMIT,
     offset: Annotated[int, Query(ge=0, le=2**31 - 1)] = 0,
     sort: JobOrder = None,
