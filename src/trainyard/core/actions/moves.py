@@ -55,14 +55,15 @@ def each_repays(
     whose gain does not repay its own restart and the shrinks made for it, paid for by the
     other jobs' gains: each restart must pay for itself. `need`: the GPUs the shrinks must free
     (the growth beyond the idle GPUs)."""
+    now = weighted_delay(cycle, per_node, growers, plan)
     while len(growers) > 1:
         last = growers[-1][1]
         less = need - (last.target - last.alloc.gpus)
         fewer = shrinks_for(cycle, shrinkers, less, grow_q) if less > 0 else []
         without = weighted_delay(cycle, per_node, growers[:-1], fewer)
-        if without > weighted_delay(cycle, per_node, growers, plan):
+        if without > now:
             break
-        growers, need, plan = growers[:-1], less, fewer
+        growers, need, plan, now = growers[:-1], less, fewer, without
     return growers, plan
 
 
@@ -73,21 +74,16 @@ def fewest_shrinks(
     """`plan`, or one job giving all the GPUs `plan` frees when that delays the move less.
     `shrinks_for` takes the cheapest loss per GPU first, which does not count that every job
     shrunk restarts: two jobs giving a GPU each cost two restarts where one giving both costs
-    one. A job gives only down to its target, and above its queue's guarantee unless the
-    growing jobs are all of its queue, as in `shrinks_for`."""
+    one. A job gives only what `shrinks_for` would let it (down to its target, and above its
+    queue's guarantee unless the growing jobs are all of its queue)."""
     if len(plan) < 2:
         return plan
     n = sum(g for _e, g in plan)
-    queues = cycle.queues
     best, out = weighted_delay(cycle, per_node, growers, plan), plan
     for e in shrinkers:
-        a = e.alloc
-        if a.gpus - e.target < n:
-            continue
-        if grow_q != {a.queue} and queues.over_guaranteed(a.queue) < n:
-            continue
-        one = [(e, n)]
-        d = weighted_delay(cycle, per_node, growers, one)
-        if d < best:
-            best, out = d, one
+        one = shrinks_for(cycle, [e], n, grow_q)  # its target and queue's guarantee allowing
+        if one and one[0][1] == n:
+            d = weighted_delay(cycle, per_node, growers, one)
+            if d < best:
+                best, out = d, one
     return out

@@ -239,38 +239,29 @@ async def _prepare(
 StateFilter = Annotated[
     list[JobState] | None, Query(description="only jobs in these states (repeat)")
 ]
-QueueFilter = Annotated[
-    str | None, Query(max_length=128, pattern=schemas.PRINTABLE, description="only this queue")
-]
-UserFilter = Annotated[
-    str | None, Query(max_length=128, pattern=schemas.PRINTABLE, description="only this user's")
-]
-ArrayFilter = Annotated[
-    str | None,
-    Query(
-        max_length=32, pattern=schemas.PRINTABLE, description="only the members of this job array"
-    ),
-]
-# The API's own: an empty value names nothing (the console's form sends '' for "any", which
-# it reads as no filter), so it is refused naming the field. Found by the fuzzing: schemathesis
-# sends an invalid value (a list) that the query string carries as `array=`, which was accepted.
-ApiQueueFilter = Annotated[
-    str | None,
-    Query(min_length=1, max_length=128, pattern=schemas.PRINTABLE, description="only this queue"),
-]
-ApiUserFilter = Annotated[
-    str | None,
-    Query(min_length=1, max_length=128, pattern=schemas.PRINTABLE, description="only this user's"),
-]
-ApiArrayFilter = Annotated[
-    str | None,
-    Query(
-        min_length=1,
-        max_length=32,
+
+
+def _text_filter(max_length: int, description: str, *, empty: bool) -> Any:
+    """The query check of a free-text filter; `empty`: whether '' passes (the console's form
+    sends '' for "any")."""
+    return Query(
+        min_length=None if empty else 1,
+        max_length=max_length,
         pattern=schemas.PRINTABLE,
-        description="only the members of this job array",
-    ),
-]
+        description=description,
+    )
+
+
+_QUEUE, _USER, _ARRAY = "only this queue", "only this user's", "only the members of this job array"
+QueueFilter = Annotated[str | None, _text_filter(128, _QUEUE, empty=True)]
+UserFilter = Annotated[str | None, _text_filter(128, _USER, empty=True)]
+ArrayFilter = Annotated[str | None, _text_filter(32, _ARRAY, empty=True)]
+# The API's own: an empty value names nothing, so it is refused naming the field. Found by
+# the fuzzing: schemathesis sent an invalid value (a list) that the query string carries as
+# `array=`, which was accepted as the array ''.
+ApiQueueFilter = Annotated[str | None, _text_filter(128, _QUEUE, empty=False)]
+ApiUserFilter = Annotated[str | None, _text_filter(128, _USER, empty=False)]
+ApiArrayFilter = Annotated[str | None, _text_filter(32, _ARRAY, empty=False)]
 JobOrder = Annotated[
     str | None,
     Query(
