@@ -3,6 +3,7 @@ workloads with the core's goodput model replaced by the simulator's truth.
 
     PYTHONPATH=src python bench/pollux_oracle.py [--fitted] [--loads 0.5,2.0]
         [--set resize_restart_s=60 ...] [--explore 16] [--restart-s 0] [--gap]
+        [--truth-apps yolov3,cifar10]
 
 With the truth, every elastic job's `GoodputModel` (`core.goodput.fit`, which the resize
 action calls) answers goodput(gpus, nodes) with the profiles' true rate at the job's
@@ -14,7 +15,9 @@ to N times the largest size it has run instead of `resize.EXPLORE` (4: the fitte
 not trusted further from its data; the truth is right everywhere); `--restart-s S` makes the
 simulator charge S seconds for a restart instead of Pollux's 30 (the first start still 30 s;
 the policy's own `resize_restart_s` is unchanged): with 0 the same decisions cost no restart,
-what restarts cost the policy in all. One line per load: mean JCT
+what restarts cost the policy in all. `--truth-apps A,B` gives the truth to those
+applications' jobs only (the others keep the fitted model): whether one application's model
+is what holds it back, or the models' errors relative to each other. One line per load: mean JCT
 over the 8 workloads (60 s rounds, 16 x 4) over Pollux's published mean, and the restarts.
 `--gap` then runs `bench/simulator.py`'s `pollux-gap` at those loads under the same hook:
 per application, the mean JCT's share in the workloads, alone on the empty cluster, ideal
@@ -49,6 +52,8 @@ from trainyard.sim.readers import read_workload
 from trainyard.sim.workload import SimJob, Workload
 
 _FIT = resize_action.fit
+# The Pollux profiles' applications (the folders of shared/traces/pollux/profiles).
+APPLICATIONS = ("bert", "cifar10", "deepspeech2", "imagenet", "ncf", "yolov3")
 _KNOBS = ("resize_restart_s", "resize_horizon_s", "resize_min_gain", "resize_hold_s")
 
 
@@ -76,9 +81,10 @@ class Truth:
     """Feeds the resize action `TruthModel`s for the elastic jobs of the workload the
     simulator made last (`PolluxJobs.elastic_workload` is wrapped to note it)."""
 
-    def __init__(self) -> None:
+    def __init__(self, apps: frozenset[str] = frozenset()) -> None:
         self.speed: PolluxJobs | None = None
         self.jobs: dict[str, SimJob] = {}
+        self.apps = apps  # only these applications' jobs get the truth (empty: all)
         self._make = PolluxJobs.elastic_workload
 
     def install(self) -> None:
@@ -100,7 +106,10 @@ class Truth:
         info = job.elastic
         if info is None or self.speed is None or job.id not in self.jobs or info.batch <= 0:
             return _FIT(job)
-        return TruthModel(self.speed, self.jobs[job.id], info.remaining / info.batch)
+        sim = self.jobs[job.id]
+        if self.apps and sim.application not in self.apps:
+            return _FIT(job)
+        return TruthModel(self.speed, sim, info.remaining / info.batch)
 
 
 def _profile(settings: list[str]) -> Profile:
@@ -148,7 +157,19 @@ def main() -> None:
         "--restart-s", type=float, default=30.0, metavar="SECONDS",
         help="the simulator's charge per restart (Pollux's 30; 0: free)",
     )  # fmt: skip
+    parser.add_argument(
+        "--truth-apps", default="", metavar="APP[,APP]",
+        help="the truth only for these applications' jobs (the others fitted)",
+    )  # fmt: skip
     args = parser.parse_args()
+    apps = frozenset(x.strip() for x in args.truth_apps.split(",") if x.strip())
+    unknown_apps = sorted(apps - set(APPLICATIONS))
+    if unknown_apps:
+        raise SystemExit(
+            f"--truth-apps: {unknown_apps[0]!r} is not one of {', '.join(APPLICATIONS)}"
+        )
+    if apps and args.fitted:
+        raise SystemExit("--truth-apps: the truth for some jobs contradicts --fitted")
     if not (math.isfinite(args.restart_s) and args.restart_s >= 0):
         raise SystemExit(f"--restart-s: seconds >= 0, got {args.restart_s}")
     if args.explore < 1:
@@ -160,13 +181,15 @@ def main() -> None:
     if unknown:
         raise SystemExit(f"--loads: {unknown[0]!r} is not one of {', '.join(LOADS)}")
     profile = _profile(args.set)
-    truth = None if args.fitted else Truth()
+    truth = None if args.fitted else Truth(apps)
     if truth is not None:
         truth.install()
     explore, resize_action.EXPLORE = resize_action.EXPLORE, args.explore  # type: ignore[misc]
     try:
         for load in loads:
             line = run(load, profile, args.restart_s) | {"truth": truth is not None}
+            if apps:
+                line["truth_apps"] = sorted(apps)
             print(json.dumps(line), flush=True)
         if args.gap:
             pollux_gap(loads)
