@@ -265,7 +265,9 @@ def pollux_shapes() -> None:
 def pollux_mixed() -> None:
     """Issue 13, acceptance 2: every other job of the 8 Pollux workloads rigid at its trace
     size, the rest elastic; waits of each kind (mean, p99, max), finish-time fairness and
-    makespan, next to Pollux's all-elastic published mean."""
+    makespan, next to Pollux's all-elastic published mean. `*_all_rigid`: the same workloads
+    with every job rigid at its trace size, under the same policy (the rigid half's waits and
+    the mean JCT), so that what the elastic half does to the rigid jobs' waits is read off."""
     speed = PolluxJobs(POLLUX / "profiles")
     cluster = parse_cluster("16x4")
     for load, folder in LOADS.items():
@@ -273,7 +275,8 @@ def pollux_mixed() -> None:
         published = json.loads(summary.read_text())["mean"]
         start = time.perf_counter()
         waits: dict[bool, list[float]] = {True: [], False: []}
-        jcts, rhos, spans = [], [], []
+        alone: list[float] = []  # the rigid half's waits when every job is rigid
+        jcts, rhos, spans, rigid_jcts = [], [], [], []
         for w in range(1, 9):
             trace = read_workload(f"pollux:{POLLUX / folder / f'workload-{w}.csv'}")
             elastic = speed.elastic_workload(trace)
@@ -287,6 +290,13 @@ def pollux_mixed() -> None:
             for r in res.records:
                 if r.queueing_delay is not None:
                     waits[kind[r.id]].append(r.queueing_delay)
+            rigid = simulate(trace, cluster, speed, "default")
+            rigid_jcts.append(summarize(rigid)["jct_avg"])
+            alone += [
+                r.queueing_delay
+                for r in rigid.records
+                if not kind[r.id] and r.queueing_delay is not None
+            ]
             got = summarize(res)
             jcts.append(got["jct_avg"])
             rhos.append(got["fairness_rho_max"])
@@ -297,6 +307,9 @@ def pollux_mixed() -> None:
             **{f"{name}_wait_{stat}": fn(waits[flag])
                for flag, name in ((False, "rigid"), (True, "elastic"))
                for stat, fn in (("mean", statistics.mean), ("p99", _p99), ("max", max))},
+            **{f"rigid_wait_{stat}_all_rigid": fn(alone)
+               for stat, fn in (("mean", statistics.mean), ("p99", _p99), ("max", max))},
+            "jct_avg_all_rigid": statistics.mean(rigid_jcts),
             "fairness_rho_max": max(r for r in rhos if r is not None),
             "makespan_mean": statistics.mean(s for s in spans if s is not None),
             "wall_s": time.perf_counter() - start, **machine(),
