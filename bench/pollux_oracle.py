@@ -48,12 +48,11 @@ from trainyard.sim.config import SimOptions
 from trainyard.sim.engine import simulate
 from trainyard.sim.metrics import summarize
 from trainyard.sim.pollux_jobs import PolluxJobs
+from trainyard.sim.pollux_speed import EPOCHS
 from trainyard.sim.readers import read_workload
 from trainyard.sim.workload import SimJob, Workload
 
 _FIT = resize_action.fit
-# The Pollux profiles' applications (the folders of shared/traces/pollux/profiles).
-APPLICATIONS = ("bert", "cifar10", "deepspeech2", "imagenet", "ncf", "yolov3")
 _KNOBS = ("resize_restart_s", "resize_horizon_s", "resize_min_gain", "resize_hold_s")
 
 
@@ -163,10 +162,10 @@ def main() -> None:
     )  # fmt: skip
     args = parser.parse_args()
     apps = frozenset(x.strip() for x in args.truth_apps.split(",") if x.strip())
-    unknown_apps = sorted(apps - set(APPLICATIONS))
+    unknown_apps = sorted(apps - EPOCHS.keys())  # the simulator's Pollux applications
     if unknown_apps:
         raise SystemExit(
-            f"--truth-apps: {unknown_apps[0]!r} is not one of {', '.join(APPLICATIONS)}"
+            f"--truth-apps: {unknown_apps[0]!r} is not one of {', '.join(sorted(EPOCHS))}"
         )
     if apps and args.fitted:
         raise SystemExit("--truth-apps: the truth for some jobs contradicts --fitted")

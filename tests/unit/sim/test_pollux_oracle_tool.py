@@ -41,11 +41,11 @@ def test_the_truth_is_given_only_to_the_named_applications() -> None:
 
     tool = load("pollux_oracle")
     speed = PolluxJobs(shared_pollux() / "profiles")
-    sims = {
-        f"{app}-1": SimJob(id=f"{app}-1", submit_time=0.0, gpus=4, application=app, batch_size=bs)
+    sims = tuple(
+        SimJob(id=f"{app}-1", submit_time=0.0, gpus=4, application=app, batch_size=bs)
         for app, bs in (("yolov3", 64), ("cifar10", 128))
-    }
-    made = speed.elastic_workload(Workload("pollux", "test", tuple(sims.values())))
+    )
+    made = speed.elastic_workload(Workload("pollux", "test", sims))
     elastic = Elastic(
         batch=64, max_batch=64, samples=(StepSample(1, 1, 64, 0.5),), remaining=6400.0
     )
