@@ -1,5 +1,6 @@
 """`bench/pollux_oracle.py`'s options: a bad value stops it with a message naming the option,
-before any simulation runs."""
+before any simulation runs; `--truth-apps` gives the truth to the named applications' jobs
+only."""
 
 from __future__ import annotations
 
