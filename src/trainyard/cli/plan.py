@@ -436,9 +436,11 @@ def render(
             pp += f" ({counts[0]}/{counts[1]}/{counts[-1]})"  # first / middle / last layers
         zero = "hsdp" if lay.sharding == "hsdp" else str(lay.zero)
         ep = (str(lay.ep),) if moe else ()
+        # layers whose activations go to host memory (activation offloading)
+        recompute = lay.recompute + (f" +cpu{lay.offload_layers}" if lay.offload_layers else "")
         table.add_row(
             str(lay.tp), str(lay.cp), pp, str(lay.dp), *ep, str(lay.micro_batch),
-            str(lay.virtual_stages), zero, lay.recompute, f"{p.memory.total:.1f}",
+            str(lay.virtual_stages), zero, recompute, f"{p.memory.total:.1f}",
             f"{p.time.iteration_s:.3f}", f"{p.tflops_per_gpu:.1f}",
             f"{p.mfu:.1%}",
         )  # fmt: skip

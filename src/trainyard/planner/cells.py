@@ -82,6 +82,7 @@ _COLUMN_ALIASES: Final[dict[str, tuple[str, ...]]] = {
     "window_size": ("sliding_window",),
     "rope_dim": ("qk_rope_head_dim", "qk_pos_emb_head_dim"),
     "dense_layers": ("first_k_dense_replace",),
+    "cpu_offload_layers": ("cpu_offloading_num_layers", "offload_layers"),
 }  # fmt: skip
 
 

@@ -83,6 +83,9 @@ b = micro_batch, s = seq_len, h = hidden, n_i = layers of stage i):
   m·max(S) + (p-1)/v·mean(S): the slowest stage sets the pace and the others fill and drain
   the pipe once. For equal stages this is SC'21's bubble (p-1)/(v·m).
 
+* activation offloading (`trainyard.planner.offload`): the copies of the offloaded layers'
+  activations to host memory and back, as far as the next layer's forward and a layer's
+  backward do not hide them, per micro-batch.
 * mixture of experts (`trainyard.planner.moe`): the routed experts' grouped GEMMs at the
   efficiency of their thinner shapes, and the all-to-alls of expert parallelism per layer
   and micro-batch; their gradients are reduced over the expert-data-parallel group
@@ -130,8 +133,10 @@ from trainyard.planner.comm import (
 from trainyard.planner.errors import PlannerError
 from trainyard.planner.hardware import GPU
 from trainyard.planner.layout import ParallelLayout
+from trainyard.planner.memory import layer_activation_bytes
 from trainyard.planner.model import Model
 from trainyard.planner.moe import expert_forward_flops, expert_gemm_size, layer_all_to_all_s
+from trainyard.planner.offload import exposed_s
 from trainyard.planner.stages import Stage, StageTimes, stage_time
 from trainyard.planner.work import (
     flops_executed,
@@ -229,16 +234,16 @@ class StepTime:
     """One iteration's time and its parts (seconds), with throughput and MFU.
 
     `iteration_s` = `compute_s` + `tp_comm_s` + `cp_comm_s` + `ep_comm_s` + `shard_comm_s` +
-    `p2p_s` + `bubble_s` + `dp_exposed_s`: the slowest pipeline stage's compute and exposed
-    tensor-, context- and expert-parallel, sharded-state (ZeRO-2/3, FSDP) and point-to-point time
-    over the m micro-batches, then the pipeline's fill and drain (`bubble_s`) and the exposed
-    once-per-iteration reduction. `memory_bound_s` is the part of `compute_s` spent in
-    memory-bound kernels and `efficiency` the fraction of peak the whole of `compute_s`
-    reaches. `dp_comm_s` is the whole per-iteration reduction, of which `dp_exposed_s` is not
-    hidden. `flops` counts what is executed (recompute included), `model_flops` the model
-    FLOPs without recompute. `tflops_per_gpu` = model_flops / iteration / GPUs;
-    `hardware_tflops_per_gpu` uses `flops` (the SC'21 convention); `mfu` = tflops_per_gpu over
-    the 16-bit dense peak (also for fp8, whose peak differs per kernel).
+    `p2p_s` + `offload_s` + `bubble_s` + `dp_exposed_s`: the slowest pipeline stage's compute
+    and exposed tensor-, context- and expert-parallel, sharded-state (ZeRO-2/3, FSDP),
+    point-to-point and activation-offload time over the m micro-batches, then the pipeline's
+    fill and drain (`bubble_s`) and the exposed once-per-iteration reduction. `memory_bound_s`
+    is the part of `compute_s` spent in memory-bound kernels and `efficiency` the fraction of
+    peak the whole of `compute_s` reaches. `dp_comm_s` is the whole per-iteration reduction, of
+    which `dp_exposed_s` is not hidden. `flops` counts what is executed (recompute included),
+    `model_flops` the model FLOPs without recompute. `tflops_per_gpu` = model_flops / iteration
+    / GPUs; `hardware_tflops_per_gpu` uses `flops` (the SC'21 convention); `mfu` =
+    tflops_per_gpu over the 16-bit dense peak (also for fp8, whose peak differs per kernel).
     """
 
     iteration_s: float
@@ -258,6 +263,7 @@ class StepTime:
     shard_comm_s: float = 0.0
     p2p_s: float = 0.0
     ep_comm_s: float = 0.0
+    offload_s: float = 0.0
 
 
 def gemm_efficiency(
@@ -418,9 +424,13 @@ def step_time(
         shard_topo = topology(shard_ranks, per_node(shard_ranks, group_per_node), gpu, links)
 
     ep_layer = layer_all_to_all_s(model, layout, gpu, nodes_of, tokens, passes, links)
-    shared = StageTimes(
-        layer_s, layer_mem_s, logit_s, logit_mem_s, tp_layer, cp_layer, ep_layer, p2p, passes
+    offload = exposed_s(
+        layer_activation_bytes(model, layout), layer_s / passes, layout.offload_layers, gpu
     )
+    shared = StageTimes(
+        layer_s, layer_mem_s, logit_s, logit_mem_s, tp_layer, cp_layer, ep_layer, p2p, passes,
+        offload,
+    )  # fmt: skip
     stages: list[Stage] = []
     dp_comm = 0.0
     first_params = (model.padded_vocab(t) * model.hidden) / t
@@ -466,4 +476,5 @@ def step_time(
         shard_comm_s=m * slowest.shard,
         p2p_s=m * slowest.p2p,
         ep_comm_s=m * slowest.ep,
+        offload_s=m * slowest.offload,
     )

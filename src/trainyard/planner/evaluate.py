@@ -87,7 +87,8 @@ class Row:
 
 def read_as(model: Model, layout: ParallelLayout) -> str:
     """How a row was read, in one short line: the parallel split, micro-batch, sharding,
-    recompute and the switches that are on (sp, flash, tp-overlap, fp8), so that a row's
+    recompute, the layers whose activations are offloaded to the host (offN) and the switches
+    that are on (sp, flash, tp-overlap, fp8), so that a row's
     defaults (`trainyard.planner.rows`) are visible next to its error."""
     parts = [f"t{layout.tp}"]
     parts += [f"{k}{v}" for k, v in (("c", layout.cp), ("p", layout.pp)) if v > 1]
@@ -103,6 +104,8 @@ def read_as(model: Model, layout: ParallelLayout) -> str:
     if layout.shard_group:
         parts[-1] += f"/hsdp{layout.shard_group}"
     parts.append(f"rc:{layout.recompute}")
+    if layout.offload_layers:
+        parts.append(f"off{layout.offload_layers}")
     switches = (
         (layout.sequence_parallel, "sp"),
         (layout.flash_attention, "flash"),

@@ -11,6 +11,20 @@ it is the intra-node path the planner should assume (PCIe or a 2-GPU bridge, see
 `gpus_per_node` is the NVLink domain (8 for the HGX/DGX boards, 72 for a GB200 or GB300 NVL72
 rack). Network bandwidth is per GPU (one NIC per GPU, e.g. 200 Gb/s HDR = 25 GB/s, 400 Gb/s
 NDR = 50 GB/s, 800 Gb/s ConnectX-8 = 100 GB/s).
+
+The host side, for activation offloading (`trainyard.planner.offload`): `host_link_gb_s` is
+one GPU's unidirectional path to its host's memory while every GPU copies at once, as
+offloading does. PCIe Gen3 / Gen4 / Gen5 x16 carry 16 / 32 / 64 GB/s each way, and the DGX
+and HGX boards put two GPUs (with their NICs) behind each PCIe switch, whose x16 link to the
+CPU they share (DGX A100's documented topology, taken for the others): 8 / 16 / 32 GB/s per
+GPU (the DGX B300's Xeon 6 hosts speak PCIe Gen5, so its GPUs' Gen6 links run at Gen5 to host
+memory). A PCIe card is taken to have its own x16 link. A Grace Blackwell GPU reaches its Grace
+CPU over NVLink-C2C, 900 GB/s bidirectional per Grace shared by the two GPUs it hosts: 225
+GB/s each way per GPU (the Grace's 480 GB of LPDDR5X at up to 512 GB/s, also shared by two,
+bounds it no lower). `host_memory_gb` is the host's memory per GPU: DGX-1 512 GB, DGX A100 1
+TB, DGX H100 / H200 / B200 / B300 2 TB over 8 GPUs; 480 GB per Grace over 2 GPUs in an NVL72
+rack (NVIDIA's "up to 17 TB" over 72). 0 means unknown (PCIe cards, whose servers vary): the
+search then does not offload to that host.
 """
 
 from __future__ import annotations
@@ -40,7 +54,9 @@ class GPU:
     `gpus_per_host` the GPUs one host (one operating system, torchrun's `--nproc-per-node`)
     holds when that is fewer than its NVLink domain (GB200 NVL72: 4 of 72); 0: the node is
     one host; `fp8_backward_slowdown` the time factor (>= 1) of the fp8 backward GEMMs
-    (`FP8_SPLIT_ACCUMULATOR`, on the GPUs whose fp8 tensor cores have a fast-accumulation mode).
+    (`FP8_SPLIT_ACCUMULATOR`, on the GPUs whose fp8 tensor cores have a fast-accumulation mode);
+    `host_link_gb_s` one GPU's unidirectional bandwidth to host memory (GB/s) and
+    `host_memory_gb` the host memory per GPU (GB), both 0 when unknown (module docstring).
     """
 
     name: str
@@ -55,6 +71,8 @@ class GPU:
     network_latency_us: float
     gpus_per_host: int = 0
     fp8_backward_slowdown: float = 1.0
+    host_link_gb_s: float = 0.0
+    host_memory_gb: float = 0.0
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -114,9 +132,24 @@ class GPU:
 FP8_SPLIT_ACCUMULATOR: Final = 1.15
 
 
-def _g(name: str, *values: float, host: int = 0, bwd8: float = 1.0) -> GPU:
+def _g(
+    name: str, *values: float, host: int = 0, bwd8: float = 1.0, cpu: tuple[float, float]
+) -> GPU:
     bf16, fp8, fp32, mem, bw, nvl, per_node, net, lat = values
-    return GPU(name, bf16, fp8, fp32, mem, bw, nvl, int(per_node), net, lat, host, bwd8)
+    link, memory = cpu
+    return GPU(
+        name, bf16, fp8, fp32, mem, bw, nvl, int(per_node), net, lat, host, bwd8, link, memory
+    )
+
+
+# (host_link_gb_s, host_memory_gb) per board (module docstring)
+_PCIE3_DGX1: Final = (8.0, 64.0)
+_PCIE4_DGXA100: Final = (16.0, 128.0)
+_PCIE5_DGX: Final = (32.0, 256.0)
+_C2C_GRACE: Final = (225.0, 240.0)
+_PCIE5_CARD: Final = (64.0, 0.0)
+_PCIE4_CARD: Final = (32.0, 0.0)
+_SPLIT: Final = FP8_SPLIT_ACCUMULATOR
 
 
 # name, bf16, fp8, fp32, memory GB, TB/s, NVLink GB/s (1 dir), GPUs/node, net GB/s, latency us
@@ -124,38 +157,38 @@ CATALOGUE: dict[str, GPU] = {
     g.name: g
     for g in (
         # V100 SXM2: fp16 tensor 125 (no bf16), NVLink2 300 GB/s total; DGX-1, 100 Gb/s EDR.
-        _g("V100-32GB", 125, 0, 15.7, 32, 0.9, 150, 8, 12.5, 5.0),
+        _g("V100-32GB", 125, 0, 15.7, 32, 0.9, 150, 8, 12.5, 5.0, cpu=_PCIE3_DGX1),
         # A100 SXM4: 312 bf16 dense, NVLink3 600 GB/s total; DGX A100, 200 Gb/s HDR per GPU.
-        _g("A100-40GB", 312, 0, 19.5, 40, 1.555, 300, 8, 25, 5.0),
-        _g("A100-80GB", 312, 0, 19.5, 80, 2.039, 300, 8, 25, 5.0),
+        _g("A100-40GB", 312, 0, 19.5, 40, 1.555, 300, 8, 25, 5.0, cpu=_PCIE4_DGXA100),
+        _g("A100-80GB", 312, 0, 19.5, 80, 2.039, 300, 8, 25, 5.0, cpu=_PCIE4_DGXA100),
         # H100 SXM5: 989 bf16 / 1979 fp8 dense, NVLink4 900 GB/s total; 400 Gb/s NDR per GPU.
-        _g("H100-SXM", 989, 1979, 67, 80, 3.35, 450, 8, 50, 5.0, bwd8=FP8_SPLIT_ACCUMULATOR),
+        _g("H100-SXM", 989, 1979, 67, 80, 3.35, 450, 8, 50, 5.0, bwd8=_SPLIT, cpu=_PCIE5_DGX),
         # H800 SXM5 / A800 SXM4 80GB: the H100 and A100 with NVLink cut to 400 GB/s total.
-        _g("H800", 989, 1979, 67, 80, 3.35, 200, 8, 50, 5.0, bwd8=FP8_SPLIT_ACCUMULATOR),
-        _g("A800-80GB", 312, 0, 19.5, 80, 2.039, 200, 8, 25, 5.0),
+        _g("H800", 989, 1979, 67, 80, 3.35, 200, 8, 50, 5.0, bwd8=_SPLIT, cpu=_PCIE5_DGX),
+        _g("A800-80GB", 312, 0, 19.5, 80, 2.039, 200, 8, 25, 5.0, cpu=_PCIE4_DGXA100),
         # H100 PCIe: 756 / 1513 dense; NVLink bridge 600 GB/s total (GPU pairs only).
-        _g("H100-PCIe", 756, 1513, 51, 80, 2.0, 300, 8, 25, 5.0, bwd8=FP8_SPLIT_ACCUMULATOR),
+        _g("H100-PCIe", 756, 1513, 51, 80, 2.0, 300, 8, 25, 5.0, bwd8=_SPLIT, cpu=_PCIE5_CARD),
         # H200 SXM: H100 compute, 141 GB HBM3e at 4.8 TB/s.
-        _g("H200", 989, 1979, 67, 141, 4.8, 450, 8, 50, 5.0, bwd8=FP8_SPLIT_ACCUMULATOR),
+        _g("H200", 989, 1979, 67, 141, 4.8, 450, 8, 50, 5.0, bwd8=_SPLIT, cpu=_PCIE5_DGX),
         # B200 (HGX B200): 2.25 PF bf16 / 4.5 PF fp8 dense, 180 GB at 7.7 TB/s, NVLink5 1.8 TB/s.
-        _g("B200", 2250, 4500, 75, 180, 7.7, 900, 8, 50, 5.0),
+        _g("B200", 2250, 4500, 75, 180, 7.7, 900, 8, 50, 5.0, cpu=_PCIE5_DGX),
         # GB200 in an NVL72 rack: NVIDIA's rack figures per GPU (360 PF bf16 and 720 PF fp8 with
         # sparsity, 13.4 TB HBM3e at 576 TB/s, over 72 GPUs): 2.5 / 5 PF dense, 186 GB at 8 TB/s,
         # NVLink5 1.8 TB/s. All 72 GPUs share one NVLink domain, which is what `gpus_per_node`
         # means to the time model; a host (compute tray: two Grace CPUs, four GPUs) holds 4 of
         # them, which is what torchrun starts per node. 400 Gb/s per GPU beyond the rack.
-        _g("GB200", 2500, 5000, 80, 186, 8.0, 900, 72, 50, 5.0, host=4),
+        _g("GB200", 2500, 5000, 80, 186, 8.0, 900, 72, 50, 5.0, host=4, cpu=_C2C_GRACE),
         # Blackwell Ultra: the same bf16 / fp8 tensor peaks as B200 / GB200 (it adds fp4 and
         # attention throughput), 288 GB of HBM3e (8 stacks of 12-high) at 8 TB/s, NVLink5 1.8
         # TB/s, ConnectX-8 NICs at 800 Gb/s per GPU. B300 (HGX / DGX B300): 36 PF bf16 and 72
         # PF fp8 with sparsity and 2.3 TB over 8 GPUs: 2.25 / 4.5 PF dense, 288 GB.
-        _g("B300", 2250, 4500, 75, 288, 8.0, 900, 8, 100, 5.0),
+        _g("B300", 2250, 4500, 75, 288, 8.0, 900, 8, 100, 5.0, cpu=_PCIE5_DGX),
         # GB300 in an NVL72 rack, the rack's figures per GPU as for GB200 (180 PF bf16 and 360
         # PF fp8 dense, 20.7 TB HBM3e at 576 TB/s over 72 GPUs): 2.5 / 5 PF, 288 GB at 8
         # TB/s; one NVLink domain of 72 on trays of 4.
-        _g("GB300", 2500, 5000, 80, 288, 8.0, 900, 72, 100, 5.0, host=4),
+        _g("GB300", 2500, 5000, 80, 288, 8.0, 900, 72, 100, 5.0, host=4, cpu=_C2C_GRACE),
         # L40S: 362 bf16 / 733 fp8 dense, 48 GB GDDR6, no NVLink: PCIe Gen4 x16 (32 GB/s).
-        _g("L40S", 362, 733, 91.6, 48, 0.864, 32, 8, 25, 5.0, bwd8=FP8_SPLIT_ACCUMULATOR),
+        _g("L40S", 362, 733, 91.6, 48, 0.864, 32, 8, 25, 5.0, bwd8=_SPLIT, cpu=_PCIE4_CARD),
     )
 }
 

@@ -13,9 +13,13 @@ none, and a note says what to run instead:
   shape, layout, precision, a tokenizer, data, optimizer and checkpoint arguments, with
   placeholders the shell refuses to run without ($DATA_PATH, $TOKENIZER_MODEL,
   $CHECKPOINT_DIR, $TRAIN_ITERS; see `PLACEHOLDERS`).
+  Activation offloading is --cpu-offloading-num-layers (Megatron-Core with Transformer
+  Engine; the search plans it only without pipeline stages and recompute, as Megatron-Core
+  requires).
 * DeepSpeed: a ZeRO config only for plans DeepSpeed's engine runs by itself: no tensor or
-  context parallelism, and no pipeline parallelism with ZeRO-2/3 (its pipeline engine supports
-  ZeRO stages 0 and 1 only).
+  context parallelism, no pipeline parallelism with ZeRO-2/3 (its pipeline engine supports
+  ZeRO stages 0 and 1 only), and no activation offloading without recompute (DeepSpeed
+  offloads only the checkpoints of its activation checkpointing, `cpu_checkpointing`).
 
 This module owns the translation of a `search.Plan` into what starts the job (`launch_settings`,
 `LaunchSettings`): the torchrun arguments, the Megatron-LM command, the DeepSpeed config and the
@@ -235,6 +239,8 @@ def _megatron(model: Model, plan: Plan) -> tuple[tuple[str, ...], list[str]]:
     elif lay.recompute == "full":
         args += ["--recompute-granularity", "full", "--recompute-method", "uniform"]
         args += ["--recompute-num-layers", "1"]
+    if lay.offload_layers:
+        args += ["--cpu-offloading-num-layers", str(lay.offload_layers)]
     if lay.zero == 1:
         args.append("--use-distributed-optimizer")
     elif lay.zero >= 2:
@@ -310,6 +316,12 @@ def _deepspeed(model: Model, plan: Plan) -> tuple[dict[str, Any] | None, list[st
         ]
     if lay.sharding == "hsdp":
         return None, ["DeepSpeed: no config for hybrid sharding (use PyTorch FSDP2)"]
+    if lay.offload_layers:
+        return None, [
+            "DeepSpeed: no config; it offloads activations only as the checkpoints of its "
+            "activation checkpointing, and this plan offloads without recompute (Megatron-LM, "
+            "above)"
+        ]
     config: dict[str, Any] = {
         "train_batch_size": model.global_batch,
         "train_micro_batch_size_per_gpu": lay.micro_batch,
@@ -331,7 +343,8 @@ def _deepspeed(model: Model, plan: Plan) -> tuple[dict[str, Any] | None, list[st
 def _plan_env(model: Model, plan: Plan) -> dict[str, str]:
     """TRAINYARD_PLAN_{TP,CP,PP,DP,MICRO_BATCH,VIRTUAL_STAGES,ZERO,SHARDING,RECOMPUTE,
     SEQUENCE_PARALLEL (0/1), TP_COMM_OVERLAP (0/1), FLASH_ATTENTION (0/1), GLOBAL_BATCH,
-    STAGE_LAYERS (layers per pipeline stage, comma-separated), EP (expert parallel size)}."""
+    STAGE_LAYERS (layers per pipeline stage, comma-separated), EP (expert parallel size),
+    OFFLOAD_LAYERS (layers whose activations go to host memory)}."""
     lay = plan.layout
     values = {
         "TP": lay.tp, "CP": lay.cp, "PP": lay.pp, "DP": lay.dp, "MICRO_BATCH": lay.micro_batch,
@@ -340,7 +353,7 @@ def _plan_env(model: Model, plan: Plan) -> dict[str, str]:
         "TP_COMM_OVERLAP": int(lay.tp_comm_overlap),
         "FLASH_ATTENTION": int(lay.flash_attention), "GLOBAL_BATCH": model.global_batch,
         "STAGE_LAYERS": ",".join(str(n) for n in lay.stage_layers(model)),
-        "EP": lay.ep,
+        "EP": lay.ep, "OFFLOAD_LAYERS": lay.offload_layers,
     }  # fmt: skip
     return {f"TRAINYARD_PLAN_{key}": str(value) for key, value in values.items()}
 

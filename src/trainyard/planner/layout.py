@@ -35,6 +35,13 @@ layer keeps the outputs of its matrix multiplies and of the fused attention, exc
 second matrix multiply in forward order, which is recomputed with all the element-wise
 operators. The search chooses among the first three (the launchers it emits are Megatron-LM's
 and DeepSpeed's); "op" describes runs made with torchtitan, for `--evaluate`.
+
+Activation offloading (`offload_layers`, Megatron-Core's --cpu-offloading-num-layers through
+Transformer Engine's CPU offload): the activations of that many transformer layers are copied
+to host memory in the forward pass and back for the backward (`trainyard.planner.offload`).
+Megatron-Core (d98e8a64dd, `TransformerConfig.__post_init__`) refuses it with pipeline
+parallelism and with activation recompute, and needs it below the layer count; so does
+`check`.
 """
 
 from __future__ import annotations
@@ -64,7 +71,8 @@ class ParallelLayout:
     without it the scores, softmax and dropout go through memory (Megatron before 2022).
     `tp_comm_overlap` overlaps the tensor-parallel communication with the layer's GEMMs
     (Megatron-Core --tp-comm-overlap; it needs sequence parallelism). `cp`,
-    `first_stage_layers`, `last_stage_layers` and `shard_group`: see the module docstring.
+    `first_stage_layers`, `last_stage_layers`, `shard_group` and `offload_layers`: see the
+    module docstring.
     """
 
     tp: int = 1
@@ -83,6 +91,7 @@ class ParallelLayout:
     shard_group: int = 0
     tp_comm_overlap: bool = False
     ep: int = 1
+    offload_layers: int = 0
 
     def __post_init__(self) -> None:
         for field in ("tp", "pp", "dp", "micro_batch", "virtual_stages", "cp", "ep"):
@@ -98,7 +107,7 @@ class ParallelLayout:
         for flag in ("sequence_parallel", "fp32_grads", "flash_attention", "tp_comm_overlap"):
             if not isinstance(getattr(self, flag), bool):
                 raise PlannerError(flag, "must be true or false")
-        for field in ("first_stage_layers", "last_stage_layers", "shard_group"):
+        for field in ("first_stage_layers", "last_stage_layers", "shard_group", "offload_layers"):
             value = getattr(self, field)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise PlannerError(field, f"must be an integer >= 0 (0: not set), got {value!r}")
@@ -126,6 +135,12 @@ class ParallelLayout:
         if self.virtual_stages > 1 and self.pp == 1:
             raise PlannerError(
                 "virtual_stages", "interleaving needs pipeline parallelism: set pp > 1 or v = 1"
+            )
+        if self.offload_layers and (self.pp > 1 or self.recompute != "none"):
+            raise PlannerError(
+                "offload_layers",
+                "activation offloading runs without pipeline parallelism and without recompute "
+                "(Megatron-Core refuses both with it): set pp 1 and recompute none, or 0 layers",
             )
 
     @property
@@ -196,6 +211,12 @@ class ParallelLayout:
                 "context-parallel rank takes two balanced chunks of every sequence",
             )
         self._check_experts(model)
+        if self.offload_layers >= model.layers:
+            raise PlannerError(
+                "offload_layers",
+                f"must be below the model's {model.layers} layers (Megatron-Core offloads at "
+                f"most {model.layers - 1}), got {self.offload_layers}",
+            )
         if self.uneven:
             self._check_uneven(model)
         else:

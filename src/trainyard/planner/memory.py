@@ -64,6 +64,10 @@ p = min(pp, m) micro-batches (/t only with sequence parallel); the last
 stage keeps the final norm and output-projection inputs and the fp32 logits, 4·s·b·h +
 4·s·b·V'/t (4·s·b·h/t with sequence parallel), both /cp. Temporary buffers, fragmentation and
 the CUDA context are not modelled.
+
+Activation offloading (`ParallelLayout.offload_layers`, `trainyard.planner.offload`): a stage
+keeps the activations of `offload.resident_layers` of its layers; the offloaded ones are in
+host memory (`MemoryBreakdown.offloaded`, not part of `total`).
 """
 
 from __future__ import annotations
@@ -72,6 +76,7 @@ from dataclasses import dataclass
 
 from trainyard.planner.layout import ParallelLayout
 from trainyard.planner.model import Model
+from trainyard.planner.offload import resident_layers
 
 __all__ = [
     "GB",
@@ -87,13 +92,15 @@ GB = 1e9
 
 @dataclass(frozen=True)
 class MemoryBreakdown:
-    """Memory of the most loaded GPU, in GB; `stage` says which stage that is."""
+    """Memory of the most loaded GPU, in GB; `stage` says which stage that is. `offloaded` is
+    the activations it keeps in host memory (activation offloading), not in `total`."""
 
     weights: float
     grads: float
     optimizer: float
     activations: float
     stage: str
+    offloaded: float = 0.0
 
     @property
     def total(self) -> float:
@@ -169,7 +176,10 @@ def _stage(
     per_layer = layer_activation_bytes(model, layout)
     sp_div = t if layout.sequence_parallel else 1
     m = layout.microbatches(model)
-    acts = per_layer * layers * stage_in_flight(p, index, layout.virtual_stages, m)
+    in_flight = stage_in_flight(p, index, layout.virtual_stages, m)
+    resident = resident_layers(layers, layout.offload_layers)
+    acts = per_layer * resident * in_flight
+    host = per_layer * min(layout.offload_layers, layers) * in_flight
     if first:
         acts += s * b * h * min(p, m) / sp_div  # Korthikanti §4.3
     if last:
@@ -184,7 +194,7 @@ def _stage(
         gathered = (model.layer_params - experts) / t + experts / layout.ep
         weights += 2 * 2 * gathered
         grads += (4 if layout.fp32_grads else 2) * gathered
-    return weights, grads, optimizer, acts
+    return weights, grads, optimizer, acts, host
 
 
 def stage_memory(model: Model, layout: ParallelLayout) -> list[MemoryBreakdown]:
@@ -205,8 +215,8 @@ def stage_memory(model: Model, layout: ParallelLayout) -> list[MemoryBreakdown]:
         candidates.append(("last", _stage(model, layout, p - 1, counts[-1], last=True)))
     out = []
     for stage, parts in candidates:
-        weights, grads, optimizer, acts = (x / GB for x in parts)
-        out.append(MemoryBreakdown(weights, grads, optimizer, acts, stage))
+        weights, grads, optimizer, acts, host = (x / GB for x in parts)
+        out.append(MemoryBreakdown(weights, grads, optimizer, acts, stage, host))
     return out
 
 

@@ -11,23 +11,23 @@ returned as the reason.
 
 Columns. Required: num_layers, hidden_size, num_attention_heads, seq_len, vocab_size,
 global_batch_size, gpu_type, tensor_parallel, pipeline_parallel, and one published figure.
-Optional, each with its default: num_kv_heads (= heads), ffn_hidden_size (4·hidden), mlp
-(gelu; swiglu, geglu, relu, squared_relu), vocab_multiple (128), tied_embeddings (yes),
+Optional, each with its default: num_kv_heads (= heads), ffn_hidden_size (4·hidden), mlp (gelu;
+swiglu, geglu, relu, squared_relu), vocab_multiple (128), tied_embeddings (yes),
 network_gbps_per_gpu (the catalogue's), context_parallel (1), num_gpus (num_nodes x
-gpus_per_node when both are given, else tp·cp·pp·dp),
-data_parallel (GPUs/(tp·cp·pp)), virtual_pipeline (a ``v=N`` in notes, else 1), first_stage_layers /
-last_stage_layers (even stages), sharding (none; zero1, zero2, zero3, fsdp, hsdp; a ``ZeRO-3``
-in notes means zero3), shard_group (hsdp's shard group; 8, one node, when not given),
-precision (bf16; fp16, fp8), micro_batch_size (1), gpu_peak_tflops (the GPU's),
-activation_recompute, flash_attention (yes/no, or the kernel: FlashAttention-2, cuDNN, SDPA,
-eager), tp_comm_overlap, sequence_parallel (yes/no, enabled/disabled), split
-(calibration or held_out). Published figures, in the order of preference: iteration_time_s (or
-iteration_time_ms), tokens_per_sec_per_gpu (both free of any FLOP-counting convention),
-achieved_tflops_per_gpu, percent_of_peak (SC'21's "percent of theoretical peak": that rate
-over the peak), aggregate_pflops (over num_gpus), hfu_pct, mfu_pct. A number may repeat its
-column's unit ("1.5 s", "3,200 tok/s", "430 TFLOP/s", "38%"); seq_len and num_gpus may be
-written in K of 1,024 ("8K", "16K"); any other suffix, and a cell "-", "n/a" or "?"
-(unstated), is no number.
+gpus_per_node when both are given, else tp·cp·pp·dp), data_parallel (GPUs/(tp·cp·pp)),
+virtual_pipeline (a ``v=N`` in notes, else 1), first_stage_layers / last_stage_layers (even
+stages), sharding (none; zero1, zero2, zero3, fsdp, hsdp; a ``ZeRO-3`` in notes means zero3),
+shard_group (hsdp's shard group; 8, one node, when not given), precision (bf16; fp16, fp8),
+micro_batch_size (1), gpu_peak_tflops (the GPU's), activation_recompute, cpu_offload_layers (0;
+the layers whose activations go to host memory, Megatron-Core's --cpu-offloading-num-layers),
+flash_attention (yes/no, or the kernel: FlashAttention-2, cuDNN, SDPA, eager), tp_comm_overlap,
+sequence_parallel (yes/no, enabled/disabled), split (calibration or held_out). Published
+figures, in the order of preference: iteration_time_s (or iteration_time_ms),
+tokens_per_sec_per_gpu (both free of any FLOP-counting convention), achieved_tflops_per_gpu,
+percent_of_peak (SC'21's "percent of theoretical peak": that rate over the peak),
+aggregate_pflops (over num_gpus), hfu_pct, mfu_pct. A number may repeat its column's unit
+("1.5 s", "3,200 tok/s", "430 TFLOP/s", "38%"); seq_len and num_gpus may be written in K of 1,024
+("8K", "16K"); any other suffix, and a cell "-", "n/a" or "?" (unstated), is no number.
 
 Row conventions (all documented here, none guessed per row):
 
@@ -53,7 +53,8 @@ Row conventions (all documented here, none guessed per row):
 * Recompute: the `activation_recompute` cell when given (none / selective / full, or op /
   selective_op for torchtitan's per-operator checkpointing); otherwise "full" for the
   pre-2023 Megatron-LM tables of the shared file (SC'21 counts the recomputed forward, Eq. 3
-  with 96) and "none" for README_2024_H100 (Megatron-Core default; its TFLOP/s / peak equals
+  with 96), "none" for a row that offloads activations (Megatron-Core refuses recompute with
+  it) and for README_2024_H100 (Megatron-Core default; its TFLOP/s / peak equals
   the stated MFU). A row of any other table that does not say is read as a run that did
   what a practitioner does (`infer_recompute`): when it gives both hfu_pct and mfu_pct, the
   mode whose executed / model FLOPs ratio is nearest theirs (full recompute runs 4/3 of the
@@ -337,10 +338,11 @@ def row_inputs(row: Mapping[str, str | None]) -> tuple[Model, ParallelLayout, GP
         first_stage_layers=integer(row, "first_stage_layers") or 0,
         last_stage_layers=integer(row, "last_stage_layers") or 0,
         ep=count(row, "expert_parallel") or 1,
+        offload_layers=integer(row, "cpu_offload_layers") or 0,
     )
     layout.check(model)
     gpu = _gpu(row)
-    if stated is None:
+    if stated is None and not layout.offload_layers:
         layout = dataclasses.replace(layout, recompute=infer_recompute(row, model, layout, gpu))
     return model, layout, gpu
 

@@ -37,6 +37,15 @@ Memory filter: a layout fits when its most loaded GPU needs at most HEADROOM (95
 memory; the 5 % covers what `memory` does not model (CUDA context, NCCL buffers, temporary
 buffers, fragmentation).
 
+Activation offloading (`trainyard.planner.offload`): a layout without pipeline stages or
+recompute that does not fit is also tried with the fewest layers offloaded to host memory that
+make it fit, when the GPU's host link and host memory are known and the offloaded activations
+take at most HEADROOM of the host memory per GPU. It competes with recompute on time, and with
+the higher ZeRO stages that fit without it only where it is OFFLOAD_MIN_GAIN (2 %) faster than
+the lowest of them: it moves a layer's activations over the host link and back for every
+micro-batch and pins host memory, which a gain within the model's error does not repay. Over
+NVLink-C2C (Grace Blackwell) the copies hide behind the compute, over PCIe they mostly do not.
+
 Pruning: memory is evaluated before time, and time only for layouts that fit. More sharding
 never makes a step faster in the model (ZeRO 0 and 1 cost the same; 2 and 3 add
 communication per micro-batch), so for each other choice only the lowest stage that fits is
@@ -61,26 +70,30 @@ from trainyard.planner.compute import StepTime, step_time
 from trainyard.planner.errors import PlannerError
 from trainyard.planner.hardware import GPU
 from trainyard.planner.layout import RECOMPUTE_MODES, ParallelLayout, Recompute
-from trainyard.planner.memory import MemoryBreakdown, memory_per_gpu
+from trainyard.planner.memory import GB, MemoryBreakdown, layer_activation_bytes, memory_per_gpu
 from trainyard.planner.model import Model
 
 __all__ = [
     "HEADROOM",
     "MICRO_BATCHES",
+    "OFFLOAD_MIN_GAIN",
     "VIRTUAL_STAGES",
     "Plan",
     "best",
     "context_parallel_options",
+    "fewest_offload_layers",
     "search",
     "uneven_stages",
 ]
 
 HEADROOM: Final = 0.95  # share of GPU memory a plan may use (see the module docstring)
+# How much faster an offloading plan must be than sharding further without it (docstring).
+OFFLOAD_MIN_GAIN: Final = 0.02
 MICRO_BATCHES: Final = (1, 2, 4, 8)
 VIRTUAL_STAGES: Final = (1, 2, 3, 4)
 # What a step time depends on: tp, cp, pp, dp, micro_batch, virtual_stages, recompute, ZeRO
-# (0 and 1 alike), first and last stage layers, ep.
-_Key = tuple[int, int, int, int, int, int, str, int, int, int, int]
+# (0 and 1 alike), first and last stage layers, ep, offloaded layers.
+_Key = tuple[int, int, int, int, int, int, str, int, int, int, int, int]
 # Context parallelism: only for sequences this long, and never below this many tokens a rank.
 CP_MIN_SEQ: Final = 8192
 CP_MIN_TOKENS: Final = 4096
@@ -186,6 +199,31 @@ def _fits(model: Model, layout: ParallelLayout, budget: float) -> MemoryBreakdow
     return mem if mem.total <= budget else None
 
 
+def fewest_offload_layers(
+    model: Model, layout: ParallelLayout, budget: float, host_budget: float
+) -> tuple[ParallelLayout, MemoryBreakdown] | None:
+    """`layout` with the fewest layers' activations offloaded to host memory that bring its most
+    loaded GPU within `budget` GB, and its memory; None when offloading is not allowed (pipeline
+    stages, recompute, no host memory budget) or no count below the layer count fits, in GPU
+    memory and in `host_budget` GB of host memory per GPU (see the module docstring)."""
+    if host_budget <= 0 or layout.pp > 1 or layout.recompute != "none":
+        return None
+    mem = memory_per_gpu(model, layout)
+    if mem.total <= budget:
+        return None
+    per_layer = layer_activation_bytes(model, layout) / GB
+    # the offloaded layers but one leave the GPU (`offload.resident_layers`)
+    k = max(2, math.ceil((mem.total - budget) / per_layer) + 1) if per_layer > 0 else model.layers
+    for count in (k, k + 1):  # the rounding of the bound
+        if count >= model.layers:
+            return None
+        offloaded = dataclasses.replace(layout, offload_layers=count)
+        mem = memory_per_gpu(model, offloaded)
+        if mem.total <= budget:
+            return (offloaded, mem) if mem.offloaded <= host_budget else None
+    return None
+
+
 def _smallest_fitting_count(model: Model, num_gpus: int, gpu: GPU, nodes_of: int) -> int | None:
     """The smallest GPU count above num_gpus with a layout that fits (leanest options)."""
     budget = HEADROOM * gpu.memory_gb
@@ -253,7 +291,7 @@ def search(
     return plans[:top]
 
 
-def _rank(plan: Plan) -> tuple[float, float, int, int, int, int, int, int, int, int]:
+def _rank(plan: Plan) -> tuple[float, float, int, int, int, int, int, int, int, int, int]:
     lay = plan.layout
     return (
         plan.time.iteration_s,
@@ -266,6 +304,7 @@ def _rank(plan: Plan) -> tuple[float, float, int, int, int, int, int, int, int, 
         RECOMPUTE_MODES.index(lay.recompute),
         lay.virtual_stages,
         lay.ep,
+        lay.offload_layers,
     )
 
 
@@ -300,7 +339,7 @@ def _enumerate(
     `context_parallel=False`: its group topologies know tp, dp and pp only). `timer` must depend
     on a layout only through the fields of `_Key` (results are cached on those).
     """
-    budget = HEADROOM * gpu.memory_gb
+    budget = (HEADROOM * gpu.memory_gb, HEADROOM * gpu.host_memory_gb * (gpu.host_link_gb_s > 0))
     times: dict[_Key, StepTime] = {}
     plans: list[Plan] = []
     recomputes = tuple(r for r in _RECOMPUTES if not (flash_attention and r == "selective"))
@@ -322,7 +361,7 @@ def _enumerate(
 def _enumerate_shape(
     model: Model,
     timer: Timer,
-    budget: float,
+    budget: tuple[float, float],
     times: dict[_Key, StepTime],
     plans: list[Plan],
     recomputes: tuple[Recompute, ...],
@@ -362,47 +401,60 @@ def _enumerate_shape(
                     last_stage_layers=first,
                     ep=ep,
                 )
-                plan = _best_zero(model, timer, budget, times, base)
-                if plan is not None:
-                    plans.append(plan)
+                plans += _best_zero(model, timer, budget, times, base)
 
 
 def _best_zero(
     model: Model,
     timer: Timer,
-    budget: float,
+    budget: tuple[float, float],
     times: dict[_Key, StepTime],
     base: ParallelLayout,
-) -> Plan | None:
-    """`base` with the lowest ZeRO stage that fits (see the module docstring), or None."""
+) -> list[Plan]:
+    """`base` with the lowest ZeRO stage that fits, and with the lowest that fits offloading
+    activations when that is lower (see the module docstring); `budget` is (GPU memory, host
+    memory per GPU) in GB."""
     if base.dp * base.cp == 1:
         stages: tuple[int, ...] = (0,)
     else:
         stages = (0, 1, 2, 3) if base.pp == 1 else (0, 1)
+    offloading: Plan | None = None
     for zero in stages:
         layout = dataclasses.replace(base, zero=zero)
-        mem = _fits(model, layout, budget)
+        mem = _fits(model, layout, budget[0])
         if mem is None:
+            if offloading is None:
+                offloaded = fewest_offload_layers(model, layout, *budget)
+                if offloaded is not None:
+                    offloading = _timed(model, timer, times, *offloaded)
             continue
-        key: _Key = (
-            base.tp,
-            base.cp,
-            base.pp,
-            base.dp,
-            base.micro_batch,
-            base.virtual_stages,
-            base.recompute,
-            max(zero, 1) if zero else 0,
-            base.first_stage_layers,
-            base.last_stage_layers,
-            base.ep,
-        )
-        if key not in times:
-            times[key] = timer(layout)
-        t = times[key]
-        tokens = model.tokens_per_iteration / t.iteration_s
-        return Plan(layout, mem, t, tokens, t.tflops_per_gpu, t.mfu)
-    return None
+        plain = _timed(model, timer, times, layout, mem)
+        if offloading is None:
+            return [plain]
+        gain = 1.0 - offloading.time.iteration_s / plain.time.iteration_s
+        return [offloading, plain] if gain >= OFFLOAD_MIN_GAIN else [plain]
+    return [offloading] if offloading is not None else []
+
+
+def _timed(
+    model: Model,
+    timer: Timer,
+    times: dict[_Key, StepTime],
+    layout: ParallelLayout,
+    mem: MemoryBreakdown,
+) -> Plan:
+    """`layout` as a plan, its step time from `times` or `timer` (cached on `_Key`)."""
+    lay = layout
+    key: _Key = (
+        lay.tp, lay.cp, lay.pp, lay.dp, lay.micro_batch, lay.virtual_stages, lay.recompute,
+        max(lay.zero, 1) if lay.zero else 0, lay.first_stage_layers, lay.last_stage_layers,
+        lay.ep, lay.offload_layers,
+    )  # fmt: skip
+    if key not in times:
+        times[key] = timer(layout)
+    t = times[key]
+    tokens = model.tokens_per_iteration / t.iteration_s
+    return Plan(layout, mem, t, tokens, t.tflops_per_gpu, t.mfu)
 
 
 def best(

@@ -34,17 +34,20 @@ class Stage:
     shard: float
     p2p: float
     ep: float = 0.0
+    offload: float = 0.0
 
     @property
     def total(self) -> float:
-        return self.compute + self.tp + self.cp + self.shard + self.p2p + self.ep
+        return self.compute + self.tp + self.cp + self.shard + self.p2p + self.ep + self.offload
 
 
 @dataclass(frozen=True)
 class StageTimes:
     """Per-layer and per-micro-batch times every stage shares (seconds): a layer's compute and
     its memory-bound part, the output layer's, a layer's exposed tensor-, context- and
-    expert-parallel communication, the point-to-point sends, and the forward passes run."""
+    expert-parallel communication, the point-to-point sends, the forward passes run, and the
+    exposed activation-offload copies of a micro-batch (`trainyard.planner.offload`; only
+    without pipeline stages, so on the one stage)."""
 
     layer: float
     layer_memory: float
@@ -55,6 +58,7 @@ class StageTimes:
     ep_layer: float
     p2p: float
     passes: float
+    offload: float = 0.0
 
 
 def stage_time(
@@ -104,7 +108,7 @@ def stage_time(
         shard = max(0.0, scatter - backward) + scatter / max(1, layers)
     stage = Stage(
         compute, memory, layers * times.tp_layer, layers * times.cp_layer, shard, times.p2p,
-        layers * times.ep_layer,
+        layers * times.ep_layer, times.offload,
     )  # fmt: skip
     # Once per iteration: the reduction (ZeRO 0/1), the gather after the step (ZeRO-2), the
     # all-reduce across replicas (HSDP); the experts' over their expert-data-parallel group.

@@ -6,7 +6,18 @@ import importlib
 
 import pytest
 
-MODULES = ["comm", "errors", "hardware", "launch_nccl", "layout", "memory", "model", "rows"]
+MODULES = [
+    "comm",
+    "errors",
+    "hardware",
+    "launch_nccl",
+    "layout",
+    "memory",
+    "model",
+    "offload",
+    "rows",
+    "search",
+]
 
 
 @pytest.mark.parametrize("name", MODULES)
