@@ -84,6 +84,8 @@ class JobPlan:
                 "sharding": lay.sharding,
                 "tp_comm_overlap": lay.tp_comm_overlap,
                 "recompute": lay.recompute,
+                "offload_layers": lay.offload_layers,
+                "ep": lay.ep,
                 "sequence_parallel": lay.sequence_parallel,
                 "flash_attention": lay.flash_attention,
             },

@@ -150,6 +150,17 @@ def test_megatron_gets_the_flag_and_deepspeed_no_config() -> None:
     assert settings.env["TRAINYARD_PLAN_OFFLOAD_LAYERS"] == "40"
 
 
+def test_a_job_spec_planned_onto_grace_blackwell_carries_its_offloading() -> None:
+    from trainyard.planner.jobplan import plan_job_spec
+
+    result = plan_job_spec({"model": "llama3-70b", "gpu_type": "GB200", "gpus": 64})
+    k = result.plan.layout.offload_layers
+    assert k > 0  # the fastest plan offloads (see the search test)
+    assert json.loads(result.to_json())["layout"]["offload_layers"] == k
+    assert result.env["TRAINYARD_PLAN_OFFLOAD_LAYERS"] == str(k)
+    assert json.loads(result.env["TRAINYARD_PLAN_JSON"])["offload_layers"] == k
+
+
 def test_the_published_offloading_runs_are_read_with_their_layer_count() -> None:
     import csv
 
