@@ -338,13 +338,21 @@ def row_inputs(row: Mapping[str, str | None]) -> tuple[Model, ParallelLayout, GP
         first_stage_layers=integer(row, "first_stage_layers") or 0,
         last_stage_layers=integer(row, "last_stage_layers") or 0,
         ep=count(row, "expert_parallel") or 1,
-        offload_layers=integer(row, "cpu_offload_layers") or 0,
+        offload_layers=_offload_layers(row),
     )
     layout.check(model)
     gpu = _gpu(row)
     if stated is None and not layout.offload_layers:
         layout = dataclasses.replace(layout, recompute=infer_recompute(row, model, layout, gpu))
     return model, layout, gpu
+
+
+def _offload_layers(row: Mapping[str, str | None]) -> int:
+    """The `cpu_offload_layers` cell (0 when empty)."""
+    layers = integer(row, "cpu_offload_layers") or 0
+    if layers < 0:
+        raise PlannerError("cpu_offload_layers", f"must be a whole number >= 0, got {layers}")
+    return layers
 
 
 def _missing_split(

@@ -178,3 +178,7 @@ def test_the_published_offloading_runs_are_read_with_their_layer_count() -> None
     with pytest.raises(PlannerError) as caught:
         row_inputs({**rows[0], "pipeline_parallel": "2", "data_parallel": "32"})
     assert caught.value.field == "offload_layers"
+    for bad in ("-4", "2.5"):
+        with pytest.raises(PlannerError) as caught:
+            row_inputs({**rows[0], "cpu_offload_layers": bad})
+        assert caught.value.field == "cpu_offload_layers"
