@@ -124,6 +124,17 @@ def test_the_search_offloads_on_grace_blackwell_only_where_the_host_is_known() -
     assert not any(p.layout.offload_layers for p in plans)
 
 
+def test_a_model_too_big_says_whether_offloading_was_tried() -> None:
+    model = preset("gpt3-175b")
+    with pytest.raises(PlannerError) as caught:
+        search(model, 1, gpu("GB200"))
+    assert "or offloading activations to the host" in caught.value.message
+    assert "smallest GPU count that fits is" in caught.value.message
+    with pytest.raises(PlannerError) as caught:
+        search(model, 1, gpu("L40S"))  # host memory unknown: no offloading
+    assert "offloading" not in caught.value.message
+
+
 def test_a_catalogue_entry_may_state_its_host(tmp_path: Path) -> None:
     path = tmp_path / "gpus.yaml"
     path.write_text("L40S: {host_memory_gb: 96}\n")
