@@ -13,6 +13,8 @@ none, and a note says what to run instead:
   shape, layout, precision, a tokenizer, data, optimizer and checkpoint arguments, with
   placeholders the shell refuses to run without ($DATA_PATH, $TOKENIZER_MODEL,
   $CHECKPOINT_DIR, $TRAIN_ITERS; see `PLACEHOLDERS`).
+  fp8 runs with the recipe of the published runs the time model is checked against
+  (`fp8_recipe`: MXFP8 on Blackwell, per-tensor current scaling elsewhere).
   Activation offloading is --cpu-offloading-num-layers (Megatron-Core with Transformer
   Engine; the search plans it only without pipeline stages and recompute, as Megatron-Core
   requires).
@@ -58,6 +60,7 @@ __all__ = [
     "PLACEHOLDERS",
     "CollectiveChoice",
     "LaunchSettings",
+    "fp8_recipe",
     "launch_settings",
 ]
 
@@ -152,7 +155,21 @@ def _torchrun(nodes: int, per_node: int, ordered: bool = False) -> tuple[str, ..
     )  # fmt: skip
 
 
-def _megatron(model: Model, plan: Plan) -> tuple[tuple[str, ...], list[str]]:
+# GPUs with Blackwell tensor cores (the catalogue's names), where Megatron-LM runs MXFP8.
+_BLACKWELL: Final = ("B200", "GB200", "B300", "GB300")
+
+
+def fp8_recipe(gpu: GPU) -> tuple[str, str]:
+    """(--fp8-format, --fp8-recipe) for `gpu`: MXFP8 (block scaling, e4m3) on Blackwell, per-
+    tensor current scaling ("tensorwise", hybrid e4m3/e5m2) elsewhere, the recipes of
+    Megatron-Bridge's published fp8 runs that the time model is checked against (FP8-CS on
+    H100, MXFP8 on Blackwell; Megatron-LM's MoE guide gives MXFP8 for Blackwell too)."""
+    if gpu.name in _BLACKWELL:
+        return "e4m3", "mxfp8"
+    return "hybrid", "tensorwise"
+
+
+def _megatron(model: Model, plan: Plan, gpu: GPU) -> tuple[tuple[str, ...], list[str]]:
     """Megatron-LM's arguments for the plan (empty when it cannot run it) and notes."""
     lay = plan.layout
     notes: list[str] = []
@@ -254,7 +271,8 @@ def _megatron(model: Model, plan: Plan) -> tuple[tuple[str, ...], list[str]]:
         args.append("--accumulate-allreduce-grads-in-fp32")
     args.append("--fp16" if model.precision == "fp16" else "--bf16")
     if model.precision == "fp8":
-        args += ["--fp8-format", "hybrid", "--fp8-recipe", "delayed"]
+        fmt, recipe = fp8_recipe(gpu)
+        args += ["--fp8-format", fmt, "--fp8-recipe", recipe]
     if lay.dp * lay.cp > 1:
         args.append("--overlap-grad-reduce")
         if lay.zero >= 1:
@@ -412,7 +430,7 @@ def launch_settings(
     nccl_env, notes = nccl_variables(choices)
     if host < nodes_of and gpus > host:
         notes.append(_domain_note(gpu, host, nodes_of, gpus))
-    megatron, megatron_notes = _megatron(model, plan)
+    megatron, megatron_notes = _megatron(model, plan, gpu)
     deepspeed, deepspeed_notes = _deepspeed(model, plan)
     notes += megatron_notes + deepspeed_notes
     if links is not None and links.source:

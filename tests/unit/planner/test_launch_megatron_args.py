@@ -160,3 +160,25 @@ def test_unrunnable_targets_get_no_config_and_a_note() -> None:
     assert settings.deepspeed is None and any("DeepSpeed: no config" in n for n in settings.notes)
     model, plan = _plan("gpt3-1.3b", ParallelLayout(pp=2, dp=4, zero=1))
     assert launch_settings(model, plan, gpu("H100")).deepspeed["pipeline"]["stages"] == 2
+
+
+@pytest.mark.parametrize(
+    ("gpu_name", "expect"),
+    [("H100", ["hybrid", "tensorwise"]), ("B200", ["e4m3", "mxfp8"]),
+     ("GB300", ["e4m3", "mxfp8"]), ("L40S", ["hybrid", "tensorwise"])],
+)  # fmt: skip
+def test_fp8_plans_get_the_recipe_of_their_gpu(gpu_name: str, expect: list[str]) -> None:
+    import dataclasses
+
+    from trainyard.planner.compute import step_time
+
+    model = dataclasses.replace(preset("llama3-8b"), precision="fp8")
+    device = gpu(gpu_name)
+    layout = ParallelLayout(dp=8, zero=1, flash_attention=True)
+    t = step_time(model, layout, device)
+    plan = Plan(layout, memory_per_gpu(model, layout), t, 1.0, 1.0, 0.5)
+    flags = parse(launch_settings(model, plan, device).megatron)
+    assert [flags["--fp8-format"][0], flags["--fp8-recipe"][0]] == expect
+    bf16 = preset("llama3-8b")
+    plan16 = Plan(layout, memory_per_gpu(bf16, layout), step_time(bf16, layout, device), 1, 1, 0)
+    assert "--fp8-recipe" not in parse(launch_settings(bf16, plan16, device).megatron)
