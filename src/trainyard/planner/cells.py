@@ -295,13 +295,26 @@ def mlp_cell(row: Row) -> str:
     return named[0] if named else cell.lower()
 
 
+# Other spellings of the precisions: PyTorch's dtype names, and Transformer Engine's fp8
+# formats and scaling recipes (Megatron-LM's --fp8-format / --fp8-recipe values).
+_PRECISION_WORDS: Final[tuple[tuple[str, Precision], ...]] = (
+    ("float16", "fp16"), ("half", "fp16"), ("float8", "fp8"), ("e4m3", "fp8"),
+    ("e5m2", "fp8"), ("tensorwise", "fp8"), ("delayed", "fp8"),
+)  # fmt: skip
+
+
 def precision_cell(row: Row) -> Precision:
-    """bf16, fp16 or fp8: the one of them the cell names ("bf16-mixed", "FP8 (hybrid)")."""
-    cell = row_cell(row, "precision").lower() or "bf16"
+    """bf16, fp16 or fp8: the one of them the cell names ("bf16-mixed", "FP8 (hybrid)",
+    "bfloat16", "MXFP8", "e4m3"); fp4 and fp32 training are not modelled (an error saying so)."""
+    cell = row_cell(row, "precision").lower().replace("bfloat16", "bf16") or "bf16"
     names: tuple[Precision, ...] = ("bf16", "fp16", "fp8")
     named = [name for name in names if name in cell]
+    if not named:
+        named = sorted({name for word, name in _PRECISION_WORDS if word in cell})
     if len(named) == 1:
         return named[0]
     if "fp8" in named:  # fp8 training keeps 16-bit weights and attention: the cell says both
         return "fp8"
-    raise PlannerError("precision", f"must be bf16, fp16 or fp8, got {cell!r}")
+    other = any(word in cell for word in ("fp4", "fp32", "tf32", "float32"))
+    unmodelled = "; the planner models no fp4 or fp32 training" if other else ""
+    raise PlannerError("precision", f"must be bf16, fp16 or fp8, got {cell!r}{unmodelled}")

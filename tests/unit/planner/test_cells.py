@@ -28,6 +28,11 @@ from trainyard.planner.rows import row_target
         ("sharding", "Megatron DDP", (0, False)),
         ("precision", "bf16-mixed", "bf16"),
         ("precision", "FP8 (hybrid, bf16 weights)", "fp8"),
+        ("precision", "torch.bfloat16", "bf16"),
+        ("precision", "float16", "fp16"),
+        ("precision", "MXFP8", "fp8"),
+        ("precision", "e4m3, tensorwise", "fp8"),
+        ("precision", "FP8-CS", "fp8"),
         ("mlp", "SwiGLU", "swiglu"),
         ("mlp", "silu", "swiglu"),
         ("mlp", "relu2", "squared_relu"),
@@ -143,3 +148,10 @@ def test_core_columns_read_under_the_names_configs_and_people_give_them() -> Non
     a, b = row_inputs(ours), row_inputs(theirs)
     assert not isinstance(a, str) and not isinstance(b, str)
     assert a[0] == b[0] and a[1] == b[1] and a[2] == b[2]
+
+
+@pytest.mark.parametrize("text", ["NVFP4", "fp32", "TF32"])
+def test_a_precision_the_planner_does_not_model_says_so(text: str) -> None:
+    with pytest.raises(PlannerError) as caught:
+        row_inputs({**ROW, "precision": text})
+    assert caught.value.field == "precision" and "no fp4 or fp32" in caught.value.message
