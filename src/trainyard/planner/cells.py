@@ -32,6 +32,7 @@ __all__ = [
     "integer",
     "mlp_cell",
     "number",
+    "percent",
     "precision_cell",
     "row_cell",
     "sharding_cell",
@@ -70,7 +71,18 @@ _COLUMN_ALIASES: Final[dict[str, tuple[str, ...]]] = {
     "activation_recompute": ("recompute_granularity", "activation_checkpointing", "recompute"),
     "sequence_parallel": ("sp",),
     "tp_comm_overlap": ("tp_overlap",),
-    "tokens_per_sec_per_gpu": ("tokens_per_second_per_gpu",),
+    "tokens_per_sec_per_gpu": (
+        "tokens_per_second_per_gpu", "tokens/sec/gpu", "tokens/s/gpu", "tok/s/gpu",
+        "tokens_per_gpu_per_sec", "tokens_per_gpu_per_second", "throughput_per_gpu",
+    ),
+    "achieved_tflops_per_gpu": (
+        "tflops_per_gpu", "tflop/s/gpu", "tflop/s_per_gpu", "model_tflops_per_gpu",
+        "model_tflop/s/gpu", "tflops/gpu", "tflops",
+    ),
+    "iteration_time_s": ("step_time_s", "iteration_time", "step_time", "iter_time_s"),
+    "iteration_time_ms": ("step_time_ms", "iter_time_ms"),
+    "mfu_pct": ("mfu", "mfu_%", "mfu(%)"),
+    "hfu_pct": ("hfu", "hfu_%", "hfu(%)"),
     "num_experts": ("num_moe_experts", "num_local_experts", "n_routed_experts"),
     "moe_topk": ("moe_router_topk", "num_experts_per_tok", "experts_per_token", "top_k"),
     "moe_ffn_hidden_size": ("moe_intermediate_size", "expert_ffn_hidden_size"),
@@ -143,6 +155,15 @@ def number(row: Row, field: str) -> float | None:
     if found and rest == "k" and field in _KILO_COLUMNS:
         return float(found.group(1)) * 1024
     raise PlannerError(field, f"must be a number, got {text!r}")
+
+
+def percent(row: Row, field: str) -> float | None:
+    """A percentage cell ("38", "38 %"); a bare number of at most 1 is read as a fraction
+    ("0.38": 38 %), since no published run reaches only 1 % of its peak."""
+    value = number(row, field)
+    if value is not None and 0 < value <= 1 and "%" not in row_cell(row, field):
+        return value * 100
+    return value
 
 
 def integer(row: Row, field: str) -> int | None:

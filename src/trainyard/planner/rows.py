@@ -27,7 +27,10 @@ tokens_per_sec_per_gpu (both free of any FLOP-counting convention), achieved_tfl
 percent_of_peak (SC'21's "percent of theoretical peak": that rate over the peak),
 aggregate_pflops (over num_gpus), hfu_pct, mfu_pct. A number may repeat its column's unit
 ("1.5 s", "3,200 tok/s", "430 TFLOP/s", "38%"); seq_len and num_gpus may be written in K of 1,024
-("8K", "16K"); any other suffix, and a cell "-", "n/a" or "?" (unstated), is no number.
+("8K", "16K"); any other suffix, and a cell "-", "n/a" or "?" (unstated), is no number. A
+percentage of at most 1 without a % sign is a fraction ("0.38": 38 %). The figures are also
+read under the names tables give them (tflop/s/gpu, model_tflops_per_gpu, tokens/sec/gpu,
+step_time_s, mfu, hfu: `cells._COLUMN_ALIASES`).
 
 Row conventions (all documented here, none guessed per row):
 
@@ -105,6 +108,7 @@ from trainyard.planner.cells import (
     integer,
     mlp_cell,
     number,
+    percent,
     precision_cell,
     row_cell,
     sharding_cell,
@@ -190,7 +194,7 @@ def infer_recompute(
 ) -> Recompute:
     """The recompute mode of a row that does not state one (see the module docstring): from
     its HFU / MFU ratio when it gives both, else the lightest mode that fits `gpu`."""
-    hfu, mfu = number(row, "hfu_pct"), number(row, "mfu_pct")
+    hfu, mfu = percent(row, "hfu_pct"), percent(row, "mfu_pct")
     modes: tuple[Recompute, ...] = ("none", "selective", "full")
     if hfu is not None and mfu is not None and hfu > 0 and mfu > 0:
         base = model.flops_per_iteration(recompute=False)
@@ -458,7 +462,7 @@ def row_target(row: Mapping[str, str | None], gpu: GPU) -> tuple[str, float] | N
         ms = number(row, "iteration_time_ms")
         seconds = ms / 1000 if ms is not None else None
     peak = gpu.bf16_tflops
-    share = number(row, "percent_of_peak")
+    share = percent(row, "percent_of_peak")
     aggregate, gpus = number(row, "aggregate_pflops"), count(row, "num_gpus")
     options: list[tuple[str, float | None]] = [
         ("iteration_time_s", seconds),
@@ -468,7 +472,7 @@ def row_target(row: Mapping[str, str | None], gpu: GPU) -> tuple[str, float] | N
         ("tflops_per_gpu", aggregate * 1000 / gpus if aggregate is not None and gpus else None),
     ]
     for field, metric in (("hfu_pct", "hfu_tflops"), ("mfu_pct", "mfu_tflops")):
-        pct = number(row, field)
+        pct = percent(row, field)
         options.append((metric, pct / 100 * peak if pct is not None else None))
     for metric, value in options:
         if value is not None:

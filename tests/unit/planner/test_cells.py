@@ -155,3 +155,23 @@ def test_a_precision_the_planner_does_not_model_says_so(text: str) -> None:
     with pytest.raises(PlannerError) as caught:
         row_inputs({**ROW, "precision": text})
     assert caught.value.field == "precision" and "no fp4 or fp32" in caught.value.message
+
+
+@pytest.mark.parametrize(
+    ("cells", "target"),
+    [
+        ({"tflop/s/gpu": "430"}, ("tflops_per_gpu", 430.0)),
+        ({"model_tflops_per_gpu": "430 TFLOP/s"}, ("tflops_per_gpu", 430.0)),
+        ({"tokens/sec/gpu": "3,200"}, ("tokens_per_sec_per_gpu", 3200.0)),
+        ({"step_time_s": "1.5 s"}, ("iteration_time_s", 1.5)),
+        ({"mfu": "38%"}, ("mfu_tflops", 0.38 * 312)),
+        ({"mfu": "0.38"}, ("mfu_tflops", 0.38 * 312)),  # a fraction
+        ({"mfu": "38"}, ("mfu_tflops", 0.38 * 312)),
+    ],
+)
+def test_published_figures_under_the_names_tables_give_them(
+    cells: dict[str, str], target: tuple[str, float]
+) -> None:
+    row = {**ROW, "achieved_tflops_per_gpu": "", **cells}
+    got = row_target(row, CATALOGUE["A100-80GB"])
+    assert got is not None and got[0] == target[0] and got[1] == pytest.approx(target[1])
