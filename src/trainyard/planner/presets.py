@@ -9,6 +9,7 @@ shape comes from.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ from trainyard import yamlio
 from trainyard.planner.errors import PlannerError, unknown_name
 from trainyard.planner.model import Model
 
-__all__ = ["PRESETS", "load_model", "model_from_mapping", "preset"]
+__all__ = ["PRESETS", "load_model", "model_from_mapping", "preset", "preset_named"]
 
 
 def _gpt3(name: str, layers: int, hidden: int, heads: int, batch: int) -> Model:
@@ -126,6 +127,25 @@ def preset(name: str) -> Model:
     if key in PRESETS:
         return PRESETS[key]
     raise unknown_name("model", "model preset", name, list(PRESETS))
+
+
+def _folded_name(text: str) -> str:
+    """A model name compared as a published table writes it: lower case, only letters and
+    digits, Llama 3.x as Llama 3 (3.1 and 3.3 keep Llama 3's shapes at 8B, 70B and 405B)."""
+    text = re.sub(r"llama[\s_-]*3\.\d", "llama3", text.lower())
+    return re.sub(r"[^a-z0-9]", "", text)
+
+
+def preset_named(text: str) -> Model | None:
+    """The preset a published table's model name means ("Llama 3.1 405B", "GPT-3 175B",
+    "Mixtral 8x7B", "qwen3-30b-a3b"), or None when it names none."""
+    key = _folded_name(text)
+    if not key:
+        return None
+    for name, model in PRESETS.items():
+        if _folded_name(name) == key:
+            return model
+    return None
 
 
 def load_model(path: str | Path) -> Model:

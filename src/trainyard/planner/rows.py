@@ -10,7 +10,8 @@ its column's form raises `PlannerError` naming the column; a row the planner can
 returned as the reason.
 
 Columns. Required: num_layers, hidden_size, num_attention_heads, seq_len, vocab_size,
-global_batch_size, gpu_type, tensor_parallel, pipeline_parallel, and one published figure.
+global_batch_size, gpu_type, tensor_parallel, pipeline_parallel, and one published figure; a
+row whose model cell names a preset may leave out the shape (`trainyard.planner.row_model`).
 Optional, each with its default: num_kv_heads (= heads), ffn_hidden_size (4·hidden), mlp (gelu;
 swiglu, geglu, relu, squared_relu), vocab_multiple (128), tied_embeddings (yes),
 network_gbps_per_gpu (the catalogue's), context_parallel (1), num_gpus (num_nodes x
@@ -106,10 +107,8 @@ from trainyard.planner.cells import (
     flash_cell,
     gpu_name,
     integer,
-    mlp_cell,
     number,
     percent,
-    precision_cell,
     row_cell,
     sharding_cell,
 )
@@ -118,7 +117,8 @@ from trainyard.planner.errors import PlannerError
 from trainyard.planner.hardware import CATALOGUE, GPU
 from trainyard.planner.layout import ParallelLayout, Recompute
 from trainyard.planner.memory import memory_per_gpu
-from trainyard.planner.model import MLPS, Model
+from trainyard.planner.model import Model
+from trainyard.planner.row_model import row_model
 from trainyard.planner.search import HEADROOM
 from trainyard.planner.work import flops_executed
 
@@ -215,67 +215,10 @@ def _sharding(row: Mapping[str, str | None]) -> tuple[int, bool]:
     return (3, False) if "zero-3" in row_cell(row, "notes").lower() else (0, False)
 
 
-def _model(row: Mapping[str, str | None]) -> Model | str:
-    needed = ("num_layers", "hidden_size", "num_attention_heads", "seq_len", "vocab_size")
-    values = {}
-    for field in (*needed, "global_batch_size"):
-        value = count(row, field)
-        if value is None:
-            return f"no {field}"
-        values[field] = value
-    mlp = mlp_cell(row)
-    if mlp and mlp not in MLPS:
-        raise PlannerError("mlp", f"unknown MLP {mlp!r}; use one of {', '.join(MLPS)}")
-    tied = flag(row, "tied_embeddings")
-    experts = _experts(row)
-    return Model(
-        row_cell(row, "model") or "row",
-        values["num_layers"],
-        values["hidden_size"],
-        values["num_attention_heads"],
-        values["seq_len"],
-        values["vocab_size"],
-        values["global_batch_size"],
-        kv_heads=integer(row, "num_kv_heads") or 0,
-        ffn_hidden=integer(row, "ffn_hidden_size") or 0,
-        precision=precision_cell(row),
-        mlp=mlp,
-        bias=mlp not in ("swiglu", "geglu") if mlp else True,
-        tied_embeddings=True if tied is None else tied,
-        learned_positions=mlp not in ("swiglu", "geglu") if mlp else True,
-        vocab_multiple=integer(row, "vocab_multiple") or 128,
-        head_dim=count(row, "head_dim") or 0,
-        window=count(row, "window_size") or 0,
-        full_attention_every=count(row, "full_attention_every") or 0,
-        kv_lora_rank=count(row, "kv_lora_rank") or 0,
-        q_lora_rank=count(row, "q_lora_rank") or 0,
-        rope_dim=count(row, "rope_dim") or 0,
-        v_head_dim=count(row, "v_head_dim") or 0,
-        dense_layers=count(row, "dense_layers") or 0,
-        experts=experts[0],
-        moe_topk=experts[1],
-        moe_ffn_hidden=experts[2],
-        moe_shared_ffn_hidden=experts[3],
-    )
-
-
-def _experts(row: Mapping[str, str | None]) -> tuple[int, int, int, int]:
-    """(experts, top-k, expert hidden, shared hidden) of a mixture of experts from the row;
-    zeros when num_experts <= 1 (a dense model)."""
-    experts = integer(row, "num_experts") or 0
-    if experts < 0:
-        raise PlannerError("num_experts", f"must be a whole number >= 0, got {experts}")
-    if experts <= 1:
-        return 0, 0, 0, 0
-    cells = ("moe_topk", "moe_ffn_hidden_size", "moe_shared_ffn_hidden_size")
-    topk, f_e, shared = (count(row, cell) or 0 for cell in cells)
-    return experts, topk, f_e, shared
-
-
 def row_inputs(row: Mapping[str, str | None]) -> tuple[Model, ParallelLayout, GPU] | str:
     """The `Model`, `ParallelLayout` and `GPU` a CSV row describes, or why it cannot be
     evaluated. Raises `PlannerError` for a cell that is not of its column's form."""
-    model = _model(row)
+    model = row_model(row)
     if isinstance(model, str):
         return model
     if "zero-3 (no model parallelism)" in row_cell(row, "notes").lower():

@@ -1,0 +1,120 @@
+"""The `Model` a row of a published table describes: from its shape columns, or, when it leaves
+them out, from the preset its `model` cell names.
+
+This module owns how a row's model columns become a `Model` (`row_model`); the other columns
+and the conventions for reading them are `trainyard.planner.rows`', the spellings of the cells
+`trainyard.planner.cells`'. Pure: it reads the cells of one row.
+
+Shape columns: num_layers, hidden_size, num_attention_heads and vocab_size (with the optional
+ones `rows` lists: num_kv_heads, ffn_hidden_size, mlp, experts, ...). A row that leaves any of
+the four out but names a model the planner knows (`presets.preset_named`: "Llama 3.1 405B",
+"GPT-3 175B", "Mixtral 8x7B", "Qwen3 235B-A22B") takes that preset's shape, with every shape
+column it does give in its place. seq_len and global_batch_size are the run's own and always
+come from the row: a row without them is not expressible.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any, Final
+
+from trainyard.planner.cells import count, flag, integer, mlp_cell, precision_cell, row_cell
+from trainyard.planner.errors import PlannerError
+from trainyard.planner.model import MLPS, Model
+from trainyard.planner.presets import preset_named
+
+__all__ = ["SHAPE_COLUMNS", "row_model"]
+
+# The columns without which a row needs a named preset for its model's shape.
+SHAPE_COLUMNS: Final = ("num_layers", "hidden_size", "num_attention_heads", "vocab_size")
+# Shape columns a row may state over a preset's, and the `Model` field each sets.
+_OVERRIDES: Final = {
+    "num_layers": "layers", "hidden_size": "hidden", "num_attention_heads": "heads",
+    "vocab_size": "vocab", "num_kv_heads": "kv_heads", "ffn_hidden_size": "ffn_hidden",
+    "head_dim": "head_dim",
+}  # fmt: skip
+
+
+def row_model(row: Mapping[str, str | None]) -> Model | str:
+    """The row's `Model`, or why it has none ("no seq_len", ...). Raises `PlannerError` naming
+    the column for a cell that is not of its column's form."""
+    values: dict[str, int] = {}
+    for field in (*SHAPE_COLUMNS, "seq_len", "global_batch_size"):
+        value = count(row, field)
+        if value is not None:
+            values[field] = value
+    for field in ("seq_len", "global_batch_size"):
+        if field not in values:
+            return f"no {field}"
+    missing = [field for field in SHAPE_COLUMNS if field not in values]
+    if missing:
+        named = preset_named(row_cell(row, "model"))
+        if named is None:
+            return f"no {missing[0]}, and the model is not one the planner knows by name"
+        return _from_preset(row, named, values)
+    return _from_columns(row, values)
+
+
+def _from_preset(row: Mapping[str, str | None], base: Model, values: dict[str, int]) -> Model:
+    changes: dict[str, Any] = {
+        "name": row_cell(row, "model"),
+        "seq_len": values["seq_len"],
+        "global_batch": values["global_batch_size"],
+        "precision": precision_cell(row),
+    }
+    for column, field in _OVERRIDES.items():
+        value = values.get(column) or count(row, column)
+        if value is not None:
+            changes[field] = value
+    return dataclasses.replace(base, **changes)
+
+
+def _from_columns(row: Mapping[str, str | None], values: dict[str, int]) -> Model:
+    mlp = mlp_cell(row)
+    if mlp and mlp not in MLPS:
+        raise PlannerError("mlp", f"unknown MLP {mlp!r}; use one of {', '.join(MLPS)}")
+    tied = flag(row, "tied_embeddings")
+    experts = _experts(row)
+    return Model(
+        row_cell(row, "model") or "row",
+        values["num_layers"],
+        values["hidden_size"],
+        values["num_attention_heads"],
+        values["seq_len"],
+        values["vocab_size"],
+        values["global_batch_size"],
+        kv_heads=integer(row, "num_kv_heads") or 0,
+        ffn_hidden=integer(row, "ffn_hidden_size") or 0,
+        precision=precision_cell(row),
+        mlp=mlp,
+        bias=mlp not in ("swiglu", "geglu") if mlp else True,
+        tied_embeddings=True if tied is None else tied,
+        learned_positions=mlp not in ("swiglu", "geglu") if mlp else True,
+        vocab_multiple=integer(row, "vocab_multiple") or 128,
+        head_dim=count(row, "head_dim") or 0,
+        window=count(row, "window_size") or 0,
+        full_attention_every=count(row, "full_attention_every") or 0,
+        kv_lora_rank=count(row, "kv_lora_rank") or 0,
+        q_lora_rank=count(row, "q_lora_rank") or 0,
+        rope_dim=count(row, "rope_dim") or 0,
+        v_head_dim=count(row, "v_head_dim") or 0,
+        dense_layers=count(row, "dense_layers") or 0,
+        experts=experts[0],
+        moe_topk=experts[1],
+        moe_ffn_hidden=experts[2],
+        moe_shared_ffn_hidden=experts[3],
+    )
+
+
+def _experts(row: Mapping[str, str | None]) -> tuple[int, int, int, int]:
+    """(experts, top-k, expert hidden, shared hidden) of a mixture of experts from the row;
+    zeros when num_experts <= 1 (a dense model)."""
+    experts = integer(row, "num_experts") or 0
+    if experts < 0:
+        raise PlannerError("num_experts", f"must be a whole number >= 0, got {experts}")
+    if experts <= 1:
+        return 0, 0, 0, 0
+    cells = ("moe_topk", "moe_ffn_hidden_size", "moe_shared_ffn_hidden_size")
+    topk, f_e, shared = (count(row, cell) or 0 for cell in cells)
+    return experts, topk, f_e, shared

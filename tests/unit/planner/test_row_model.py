@@ -1,0 +1,64 @@
+"""The model a published row describes (trainyard.planner.row_model): its shape columns, or the
+preset its model cell names when it leaves them out."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from trainyard.planner.evaluate import row_inputs
+from trainyard.planner.presets import preset, preset_named
+from trainyard.planner.row_model import row_model
+
+# Llama 3.1 405B as Meta's paper gives its run: no shape columns, only the name and the layout.
+NAMED = {
+    "table_id": "T", "model": "Llama 3.1 405B", "seq_len": "8192", "global_batch_size": "2048",
+    "gpu_type": "H100", "num_gpus": "8192", "tensor_parallel": "8", "pipeline_parallel": "16",
+    "first_stage_layers": "7", "last_stage_layers": "7", "virtual_pipeline": "8",
+    "precision": "bf16", "achieved_tflops_per_gpu": "430",
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("text", "name"),
+    [("Llama 3.1 405B", "llama3-405b"), ("Llama-3.3-70B", "llama3-70b"),
+     ("GPT-3 175B", "gpt3-175b"), ("Mixtral 8x7B", "mixtral-8x7b"),
+     ("Qwen3-235B-A22B", "qwen3-235b-a22b"), ("DeepSeek-V3", "deepseek-v3"),
+     ("llama2_13b", "llama2-13b")],
+)  # fmt: skip
+def test_published_model_names_find_their_preset(text: str, name: str) -> None:
+    assert preset_named(text) == preset(name)
+
+
+@pytest.mark.parametrize("text", ["", "Llama 3.2 1B", "GPT-1.7B", "Falcon 180B", "llama3"])
+def test_other_names_find_none(text: str) -> None:
+    assert preset_named(text) is None
+
+
+def test_a_row_without_shape_takes_its_named_presets_shape() -> None:
+    inputs = row_inputs(NAMED)
+    assert not isinstance(inputs, str)
+    model, layout, _device = inputs
+    base = preset("llama3-405b")
+    assert (model.layers, model.hidden, model.heads, model.kv_heads, model.ffn_hidden) == (
+        base.layers, base.hidden, base.heads, base.kv_heads, base.ffn_hidden,
+    )  # fmt: skip
+    assert (model.seq_len, model.global_batch, model.name) == (8192, 2048, "Llama 3.1 405B")
+    assert layout.stage_layers(model)[0] == 7 and layout.dp == 64
+
+
+def test_stated_shape_columns_replace_the_presets() -> None:
+    model = row_model({**NAMED, "seq_len": "131072", "num_kv_heads": "16", "num_layers": "128"})
+    assert not isinstance(model, str)
+    assert (model.seq_len, model.kv_heads, model.layers) == (131072, 16, 128)
+    assert dataclasses.replace(model, seq_len=8192, kv_heads=8, layers=126, name="x") == (
+        dataclasses.replace(preset("llama3-405b"), global_batch=2048, name="x")
+    )
+
+
+def test_the_run_s_own_figures_are_never_taken_from_a_preset() -> None:
+    assert row_model({**NAMED, "global_batch_size": ""}) == "no global_batch_size"
+    assert row_model({**NAMED, "seq_len": ""}) == "no seq_len"
+    reason = row_model({**NAMED, "model": "Falcon 180B"})
+    assert isinstance(reason, str) and reason.startswith("no num_layers")
