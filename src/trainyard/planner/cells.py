@@ -80,7 +80,18 @@ _COLUMN_ALIASES: Final[dict[str, tuple[str, ...]]] = {
         "model_tflop/s/gpu", "tflops/gpu", "tflops",
     ),
     "iteration_time_s": ("step_time_s", "iteration_time", "step_time", "iter_time_s"),
-    "iteration_time_ms": ("step_time_ms", "iter_time_ms"),
+    "iteration_time_ms": (
+        "step_time_ms", "iter_time_ms", "elapsed_time_per_iteration_ms",
+        "elapsed_time_per_iteration_(ms)",
+    ),
+    "tokens_per_sec": (
+        "tokens_per_second", "tokens/s", "tokens/sec", "tok/s", "throughput_tokens_per_sec",
+        "global_tokens_per_sec",
+    ),
+    "samples_per_sec": (
+        "samples_per_second", "samples/s", "sequences_per_sec", "seqs_per_sec",
+        "throughput_samples_per_sec",
+    ),
     "mfu_pct": ("mfu", "mfu_%", "mfu(%)"),
     "hfu_pct": ("hfu", "hfu_%", "hfu(%)"),
     "num_experts": ("num_moe_experts", "num_local_experts", "n_routed_experts"),
@@ -131,6 +142,8 @@ _UNITS: Final[dict[str, tuple[str, ...]]] = {
     "tokens_per_sec_per_gpu": ("tok/s", "tokens/s", "tokens/sec", "tok/s/gpu", "tokens/s/gpu",
                                "tokens/sec/gpu", "tps"),
     "achieved_tflops_per_gpu": ("tflop/s", "tflops", "tflop/s/gpu", "tflops/gpu"),
+    "tokens_per_sec": ("tok/s", "tokens/s", "tokens/sec", "tps"),
+    "samples_per_sec": ("samples/s", "seq/s", "sequences/s", "samples/sec"),
     "gpu_peak_tflops": ("tflop/s", "tflops"),
     "network_gbps_per_gpu": ("gb/s", "gbps", "gbit/s", "gb/s/gpu", "gbps/gpu"),
     "hfu_pct": ("%",),

@@ -24,7 +24,8 @@ the layers whose activations go to host memory, Megatron-Core's --cpu-offloading
 flash_attention (yes/no, or the kernel: FlashAttention-2, cuDNN, SDPA, eager), tp_comm_overlap,
 sequence_parallel (yes/no, enabled/disabled), split (calibration or held_out). Published
 figures, in the order of preference: iteration_time_s (or iteration_time_ms),
-tokens_per_sec_per_gpu (both free of any FLOP-counting convention), achieved_tflops_per_gpu,
+tokens_per_sec_per_gpu (or the run's tokens_per_sec or samples_per_sec over its GPUs; these
+are free of any FLOP-counting convention), achieved_tflops_per_gpu,
 percent_of_peak (SC'21's "percent of theoretical peak": that rate over the peak),
 aggregate_pflops (over num_gpus), hfu_pct, mfu_pct. A number may repeat its column's unit
 ("1.5 s", "3,200 tok/s", "430 TFLOP/s", "38%"); seq_len and num_gpus may be written in K of 1,024
@@ -406,10 +407,22 @@ def row_target(row: Mapping[str, str | None], gpu: GPU) -> tuple[str, float] | N
         seconds = ms / 1000 if ms is not None else None
     peak = gpu.bf16_tflops
     share = percent(row, "percent_of_peak")
-    aggregate, gpus = number(row, "aggregate_pflops"), count(row, "num_gpus")
+    nodes, per_node = count(row, "num_nodes"), count(row, "gpus_per_node")
+    gpus = count(row, "num_gpus") or (nodes * per_node if nodes and per_node else None)
+    aggregate = number(row, "aggregate_pflops")
+    tokens = number(row, "tokens_per_sec_per_gpu")
+    if tokens is None and gpus:  # the whole run's tokens, or sequences, per second
+        total, samples, seq = (
+            number(row, "tokens_per_sec"),
+            number(row, "samples_per_sec"),
+            count(row, "seq_len"),
+        )
+        if total is None and samples is not None and seq:
+            total = samples * seq
+        tokens = total / gpus if total is not None else None
     options: list[tuple[str, float | None]] = [
         ("iteration_time_s", seconds),
-        ("tokens_per_sec_per_gpu", number(row, "tokens_per_sec_per_gpu")),
+        ("tokens_per_sec_per_gpu", tokens),
         ("tflops_per_gpu", number(row, "achieved_tflops_per_gpu")),
         ("tflops_per_gpu", share / 100 * peak if share is not None else None),
         ("tflops_per_gpu", aggregate * 1000 / gpus if aggregate is not None and gpus else None),

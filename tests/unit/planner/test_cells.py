@@ -167,8 +167,13 @@ def test_a_precision_the_planner_does_not_model_says_so(text: str) -> None:
         ({"mfu": "38%"}, ("mfu_tflops", 0.38 * 312)),
         ({"mfu": "0.38"}, ("mfu_tflops", 0.38 * 312)),  # a fraction
         ({"mfu": "38"}, ("mfu_tflops", 0.38 * 312)),
+        ({"tokens_per_sec": "1,000,000", "num_gpus": "256"},
+         ("tokens_per_sec_per_gpu", 1e6 / 256)),  # the whole run's, over its GPUs
+        ({"samples/s": "100", "seq_len": "4096", "num_gpus": "", "num_nodes": "4",
+          "gpus_per_node": "8"}, ("tokens_per_sec_per_gpu", 100 * 4096 / 32)),
+        ({"elapsed_time_per_iteration_(ms)": "1500"}, ("iteration_time_s", 1.5)),
     ],
-)
+)  # fmt: skip
 def test_published_figures_under_the_names_tables_give_them(
     cells: dict[str, str], target: tuple[str, float]
 ) -> None:
