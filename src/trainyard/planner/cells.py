@@ -67,6 +67,10 @@ _COLUMN_ALIASES: Final[dict[str, tuple[str, ...]]] = {
     "virtual_pipeline": ("virtual_pipeline_model_parallel_size", "vpp", "vp"),
     "micro_batch_size": ("micro_batch", "mbs"),
     "global_batch_size": ("global_batch", "gbs"),
+    "global_batch_tokens": (
+        "batch_size_tokens", "tokens_per_batch", "global_batch_size_tokens", "batch_tokens",
+        "global_batch_size_(tokens)",
+    ),
     "gpu_type": ("gpu", "accelerator"),
     "activation_recompute": ("recompute_granularity", "activation_checkpointing", "recompute"),
     "sequence_parallel": ("sp",),

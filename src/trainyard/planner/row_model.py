@@ -10,12 +10,14 @@ ones `rows` lists: num_kv_heads, ffn_hidden_size, mlp, experts, ...). A row that
 the four out but names a model the planner knows (`presets.preset_named`: "Llama 3.1 405B",
 "GPT-3 175B", "Mixtral 8x7B", "Qwen3 235B-A22B") takes that preset's shape, with every shape
 column it does give in its place. seq_len and global_batch_size are the run's own and always
-come from the row: a row without them is not expressible.
+come from the row (the batch may be given in tokens, `global_batch_tokens`): a row without
+them is not expressible.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -44,6 +46,10 @@ def row_model(row: Mapping[str, str | None]) -> Model | str:
         value = count(row, field)
         if value is not None:
             values[field] = value
+    if "global_batch_size" not in values and "seq_len" in values:
+        batch = _batch_from_tokens(row, values["seq_len"])
+        if batch is not None:
+            values["global_batch_size"] = batch
     for field in ("seq_len", "global_batch_size"):
         if field not in values:
             return f"no {field}"
@@ -54,6 +60,31 @@ def row_model(row: Mapping[str, str | None]) -> Model | str:
             return f"no {missing[0]}, and the model is not one the planner knows by name"
         return _from_preset(row, named, values)
     return _from_columns(row, values)
+
+
+_TOKENS: Final = re.compile(r"(\d+(?:\.\d+)?)\s*([km]?)\s*(?:tokens?|tok)?", re.IGNORECASE)
+
+
+def _batch_from_tokens(row: Mapping[str, str | None], seq_len: int) -> int | None:
+    """Sequences per batch from a batch given in tokens (`global_batch_tokens`: "16M", "4M
+    tokens", "2,097,152"; K and M of 1,024 and 1,048,576, as Meta's "16M tokens" of 8K
+    sequences are 2,048 of them), or None when the row gives none."""
+    text = row_cell(row, "global_batch_tokens").replace(",", "")
+    if not text:
+        return None
+    found = _TOKENS.fullmatch(text)
+    if not found:
+        raise PlannerError("global_batch_tokens", f"must be a token count, got {text!r}")
+    scale = {"": 1, "k": 1024, "m": 1024 * 1024}[found.group(2).lower()]
+    tokens = float(found.group(1)) * scale
+    sequences = tokens / seq_len
+    if sequences < 1 or abs(sequences - round(sequences)) > 1e-6 * sequences:
+        raise PlannerError(
+            "global_batch_tokens",
+            f"{text!r} is not a whole number of {seq_len}-token sequences; give "
+            "global_batch_size instead",
+        )
+    return round(sequences)
 
 
 def _from_preset(row: Mapping[str, str | None], base: Model, values: dict[str, int]) -> Model:

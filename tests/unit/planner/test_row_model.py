@@ -62,3 +62,20 @@ def test_the_run_s_own_figures_are_never_taken_from_a_preset() -> None:
     assert row_model({**NAMED, "seq_len": ""}) == "no seq_len"
     reason = row_model({**NAMED, "model": "Falcon 180B"})
     assert isinstance(reason, str) and reason.startswith("no num_layers")
+
+
+@pytest.mark.parametrize(
+    ("text", "sequences"), [("16M", 2048), ("16M tokens", 2048), ("16,777,216", 2048), ("4M", 512)]
+)
+def test_a_batch_given_in_tokens_is_read_as_sequences(text: str, sequences: int) -> None:
+    model = row_model({**NAMED, "global_batch_size": "", "global_batch_tokens": text})
+    assert not isinstance(model, str) and model.global_batch == sequences
+
+
+@pytest.mark.parametrize("text", ["abc", "1000", "5000 tokens"])
+def test_a_token_batch_that_is_not_whole_sequences_names_its_column(text: str) -> None:
+    from trainyard.planner.errors import PlannerError
+
+    with pytest.raises(PlannerError) as caught:
+        row_model({**NAMED, "global_batch_size": "", "global_batch_tokens": text})
+    assert caught.value.field == "global_batch_tokens"
