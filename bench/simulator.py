@@ -48,7 +48,7 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, Final
 
 from trainyard.core import get_profile
 from trainyard.datafiles import shared_root
@@ -306,9 +306,9 @@ def pollux_mixed() -> None:
             "jct_avg": statistics.mean(jcts), "published_pollux_all_elastic": published,
             **{f"{name}_wait_{stat}": fn(waits[flag])
                for flag, name in ((False, "rigid"), (True, "elastic"))
-               for stat, fn in (("mean", statistics.mean), ("p99", _p99), ("max", max))},
+               for stat, fn in _WAIT_STATS},
             **{f"rigid_wait_{stat}_all_rigid": fn(alone)
-               for stat, fn in (("mean", statistics.mean), ("p99", _p99), ("max", max))},
+               for stat, fn in _WAIT_STATS},
             "jct_avg_all_rigid": statistics.mean(rigid_jcts),
             "fairness_rho_max": max(r for r in rhos if r is not None),
             "makespan_mean": statistics.mean(s for s in spans if s is not None),
@@ -319,6 +319,10 @@ def pollux_mixed() -> None:
 
 def _p99(xs: list[float]) -> float:
     return percentile(xs, 99)
+
+
+# The statistics `pollux_mixed` reports of each group's waits.
+_WAIT_STATS: Final = (("mean", statistics.mean), ("p99", _p99), ("max", max))
 
 
 def _philly_week(window: tuple[str, str]) -> Workload:

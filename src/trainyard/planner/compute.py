@@ -424,9 +424,11 @@ def step_time(
         shard_topo = topology(shard_ranks, per_node(shard_ranks, group_per_node), gpu, links)
 
     ep_layer = layer_all_to_all_s(model, layout, gpu, nodes_of, tokens, passes, links)
-    offload = exposed_s(
-        layer_activation_bytes(model, layout), layer_s / passes, layout.offload_layers, gpu
-    )
+    offload = 0.0
+    if layout.offload_layers:
+        offload = exposed_s(
+            layer_activation_bytes(model, layout), layer_s / passes, layout.offload_layers, gpu
+        )
     shared = StageTimes(
         layer_s, layer_mem_s, logit_s, logit_mem_s, tp_layer, cp_layer, ep_layer, p2p, passes,
         offload,

@@ -12,7 +12,7 @@ import dataclasses
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from trainyard import yamlio
 from trainyard.planner.errors import PlannerError, unknown_name
@@ -130,22 +130,21 @@ def preset(name: str) -> Model:
 
 
 def _folded_name(text: str) -> str:
-    """A model name compared as a published table writes it: lower case, only letters and
-    digits, Llama 3.x as Llama 3 (3.1 and 3.3 keep Llama 3's shapes at 8B, 70B and 405B)."""
+    """A model name compared as a published table writes it: lower case, only letters, digits
+    and decimal points (GPT-3 1.3B is not GPT-3 13B), Llama 3.x as Llama 3 (3.1 and 3.3 keep
+    Llama 3's shapes at 8B, 70B and 405B)."""
     text = re.sub(r"llama[\s_-]*3\.\d", "llama3", text.lower())
-    return re.sub(r"[^a-z0-9]", "", text)
+    text = re.sub(r"[^a-z0-9.]", "", text)
+    return re.sub(r"(?<!\d)\.|\.(?!\d)", "", text)
+
+
+_BY_FOLDED_NAME: Final = {_folded_name(name): model for name, model in PRESETS.items()}
 
 
 def preset_named(text: str) -> Model | None:
     """The preset a published table's model name means ("Llama 3.1 405B", "GPT-3 175B",
     "Mixtral 8x7B", "qwen3-30b-a3b"), or None when it names none."""
-    key = _folded_name(text)
-    if not key:
-        return None
-    for name, model in PRESETS.items():
-        if _folded_name(name) == key:
-            return model
-    return None
+    return _BY_FOLDED_NAME.get(_folded_name(text))
 
 
 def load_model(path: str | Path) -> Model:

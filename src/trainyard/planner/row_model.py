@@ -16,7 +16,6 @@ them is not expressible.
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from collections.abc import Mapping
 from typing import Any, Final
@@ -24,7 +23,7 @@ from typing import Any, Final
 from trainyard.planner.cells import count, flag, integer, mlp_cell, precision_cell, row_cell
 from trainyard.planner.errors import PlannerError
 from trainyard.planner.model import MLPS, Model
-from trainyard.planner.presets import preset_named
+from trainyard.planner.presets import model_from_mapping, preset_named
 
 __all__ = ["SHAPE_COLUMNS", "row_model"]
 
@@ -88,17 +87,20 @@ def _batch_from_tokens(row: Mapping[str, str | None], seq_len: int) -> int | Non
 
 
 def _from_preset(row: Mapping[str, str | None], base: Model, values: dict[str, int]) -> Model:
+    """`base` with the row's own fields, through `presets.model_from_mapping` (which also
+    re-derives the fields a changed shape implies: key/value heads, head width, MLP width)."""
     changes: dict[str, Any] = {
+        "preset": base.name,
         "name": row_cell(row, "model"),
         "seq_len": values["seq_len"],
         "global_batch": values["global_batch_size"],
         "precision": precision_cell(row),
     }
     for column, field in _OVERRIDES.items():
-        value = values.get(column) or count(row, column)
+        value = count(row, column)
         if value is not None:
             changes[field] = value
-    return dataclasses.replace(base, **changes)
+    return model_from_mapping(changes)
 
 
 def _from_columns(row: Mapping[str, str | None], values: dict[str, int]) -> Model:

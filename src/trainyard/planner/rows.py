@@ -232,9 +232,7 @@ def row_inputs(row: Mapping[str, str | None]) -> tuple[Model, ParallelLayout, GP
     pp = count(row, "pipeline_parallel")
     cp = count(row, "context_parallel") or 1
     stated_dp = count(row, "data_parallel")
-    nodes, per_node = count(row, "num_nodes"), count(row, "gpus_per_node")
-    on_nodes = nodes * per_node if nodes and per_node else None
-    stated_gpus = count(row, "num_gpus") or on_nodes
+    stated_gpus = _stated_gpus(row)
     if tp is None or pp is None:
         split = _missing_split(row, tp, pp, cp, stated_dp, stated_gpus)
         if split is None:
@@ -293,6 +291,12 @@ def row_inputs(row: Mapping[str, str | None]) -> tuple[Model, ParallelLayout, GP
     if stated is None and not layout.offload_layers:
         layout = dataclasses.replace(layout, recompute=infer_recompute(row, model, layout, gpu))
     return model, layout, gpu
+
+
+def _stated_gpus(row: Mapping[str, str | None]) -> int | None:
+    """The row's GPU count: num_gpus, else num_nodes x gpus_per_node when both are given."""
+    nodes, per_node = count(row, "num_nodes"), count(row, "gpus_per_node")
+    return count(row, "num_gpus") or (nodes * per_node if nodes and per_node else None)
 
 
 def _offload_layers(row: Mapping[str, str | None]) -> int:
@@ -407,8 +411,7 @@ def row_target(row: Mapping[str, str | None], gpu: GPU) -> tuple[str, float] | N
         seconds = ms / 1000 if ms is not None else None
     peak = gpu.bf16_tflops
     share = percent(row, "percent_of_peak")
-    nodes, per_node = count(row, "num_nodes"), count(row, "gpus_per_node")
-    gpus = count(row, "num_gpus") or (nodes * per_node if nodes and per_node else None)
+    gpus = _stated_gpus(row)
     aggregate = number(row, "aggregate_pflops")
     tokens = number(row, "tokens_per_sec_per_gpu")
     if tokens is None and gpus:  # the whole run's tokens, or sequences, per second

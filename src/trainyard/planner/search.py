@@ -200,15 +200,20 @@ def _fits(model: Model, layout: ParallelLayout, budget: float) -> MemoryBreakdow
 
 
 def fewest_offload_layers(
-    model: Model, layout: ParallelLayout, budget: float, host_budget: float
+    model: Model,
+    layout: ParallelLayout,
+    budget: float,
+    host_budget: float,
+    memory: MemoryBreakdown | None = None,
 ) -> tuple[ParallelLayout, MemoryBreakdown] | None:
     """`layout` with the fewest layers' activations offloaded to host memory that bring its most
     loaded GPU within `budget` GB, and its memory; None when offloading is not allowed (pipeline
     stages, recompute, no host memory budget) or no count below the layer count fits, in GPU
-    memory and in `host_budget` GB of host memory per GPU (see the module docstring)."""
+    memory and in `host_budget` GB of host memory per GPU (see the module docstring). `memory`
+    is the layout's own, when the caller has it."""
     if host_budget <= 0 or layout.pp > 1 or layout.recompute != "none":
         return None
-    mem = memory_per_gpu(model, layout)
+    mem = memory if memory is not None else memory_per_gpu(model, layout)
     if mem.total <= budget:
         return None
     per_layer = layer_activation_bytes(model, layout) / GB
@@ -431,10 +436,10 @@ def _best_zero(
     offloading: Plan | None = None
     for zero in stages:
         layout = dataclasses.replace(base, zero=zero)
-        mem = _fits(model, layout, budget[0])
-        if mem is None:
+        mem = memory_per_gpu(model, layout)
+        if mem.total > budget[0]:
             if offloading is None:
-                offloaded = fewest_offload_layers(model, layout, *budget)
+                offloaded = fewest_offload_layers(model, layout, *budget, memory=mem)
                 if offloaded is not None:
                     offloading = _timed(model, timer, times, *offloaded)
             continue
@@ -454,11 +459,10 @@ def _timed(
     mem: MemoryBreakdown,
 ) -> Plan:
     """`layout` as a plan, its step time from `times` or `timer` (cached on `_Key`)."""
-    lay = layout
     key: _Key = (
-        lay.tp, lay.cp, lay.pp, lay.dp, lay.micro_batch, lay.virtual_stages, lay.recompute,
-        max(lay.zero, 1) if lay.zero else 0, lay.first_stage_layers, lay.last_stage_layers,
-        lay.ep, lay.offload_layers,
+        layout.tp, layout.cp, layout.pp, layout.dp, layout.micro_batch, layout.virtual_stages,
+        layout.recompute, max(layout.zero, 1) if layout.zero else 0,
+        layout.first_stage_layers, layout.last_stage_layers, layout.ep, layout.offload_layers,
     )  # fmt: skip
     if key not in times:
         times[key] = timer(layout)
