@@ -23,6 +23,7 @@ __all__ = [
     "FALSE",
     "SHARDING_NAMES",
     "TRUE",
+    "causal_flops_cell",
     "count",
     "first_named",
     "flag",
@@ -110,6 +111,7 @@ _COLUMN_ALIASES: Final[dict[str, tuple[str, ...]]] = {
     "rope_dim": ("qk_rope_head_dim", "qk_pos_emb_head_dim"),
     "dense_layers": ("first_k_dense_replace",),
     "cpu_offload_layers": ("cpu_offloading_num_layers", "offload_layers"),
+    "attention_flops": ("flops_convention", "attention_flop_count", "causal_flops"),
 }  # fmt: skip
 
 
@@ -222,18 +224,45 @@ _UNFUSED_ATTENTION: Final = ("eager", "math", "unfused", "naive", "standard", "n
 def flash_cell(row: Row) -> bool | None:
     """The `flash_attention` cell: yes / no, or the kernel it names ("FlashAttention-2",
     "cuDNN fused", "SDPA": fused; "eager": the scores are stored)."""
-    text = row_cell(row, "flash_attention").lower()
+    return _either(
+        row, "flash_attention", _UNFUSED_ATTENTION, _FUSED_ATTENTION,
+        "must be yes or no (or the kernel: flash, cudnn, sdpa, eager)",
+    )  # fmt: skip
+
+
+# How a table counted the attention core in its FLOP figures: the whole score matrix (SC'21,
+# the Megatron-LM README tables) or its causal lower triangle (Megatron-LM's logged TFLOP/s
+# since 8873b55d6a, 2025-03-06); `causal_flops` may also hold yes / no.
+_CAUSAL_COUNT: Final = ("causal", "half", "triangle", "masked")
+_FULL_COUNT: Final = ("full", "whole", "square", "noncausal")
+
+
+def causal_flops_cell(row: Row) -> bool:
+    """Whether the row's FLOP figures count the attention core as its causal half (the
+    `attention_flops` cell: full or causal; yes / no under its `causal_flops` name); False
+    when unstated."""
+    causal = _either(
+        row, "attention_flops", _FULL_COUNT, _CAUSAL_COUNT,
+        "must be full (the whole score matrix, SC'21's count) or causal (its lower half, "
+        "Megatron-LM's count since 2025)",
+    )  # fmt: skip
+    return bool(causal)
+
+
+def _either(
+    row: Row, field: str, no: tuple[str, ...], yes: tuple[str, ...], must: str
+) -> bool | None:
+    """A yes / no cell that may instead name its value: False when its folded text starts
+    with a word of `no`, True when it contains one of `yes`, else `PlannerError` (`must`)."""
+    text = row_cell(row, field).lower()
     if not text or text in TRUE or text in FALSE:
-        return flag(row, "flash_attention")
+        return flag(row, field)
     name = folded(text)
-    if name.startswith(_UNFUSED_ATTENTION):
+    if name.startswith(no):
         return False
-    if any(kernel in name for kernel in _FUSED_ATTENTION):
+    if any(word in name for word in yes):
         return True
-    raise PlannerError(
-        "flash_attention",
-        f"must be yes or no (or the kernel: flash, cudnn, sdpa, eager), got {text!r}",
-    )
+    raise PlannerError(field, f"{must}, got {text!r}")
 
 
 # Substrings of `gpu_type`, most specific first, and the catalogue entry each means.

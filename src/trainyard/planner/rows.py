@@ -22,7 +22,9 @@ shard_group (hsdp's shard group; 8, one node, when not given), precision (bf16; 
 micro_batch_size (1), gpu_peak_tflops (the GPU's), activation_recompute, cpu_offload_layers (0;
 the layers whose activations go to host memory, Megatron-Core's --cpu-offloading-num-layers),
 flash_attention (yes/no, or the kernel: FlashAttention-2, cuDNN, SDPA, eager), tp_comm_overlap,
-sequence_parallel (yes/no, enabled/disabled), split (calibration or held_out). Published
+sequence_parallel (yes/no, enabled/disabled), split (calibration or held_out), attention_flops
+(full; causal: how the table counts the attention core in its FLOP figures, read by
+`trainyard.planner.evaluate`). Published
 figures, in the order of preference: iteration_time_s (or iteration_time_ms),
 tokens_per_sec_per_gpu (or the run's tokens_per_sec or samples_per_sec over its GPUs; these
 are free of any FLOP-counting convention), achieved_tflops_per_gpu,

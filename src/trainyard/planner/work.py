@@ -49,14 +49,15 @@ def memory_bound_bytes(model: Model, layout: ParallelLayout) -> float:
     return (per_layer * model.layers / layout.pp + logits) * layout.microbatches(model)
 
 
-def flops_executed(model: Model, recompute: str) -> float:
-    """FLOPs one iteration executes under `recompute` ("none", "selective", "full" or "op")."""
+def flops_executed(model: Model, recompute: str, causal: bool = False) -> float:
+    """FLOPs one iteration executes under `recompute` ("none", "selective", "full" or "op"),
+    the attention core counted whole, or as its causal half (`Model.layer_forward_flops`)."""
     if recompute not in RECOMPUTE_MODES:
         raise PlannerError(
             "recompute", f"must be one of {', '.join(RECOMPUTE_MODES)}, got {recompute!r}"
         )
     tokens = float(model.tokens_per_iteration)
-    gemm, attn = model.layer_forward_flops(tokens)
+    gemm, attn = model.layer_forward_flops(tokens, causal=causal)
     _passes, gemm_passes, attn_passes = recompute_passes(model, recompute)
     logits = 3 * 2.0 * model.hidden * model.padded_vocab() * tokens
     return model.layers * (gemm_passes * gemm + attn_passes * attn) + logits

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from published_rows import ROW
 
+from trainyard.planner.cells import causal_flops_cell
 from trainyard.planner.errors import PlannerError
 from trainyard.planner.evaluate import row_inputs
 from trainyard.planner.hardware import CATALOGUE
@@ -180,3 +181,29 @@ def test_published_figures_under_the_names_tables_give_them(
     row = {**ROW, "achieved_tflops_per_gpu": "", **cells}
     got = row_target(row, CATALOGUE["A100-80GB"])
     assert got is not None and got[0] == target[0] and got[1] == pytest.approx(target[1])
+
+
+@pytest.mark.parametrize(
+    ("cells", "causal"),
+    [
+        ({}, False),
+        ({"attention_flops": "full"}, False),
+        ({"attention_flops": "Full (whole score matrix)"}, False),
+        ({"attention_flops": "non-causal"}, False),
+        ({"attention_flops": "causal"}, True),
+        ({"attention_flops": "Causal (lower triangle)"}, True),
+        ({"flops_convention": "causal half"}, True),
+        ({"causal_flops": "yes"}, True),
+        ({"causal_flops": "no"}, False),
+        ({"attention_flops": "n/a"}, False),
+    ],
+)
+def test_how_a_table_counts_attention_flops_is_read(cells: dict[str, str], causal: bool) -> None:
+    assert causal_flops_cell({**ROW, **cells}) is causal
+
+
+def test_an_unknown_attention_flop_count_names_its_column() -> None:
+    with pytest.raises(PlannerError) as err:
+        causal_flops_cell({**ROW, "attention_flops": "sometimes"})
+    assert err.value.field == "attention_flops"
+    assert "causal" in err.value.message and "full" in err.value.message

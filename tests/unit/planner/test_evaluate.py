@@ -479,3 +479,37 @@ def test_unstated_sharding_is_the_distributed_optimizer_of_todays_stacks() -> No
     legacy = row_inputs({**ROW, "table_id": "SC21_T1", "num_gpus": "8", "data_parallel": "8",
                          "global_batch_size": "64"})  # fmt: skip
     assert not isinstance(legacy, str) and legacy[1].zero == 0
+
+
+def test_a_table_that_counts_causal_attention_is_compared_in_its_own_count(
+    tmp_path: Path,
+) -> None:
+    # The same run at 32K tokens stated as TFLOP/s, as MFU and as tokens/s, counted whole and
+    # counted causal: the FLOP rates differ by the ratio of the two counts, the token rate not.
+    long = {**ROW, "seq_len": "32768", "global_batch_size": "8"}
+    rows = [
+        {**long, "model": "whole"},
+        {**long, "model": "causal", "attention_flops": "causal"},
+        {**long, "model": "mfu", "attention_flops": "causal", "achieved_tflops_per_gpu": "",
+         "mfu_pct": "40"},
+        {**long, "model": "tokens", "attention_flops": "causal", "achieved_tflops_per_gpu": "",
+         "tokens_per_sec_per_gpu": "1000"},
+    ]  # fmt: skip
+    extra = ["attention_flops", "tokens_per_sec_per_gpu", "mfu_pct"]
+    result = evaluate(write(tmp_path, rows, extra))
+    whole, causal, mfu, tokens = result.rows
+    inputs = row_inputs(long)
+    assert not isinstance(inputs, str)
+    model, _layout, _gpu = inputs
+    ratio = model.flops_per_iteration(recompute=False, causal=True) / model.flops_per_iteration(
+        recompute=False
+    )
+    assert 0.5 < ratio < 0.8  # at 32K tokens the core is most of a small model's work
+    assert causal.predicted == pytest.approx(whole.predicted * ratio)
+    assert mfu.predicted == pytest.approx(whole.predicted * ratio)  # nothing recomputed
+    assert "causal-flops" in causal.read_as and "causal-flops" not in whole.read_as
+    assert "causal-flops" not in tokens.read_as  # a token rate has no FLOP count
+    unmarked = evaluate(write(tmp_path, [{**rows[3], "attention_flops": ""}], extra))
+    assert tokens.predicted == pytest.approx(unmarked.rows[0].predicted)
+    bad = evaluate(write(tmp_path, [long, {**long, "attention_flops": "sometimes"}], extra))
+    assert len(bad.rows) == 1 and bad.skipped[0][2].startswith("attention_flops: must be full")

@@ -65,6 +65,23 @@ def test_flops_eq3_for_sc21_row() -> None:
     assert expected / (137e12 * 32) == pytest.approx(3.53, abs=0.01)
 
 
+def test_causal_count_halves_the_attention_core_of_full_layers_only() -> None:
+    # Megatron-LM's count since 8873b55d6a: the core of SC'21 Eq. 3 (the s/(6h) term) halved.
+    m = preset("sc21-1.7b")
+    b, s, n, h, v = 512, 2048, 24, 2304, 51200
+    causal = 96 * b * s * n * h * h * (1 + s / (12 * h) + v / (16 * n * h))
+    assert m.flops_per_iteration(causal=True) == pytest.approx(causal)
+    assert m.flops_per_iteration(causal=True) < m.flops_per_iteration()
+    gemm, core = m.layer_forward_flops(1.0)
+    assert m.layer_forward_flops(1.0, causal=True) == pytest.approx((gemm, core / 2))
+    # A sliding-window layer's core is its window, counted whole either way: with one layer
+    # in four attending to the whole sequence, only that quarter of the core is halved.
+    w = gpt(seq_len=4096, window=128, full_attention_every=4)
+    _, whole = w.layer_forward_flops(1.0)
+    _, half = w.layer_forward_flops(1.0, causal=True)
+    assert whole - half == pytest.approx(4.0 * w.core_width * 4096 / 4 / 2)
+
+
 @pytest.mark.parametrize(
     ("kw", "field"),
     [
