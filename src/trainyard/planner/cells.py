@@ -17,18 +17,19 @@ from typing import Final, TypeVar
 
 from trainyard.planner.errors import PlannerError
 from trainyard.planner.hardware import CATALOGUE
-from trainyard.planner.model import Precision
+from trainyard.planner.model import AttentionCount, Precision
 
 __all__ = [
     "FALSE",
     "SHARDING_NAMES",
     "TRUE",
-    "causal_flops_cell",
+    "attention_flops_cell",
     "count",
     "first_named",
     "flag",
     "flash_cell",
     "folded",
+    "fsdp_cell",
     "gpu_name",
     "integer",
     "mlp_cell",
@@ -72,17 +73,21 @@ _COLUMN_ALIASES: Final[dict[str, tuple[str, ...]]] = {
         "batch_size_tokens", "tokens_per_batch", "global_batch_size_tokens", "batch_tokens",
         "global_batch_size_(tokens)",
     ),
-    "gpu_type": ("gpu", "accelerator"),
+    "gpu_type": ("gpu", "accelerator", "system", "hardware", "gpu_model"),
+    "precision": ("dtype", "data_type", "numerics", "mixed_precision"),
+    "sharding": ("sharding_strategy", "zero_stage", "zero"),
     "activation_recompute": ("recompute_granularity", "activation_checkpointing", "recompute"),
     "sequence_parallel": ("sp",),
     "tp_comm_overlap": ("tp_overlap",),
     "tokens_per_sec_per_gpu": (
         "tokens_per_second_per_gpu", "tokens/sec/gpu", "tokens/s/gpu", "tok/s/gpu",
         "tokens_per_gpu_per_sec", "tokens_per_gpu_per_second", "throughput_per_gpu",
+        "tps/gpu", "tps_per_gpu", "tokens/sec/device", "tokens_per_sec_per_device",
+        "tok/s/device",
     ),
     "achieved_tflops_per_gpu": (
         "tflops_per_gpu", "tflop/s/gpu", "tflop/s_per_gpu", "model_tflops_per_gpu",
-        "model_tflop/s/gpu", "tflops/gpu", "tflops",
+        "model_tflop/s/gpu", "model_tflop/sec/gpu", "tflop/sec/gpu", "tflops/gpu", "tflops",
     ),
     "iteration_time_s": ("step_time_s", "iteration_time", "step_time", "iter_time_s"),
     "iteration_time_ms": (
@@ -231,22 +236,34 @@ def flash_cell(row: Row) -> bool | None:
 
 
 # How a table counted the attention core in its FLOP figures: the whole score matrix (SC'21,
-# the Megatron-LM README tables) or its causal lower triangle (Megatron-LM's logged TFLOP/s
-# since 8873b55d6a, 2025-03-06); `causal_flops` may also hold yes / no.
-_CAUSAL_COUNT: Final = ("causal", "half", "triangle", "masked")
+# the Megatron-LM README tables), its causal lower triangle (Megatron-LM's logged TFLOP/s
+# since 8873b55d6a, 2025-03-06), or not at all (an MFU of 6 x parameters x tokens); under its
+# `causal_flops` name the cell may hold yes / no.
 _FULL_COUNT: Final = ("full", "whole", "square", "noncausal")
+_NO_COUNT: Final = ("none", "6n", "6nd", "excluded", "notcounted", "noattention", "without")
+_CAUSAL_COUNT: Final = ("causal", "half", "triangle", "masked")
 
 
-def causal_flops_cell(row: Row) -> bool:
-    """Whether the row's FLOP figures count the attention core as its causal half (the
-    `attention_flops` cell: full or causal; yes / no under its `causal_flops` name); False
-    when unstated."""
-    causal = _either(
-        row, "attention_flops", _FULL_COUNT, _CAUSAL_COUNT,
-        "must be full (the whole score matrix, SC'21's count) or causal (its lower half, "
-        "Megatron-LM's count since 2025)",
-    )  # fmt: skip
-    return bool(causal)
+def attention_flops_cell(row: Row) -> AttentionCount:
+    """How the row's FLOP figures count the attention core (the `attention_flops` cell):
+    "full" (also when unstated), "causal" or "none"."""
+    text = row_cell(row, "attention_flops")
+    name = folded(text)
+    if not name or text.lower() in FALSE:
+        return "full"
+    if text.lower() in TRUE:
+        return "causal"
+    if name.startswith(_FULL_COUNT):
+        return "full"
+    if name.startswith(_NO_COUNT):
+        return "none"
+    if any(word in name for word in _CAUSAL_COUNT):
+        return "causal"
+    raise PlannerError(
+        "attention_flops",
+        f"must be full (the whole score matrix, SC'21's count), causal (its lower half, "
+        f"Megatron-LM's count since 2025) or none (6 x parameters x tokens), got {text!r}",
+    )
 
 
 def _either(
@@ -332,6 +349,8 @@ def sharding_cell(row: Row) -> tuple[int, bool] | None:
     cell = folded(row_cell(row, "sharding"))
     if not cell:
         return None
+    if cell in ("0", "1", "2", "3"):  # a ZeRO stage column's number
+        return int(cell), False
     name = _SHARDING_FOLDED.get("zero1" if cell == "zero" else cell)
     named = [name] if name else first_named(cell, _SHARDING_WORDS)
     if not named:
@@ -341,6 +360,19 @@ def sharding_cell(row: Row) -> tuple[int, bool] | None:
             f"{', '.join(SHARDING_NAMES)}",
         )
     return SHARDING_NAMES[named[0]]
+
+
+def fsdp_cell(row: Row) -> int | None:
+    """An `fsdp` column, as Megatron-Bridge's performance tables have: the ranks the states
+    are sharded over (a number; 1 or yes: all the data-parallel ranks, returned as 0), or None
+    when no, 0 or empty."""
+    text = row_cell(row, "fsdp").lower()
+    if not text or text in FALSE:
+        return None
+    if text in TRUE:
+        return 0
+    size = count(row, "fsdp")
+    return None if size is None else (0 if size == 1 else size)
 
 
 # Words that name an MLP (`Model.mlp`), most specific first: a gated GELU before GELU, the

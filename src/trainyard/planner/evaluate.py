@@ -18,8 +18,9 @@ Comparison conventions:
 * FLOPs are counted as the table counts them: the attention core's whole score matrix (SC'21's
   Eq. 3 and the Megatron-LM README tables, the planner's own convention), or its causal lower
   half where the row's `attention_flops` cell says causal (Megatron-LM's logged TFLOP/s since
-  commit 8873b55d6a of 2025-03-06). The predicted rate is the planner's time over the FLOPs so
-  counted; at 8K tokens the two counts differ by about 4 %, at 128K by 40 %.
+  commit 8873b55d6a of 2025-03-06), or none of it where it says none (an MFU of 6 x
+  parameters x tokens). The predicted rate is the planner's time over the FLOPs so counted;
+  at 8K tokens the whole and the causal count differ by about 4 %, at 128K by 40 %.
 * Rows in `compute.CALIBRATION_ROWS` or marked ``split=calibration`` are calibration rows; all
   others are held out.
 * Rows whose TP/PP split is read from their ``model_parallel_size`` (`rows`) are marked
@@ -34,6 +35,7 @@ error = (predicted - published) / published.
 from __future__ import annotations
 
 import csv
+import re
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -41,13 +43,13 @@ from pathlib import Path
 from typing import Final
 
 from trainyard.datafiles import shared_root
-from trainyard.planner.cells import causal_flops_cell
+from trainyard.planner.cells import attention_flops_cell
 from trainyard.planner.collectives import LinkSet
 from trainyard.planner.compute import CALIBRATION, CALIBRATION_ROWS, Calibration, step_time
 from trainyard.planner.errors import PlannerError
 from trainyard.planner.hardware import GPU
 from trainyard.planner.layout import ParallelLayout
-from trainyard.planner.model import Model
+from trainyard.planner.model import AttentionCount, Model
 from trainyard.planner.rows import (
     DEFAULT_PEAKS,
     SHARDING_NAMES,
@@ -189,6 +191,8 @@ _METRIC_LABEL: Final = {
 
 
 _FLOP_METRICS: Final = ("tflops_per_gpu", "hfu_tflops", "mfu_tflops")
+# A FLOP rate counted otherwise than the planner counts it, marked in `read as`.
+_COUNT_LABEL: Final = {"full": "", "causal": " causal-flops", "none": " no-attention-flops"}
 
 
 def _figure(value: float) -> str:
@@ -233,7 +237,7 @@ class Case:
     split: str = ""
     links: LinkSet | None = None
     split_from_mp: bool = False
-    causal_flops: bool = False  # the table counts the attention core's causal half
+    attention_flops: AttentionCount = "full"  # how the table counts the attention core
 
     @property
     def calibration(self) -> bool:
@@ -258,14 +262,15 @@ class Case:
             return result.iteration_s
         if self.metric == "tokens_per_sec_per_gpu":
             return self.model.tokens_per_iteration / result.iteration_s / self.layout.gpus
+        count = self.attention_flops
         if self.metric == "mfu_tflops":
-            if not self.causal_flops:
+            if count == "full":
                 return result.tflops_per_gpu
-            counted = self.model.flops_per_iteration(recompute=False, causal=True)
+            counted = self.model.flops_per_iteration(recompute=False, attention=count)
             return result.tflops_per_gpu * counted / result.model_flops
-        if not self.causal_flops:
+        if count == "full":
             return result.hardware_tflops_per_gpu
-        counted = flops_executed(self.model, self.layout.recompute, causal=True)
+        counted = flops_executed(self.model, self.layout.recompute, attention=count)
         return result.hardware_tflops_per_gpu * counted / result.flops  # the table's count
 
     def error(self, calibration: Calibration = CALIBRATION) -> float:
@@ -290,8 +295,12 @@ def _rows(path: Path) -> Iterable[dict[str, str | None]]:
 
 
 def _column(name: str) -> str:
-    """A header cell as the column name it means: lower case, spaces and hyphens as '_'."""
-    return "_".join(name.strip().lower().replace("-", " ").split())
+    """A header cell as the column name it means: lower case, spaces and hyphens as '_', no
+    spaces around a '/' ("Tokens / sec / GPU" is tokens/sec/gpu), and a leading '#' or
+    'number of' as num ("#-GPUs", "# of GPUs" are num_gpus)."""
+    text = re.sub(r"\s*/\s*", "/", name.strip().lower().replace("-", " "))
+    text = re.sub(r"^(#|number\b)\s*(of\b)?", "num ", text)
+    return "_".join(text.split())
 
 
 def load_cases(
@@ -336,10 +345,13 @@ def _case(raw: Mapping[str, str | None], table: str, name: str) -> Case | str:
     metric, published = target
     case = Case(
         table, name, model, layout, device, published, None, metric, split, row_links(raw),
-        split_from_model_parallel(raw), causal_flops_cell(raw),
+        split_from_model_parallel(raw), attention_flops_cell(raw),
     )  # fmt: skip
     case.predict()  # a layout the time model rejects is skipped here, with its reason
     return case
+
+
+_REASONS_SHOWN: Final = 5  # skipped rows named when none could be evaluated
 
 
 def evaluate(path: str | Path | None = None, calibration: Calibration = CALIBRATION) -> Evaluation:
@@ -362,7 +374,12 @@ def evaluate_paths(
         skipped += left
     if not cases:
         names = ", ".join(str(p) for p in paths)
-        raise PlannerError("path", f"{names}: no row with a published figure to evaluate")
+        reasons = "".join(f"; {t} {m}: {why}" for t, m, why in skipped[:_REASONS_SHOWN])
+        unshown = len(skipped) - _REASONS_SHOWN
+        more = f"; and {unshown} more" if unshown > 0 else ""
+        raise PlannerError(
+            "path", f"{names}: no row could be evaluated ({len(skipped)} skipped){reasons}{more}"
+        )
     rows = [
         Row(
             case.table_id,
@@ -374,7 +391,7 @@ def evaluate_paths(
             case.calibration,
             case.metric,
             read_as(case.model, case.layout)
-            + (" causal-flops" if case.causal_flops and case.metric in _FLOP_METRICS else "")
+            + _COUNT_LABEL[case.attention_flops if case.metric in _FLOP_METRICS else "full"]
             + (" (split from mp)" if case.split_from_mp else ""),
             case.split_from_mp,
         )

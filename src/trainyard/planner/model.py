@@ -29,10 +29,11 @@ FLOPs come from the same shapes (`Model.forward_flops_per_token`): a matrix mult
 2·(2·h·a·d + 2·h·k·d + (2 or 3)·h·f) in its projections and MLP (an MoE layer: the `moe_topk`
 experts a token is routed to, the router and the shared MLP: `Model.mlp_width`), plus 4·s·a·d
 in attention (the scores QKᵀ and their product with V over the whole sequence, the causal
-mask not subtracted, as SC'21 and Megatron-LM's README tables count them; `causal=True`
-counts the lower half, as Megatron-LM's logged TFLOP/s have since 2025, for comparing with
-such figures), and the output layer 2·h·V' with V' the vocabulary padded as Megatron pads it
-(`vocab_multiple`, its --make-vocab-size-divisible-by, 128 by default, times tp). Backward
+mask not subtracted, as SC'21 and Megatron-LM's README tables count them; `attention=
+"causal"` counts the lower half, as Megatron-LM's logged TFLOP/s have since 2025, and "none"
+leaves the core out, for comparing with such figures), and the output layer 2·h·V' with V'
+the vocabulary padded as Megatron pads it (`vocab_multiple`, its
+--make-vocab-size-divisible-by, 128 by default, times tp). Backward
 costs twice the forward. Recomputation re-runs the forward
 of the layers (full) or of the attention core (selective), never the output layer. For the GPT
 shape the executed FLOPs with full recomputation are exactly SC'21 Eq. 3,
@@ -50,9 +51,12 @@ from typing import Literal
 
 from trainyard.planner.errors import PlannerError
 
-__all__ = ["GATED_MLPS", "MLPS", "Model", "Precision"]
+__all__ = ["GATED_MLPS", "MLPS", "AttentionCount", "Model", "Precision"]
 
 Precision = Literal["bf16", "fp16", "fp8"]
+# How FLOP figures count the attention core: the whole score matrix (SC'21, the planner's
+# own), its causal lower half (Megatron-LM's logged TFLOP/s since 2025) or not at all (6N).
+AttentionCount = Literal["full", "causal", "none"]
 _PRECISIONS: tuple[str, ...] = ("bf16", "fp16", "fp8")
 MLPS: tuple[str, ...] = ("gelu", "relu", "squared_relu", "swiglu", "geglu")
 GATED_MLPS: tuple[str, ...] = ("swiglu", "geglu")
@@ -331,18 +335,21 @@ class Model:
         return -(-self.vocab // unit) * unit
 
     def layer_forward_flops(
-        self, tokens: float, seq_len: int | None = None, causal: bool = False
+        self, tokens: float, seq_len: int | None = None, attention: AttentionCount = "full"
     ) -> tuple[float, float]:
         """(matrix-multiply FLOPs, attention-core FLOPs) of one layer's forward pass over
         `tokens` tokens of sequences `seq_len` long (default the model's); with sliding-window
-        attention the core is the mean over the layers (`attention_spans`). `causal` counts the
-        core of a full-attention layer as the lower triangle of its score matrix, half the
-        square (the convention of Megatron-LM's logged TFLOP/s since 8873b55d6a, 2025-03-06);
-        the planner's own figures count the whole square (module docstring)."""
+        attention the core is the mean over the layers (`attention_spans`). `attention` says
+        how the core is counted: whole ("full", the planner's own count), the lower triangle
+        of a full-attention layer's score matrix ("causal", half the square, as Megatron-LM's
+        logged TFLOP/s since 8873b55d6a, 2025-03-06; a window counted whole) or not at all
+        ("none": the 6N of rates quoted as 6 x parameters x tokens)."""
         span = self.attention_span(seq_len)
-        if causal:
+        if attention == "causal":
             s = self.seq_len if seq_len is None else seq_len
             span -= self.attention_spans(s)[0] * s / 2
+        elif attention == "none":
+            span = 0.0
         return 2.0 * self.layer_matmul_params * tokens, 4.0 * span * self.core_width * tokens
 
     def attention_span(self, seq_len: int | None = None) -> float:
@@ -381,17 +388,19 @@ class Model:
         """Tokens in one global batch (B·s)."""
         return self.global_batch * self.seq_len
 
-    def flops_per_token(self, recompute: bool = True, tp: int = 1, causal: bool = False) -> float:
+    def flops_per_token(
+        self, recompute: bool = True, tp: int = 1, attention: AttentionCount = "full"
+    ) -> float:
         """Training FLOPs per token from the real shapes: 3 forward passes (forward, backward =
         2), plus the layers' forward again with full `recompute` (SC'21 Eq. 3 for the GPT shape;
-        see the module docstring); `causal` as in `layer_forward_flops`."""
-        gemm, attn = self.layer_forward_flops(1.0, causal=causal)
+        see the module docstring); `attention` as in `layer_forward_flops`."""
+        gemm, attn = self.layer_forward_flops(1.0, attention=attention)
         layers = self.layers * (gemm + attn)
         logits = 2.0 * self.hidden * self.padded_vocab(tp)
         return (4.0 if recompute else 3.0) * layers + 3.0 * logits
 
     def flops_per_iteration(
-        self, recompute: bool = True, tp: int = 1, causal: bool = False
+        self, recompute: bool = True, tp: int = 1, attention: AttentionCount = "full"
     ) -> float:
         """Training FLOPs per iteration: `flops_per_token` times B·s."""
-        return self.flops_per_token(recompute, tp, causal) * self.tokens_per_iteration
+        return self.flops_per_token(recompute, tp, attention) * self.tokens_per_iteration

@@ -23,7 +23,7 @@ micro_batch_size (1), gpu_peak_tflops (the GPU's), activation_recompute, cpu_off
 the layers whose activations go to host memory, Megatron-Core's --cpu-offloading-num-layers),
 flash_attention (yes/no, or the kernel: FlashAttention-2, cuDNN, SDPA, eager), tp_comm_overlap,
 sequence_parallel (yes/no, enabled/disabled), split (calibration or held_out), attention_flops
-(full; causal: how the table counts the attention core in its FLOP figures, read by
+(full; causal, none: how the table counts the attention core in its FLOP figures, read by
 `trainyard.planner.evaluate`). Published
 figures, in the order of preference: iteration_time_s (or iteration_time_ms),
 tokens_per_sec_per_gpu (or the run's tokens_per_sec or samples_per_sec over its GPUs; these
@@ -40,7 +40,13 @@ Row conventions (all documented here, none guessed per row):
 
 * GPU: the catalogue entry whose name appears in `gpu_type` (V100, A100 40/80GB, A800, H100
   SXM/PCIe, H800, H200 (also GH200), B200, GB200 (an NVL72 rack: one NVLink domain of 72),
-  B300, GB300 (NVL72 as GB200), L40S), with the dense peak from `gpu_peak_tflops` when given.
+  B300, GB300 (NVL72 as GB200), L40S), with the dense peak from `gpu_peak_tflops` when given
+  (an fp8 row's stated peak within 10 % of the GPU's fp8 peak is that one; both peaks scale
+  together); percentages are of the stated peak.
+* Uneven stages: `first_stage_layers` / `last_stage_layers`; when neither is given and the
+  layers do not split into pp x v chunks, one layer fewer on the first and the last stage if
+  counting the embedding and the loss as a layer each makes them split (Megatron-Core's
+  --account-for-embedding/loss-in-pipeline-split), else the layout's error.
 * Interleaving: `virtual_pipeline`, or ``v=N`` in the notes, else none (v = 1). (Choosing the
   fastest factor for rows that do not state one was tried: README_2024_H100's pipelined rows
   then came out 13-20 % too fast, so they evidently ran without it.)
@@ -108,10 +114,12 @@ from trainyard.planner.cells import (
     first_named,
     flag,
     flash_cell,
+    fsdp_cell,
     gpu_name,
     integer,
     number,
     percent,
+    precision_cell,
     row_cell,
     sharding_cell,
 )
@@ -122,7 +130,7 @@ from trainyard.planner.layout import ParallelLayout, Recompute
 from trainyard.planner.memory import memory_per_gpu
 from trainyard.planner.model import Model
 from trainyard.planner.row_model import row_model
-from trainyard.planner.search import HEADROOM
+from trainyard.planner.search import HEADROOM, uneven_stages
 from trainyard.planner.work import flops_executed
 
 __all__ = [
@@ -146,15 +154,30 @@ _TP_PER_NODE: Final = 8  # the tensor-parallel degree a model-parallel size fill
 _LEGACY_TABLES: Final = ("SC21_", "README_2020", "README_2021", "README_MFU_HFU")
 
 
+_SAME_PEAK: Final = 0.10  # a stated peak this close to a catalogue peak names that peak
+
+
 def _gpu(row: Mapping[str, str | None]) -> GPU:
-    name = gpu_name(row)
-    device = CATALOGUE[name]
+    """The row's GPU from the catalogue, its peaks scaled to the stated `gpu_peak_tflops`: the
+    dense 16-bit peak, or for an fp8 row whose stated peak is the GPU's fp8 one (an MFU taken
+    against the fp8 peak, 1,979 on an H100) the fp8 peak, the other following in proportion."""
+    device = CATALOGUE[gpu_name(row)]
+    peak = _stated_peak(row)
+    if peak is None:
+        return device
+    bf16, fp8 = device.bf16_tflops, device.fp8_tflops
+    scale = peak / bf16
+    if precision_cell(row) == "fp8" and fp8 > 0 and abs(peak / fp8 - 1) <= _SAME_PEAK:
+        scale = peak / fp8
+    return dataclasses.replace(device, bf16_tflops=bf16 * scale, fp8_tflops=fp8 * scale)
+
+
+def _stated_peak(row: Mapping[str, str | None]) -> float | None:
+    """The `gpu_peak_tflops` cell: the peak a table's percentages are of (None when empty)."""
     peak = number(row, "gpu_peak_tflops")
-    if peak is not None:
-        if peak <= 0:
-            raise PlannerError("gpu_peak_tflops", f"must be > 0, got {peak}")
-        device = dataclasses.replace(device, bf16_tflops=peak)
-    return device
+    if peak is not None and peak <= 0:
+        raise PlannerError("gpu_peak_tflops", f"must be > 0, got {peak}")
+    return peak
 
 
 def _legacy(row: Mapping[str, str | None]) -> bool:
@@ -210,12 +233,25 @@ def infer_recompute(
 
 
 def _sharding(row: Mapping[str, str | None]) -> tuple[int, bool]:
-    """The `sharding` cell's (ZeRO stage, hybrid); without one, ZeRO-3 when the notes say
-    so (the 2021 tables), else none."""
+    """The `sharding` cell's (ZeRO stage, hybrid); without one, ZeRO-3 when an `fsdp` column
+    gives a size (hybrid when `_shard_group` finds it smaller than the data-parallel ranks) or
+    the notes say so (the 2021 tables), else none."""
     stated = sharding_cell(row)
     if stated is not None:
         return stated
+    if fsdp_cell(row) is not None:
+        return 3, False
     return (3, False) if "zero-3" in row_cell(row, "notes").lower() else (0, False)
+
+
+def _shard_group(row: Mapping[str, str | None], hybrid: bool, ranks: int) -> int:
+    """The ranks a hybrid-sharded row shards over (`shard_group`, 8 when not given), or the
+    `fsdp` column's size when it is below the `ranks` the states could shard over; 0: not
+    hybrid."""
+    if hybrid:
+        return count(row, "shard_group") or 8
+    size = fsdp_cell(row)
+    return size if size and size < ranks else 0
 
 
 def row_inputs(row: Mapping[str, str | None]) -> tuple[Model, ParallelLayout, GPU] | str:
@@ -270,6 +306,7 @@ def row_inputs(row: Mapping[str, str | None]) -> tuple[Model, ParallelLayout, GP
         flash = not _legacy(row)
     recompute_cell = row_cell(row, "activation_recompute")
     stated = _recompute(row)
+    first, last = _end_stages(row, model, pp, v or 1)
     layout = ParallelLayout(
         tp=tp,
         pp=pp,
@@ -277,14 +314,14 @@ def row_inputs(row: Mapping[str, str | None]) -> tuple[Model, ParallelLayout, GP
         cp=cp,
         micro_batch=count(row, "micro_batch_size") or 1,
         zero=zero,
-        shard_group=(count(row, "shard_group") or 8) if hybrid else 0,
+        shard_group=_shard_group(row, hybrid, dp * cp),
         recompute=stated or "none",
         virtual_stages=v or 1,
         sequence_parallel=tp > 1 and _sequence_parallel(row, overlap, recompute_cell),
         flash_attention=flash,
         tp_comm_overlap=overlap,
-        first_stage_layers=integer(row, "first_stage_layers") or 0,
-        last_stage_layers=integer(row, "last_stage_layers") or 0,
+        first_stage_layers=first,
+        last_stage_layers=last,
         ep=count(row, "expert_parallel") or 1,
         offload_layers=_offload_layers(row),
     )
@@ -293,6 +330,20 @@ def row_inputs(row: Mapping[str, str | None]) -> tuple[Model, ParallelLayout, GP
     if stated is None and not layout.offload_layers:
         layout = dataclasses.replace(layout, recompute=infer_recompute(row, model, layout, gpu))
     return model, layout, gpu
+
+
+def _end_stages(row: Mapping[str, str | None], model: Model, pp: int, v: int) -> tuple[int, int]:
+    """The first and last pipeline stages' layers: as stated, else (0, 0) (even stages) when
+    the layers split into pp x v chunks, else one layer fewer on each end stage when the
+    embedding and the loss counted as a layer each make them split (`search.uneven_stages`:
+    Megatron's --account-for-embedding/loss-in-pipeline-split, as Megatron-Bridge runs Llama
+    3.1 405B's 126 layers on 8 x 8 chunks)."""
+    first = integer(row, "first_stage_layers") or 0
+    last = integer(row, "last_stage_layers") or 0
+    if first or last or model.layers % (pp * v) == 0 or (model.layers + 2) % (pp * v):
+        return first, last
+    ends = uneven_stages(model.layers, pp)
+    return (ends[0], ends[0]) if ends else (0, 0)
 
 
 def _stated_gpus(row: Mapping[str, str | None]) -> int | None:
@@ -411,7 +462,7 @@ def row_target(row: Mapping[str, str | None], gpu: GPU) -> tuple[str, float] | N
     if seconds is None:
         ms = number(row, "iteration_time_ms")
         seconds = ms / 1000 if ms is not None else None
-    peak = gpu.bf16_tflops
+    peak = _stated_peak(row) or gpu.bf16_tflops  # the peak the table's percentages are of
     share = percent(row, "percent_of_peak")
     gpus = _stated_gpus(row)
     aggregate = number(row, "aggregate_pflops")

@@ -11,7 +11,7 @@ import dataclasses
 from trainyard.planner.errors import PlannerError
 from trainyard.planner.layout import RECOMPUTE_MODES, ParallelLayout
 from trainyard.planner.memory import layer_activation_bytes
-from trainyard.planner.model import Model
+from trainyard.planner.model import AttentionCount, Model
 
 __all__ = [
     "flops_executed",
@@ -49,15 +49,15 @@ def memory_bound_bytes(model: Model, layout: ParallelLayout) -> float:
     return (per_layer * model.layers / layout.pp + logits) * layout.microbatches(model)
 
 
-def flops_executed(model: Model, recompute: str, causal: bool = False) -> float:
+def flops_executed(model: Model, recompute: str, attention: AttentionCount = "full") -> float:
     """FLOPs one iteration executes under `recompute` ("none", "selective", "full" or "op"),
-    the attention core counted whole, or as its causal half (`Model.layer_forward_flops`)."""
+    the attention core counted as `attention` says (`Model.layer_forward_flops`)."""
     if recompute not in RECOMPUTE_MODES:
         raise PlannerError(
             "recompute", f"must be one of {', '.join(RECOMPUTE_MODES)}, got {recompute!r}"
         )
     tokens = float(model.tokens_per_iteration)
-    gemm, attn = model.layer_forward_flops(tokens, causal=causal)
+    gemm, attn = model.layer_forward_flops(tokens, attention=attention)
     _passes, gemm_passes, attn_passes = recompute_passes(model, recompute)
     logits = 3 * 2.0 * model.hidden * model.padded_vocab() * tokens
     return model.layers * (gemm_passes * gemm + attn_passes * attn) + logits

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from published_rows import ROW
 
-from trainyard.planner.cells import causal_flops_cell
+from trainyard.planner.cells import attention_flops_cell
 from trainyard.planner.errors import PlannerError
 from trainyard.planner.evaluate import row_inputs
 from trainyard.planner.hardware import CATALOGUE
@@ -184,26 +184,30 @@ def test_published_figures_under_the_names_tables_give_them(
 
 
 @pytest.mark.parametrize(
-    ("cells", "causal"),
+    ("cells", "count"),
     [
-        ({}, False),
-        ({"attention_flops": "full"}, False),
-        ({"attention_flops": "Full (whole score matrix)"}, False),
-        ({"attention_flops": "non-causal"}, False),
-        ({"attention_flops": "causal"}, True),
-        ({"attention_flops": "Causal (lower triangle)"}, True),
-        ({"flops_convention": "causal half"}, True),
-        ({"causal_flops": "yes"}, True),
-        ({"causal_flops": "no"}, False),
-        ({"attention_flops": "n/a"}, False),
+        ({}, "full"),
+        ({"attention_flops": "full"}, "full"),
+        ({"attention_flops": "Full (whole score matrix)"}, "full"),
+        ({"attention_flops": "non-causal"}, "full"),
+        ({"attention_flops": "causal"}, "causal"),
+        ({"attention_flops": "Causal (lower triangle)"}, "causal"),
+        ({"flops_convention": "causal half"}, "causal"),
+        ({"causal_flops": "yes"}, "causal"),
+        ({"causal_flops": "no"}, "full"),
+        ({"attention_flops": "n/a"}, "full"),
+        ({"attention_flops": "none"}, "none"),
+        ({"flops_convention": "6N"}, "none"),
+        ({"attention_flops": "6ND (no attention)"}, "none"),
+        ({"attention_flops": "not counted"}, "none"),
     ],
 )
-def test_how_a_table_counts_attention_flops_is_read(cells: dict[str, str], causal: bool) -> None:
-    assert causal_flops_cell({**ROW, **cells}) is causal
+def test_how_a_table_counts_attention_flops_is_read(cells: dict[str, str], count: str) -> None:
+    assert attention_flops_cell({**ROW, **cells}) == count
 
 
 def test_an_unknown_attention_flop_count_names_its_column() -> None:
     with pytest.raises(PlannerError) as err:
-        causal_flops_cell({**ROW, "attention_flops": "sometimes"})
+        attention_flops_cell({**ROW, "attention_flops": "sometimes"})
     assert err.value.field == "attention_flops"
-    assert "causal" in err.value.message and "full" in err.value.message
+    assert all(word in err.value.message for word in ("full", "causal", "none"))

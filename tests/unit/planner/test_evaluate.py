@@ -18,6 +18,7 @@ from trainyard.planner.compute import step_time
 from trainyard.planner.errors import PlannerError
 from trainyard.planner.evaluate import default_csv_path, evaluate, row_inputs
 from trainyard.planner.memory import memory_per_gpu
+from trainyard.planner.rows import row_target
 from trainyard.planner.search import HEADROOM
 
 CSV = SHARED / "planner" / "published_configs.csv"
@@ -201,6 +202,8 @@ def test_optional_columns_modern_rows_and_skips_never_abort(tmp_path: Path) -> N
     rows = [
         llama, timed, fsdp,
         {**llama, "model": "uneven-unsaid", "first_stage_layers": "", "last_stage_layers": ""},
+        {**llama, "model": "uneven-no-split", "num_layers": "29", "first_stage_layers": "",
+         "last_stage_layers": ""},
         {**ROW, "model": "moe", "num_gpus": "8", "num_experts": "8", "moe_topk": "2",
          "moe_ffn_hidden_size": "1024", "expert_parallel": "8", "head_dim": "128"},
         {**ROW, "model": "moe-bad-ep", "num_gpus": "8", "num_experts": "8", "expert_parallel": "3"},
@@ -209,15 +212,19 @@ def test_optional_columns_modern_rows_and_skips_never_abort(tmp_path: Path) -> N
         {**ROW, "model": "no-figure", "achieved_tflops_per_gpu": ""},
     ]  # fmt: skip
     result = evaluate(write(tmp_path, rows, extra))
-    assert [r.model for r in result.rows] == ["llama-ish", "timed", "fsdp", "moe"]
+    assert [r.model for r in result.rows] == ["llama-ish", "timed", "fsdp", "uneven-unsaid", "moe"]
     assert [r.metric for r in result.rows] == [
-        "tokens_per_sec_per_gpu", "iteration_time_s", "mfu_tflops", "tflops_per_gpu"
+        "tokens_per_sec_per_gpu", "iteration_time_s", "mfu_tflops", "tokens_per_sec_per_gpu",
+        "tflops_per_gpu",
     ]  # fmt: skip
+    # 30 layers on 8 stages unsaid: 30 + embedding + loss = 8 x 4, so 3 on each end stage, as
+    # the row that states it; 29 layers split neither way and are skipped with the reason.
+    assert result.rows[3].read_as == result.rows[0].read_as
     skipped = {model: reason for _, model, reason in result.skipped}
-    assert skipped["uneven-unsaid"].startswith("pp: layers (30) must split evenly")
-    assert "first_stage_layers" in skipped["uneven-unsaid"]
+    assert skipped["uneven-no-split"].startswith("pp: layers (29) must split evenly")
+    assert "first_stage_layers" in skipped["uneven-no-split"]
     assert skipped["moe-bad-ep"].startswith("ep: ep (3) must divide the 8 experts")
-    moe = row_inputs(rows[4])
+    moe = row_inputs(rows[5])
     assert not isinstance(moe, str)
     assert (moe[0].experts, moe[0].moe_topk, moe[0].head_dim, moe[1].ep) == (8, 2, 128, 8)
     assert "e8/8x2" in next(r for r in result.rows if r.model == "moe").read_as
@@ -501,9 +508,8 @@ def test_a_table_that_counts_causal_attention_is_compared_in_its_own_count(
     inputs = row_inputs(long)
     assert not isinstance(inputs, str)
     model, _layout, _gpu = inputs
-    ratio = model.flops_per_iteration(recompute=False, causal=True) / model.flops_per_iteration(
-        recompute=False
-    )
+    full = model.flops_per_iteration(recompute=False)
+    ratio = model.flops_per_iteration(recompute=False, attention="causal") / full
     assert 0.5 < ratio < 0.8  # at 32K tokens the core is most of a small model's work
     assert causal.predicted == pytest.approx(whole.predicted * ratio)
     assert mfu.predicted == pytest.approx(whole.predicted * ratio)  # nothing recomputed
@@ -511,5 +517,125 @@ def test_a_table_that_counts_causal_attention_is_compared_in_its_own_count(
     assert "causal-flops" not in tokens.read_as  # a token rate has no FLOP count
     unmarked = evaluate(write(tmp_path, [{**rows[3], "attention_flops": ""}], extra))
     assert tokens.predicted == pytest.approx(unmarked.rows[0].predicted)
+    # A table that leaves attention out (an MFU of 6 x parameters x tokens) is read so too.
+    six_n = evaluate(write(tmp_path, [{**long, "attention_flops": "6N"}], extra)).rows[0]
+    none = model.flops_per_iteration(recompute=False, attention="none")
+    assert six_n.predicted == pytest.approx(whole.predicted * none / full)
+    assert "no-attention-flops" in six_n.read_as
     bad = evaluate(write(tmp_path, [long, {**long, "attention_flops": "sometimes"}], extra))
     assert len(bad.rows) == 1 and bad.skipped[0][2].startswith("attention_flops: must be full")
+
+
+def test_a_stated_peak_is_the_one_the_tables_percentages_are_of(tmp_path: Path) -> None:
+    # An fp8 run's MFU taken against the H100's fp8 peak (1,979) reads as that share of
+    # 1,979, on an H100 whose 16-bit peak stays 989; a 16-bit peak stated lower (a capped
+    # clock) scales both peaks.
+    h100 = {**ROW, "gpu_type": "H100 SXM", "achieved_tflops_per_gpu": "", "mfu_pct": "30"}
+    fp8 = {**h100, "precision": "fp8"}
+    plain = row_inputs(fp8)
+    stated = row_inputs({**fp8, "gpu_peak_tflops": "1979"})
+    assert not isinstance(plain, str) and not isinstance(stated, str)
+    assert stated[2].bf16_tflops == pytest.approx(plain[2].bf16_tflops, rel=1e-3)
+    assert stated[2].fp8_tflops == pytest.approx(1979)
+    assert row_target({**fp8, "gpu_peak_tflops": "1979"}, stated[2]) == (
+        "mfu_tflops",
+        pytest.approx(0.30 * 1979),
+    )
+    assert row_target(fp8, plain[2]) == ("mfu_tflops", pytest.approx(0.30 * 989))
+    capped = row_inputs({**h100, "gpu_peak_tflops": "900"})
+    assert not isinstance(capped, str)
+    assert capped[2].bf16_tflops == pytest.approx(900)
+    assert capped[2].fp8_tflops == pytest.approx(plain[2].fp8_tflops * 900 / 989, rel=1e-3)
+    # A 16-bit run that states the fp8 figure is taken at its word: a 16-bit peak of 1,979.
+    doubled = row_inputs({**h100, "gpu_peak_tflops": "1979"})
+    assert not isinstance(doubled, str) and doubled[2].bf16_tflops == pytest.approx(1979)
+    result = evaluate(write(tmp_path, [{**fp8, "gpu_peak_tflops": "1979"}],
+                            ["precision", "mfu_pct"]))  # fmt: skip
+    assert result.rows[0].published == pytest.approx(0.30 * 1979)
+
+
+def test_a_performance_table_as_megatron_bridge_prints_it_is_read(tmp_path: Path) -> None:
+    # Megatron-Bridge's performance summary: its column names ("#-GPUs", "Tokens / sec /
+    # GPU", System, Dtype, an FSDP size), model names as it spells them, and Llama 3.1 405B's
+    # 126 layers on 8 x 8 chunks with the embedding and the loss counted as layers.
+    path = tmp_path / "bridge.csv"
+    path.write_text(
+        "Model,System,Dtype,#-GPUs,GBS,MBS,Sequence Length,FSDP,TP,PP,CP,VP,EP,GA,"
+        "Tokens / sec / GPU,Model TFLOP / sec / GPU\n"
+        "LLAMA3_8B,DGX-H100,FP8-CS,8,128,1,8192,8,1,1,1,1,1,16,14451,\n"
+        "LLAMA3_70B,DGX-H100,FP8-CS,64,128,1,8192,0,4,8,1,5,1,64,1602,\n"
+        "LLAMA3.1_405B,DGX-H100,FP8-CS,1024,1536,1,8192,0,8,8,2,8,1,192,311,\n"
+        "LLAMA3_8B,DGX-H100,BF16,16,128,1,8192,4,1,1,1,1,1,8,,650\n"
+    )
+    result = evaluate(path)
+    assert not result.skipped and len(result.rows) == 4
+    small, mid, large, hybrid = result.rows
+    assert (small.gpus, small.metric, small.published) == (8, "tokens_per_sec_per_gpu", 14451)
+    assert small.read_as.startswith("t1 d8 mb1 zero3") and small.read_as.endswith("fp8")
+    assert mid.read_as.startswith("t4 p8 v5 d2 mb1 zero1")
+    assert large.read_as.startswith("t8 c2 p8(15/15) v8 d8")
+    assert "zero3/hsdp4" in hybrid.read_as and hybrid.metric == "tflops_per_gpu"
+    assert not hybrid.read_as.endswith("fp8")
+
+
+@pytest.mark.parametrize(
+    ("header", "column"),
+    [
+        ("#-GPUs", "num_gpus"),
+        ("# of GPUs", "num_gpus"),
+        ("Number of GPUs", "num_gpus"),
+        ("Tokens / sec / GPU", "tokens/sec/gpu"),
+        ("Model TFLOP / sec / GPU", "model_tflop/sec/gpu"),
+        ("Sequence Length", "sequence_length"),
+    ],
+)
+def test_header_cells_name_their_columns(header: str, column: str) -> None:
+    from trainyard.planner.evaluate import _column
+
+    assert _column(header) == column
+
+
+@pytest.mark.parametrize(
+    ("cells", "zero", "group"),
+    [
+        ({"fsdp": "yes"}, 3, 0),
+        ({"fsdp": "1"}, 3, 0),
+        ({"fsdp": "8"}, 3, 0),  # all 8 data-parallel ranks
+        ({"fsdp": "4"}, 3, 4),  # shards of 4, replicated twice: hybrid
+        ({"fsdp": "0"}, 1, 0),  # none: today's default, the distributed optimizer
+        ({"fsdp": "no"}, 1, 0),
+        ({"zero_stage": "2"}, 2, 0),
+        ({"sharding": "0"}, 0, 0),
+    ],
+)
+def test_an_fsdp_size_or_a_zero_stage_number_gives_the_sharding(
+    cells: dict[str, str], zero: int, group: int
+) -> None:
+    inputs = row_inputs({**ROW, "num_gpus": "8", **cells})
+    assert not isinstance(inputs, str)
+    assert (inputs[1].zero, inputs[1].shard_group) == (zero, group)
+
+
+def test_uneven_end_stages_are_inferred_only_where_they_make_the_split(tmp_path: Path) -> None:
+    base = {**ROW, "num_layers": "30", "num_gpus": "4", "pipeline_parallel": "4"}
+    inputs = row_inputs(base)  # 30 + 2 = 32 = 4 x 8: 7 + 8 + 8 + 7
+    assert not isinstance(inputs, str)
+    assert (inputs[1].first_stage_layers, inputs[1].last_stage_layers) == (7, 7)
+    stated = row_inputs({**base, "first_stage_layers": "6", "last_stage_layers": "8"})
+    assert not isinstance(stated, str)
+    assert (stated[1].first_stage_layers, stated[1].last_stage_layers) == (6, 8)
+    even = row_inputs({**base, "num_layers": "32"})
+    assert not isinstance(even, str) and even[1].first_stage_layers == 0
+    with pytest.raises(PlannerError) as err:  # 29 + 2 does not split in 4 either
+        row_inputs({**base, "num_layers": "29"})
+    assert err.value.field == "pp"
+
+
+def test_when_no_row_can_be_evaluated_the_error_names_the_reasons(tmp_path: Path) -> None:
+    rows = [{**ROW, "model": f"m{i}", "tensor_parallel": ""} for i in range(7)]
+    with pytest.raises(PlannerError) as err:
+        evaluate(write(tmp_path, rows))
+    message = err.value.message
+    assert "no row could be evaluated (7 skipped)" in message
+    assert "T m0: no tensor_parallel / pipeline_parallel split" in message
+    assert "and 2 more" in message

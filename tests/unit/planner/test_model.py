@@ -70,16 +70,20 @@ def test_causal_count_halves_the_attention_core_of_full_layers_only() -> None:
     m = preset("sc21-1.7b")
     b, s, n, h, v = 512, 2048, 24, 2304, 51200
     causal = 96 * b * s * n * h * h * (1 + s / (12 * h) + v / (16 * n * h))
-    assert m.flops_per_iteration(causal=True) == pytest.approx(causal)
-    assert m.flops_per_iteration(causal=True) < m.flops_per_iteration()
+    assert m.flops_per_iteration(attention="causal") == pytest.approx(causal)
+    assert m.flops_per_iteration(attention="causal") < m.flops_per_iteration()
     gemm, core = m.layer_forward_flops(1.0)
-    assert m.layer_forward_flops(1.0, causal=True) == pytest.approx((gemm, core / 2))
+    assert m.layer_forward_flops(1.0, attention="causal") == pytest.approx((gemm, core / 2))
     # A sliding-window layer's core is its window, counted whole either way: with one layer
     # in four attending to the whole sequence, only that quarter of the core is halved.
     w = gpt(seq_len=4096, window=128, full_attention_every=4)
     _, whole = w.layer_forward_flops(1.0)
-    _, half = w.layer_forward_flops(1.0, causal=True)
+    _, half = w.layer_forward_flops(1.0, attention="causal")
     assert whole - half == pytest.approx(4.0 * w.core_width * 4096 / 4 / 2)
+    # "none" leaves the core out: 6 x the matrices' parameters per token, plus the logits.
+    assert m.layer_forward_flops(1.0, attention="none") == (gemm, 0.0)
+    six_n = 6 * b * s * (n * m.layer_matmul_params + h * m.padded_vocab())
+    assert m.flops_per_iteration(recompute=False, attention="none") == pytest.approx(six_n)
 
 
 @pytest.mark.parametrize(
