@@ -7,6 +7,8 @@ of column to text) and returns the value it names, raising `PlannerError` naming
 for a cell that names none. A longer cell ("ZeRO-1 (distributed optimizer)", "SwiGLU FFN",
 "activation checkpointing: full") is read by the names it contains (`first_named`); a cell
 "-", "n/a", "?" or "unknown" is unstated and reads as empty (the column's default applies).
+A parallel degree whose column is empty is read from a free-text `parallelism` cell ("TP8
+PP16 DP64", "2D (FSDP 8, TP 8)", "8-way tensor, 12-way pipeline"; `_PARALLEL_DEGREES`).
 """
 
 from __future__ import annotations
@@ -51,24 +53,27 @@ _UNSTATED: Final = ("-", "—", "–", "n/a", "na", "?", "unknown", "not stated"
 # Other names a table may give a column (Megatron-LM's argument names, Hugging Face config
 # names, the short ones people write: tp, gbs), read when the column itself is empty.
 _COLUMN_ALIASES: Final[dict[str, tuple[str, ...]]] = {
+    "model": ("model_name", "model_size", "name"),
     "num_layers": ("num_hidden_layers", "layers", "n_layers", "n_layer"),
     "hidden_size": ("hidden", "d_model", "n_embd"),
     "num_attention_heads": ("num_heads", "heads", "n_heads", "n_head", "attention_heads"),
     "num_kv_heads": ("num_key_value_heads", "num_query_groups", "kv_heads", "n_kv_heads"),
     "ffn_hidden_size": ("intermediate_size", "ffn_dim", "d_ff"),
     "seq_len": ("seq_length", "sequence_length", "max_seq_len", "context_length"),
-    "vocab_size": ("vocab",),
+    "vocab_size": ("vocab", "vocabulary_size", "vocabulary", "padded_vocab_size"),
     "num_gpus": ("gpus", "world_size", "n_gpus"),
     "num_nodes": ("nodes", "n_nodes", "nnodes"),
     "gpus_per_node": ("nproc_per_node", "gpus_per_host"),
-    "tensor_parallel": ("tensor_model_parallel_size", "tp", "tp_size"),
-    "pipeline_parallel": ("pipeline_model_parallel_size", "pp", "pp_size"),
+    "tensor_parallel": ("tensor_model_parallel_size", "tp", "tp_size", "tensor_mp_size"),
+    "pipeline_parallel": ("pipeline_model_parallel_size", "pp", "pp_size", "pipeline_mp_size"),
     "model_parallel_size": ("model_parallel", "mp", "mp_size"),
     "context_parallel": ("context_parallel_size", "cp", "cp_size"),
     "data_parallel": ("data_parallel_size", "dp", "dp_size"),
     "virtual_pipeline": ("virtual_pipeline_model_parallel_size", "vpp", "vp"),
     "micro_batch_size": ("micro_batch", "mbs"),
-    "global_batch_size": ("global_batch", "gbs"),
+    "global_batch_size": ("global_batch", "gbs", "batch_size"),
+    "local_batch_size": ("batch_size_per_dp", "per_device_batch_size", "batch_size/dp",
+                         "batch_size_per_gpu", "per_gpu_batch_size"),
     "global_batch_tokens": (
         "batch_size_tokens", "tokens_per_batch", "global_batch_size_tokens", "batch_tokens",
         "global_batch_size_(tokens)",
@@ -76,7 +81,9 @@ _COLUMN_ALIASES: Final[dict[str, tuple[str, ...]]] = {
     "gpu_type": ("gpu", "accelerator", "system", "hardware", "gpu_model"),
     "precision": ("dtype", "data_type", "numerics", "mixed_precision"),
     "sharding": ("sharding_strategy", "zero_stage", "zero"),
-    "activation_recompute": ("recompute_granularity", "activation_checkpointing", "recompute"),
+    "activation_recompute": (
+        "recompute_granularity", "activation_checkpointing", "recompute", "ac",
+    ),
     "sequence_parallel": ("sp",),
     "tp_comm_overlap": ("tp_overlap",),
     "tokens_per_sec_per_gpu": (
@@ -88,6 +95,14 @@ _COLUMN_ALIASES: Final[dict[str, tuple[str, ...]]] = {
     "achieved_tflops_per_gpu": (
         "tflops_per_gpu", "tflop/s/gpu", "tflop/s_per_gpu", "model_tflops_per_gpu",
         "model_tflop/s/gpu", "model_tflop/sec/gpu", "tflop/sec/gpu", "tflops/gpu", "tflops",
+        "achieved_teraflop/s_per_gpu", "teraflop/s_per_gpu", "achieved_tflop/s_per_gpu",
+    ),
+    "percent_of_peak": (
+        "percentage_of_theoretical_peak_flop/s", "percentage_of_peak", "percent_of_peak_flop/s",
+        "%_of_peak",
+    ),
+    "aggregate_pflops": (
+        "achieved_aggregate_petaflop/s", "aggregate_petaflop/s", "aggregate_pflop/s",
     ),
     "iteration_time_s": ("step_time_s", "iteration_time", "step_time", "iter_time_s"),
     "iteration_time_ms": (
@@ -127,7 +142,42 @@ def row_cell(row: Row, field: str) -> str:
         value = row.get(name)
         if isinstance(value, str) and value.strip() and value.strip().lower() not in _UNSTATED:
             return value.strip()
+    if field in _PARALLEL_DEGREES:
+        return _parallelism(row).get(field, "")
     return ""
+
+
+# A free-text parallelism cell ("TP8 PP16 DP64", "TP=4, CP=2, PP=8, VP=5", "FSDP 64",
+# "8-way tensor, 12-way pipeline"): each degree's names, read when its own column is empty.
+_PARALLEL_DEGREES: Final[dict[str, str]] = {
+    "tensor_parallel": "tp|tensor",
+    "pipeline_parallel": "pp|pipeline",
+    "context_parallel": "cp|context",
+    "data_parallel": "dp|data",
+    "expert_parallel": "ep|expert",
+    "virtual_pipeline": "vpp|vp|virtual",
+    "fsdp": "fsdp",
+}
+_PARALLELISM_COLUMNS: Final = ("parallelism", "parallel_config", "layout", "parallelization")
+
+
+def _parallelism(row: Row) -> dict[str, str]:
+    """The degrees a free-text parallelism cell names (`_PARALLEL_DEGREES`): "<name> N",
+    "<name>=N", "<name>N" or "N-way <name>"."""
+    text = ""
+    for name in _PARALLELISM_COLUMNS:
+        value = row.get(name)
+        if isinstance(value, str) and value.strip():
+            text = value.lower()
+            break
+    found: dict[str, str] = {}
+    for field, names in _PARALLEL_DEGREES.items():
+        after = re.search(rf"\b(?:{names})(?:[\s_-]*parallel(?:ism)?)?\s*[=:]?\s*(\d+)\b", text)
+        before = re.search(rf"\b(\d+)[\s-]*way[\s_-]+(?:{names})\b", text)
+        hit = after or before
+        if hit:
+            found[field] = hit.group(1)
+    return found
 
 
 def folded(text: str) -> str:

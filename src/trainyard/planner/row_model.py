@@ -10,8 +10,8 @@ ones `rows` lists: num_kv_heads, ffn_hidden_size, mlp, experts, ...). A row that
 the four out but names a model the planner knows (`presets.preset_named`: "Llama 3.1 405B",
 "GPT-3 175B", "Mixtral 8x7B", "Qwen3 235B-A22B") takes that preset's shape, with every shape
 column it does give in its place. seq_len and global_batch_size are the run's own and always
-come from the row (the batch may be given in tokens, `global_batch_tokens`): a row without
-them is not expressible.
+come from the row (the batch may be given in tokens, `global_batch_tokens`, or per
+data-parallel rank, `local_batch_size`): a row without them is not expressible.
 """
 
 from __future__ import annotations
@@ -20,7 +20,15 @@ import re
 from collections.abc import Mapping
 from typing import Any, Final
 
-from trainyard.planner.cells import count, flag, integer, mlp_cell, precision_cell, row_cell
+from trainyard.planner.cells import (
+    count,
+    flag,
+    fsdp_cell,
+    integer,
+    mlp_cell,
+    precision_cell,
+    row_cell,
+)
 from trainyard.planner.errors import PlannerError
 from trainyard.planner.model import MLPS, Model
 from trainyard.planner.presets import model_from_mapping, preset_named
@@ -46,7 +54,7 @@ def row_model(row: Mapping[str, str | None]) -> Model | str:
         if value is not None:
             values[field] = value
     if "global_batch_size" not in values and "seq_len" in values:
-        batch = _batch_from_tokens(row, values["seq_len"])
+        batch = _batch_from_tokens(row, values["seq_len"]) or _batch_from_local(row)
         if batch is not None:
             values["global_batch_size"] = batch
     for field in ("seq_len", "global_batch_size"):
@@ -84,6 +92,23 @@ def _batch_from_tokens(row: Mapping[str, str | None], seq_len: int) -> int | Non
             "global_batch_size instead",
         )
     return round(sequences)
+
+
+def _batch_from_local(row: Mapping[str, str | None]) -> int | None:
+    """Sequences per batch from a batch per data-parallel rank (`local_batch_size`, as
+    torchtitan states it) times the data-parallel degree: stated, an `fsdp` size, or the GPUs
+    over tp x cp x pp when the row gives all three; None when it gives no such batch."""
+    local = count(row, "local_batch_size")
+    if local is None:
+        return None
+    dp = count(row, "data_parallel") or fsdp_cell(row) or None
+    gpus, cp = count(row, "num_gpus"), count(row, "context_parallel") or 1
+    tp, pp = count(row, "tensor_parallel"), count(row, "pipeline_parallel")
+    if dp is None and gpus and tp and pp:
+        dp = gpus // (tp * pp * cp) or None
+    if dp is None and gpus and not (tp or pp):
+        dp = gpus // cp  # no model parallelism stated
+    return local * dp if dp else None
 
 
 def _from_preset(row: Mapping[str, str | None], base: Model, values: dict[str, int]) -> Model:

@@ -370,10 +370,13 @@ def _missing_split(
 ) -> tuple[int, int, int | None] | None:
     """(tp, pp, dp) of a row that leaves tp or pp out, when the rest leaves one reading: the
     GPU count over the degrees it states ("TP 8, DP 64" on 512 GPUs: pp 1), or a fully
-    sharded run (FSDP / ZeRO-3) that states neither, all data parallel. None: ambiguous."""
+    sharded run (FSDP / ZeRO-3) that states neither, all data parallel. An `fsdp` size stands
+    for the data-parallel degree the row does not state ("FSDP 8, TP 8" on 64 GPUs: pp 1).
+    None: ambiguous."""
     mp = count(row, "model_parallel_size")
     if mp is not None:
         return _split_of_model_parallel(row, mp, tp, pp, cp, dp, gpus)
+    dp = dp or fsdp_cell(row) or None
     if gpus is None:
         return None
     if tp is None and pp is None:

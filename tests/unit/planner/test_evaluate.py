@@ -639,3 +639,57 @@ def test_when_no_row_can_be_evaluated_the_error_names_the_reasons(tmp_path: Path
     assert "no row could be evaluated (7 skipped)" in message
     assert "T m0: no tensor_parallel / pipeline_parallel split" in message
     assert "and 2 more" in message
+
+
+@pytest.mark.parametrize(
+    ("text", "degrees"),
+    [
+        ("TP8 PP16 DP64", {"tensor_parallel": 8, "pipeline_parallel": 16, "data_parallel": 64}),
+        ("TP=4, CP=2, PP=8, VP=5", {"tensor_parallel": 4, "context_parallel": 2,
+                                    "pipeline_parallel": 8, "virtual_pipeline": 5}),
+        ("8-way tensor, 12-way pipeline", {"tensor_parallel": 8, "pipeline_parallel": 12}),
+        ("tensor parallel 2, pipeline parallel 4", {"tensor_parallel": 2, "pipeline_parallel": 4}),
+        ("EP8 TP2 PP4 VPP 3", {"expert_parallel": 8, "tensor_parallel": 2,
+                               "pipeline_parallel": 4, "virtual_pipeline": 3}),
+        ("2D (FSDP 8, TP 8)", {"tensor_parallel": 8, "fsdp": 8}),
+    ],
+)  # fmt: skip
+def test_a_free_text_parallelism_cell_gives_the_degrees(text: str, degrees: dict[str, int]) -> None:
+    from trainyard.planner.cells import count
+
+    row = {"parallelism": text}
+    for field in ("tensor_parallel", "pipeline_parallel", "context_parallel", "data_parallel",
+                  "expert_parallel", "virtual_pipeline", "fsdp"):  # fmt: skip
+        assert count(row, field) == degrees.get(field)
+    # a degree's own column wins over the free text
+    assert count({**row, "tensor_parallel": "1"}, "tensor_parallel") == 1
+
+
+def test_tables_as_torchtitan_and_the_megatron_readme_write_them_are_read(tmp_path: Path) -> None:
+    # torchtitan: "# of GPUs", a Parallelism cell, a batch per data-parallel rank, TPS/GPU.
+    titan = tmp_path / "titan.csv"
+    titan.write_text(
+        "Model,# of GPUs,Parallelism,Local batch size,Seq len,Dtype,TPS/GPU,GPU,AC\n"
+        "Llama 3 8B,64,FSDP 64,1,8192,bf16,2973,A100,selective op\n"
+        'Llama 3 70B,64,"2D (FSDP 8, TP 8)",4,8192,bf16,331,A100,full\n'
+    )
+    titan_rows = evaluate(titan).rows
+    assert [r.read_as.split(" flash")[0] for r in titan_rows] == [
+        "t1 d64 mb1 zero3 rc:op", "t8 d8 mb1 zero3 rc:full sp"
+    ]  # fmt: skip
+    inputs = row_inputs({"model": "Llama 3 70B", "num_gpus": "64", "parallelism": "FSDP 8, TP 8",
+                         "local_batch_size": "4", "seq_len": "8192", "gpu_type": "A100",
+                         "tokens_per_sec_per_gpu": "331"})  # fmt: skip
+    assert not isinstance(inputs, str) and inputs[0].global_batch == 32
+    # The Megatron-LM README's table: its long header names, the batch as "Batch size".
+    readme = tmp_path / "readme.csv"
+    readme.write_text(
+        "Model size,Attention heads,Hidden size,Number of layers,Number of GPUs,Batch size,"
+        "Sequence length,Vocabulary size,GPU,Tensor MP size,Pipeline MP size,"
+        "Achieved teraFLOP/s per GPU,Percentage of theoretical peak FLOP/s,"
+        "Achieved aggregate petaFLOP/s,Activation recompute,Flash attention\n"
+        "39.1B,64,8192,48,512,1536,2048,51200,A100,8,2,138,44%,70.8,full,no\n"
+    )
+    (row,) = evaluate(readme).rows
+    assert (row.model, row.gpus, row.published) == ("39.1B", 512, 138)
+    assert row.read_as.startswith("t8 p2 d32 mb1") and "rc:full" in row.read_as
