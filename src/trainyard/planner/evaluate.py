@@ -298,7 +298,7 @@ def _column(name: str) -> str:
     """A header cell as the column name it means: lower case, spaces and hyphens as '_', no
     spaces around a '/' ("Tokens / sec / GPU" is tokens/sec/gpu), and a leading '#' or
     'number of' as num ("#-GPUs", "# of GPUs" are num_gpus)."""
-    text = re.sub(r"\s*/\s*", "/", name.strip().lower().replace("-", " "))
+    text = re.sub(r"\s*/\s*", "/", name.strip().lower().replace("-", " ").replace("_", " "))
     text = re.sub(r"^(#|number\b)\s*(of\b)?", "num ", text)
     return "_".join(text.split())
 
