@@ -320,12 +320,12 @@ def plan_command(
             "model": m.name,
             "gpu_type": device.name,
             "gpus": count,
-            "plans": [plan_to_dict(p) for p in plans],
+            "plans": [plan_to_dict(p, m) for p in plans],
         }
         if allocation is not None:
             out["allocation"] = _allocation(allocation)
         if options:
-            out["options"] = [option_to_dict(o) for o in options]
+            out["options"] = [option_to_dict(o, m) for o in options]
         if settings is not None:
             out["launch"] = settings.to_dict()
         if fits:
@@ -362,14 +362,14 @@ def _fit_dict(fit: LinkFit) -> dict[str, Any]:
     }
 
 
-def option_to_dict(option: SizingOption) -> dict[str, Any]:
+def option_to_dict(option: SizingOption, model: Model) -> dict[str, Any]:
     """A sizing option as JSON-able data (the plan's layout and predictions included)."""
     return {
         "gpus": option.gpus,
         "hours": option.hours,
         "gpu_hours": option.gpu_hours,
         "cost": option.cost,
-        "plan": plan_to_dict(option.plan),
+        "plan": plan_to_dict(option.plan, model),
     }
 
 
@@ -391,8 +391,10 @@ def render_options(options: Sequence[SizingOption], console: Console) -> None:
     console.print(table)
 
 
-def plan_to_dict(plan: Plan) -> dict[str, Any]:
-    """A plan as plain JSON-able data (layout, memory GB, step time s, throughput)."""
+def plan_to_dict(plan: Plan, model: Model) -> dict[str, Any]:
+    """A plan of `model` as plain JSON-able data (layout, memory GB, step time s, throughput,
+    and the rate as Megatron-LM logs it: `causal_share`)."""
+    share = causal_share(model)
     return {
         "layout": dataclasses.asdict(plan.layout),
         "memory_gb": {**dataclasses.asdict(plan.memory), "total": plan.memory.total},
@@ -400,7 +402,17 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
         "tokens_per_s": plan.tokens_per_s,
         "tflops_per_gpu": plan.tflops_per_gpu,
         "mfu": plan.mfu,
+        "tflops_per_gpu_causal": plan.tflops_per_gpu * share,
+        "mfu_causal": plan.mfu * share,
     }
+
+
+def causal_share(model: Model) -> float:
+    """The model's FLOPs with the attention core counted as its causal half (as Megatron-LM
+    has logged TFLOP/s since 2025), over the whole count the planner reports."""
+    return model.flops_per_iteration(
+        recompute=False, attention="causal"
+    ) / model.flops_per_iteration(recompute=False)
 
 
 def render(
@@ -417,8 +429,13 @@ def render(
         notes.append("flash attention" if plans[0].layout.flash_attention else "stored scores")
     if model.precision == "fp8":
         notes.append("fp8 GEMMs; MFU over the 16-bit peak")
+    share = causal_share(model)
     table = Table(
         title=f"{model.name} on {gpus} x {gpu_type}" + (f" ({', '.join(notes)})" if notes else ""),
+        caption=(
+            "TFLOP/s and MFU count the whole attention score matrix (SC'21); Megatron-LM logs "
+            f"its causal half, {1 - share:.1%} lower here"
+        ),
         box=box.SIMPLE,
         pad_edge=False,
         collapse_padding=True,

@@ -34,6 +34,10 @@ def test_json_output_parses_and_is_ranked() -> None:
         assert lay["tp"] * lay["pp"] * lay["dp"] == 8
         assert p["memory_gb"]["total"] <= HEADROOM * 80
         assert p["tokens_per_s"] > 0 and 0 < p["mfu"] < 1
+        # the rate as Megatron-LM logs it (attention counted causal): lower by one ratio
+        assert p["mfu_causal"] < p["mfu"]
+        ratio = p["tflops_per_gpu_causal"] / p["tflops_per_gpu"]
+        assert ratio == pytest.approx(p["mfu_causal"] / p["mfu"])
 
 
 def test_top_and_nodes_of() -> None:
@@ -81,6 +85,11 @@ def test_table_output() -> None:
     assert "sc21-1.7b on 32 x A100-80GB" in result.stdout
     for header in ("tp", "pp", "dp", "zero", "recompute", "mem GB", "step s", "MFU"):
         assert header in result.stdout
+    # The rates' FLOP count is said, with how much lower Megatron-LM's log would put them:
+    # GPT-1.7B at 2,048 tokens (h 2,304): the layers' s/(12h) of 1 + s/(6h), less the logits.
+    text = " ".join(result.stdout.split())
+    assert "count the whole attention score matrix" in text
+    assert "Megatron-LM logs its causal half, 6.0% lower here" in text
 
 
 def test_model_from_yaml_file(tmp_path: Path) -> None:
