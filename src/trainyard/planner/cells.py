@@ -39,6 +39,7 @@ __all__ = [
     "percent",
     "precision_cell",
     "row_cell",
+    "run_year",
     "sharding_cell",
 ]
 
@@ -145,6 +146,26 @@ def row_cell(row: Row, field: str) -> str:
     if field in _PARALLEL_DEGREES:
         return _parallelism(row).get(field, "")
     return ""
+
+
+_ARXIV: Final = re.compile(r"arxiv[:\s/]*(\d{2})(\d{2})\.\d{4,5}", re.IGNORECASE)
+_YEAR: Final = re.compile(r"(?<!\d)(20[0-3]\d)(?!\d)")
+
+
+def run_year(row: Row) -> int | None:
+    """The year a row's run is of: its `year` cell, else the year in its `date` cell, else the
+    latest year its `source` and `notes` name (a year, or an arXiv identifier's YYMM); None
+    when it names none."""
+    stated = integer(row, "year")
+    if stated is not None:
+        return stated
+    for field in ("date", "source"):
+        text = row_cell(row, field) + (" " + row_cell(row, "notes") if field == "source" else "")
+        years = [int(y) for y in _YEAR.findall(text)]
+        years += [2000 + int(m.group(1)) for m in _ARXIV.finditer(text)]
+        if years:
+            return max(years)
+    return None
 
 
 # A free-text parallelism cell ("TP8 PP16 DP64", "TP=4, CP=2, PP=8, VP=5", "FSDP 64",

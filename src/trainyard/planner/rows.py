@@ -36,7 +36,10 @@ percentage of at most 1 without a % sign is a fraction ("0.38": 38 %). The figur
 read under the names tables give them (tflop/s/gpu, model_tflops_per_gpu, tokens/sec/gpu,
 step_time_s, mfu, hfu: `cells._COLUMN_ALIASES`).
 
-Row conventions (all documented here, none guessed per row):
+Row conventions (all documented here, none guessed per row). "The pre-2023 tables" are the
+shared file's old Megatron-LM tables and any row whose year (`cells.run_year`: a year or date
+cell, else the latest year or arXiv identifier its source and notes name) is before 2023;
+a row that leaves degrees out gets its split from `trainyard.planner.row_split`.
 
 * GPU: the catalogue entry whose name appears in `gpu_type` (V100, A100 40/80GB, A800, H100
   SXM/PCIe, H800, H200 (also GH200), B200, GB200 (an NVL72 rack: one NVLink domain of 72),
@@ -101,7 +104,6 @@ Row conventions (all documented here, none guessed per row):
 from __future__ import annotations
 
 import dataclasses
-import math
 import re
 from collections.abc import Mapping
 from typing import Final
@@ -121,6 +123,7 @@ from trainyard.planner.cells import (
     percent,
     precision_cell,
     row_cell,
+    run_year,
     sharding_cell,
 )
 from trainyard.planner.collectives import LinkSet, ib_link
@@ -130,6 +133,7 @@ from trainyard.planner.layout import ParallelLayout, Recompute
 from trainyard.planner.memory import memory_per_gpu
 from trainyard.planner.model import Model
 from trainyard.planner.row_model import row_model
+from trainyard.planner.row_split import missing_split, split_from_model_parallel
 from trainyard.planner.search import HEADROOM, uneven_stages
 from trainyard.planner.work import flops_executed
 
@@ -148,9 +152,10 @@ __all__ = [
 # its `gpu_peak_tflops` cell).
 DEFAULT_PEAKS: Final[dict[str, float]] = {"A100": 312.0, "H100": 989.0, "V100": 125.0}
 _NO_RECOMPUTE_TABLES: Final = ("README_2024_H100",)
-_TP_PER_NODE: Final = 8  # the tensor-parallel degree a model-parallel size fills first
-# The shared file's Megatron-LM tables from before fused attention (2020-2022): unless a row
-# says otherwise they materialise the attention scores and recompute whole layers.
+# The shared file's Megatron-LM tables from before fused attention (2020-2022), and any row of
+# a year before 2023 (`cells.run_year`): unless a row says otherwise they materialise the
+# attention scores, recompute whole layers and run neither sequence parallelism nor the
+# distributed optimizer.
 _LEGACY_TABLES: Final = ("SC21_", "README_2020", "README_2021", "README_MFU_HFU")
 
 
@@ -181,7 +186,9 @@ def _stated_peak(row: Mapping[str, str | None]) -> float | None:
 
 
 def _legacy(row: Mapping[str, str | None]) -> bool:
-    return row_cell(row, "table_id").startswith(_LEGACY_TABLES)
+    """A run of the pre-2023 stacks: the shared file's old tables, or a year before 2023."""
+    year = run_year(row)
+    return row_cell(row, "table_id").startswith(_LEGACY_TABLES) or (year or 2023) < 2023
 
 
 # Words that name a recompute mode inside a longer cell; a cell naming one mode reads as it.
@@ -272,7 +279,9 @@ def row_inputs(row: Mapping[str, str | None]) -> tuple[Model, ParallelLayout, GP
     stated_dp = count(row, "data_parallel")
     stated_gpus = _stated_gpus(row)
     if tp is None or pp is None:
-        split = _missing_split(row, tp, pp, cp, stated_dp, stated_gpus)
+        node = _gpu(row).gpus_per_node
+        sharded = _sharding(row)[0] == 3
+        split = missing_split(row, tp, pp, cp, stated_dp, stated_gpus, node, sharded)
         if split is None:
             return "no tensor_parallel / pipeline_parallel split"
         tp, pp, stated_dp = split
@@ -358,85 +367,6 @@ def _offload_layers(row: Mapping[str, str | None]) -> int:
     if layers < 0:
         raise PlannerError("cpu_offload_layers", f"must be a whole number >= 0, got {layers}")
     return layers
-
-
-def _missing_split(
-    row: Mapping[str, str | None],
-    tp: int | None,
-    pp: int | None,
-    cp: int,
-    dp: int | None,
-    gpus: int | None,
-) -> tuple[int, int, int | None] | None:
-    """(tp, pp, dp) of a row that leaves tp or pp out, when the rest leaves one reading: the
-    GPU count over the degrees it states ("TP 8, DP 64" on 512 GPUs: pp 1), or a fully
-    sharded run (FSDP / ZeRO-3) that states neither, all data parallel. An `fsdp` size stands
-    for the data-parallel degree the row does not state ("FSDP 8, TP 8" on 64 GPUs: pp 1).
-    None: ambiguous."""
-    mp = count(row, "model_parallel_size")
-    if mp is not None:
-        return _split_of_model_parallel(row, mp, tp, pp, cp, dp, gpus)
-    dp = dp or fsdp_cell(row) or None
-    if gpus is None:
-        return None
-    if tp is None and pp is None:
-        if dp is None and _sharding(row)[0] == 3:
-            dp = gpus // cp
-        if dp is not None and dp * cp == gpus:
-            return 1, 1, dp
-        return None
-    if dp is None:
-        return None
-    known = (tp or pp or 1) * cp * dp
-    if gpus % known:
-        return None
-    other = gpus // known
-    return (tp, other, dp) if tp is not None else (other, pp or 1, dp)
-
-
-def split_from_model_parallel(row: Mapping[str, str | None]) -> bool:
-    """Whether the row's tensor / pipeline split is read from its `model_parallel_size`
-    (`_split_of_model_parallel`) rather than stated."""
-    degrees = (count(row, "tensor_parallel"), count(row, "pipeline_parallel"))
-    return None in degrees and count(row, "model_parallel_size") is not None
-
-
-def _split_of_model_parallel(
-    row: Mapping[str, str | None],
-    mp: int,
-    tp: int | None,
-    pp: int | None,
-    cp: int,
-    dp: int | None,
-    gpus: int | None,
-) -> tuple[int, int, int | None]:
-    """(tp, pp, dp) of a row that states the model-parallel size tp x pp but not both
-    degrees: the one it states fixes the other; stating neither, tensor parallelism takes
-    the GPUs of a node (at most 8) that divide it and pipeline parallelism the rest, as
-    Narayanan et al. (SC'21, section 3.3, takeaway 1) prescribe and their Table 1 ran (the
-    Megatron-LM README of 2021 lists only the model-parallel size of those same runs)."""
-    given = tp or pp
-    if given is not None and mp % given:
-        raise PlannerError(
-            "model_parallel_size",
-            f"must be a multiple of the stated {'tensor' if tp else 'pipeline'}_parallel "
-            f"({given}), got {mp}",
-        )
-    if tp is not None:
-        pp = mp // tp
-    elif pp is not None:
-        tp = mp // pp
-    else:
-        tp = math.gcd(mp, min(_gpu(row).gpus_per_node, _TP_PER_NODE))
-        pp = mp // tp
-    if dp is None and gpus is not None:
-        if gpus % (mp * cp):
-            raise PlannerError(
-                "model_parallel_size",
-                f"{mp} x context_parallel {cp} must divide num_gpus ({gpus})",
-            )
-        dp = gpus // (mp * cp)
-    return tp, pp, dp
 
 
 def _sequence_parallel(row: Mapping[str, str | None], overlap: bool, recompute: str) -> bool:

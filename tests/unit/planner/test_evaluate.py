@@ -696,3 +696,34 @@ def test_tables_as_torchtitan_and_the_megatron_readme_write_them_are_read(tmp_pa
     (row,) = evaluate(readme).rows
     assert (row.model, row.gpus, row.published) == ("39.1B", 512, 138)
     assert row.read_as.startswith("t8 p2 d32 mb1") and "rc:full" in row.read_as
+
+
+@pytest.mark.parametrize(
+    ("cells", "year"),
+    [
+        ({}, None),
+        ({"year": "2022"}, 2022),
+        ({"date": "2021-11-03"}, 2021),
+        ({"source": "Black et al., GPT-NeoX-20B, arXiv:2204.06745"}, 2022),
+        ({"source": "arXiv:2204.06745 and the 2024 docs"}, 2024),  # the latest one named
+        ({"source": "a page", "notes": "measured in 2025"}, 2025),
+    ],
+)
+def test_the_year_of_a_run_is_read_from_its_cells(cells: dict[str, str], year: int | None) -> None:
+    from trainyard.planner.cells import run_year
+
+    assert run_year({**ROW, **cells}) == year
+
+
+def test_a_run_before_2023_is_read_with_the_stacks_of_its_time() -> None:
+    # Unless it says otherwise: scores stored (no fused attention), no sequence parallelism,
+    # no distributed optimizer, whole layers recomputed, as the shared file's old tables.
+    row = {**ROW, "num_gpus": "16", "tensor_parallel": "2", "gpu_type": "A100"}
+    old = row_inputs({**row, "source": "Black et al., arXiv:2204.06745"})
+    new = row_inputs({**row, "year": "2024"})
+    assert not isinstance(old, str) and not isinstance(new, str)
+    assert (old[1].flash_attention, old[1].sequence_parallel, old[1].zero) == (False, False, 0)
+    assert old[1].recompute == "full"
+    assert (new[1].flash_attention, new[1].sequence_parallel, new[1].zero) == (True, True, 1)
+    stated = row_inputs({**row, "year": "2022", "flash_attention": "yes", "sharding": "zero1"})
+    assert not isinstance(stated, str) and (stated[1].flash_attention, stated[1].zero) == (True, 1)

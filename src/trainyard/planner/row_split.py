@@ -1,0 +1,98 @@
+"""How a row of a published table gives its tensor / pipeline / data-parallel split when it
+leaves degrees out: the GPU count over the degrees it states, a fully sharded run's data
+parallelism, an `fsdp` size, or a model-parallel size split as SC'21 prescribes
+(`missing_split`, `split_from_model_parallel`).
+
+This module owns those readings; `trainyard.planner.rows` owns the rest of a row's meaning and
+calls it. Pure: it reads the cells of one row.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Final
+
+from trainyard.planner.cells import count, fsdp_cell
+from trainyard.planner.errors import PlannerError
+
+__all__ = ["missing_split", "split_from_model_parallel"]
+
+_TP_PER_NODE: Final = 8  # the tensor-parallel degree a model-parallel size fills first
+
+
+def missing_split(
+    row: Mapping[str, str | None],
+    tp: int | None,
+    pp: int | None,
+    cp: int,
+    dp: int | None,
+    gpus: int | None,
+    gpus_per_node: int,
+    sharded: bool,
+) -> tuple[int, int, int | None] | None:
+    """(tp, pp, dp) of a row that leaves tp or pp out, when the rest leaves one reading: the
+    GPU count over the degrees it states ("TP 8, DP 64" on 512 GPUs: pp 1), or a fully
+    `sharded` run (FSDP / ZeRO-3) that states neither, all data parallel. An `fsdp` size stands
+    for the data-parallel degree the row does not state ("FSDP 8, TP 8" on 64 GPUs: pp 1).
+    None: ambiguous."""
+    mp = count(row, "model_parallel_size")
+    if mp is not None:
+        return _split_of_model_parallel(mp, (tp, pp), cp, dp, gpus, gpus_per_node)
+    dp = dp or fsdp_cell(row) or None
+    if gpus is None:
+        return None
+    if tp is None and pp is None:
+        if dp is None and sharded:
+            dp = gpus // cp
+        if dp is not None and dp * cp == gpus:
+            return 1, 1, dp
+        return None
+    if dp is None:
+        return None
+    known = (tp or pp or 1) * cp * dp
+    if gpus % known:
+        return None
+    other = gpus // known
+    return (tp, other, dp) if tp is not None else (other, pp or 1, dp)
+
+
+def split_from_model_parallel(row: Mapping[str, str | None]) -> bool:
+    """Whether the row's tensor / pipeline split is read from its `model_parallel_size`
+    (`_split_of_model_parallel`) rather than stated."""
+    degrees = (count(row, "tensor_parallel"), count(row, "pipeline_parallel"))
+    return None in degrees and count(row, "model_parallel_size") is not None
+
+
+def _split_of_model_parallel(
+    mp: int, degrees: tuple[int | None, int | None], cp: int, dp: int | None,
+    gpus: int | None, gpus_per_node: int,
+) -> tuple[int, int, int | None]:  # fmt: skip
+    """(tp, pp, dp) of a row that states the model-parallel size tp x pp but not both
+    degrees: the one it states fixes the other; stating neither, tensor parallelism takes
+    the GPUs of a node (at most 8) that divide it and pipeline parallelism the rest, as
+    Narayanan et al. (SC'21, section 3.3, takeaway 1) prescribe and their Table 1 ran (the
+    Megatron-LM README of 2021 lists only the model-parallel size of those same runs)."""
+    tp, pp = degrees
+    given = tp or pp
+    if given is not None and mp % given:
+        raise PlannerError(
+            "model_parallel_size",
+            f"must be a multiple of the stated {'tensor' if tp else 'pipeline'}_parallel "
+            f"({given}), got {mp}",
+        )
+    if tp is not None:
+        pp = mp // tp
+    elif pp is not None:
+        tp = mp // pp
+    else:
+        tp = math.gcd(mp, min(gpus_per_node, _TP_PER_NODE))
+        pp = mp // tp
+    if dp is None and gpus is not None:
+        if gpus % (mp * cp):
+            raise PlannerError(
+                "model_parallel_size",
+                f"{mp} x context_parallel {cp} must divide num_gpus ({gpus})",
+            )
+        dp = gpus // (mp * cp)
+    return tp, pp, dp
