@@ -65,10 +65,12 @@ _COLUMN_ALIASES: Final[dict[str, tuple[str, ...]]] = {
     "num_gpus": ("gpus", "world_size", "n_gpus"),
     "num_nodes": ("nodes", "n_nodes", "nnodes"),
     "gpus_per_node": ("nproc_per_node", "gpus_per_host"),
-    "tensor_parallel": ("tensor_model_parallel_size", "tp", "tp_size", "tensor_mp_size"),
-    "pipeline_parallel": ("pipeline_model_parallel_size", "pp", "pp_size", "pipeline_mp_size"),
+    "tensor_parallel": ("tensor_model_parallel_size", "tp", "tp_size", "tensor_mp_size",
+                        "tensor_parallel_degree"),
+    "pipeline_parallel": ("pipeline_model_parallel_size", "pp", "pp_size", "pipeline_mp_size",
+                          "pipeline_parallel_degree"),
     "model_parallel_size": ("model_parallel", "mp", "mp_size"),
-    "context_parallel": ("context_parallel_size", "cp", "cp_size"),
+    "context_parallel": ("context_parallel_size", "cp", "cp_size", "context_parallel_degree"),
     "data_parallel": ("data_parallel_size", "dp", "dp_size"),
     "virtual_pipeline": ("virtual_pipeline_model_parallel_size", "vpp", "vp"),
     "micro_batch_size": ("micro_batch", "mbs"),
@@ -126,7 +128,8 @@ _COLUMN_ALIASES: Final[dict[str, tuple[str, ...]]] = {
     "moe_shared_ffn_hidden_size": (
         "moe_shared_expert_intermediate_size", "shared_expert_intermediate_size"
     ),
-    "expert_parallel": ("expert_model_parallel_size", "ep"),
+    "expert_parallel": ("expert_model_parallel_size", "ep", "expert_parallel_degree"),
+    "fsdp": ("data_parallel_shard_degree", "dp_shard", "fsdp_size"),
     "head_dim": ("kv_channels", "qk_head_dim", "qk_nope_head_dim"),
     "window_size": ("sliding_window",),
     "rope_dim": ("qk_rope_head_dim", "qk_pos_emb_head_dim"),
@@ -440,7 +443,7 @@ def fsdp_cell(row: Row) -> int | None:
     text = row_cell(row, "fsdp").lower()
     if not text or text in FALSE:
         return None
-    if text in TRUE:
+    if text in TRUE or text == "-1":  # torchtitan's data_parallel_shard_degree -1: the rest
         return 0
     size = count(row, "fsdp")
     return None if size is None else (0 if size == 1 else size)

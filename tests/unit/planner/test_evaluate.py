@@ -608,6 +608,8 @@ def test_header_cells_name_their_columns(header: str, column: str) -> None:
         ({"fsdp": "0"}, 1, 0),  # none: today's default, the distributed optimizer
         ({"fsdp": "no"}, 1, 0),
         ({"zero_stage": "2"}, 2, 0),
+        ({"data_parallel_shard_degree": "-1"}, 3, 0),  # torchtitan's config: all the rest
+        ({"dp_shard": "4"}, 3, 4),
         ({"sharding": "0"}, 0, 0),
     ],
 )
