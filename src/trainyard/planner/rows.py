@@ -38,7 +38,7 @@ step_time_s, mfu, hfu: `cells._COLUMN_ALIASES`).
 
 Row conventions (all documented here, none guessed per row). "The pre-2023 tables" are the
 shared file's old Megatron-LM tables and any row whose year (`cells.run_year`: a year or date
-cell, else the latest year or arXiv identifier its source and notes name) is before 2023;
+cell, else the latest year its source and notes cite: arXiv id, date, "(2022)") is before 2023;
 a row that leaves degrees out gets its split from `trainyard.planner.row_split`.
 
 * GPU: the catalogue entry whose name appears in `gpu_type` (V100, A100 40/80GB, A800, H100

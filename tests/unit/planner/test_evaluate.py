@@ -707,8 +707,11 @@ def test_tables_as_torchtitan_and_the_megatron_readme_write_them_are_read(tmp_pa
         ({"year": "2022"}, 2022),
         ({"date": "2021-11-03"}, 2021),
         ({"source": "Black et al., GPT-NeoX-20B, arXiv:2204.06745"}, 2022),
-        ({"source": "arXiv:2204.06745 and the 2024 docs"}, 2024),  # the latest one named
-        ({"source": "a page", "notes": "measured in 2025"}, 2025),
+        ({"source": "arXiv:2204.06745, revised 2024-05"}, 2024),  # the latest one named
+        ({"source": "a page", "notes": "measured 2025-03-01"}, 2025),
+        ({"source": "Smith et al., 2022"}, 2022),
+        ({"source": "a talk (2021)"}, 2021),
+        ({"notes": "on 2016 GPUs, batch 2032"}, None),  # counts, not years
     ],
 )
 def test_the_year_of_a_run_is_read_from_its_cells(cells: dict[str, str], year: int | None) -> None:
