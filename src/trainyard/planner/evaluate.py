@@ -162,7 +162,7 @@ class Evaluation:
                 f"{' *' if r.calibration else '  '} {r.read_as}"
             )
         for table, model, reason in self.skipped:
-            lines.append(f"skipped {table} {model}: {reason}")
+            lines.append(f"skipped {_named(table, model)}: {reason}")
         lines.append(
             f"median |error| {self.median_abs_error:.1%}, max |error| {self.max_abs_error:.1%}, "
             f"{len(self.rows)} rows, {len(self.skipped)} skipped"
@@ -193,6 +193,11 @@ _METRIC_LABEL: Final = {
 _FLOP_METRICS: Final = ("tflops_per_gpu", "hfu_tflops", "mfu_tflops")
 # A FLOP rate counted otherwise than the planner counts it, marked in `read as`.
 _COUNT_LABEL: Final = {"full": "", "causal": " causal-flops", "none": " no-attention-flops"}
+
+
+def _named(table: str, model: str) -> str:
+    """A skipped row as its table and model, or a skipped file as its name."""
+    return f"{table} {model}" if model else table
 
 
 def _figure(value: float) -> str:
@@ -281,6 +286,22 @@ class Case:
         return (predicted - self.published) / self.published
 
 
+_SPREADSHEETS: Final = (".xlsx", ".xls", ".ods", ".numbers")
+_AS_CSV: Final = "export it as CSV (UTF-8; comma, tab or semicolon separated) and pass that"
+
+
+def _unreadable(path: Path) -> list[dict[str, str | None]] | str:
+    """The file's rows, or why it has none to read: a spreadsheet's own format, not UTF-8
+    text, or no line after the header."""
+    if path.suffix.lower() in _SPREADSHEETS:
+        return f"a spreadsheet file: {_AS_CSV}"
+    try:
+        rows = list(_rows(path))
+    except UnicodeDecodeError:
+        return f"not UTF-8 text: {_AS_CSV}"
+    return rows or "no rows: a header line, then one line per published run"
+
+
 def _rows(path: Path) -> Iterable[dict[str, str | None]]:
     """The file's rows by column name. A spreadsheet's export reads as the CSV it stands for:
     a byte-order mark is dropped, the separator is the header's (comma, tab or semicolon),
@@ -308,13 +329,18 @@ def load_cases(
 ) -> tuple[list[Case], list[tuple[str, str, str]]]:
     """The usable rows of a published-runs CSV (default: the shared published_configs.csv) and
     the skipped ones (table_id, model, reason). Never raises for a row: a row the planner cannot
-    express is skipped with the reason; raises `PlannerError` only when the file is missing."""
+    express is skipped with the reason, and so is a file that is not CSV text (a
+    spreadsheet's own format, another encoding) or has no rows, as one entry named by the file;
+    raises `PlannerError` only when the file is missing."""
     csv_path = Path(path) if path is not None else default_csv_path()
     if not csv_path.is_file():
         raise PlannerError("path", f"{csv_path} not found (set TRAINYARD_SHARED)")
     cases: list[Case] = []
     skipped: list[tuple[str, str, str]] = []
-    for line, raw in enumerate(_rows(csv_path), start=2):
+    unread = _unreadable(csv_path)
+    if isinstance(unread, str):
+        return cases, [(csv_path.name, "", unread)]
+    for line, raw in enumerate(unread, start=2):
         table, name = row_cell(raw, "table_id") or f"line {line}", row_cell(raw, "model")
         try:
             case = _case(raw, table, name)
@@ -374,7 +400,7 @@ def evaluate_paths(
         skipped += left
     if not cases:
         names = ", ".join(str(p) for p in paths)
-        reasons = "".join(f"; {t} {m}: {why}" for t, m, why in skipped[:_REASONS_SHOWN])
+        reasons = "".join(f"; {_named(t, m)}: {why}" for t, m, why in skipped[:_REASONS_SHOWN])
         unshown = len(skipped) - _REASONS_SHOWN
         more = f"; and {unshown} more" if unshown > 0 else ""
         raise PlannerError(

@@ -16,7 +16,7 @@ from published_rows import ROW
 from shared_data import SHARED, require
 from trainyard.planner.compute import step_time
 from trainyard.planner.errors import PlannerError
-from trainyard.planner.evaluate import default_csv_path, evaluate, row_inputs
+from trainyard.planner.evaluate import default_csv_path, evaluate, evaluate_paths, row_inputs
 from trainyard.planner.memory import memory_per_gpu
 from trainyard.planner.rows import row_target
 from trainyard.planner.search import HEADROOM
@@ -732,3 +732,25 @@ def test_a_run_before_2023_is_read_with_the_stacks_of_its_time() -> None:
     assert (new[1].flash_attention, new[1].sequence_parallel, new[1].zero) == (True, True, 1)
     stated = row_inputs({**row, "year": "2022", "flash_attention": "yes", "sharding": "zero1"})
     assert not isinstance(stated, str) and (stated[1].flash_attention, stated[1].zero) == (True, 1)
+
+
+def test_a_file_that_is_not_csv_text_is_skipped_with_what_to_do(tmp_path: Path) -> None:
+    # A spreadsheet's own format, another encoding or a header alone: each file is one skipped
+    # entry saying how to fix it, and the other files are still evaluated.
+    good = write(tmp_path, [ROW])
+    sheet = tmp_path / "runs.xlsx"
+    sheet.write_bytes(b"PK\x03\x04 not text")
+    latin = tmp_path / "latin.csv"
+    latin.write_bytes(b"model,num_gpus\n\xe9t\xe9,8\n")
+    empty = tmp_path / "empty.csv"
+    empty.write_text("model,num_gpus\n")
+    result = evaluate_paths([good, sheet, latin, empty])
+    assert len(result.rows) == 1
+    reasons = {name: why for name, _model, why in result.skipped}
+    assert reasons["runs.xlsx"].startswith("a spreadsheet file: export it as CSV")
+    assert reasons["latin.csv"].startswith("not UTF-8 text: export it as CSV")
+    assert reasons["empty.csv"].startswith("no rows: a header line")
+    assert "skipped runs.xlsx: a spreadsheet file" in result.table()
+    with pytest.raises(PlannerError) as err:
+        evaluate_paths([sheet])
+    assert "runs.xlsx: a spreadsheet file: export it as CSV" in err.value.message
