@@ -39,7 +39,6 @@ __all__ = [
     "percent",
     "precision_cell",
     "row_cell",
-    "run_year",
     "sharding_cell",
 ]
 
@@ -149,31 +148,6 @@ def row_cell(row: Row, field: str) -> str:
     if field in _PARALLEL_DEGREES:
         return _parallelism(row).get(field, "")
     return ""
-
-
-_ARXIV: Final = re.compile(r"arxiv[:\s/]*(\d{2})(\d{2})\.\d{4,5}", re.IGNORECASE)
-_YEAR: Final = re.compile(r"(?<!\d)(20[0-3]\d)(?!\d)")
-# A year in free text only where it reads as one, not as a count ("on 2016 GPUs"): a date
-# (2021-04-08, 2021/04), a citation's "(2022)" or "et al., 2022".
-_CITED_YEAR: Final = re.compile(
-    r"(?<!\d)(20[0-3]\d)[-/](?:0[1-9]|1[0-2])(?!\d)|\((20[0-3]\d)\)|et al\.?,?\s+(20[0-3]\d)"
-)
-
-
-def run_year(row: Row) -> int | None:
-    """The year a row's run is of: its `year` cell, else the year in its `date` cell, else the
-    latest year its `source` and `notes` cite (an arXiv identifier's YYMM, a date, "(2022)",
-    "et al., 2022"; a bare number is not read as a year); None when none is named."""
-    stated = integer(row, "year")
-    if stated is not None:
-        return stated
-    dated = _YEAR.search(row_cell(row, "date"))
-    if dated:
-        return int(dated.group(1))
-    text = row_cell(row, "source") + " " + row_cell(row, "notes")
-    years = [int(next(y for y in m.groups() if y)) for m in _CITED_YEAR.finditer(text)]
-    years += [2000 + int(m.group(1)) for m in _ARXIV.finditer(text)]
-    return max(years) if years else None
 
 
 # A free-text parallelism cell ("TP8 PP16 DP64", "TP=4, CP=2, PP=8, VP=5", "FSDP 64",

@@ -37,7 +37,7 @@ read under the names tables give them (tflop/s/gpu, model_tflops_per_gpu, tokens
 step_time_s, mfu, hfu: `cells._COLUMN_ALIASES`).
 
 Row conventions (all documented here, none guessed per row). "The pre-2023 tables" are the
-shared file's old Megatron-LM tables and any row whose year (`cells.run_year`: a year or date
+shared file's old Megatron-LM tables and any row whose year (`run_year`: a year or date
 cell, else the latest year its source and notes cite: arXiv id, date, "(2022)") is before 2023;
 a row that leaves degrees out gets its split from `trainyard.planner.row_split`.
 
@@ -123,7 +123,6 @@ from trainyard.planner.cells import (
     percent,
     precision_cell,
     row_cell,
-    run_year,
     sharding_cell,
 )
 from trainyard.planner.collectives import LinkSet, ib_link
@@ -145,6 +144,7 @@ __all__ = [
     "row_inputs",
     "row_links",
     "row_target",
+    "run_year",
     "split_from_model_parallel",
 ]
 
@@ -153,7 +153,7 @@ __all__ = [
 DEFAULT_PEAKS: Final[dict[str, float]] = {"A100": 312.0, "H100": 989.0, "V100": 125.0}
 _NO_RECOMPUTE_TABLES: Final = ("README_2024_H100",)
 # The shared file's Megatron-LM tables from before fused attention (2020-2022), and any row of
-# a year before 2023 (`cells.run_year`): unless a row says otherwise they materialise the
+# a year before 2023 (`run_year`): unless a row says otherwise they materialise the
 # attention scores, recompute whole layers and run neither sequence parallelism nor the
 # distributed optimizer.
 _LEGACY_TABLES: Final = ("SC21_", "README_2020", "README_2021", "README_MFU_HFU")
@@ -183,6 +183,31 @@ def _stated_peak(row: Mapping[str, str | None]) -> float | None:
     if peak is not None and peak <= 0:
         raise PlannerError("gpu_peak_tflops", f"must be > 0, got {peak}")
     return peak
+
+
+_ARXIV: Final = re.compile(r"arxiv[:\s/]*(\d{2})(\d{2})\.\d{4,5}", re.IGNORECASE)
+_YEAR: Final = re.compile(r"(?<!\d)(20[0-3]\d)(?!\d)")
+# A year in free text only where it reads as one, not as a count ("on 2016 GPUs"): a date
+# (2021-04-08, 2021/04), a citation's "(2022)" or "et al., 2022".
+_CITED_YEAR: Final = re.compile(
+    r"(?<!\d)(20[0-3]\d)[-/](?:0[1-9]|1[0-2])(?!\d)|\((20[0-3]\d)\)|et al\.?,?\s+(20[0-3]\d)"
+)
+
+
+def run_year(row: Mapping[str, str | None]) -> int | None:
+    """The year a row's run is of: its `year` cell, else the year in its `date` cell, else the
+    latest year its `source` and `notes` cite (an arXiv identifier's YYMM, a date, "(2022)",
+    "et al., 2022"; a bare number is not read as a year); None when none is named."""
+    stated = integer(row, "year")
+    if stated is not None:
+        return stated
+    dated = _YEAR.search(row_cell(row, "date"))
+    if dated:
+        return int(dated.group(1))
+    text = row_cell(row, "source") + " " + row_cell(row, "notes")
+    years = [int(next(y for y in m.groups() if y)) for m in _CITED_YEAR.finditer(text)]
+    years += [2000 + int(m.group(1)) for m in _ARXIV.finditer(text)]
+    return max(years) if years else None
 
 
 def _legacy(row: Mapping[str, str | None]) -> bool:

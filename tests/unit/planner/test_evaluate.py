@@ -715,7 +715,7 @@ def test_tables_as_torchtitan_and_the_megatron_readme_write_them_are_read(tmp_pa
     ],
 )
 def test_the_year_of_a_run_is_read_from_its_cells(cells: dict[str, str], year: int | None) -> None:
-    from trainyard.planner.cells import run_year
+    from trainyard.planner.rows import run_year
 
     assert run_year({**ROW, **cells}) == year
 
