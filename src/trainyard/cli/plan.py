@@ -393,8 +393,8 @@ def render_options(options: Sequence[SizingOption], console: Console) -> None:
 
 def plan_to_dict(plan: Plan, model: Model) -> dict[str, Any]:
     """A plan of `model` as plain JSON-able data (layout, memory GB, step time s, throughput,
-    and the rate as Megatron-LM logs it: `causal_share`)."""
-    share = causal_share(model)
+    and the rate as Megatron-LM logs it: `causal_count_share`)."""
+    share = causal_count_share(model)
     return {
         "layout": dataclasses.asdict(plan.layout),
         "memory_gb": {**dataclasses.asdict(plan.memory), "total": plan.memory.total},
@@ -407,7 +407,7 @@ def plan_to_dict(plan: Plan, model: Model) -> dict[str, Any]:
     }
 
 
-def causal_share(model: Model) -> float:
+def causal_count_share(model: Model) -> float:
     """The model's FLOPs with the attention core counted as its causal half (as Megatron-LM
     has logged TFLOP/s since 2025), over the whole count the planner reports."""
     return model.flops_per_iteration(
@@ -429,7 +429,7 @@ def render(
         notes.append("flash attention" if plans[0].layout.flash_attention else "stored scores")
     if model.precision == "fp8":
         notes.append("fp8 GEMMs; MFU over the 16-bit peak")
-    share = causal_share(model)
+    share = causal_count_share(model)
     table = Table(
         title=f"{model.name} on {gpus} x {gpu_type}" + (f" ({', '.join(notes)})" if notes else ""),
         caption=(

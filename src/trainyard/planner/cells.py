@@ -134,6 +134,7 @@ _COLUMN_ALIASES: Final[dict[str, tuple[str, ...]]] = {
     "rope_dim": ("qk_rope_head_dim", "qk_pos_emb_head_dim"),
     "dense_layers": ("first_k_dense_replace",),
     "cpu_offload_layers": ("cpu_offloading_num_layers", "offload_layers"),
+    "parallelism": ("parallel_config", "layout", "parallelization"),
     "attention_flops": ("flops_convention", "attention_flop_count", "causal_flops"),
 }  # fmt: skip
 
@@ -146,13 +147,14 @@ def row_cell(row: Row, field: str) -> str:
         if isinstance(value, str) and value.strip() and value.strip().lower() not in _UNSTATED:
             return value.strip()
     if field in _PARALLEL_DEGREES:
-        return _parallelism(row).get(field, "")
+        return _degree_in_text(row, field)
     return ""
 
 
 # A free-text parallelism cell ("TP8 PP16 DP64", "TP=4, CP=2, PP=8, VP=5", "FSDP 64",
-# "8-way tensor, 12-way pipeline"): each degree's names, read when its own column is empty.
-_PARALLEL_DEGREES: Final[dict[str, str]] = {
+# "8-way tensor, 12-way pipeline"): each degree's names, read when its own column is empty, as
+# "<name> N", "<name>=N", "<name>N", "<name> parallel N" or "N-way <name>".
+_DEGREE_NAMES: Final[dict[str, str]] = {
     "tensor_parallel": "tp|tensor",
     "pipeline_parallel": "pp|pipeline",
     "context_parallel": "cp|context",
@@ -161,26 +163,19 @@ _PARALLEL_DEGREES: Final[dict[str, str]] = {
     "virtual_pipeline": "vpp|vp|virtual",
     "fsdp": "fsdp",
 }
-_PARALLELISM_COLUMNS: Final = ("parallelism", "parallel_config", "layout", "parallelization")
+_PARALLEL_DEGREES: Final[dict[str, re.Pattern[str]]] = {
+    field: re.compile(
+        rf"\b(?:{names})(?:[\s_-]*parallel(?:ism)?)?\s*[=:]?\s*(\d+)\b"
+        rf"|\b(\d+)[\s-]*way[\s_-]+(?:{names})\b"
+    )
+    for field, names in _DEGREE_NAMES.items()
+}
 
 
-def _parallelism(row: Row) -> dict[str, str]:
-    """The degrees a free-text parallelism cell names (`_PARALLEL_DEGREES`): "<name> N",
-    "<name>=N", "<name>N" or "N-way <name>"."""
-    text = ""
-    for name in _PARALLELISM_COLUMNS:
-        value = row.get(name)
-        if isinstance(value, str) and value.strip():
-            text = value.lower()
-            break
-    found: dict[str, str] = {}
-    for field, names in _PARALLEL_DEGREES.items():
-        after = re.search(rf"\b(?:{names})(?:[\s_-]*parallel(?:ism)?)?\s*[=:]?\s*(\d+)\b", text)
-        before = re.search(rf"\b(\d+)[\s-]*way[\s_-]+(?:{names})\b", text)
-        hit = after or before
-        if hit:
-            found[field] = hit.group(1)
-    return found
+def _degree_in_text(row: Row, field: str) -> str:
+    """The degree `field` that the row's free-text `parallelism` cell names, or ""."""
+    found = _PARALLEL_DEGREES[field].search(row_cell(row, "parallelism").lower())
+    return next((g for g in found.groups() if g), "") if found else ""
 
 
 def folded(text: str) -> str:
@@ -282,10 +277,18 @@ _UNFUSED_ATTENTION: Final = ("eager", "math", "unfused", "naive", "standard", "n
 def flash_cell(row: Row) -> bool | None:
     """The `flash_attention` cell: yes / no, or the kernel it names ("FlashAttention-2",
     "cuDNN fused", "SDPA": fused; "eager": the scores are stored)."""
-    return _either(
-        row, "flash_attention", _UNFUSED_ATTENTION, _FUSED_ATTENTION,
-        "must be yes or no (or the kernel: flash, cudnn, sdpa, eager)",
-    )  # fmt: skip
+    text = row_cell(row, "flash_attention").lower()
+    if not text or text in TRUE or text in FALSE:
+        return flag(row, "flash_attention")
+    name = folded(text)
+    if name.startswith(_UNFUSED_ATTENTION):
+        return False
+    if any(kernel in name for kernel in _FUSED_ATTENTION):
+        return True
+    raise PlannerError(
+        "flash_attention",
+        f"must be yes or no (or the kernel: flash, cudnn, sdpa, eager), got {text!r}",
+    )
 
 
 # How a table counted the attention core in its FLOP figures: the whole score matrix (SC'21,
@@ -317,22 +320,6 @@ def attention_flops_cell(row: Row) -> AttentionCount:
         f"must be full (the whole score matrix, SC'21's count), causal (its lower half, "
         f"Megatron-LM's count since 2025) or none (6 x parameters x tokens), got {text!r}",
     )
-
-
-def _either(
-    row: Row, field: str, no: tuple[str, ...], yes: tuple[str, ...], must: str
-) -> bool | None:
-    """A yes / no cell that may instead name its value: False when its folded text starts
-    with a word of `no`, True when it contains one of `yes`, else `PlannerError` (`must`)."""
-    text = row_cell(row, field).lower()
-    if not text or text in TRUE or text in FALSE:
-        return flag(row, field)
-    name = folded(text)
-    if name.startswith(no):
-        return False
-    if any(word in name for word in yes):
-        return True
-    raise PlannerError(field, f"{must}, got {text!r}")
 
 
 # Substrings of `gpu_type`, most specific first, and the catalogue entry each means.

@@ -267,16 +267,14 @@ class Case:
             return result.iteration_s
         if self.metric == "tokens_per_sec_per_gpu":
             return self.model.tokens_per_iteration / result.iteration_s / self.layout.gpus
-        count = self.attention_flops
-        if self.metric == "mfu_tflops":
-            if count == "full":
-                return result.tflops_per_gpu
-            counted = self.model.flops_per_iteration(recompute=False, attention=count)
-            return result.tflops_per_gpu * counted / result.model_flops
-        if count == "full":
-            return result.hardware_tflops_per_gpu
-        counted = flops_executed(self.model, self.layout.recompute, attention=count)
-        return result.hardware_tflops_per_gpu * counted / result.flops  # the table's count
+        model_rate = self.metric == "mfu_tflops"  # else the executed (hardware) FLOP rate
+        rate = result.tflops_per_gpu if model_rate else result.hardware_tflops_per_gpu
+        if self.attention_flops == "full":
+            return rate
+        # the FLOPs counted the table's way over the planner's count of the same work
+        recompute = "none" if model_rate else self.layout.recompute
+        counted = flops_executed(self.model, recompute, attention=self.attention_flops)
+        return rate * counted / (result.model_flops if model_rate else result.flops)
 
     def error(self, calibration: Calibration = CALIBRATION) -> float:
         """(predicted - published) / published as throughput (positive: predicted faster)."""

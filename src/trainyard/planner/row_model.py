@@ -23,7 +23,6 @@ from typing import Any, Final
 from trainyard.planner.cells import (
     count,
     flag,
-    fsdp_cell,
     integer,
     mlp_cell,
     precision_cell,
@@ -32,6 +31,7 @@ from trainyard.planner.cells import (
 from trainyard.planner.errors import PlannerError
 from trainyard.planner.model import MLPS, Model
 from trainyard.planner.presets import model_from_mapping, preset_named
+from trainyard.planner.row_split import stated_data_parallel, stated_gpu_count
 
 __all__ = ["SHAPE_COLUMNS", "row_model"]
 
@@ -101,8 +101,8 @@ def _batch_from_local(row: Mapping[str, str | None]) -> int | None:
     local = count(row, "local_batch_size")
     if local is None:
         return None
-    dp = count(row, "data_parallel") or fsdp_cell(row) or None
-    gpus, cp = count(row, "num_gpus"), count(row, "context_parallel") or 1
+    dp = stated_data_parallel(row)
+    gpus, cp = stated_gpu_count(row), count(row, "context_parallel") or 1
     tp, pp = count(row, "tensor_parallel"), count(row, "pipeline_parallel")
     if dp is None and gpus and tp and pp:
         dp = gpus // (tp * pp * cp) or None

@@ -1,7 +1,8 @@
-"""How a row of a published table gives its tensor / pipeline / data-parallel split when it
-leaves degrees out: the GPU count over the degrees it states, a fully sharded run's data
-parallelism, an `fsdp` size, or a model-parallel size split as SC'21 prescribes
-(`missing_split`, `split_from_model_parallel`).
+"""A row's stated GPU count and data-parallel degree (`stated_gpu_count`,
+`stated_data_parallel`), and how a row of a published table gives its tensor / pipeline /
+data-parallel split when it leaves degrees out: the GPU count over the degrees it states, a
+fully sharded run's data parallelism, an `fsdp` size, or a model-parallel size split as SC'21
+prescribes (`missing_split`, `split_from_model_parallel`).
 
 This module owns those readings; `trainyard.planner.rows` owns the rest of a row's meaning and
 calls it. Pure: it reads the cells of one row.
@@ -16,9 +17,26 @@ from typing import Final
 from trainyard.planner.cells import count, fsdp_cell
 from trainyard.planner.errors import PlannerError
 
-__all__ = ["missing_split", "split_from_model_parallel"]
+__all__ = [
+    "missing_split",
+    "split_from_model_parallel",
+    "stated_data_parallel",
+    "stated_gpu_count",
+]
 
 _TP_PER_NODE: Final = 8  # the tensor-parallel degree a model-parallel size fills first
+
+
+def stated_gpu_count(row: Mapping[str, str | None]) -> int | None:
+    """The row's GPU count: num_gpus, else num_nodes x gpus_per_node when both are given."""
+    nodes, per_node = count(row, "num_nodes"), count(row, "gpus_per_node")
+    return count(row, "num_gpus") or (nodes * per_node if nodes and per_node else None)
+
+
+def stated_data_parallel(row: Mapping[str, str | None]) -> int | None:
+    """The data-parallel degree the row states: data_parallel, else an `fsdp` size that stands
+    for it ("FSDP 8, TP 8" on 64 GPUs); None when neither is given."""
+    return count(row, "data_parallel") or fsdp_cell(row) or None
 
 
 def missing_split(
@@ -39,7 +57,7 @@ def missing_split(
     mp = count(row, "model_parallel_size")
     if mp is not None:
         return _split_of_model_parallel(mp, (tp, pp), cp, dp, gpus, gpus_per_node)
-    dp = dp or fsdp_cell(row) or None
+    dp = dp or stated_data_parallel(row)
     if gpus is None:
         return None
     if tp is None and pp is None:

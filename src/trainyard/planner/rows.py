@@ -132,7 +132,11 @@ from trainyard.planner.layout import ParallelLayout, Recompute
 from trainyard.planner.memory import memory_per_gpu
 from trainyard.planner.model import Model
 from trainyard.planner.row_model import row_model
-from trainyard.planner.row_split import missing_split, split_from_model_parallel
+from trainyard.planner.row_split import (
+    missing_split,
+    split_from_model_parallel,
+    stated_gpu_count,
+)
 from trainyard.planner.search import HEADROOM, uneven_stages
 from trainyard.planner.work import flops_executed
 
@@ -302,11 +306,12 @@ def row_inputs(row: Mapping[str, str | None]) -> tuple[Model, ParallelLayout, GP
     pp = count(row, "pipeline_parallel")
     cp = count(row, "context_parallel") or 1
     stated_dp = count(row, "data_parallel")
-    stated_gpus = _stated_gpus(row)
+    stated_gpus = stated_gpu_count(row)
+    gpu = _gpu(row)
+    zero, hybrid = _sharding(row)
     if tp is None or pp is None:
-        node = _gpu(row).gpus_per_node
-        sharded = _sharding(row)[0] == 3
-        split = missing_split(row, tp, pp, cp, stated_dp, stated_gpus, node, sharded)
+        node = gpu.gpus_per_node
+        split = missing_split(row, tp, pp, cp, stated_dp, stated_gpus, node, zero == 3)
         if split is None:
             return "no tensor_parallel / pipeline_parallel split"
         tp, pp, stated_dp = split
@@ -328,7 +333,6 @@ def row_inputs(row: Mapping[str, str | None]) -> tuple[Model, ParallelLayout, GP
             "virtual_pipeline", f"must be a whole number >= 0 (0 or 1: none), got {v}"
         )
     v = v or (int(found.group(1)) if found and pp > 1 else 0)
-    zero, hybrid = _sharding(row)
     if sharding_cell(row) is None and zero == 0 and dp * cp > 1 and not _legacy(row):
         zero = 1  # Megatron-Core's distributed optimizer (module docstring)
     overlap = flag(row, "tp_comm_overlap")
@@ -360,7 +364,6 @@ def row_inputs(row: Mapping[str, str | None]) -> tuple[Model, ParallelLayout, GP
         offload_layers=_offload_layers(row),
     )
     layout.check(model)
-    gpu = _gpu(row)
     if stated is None and not layout.offload_layers:
         layout = dataclasses.replace(layout, recompute=infer_recompute(row, model, layout, gpu))
     return model, layout, gpu
@@ -378,12 +381,6 @@ def _end_stages(row: Mapping[str, str | None], model: Model, pp: int, v: int) ->
         return first, last
     ends = uneven_stages(model.layers, pp)
     return (ends[0], ends[0]) if ends else (0, 0)
-
-
-def _stated_gpus(row: Mapping[str, str | None]) -> int | None:
-    """The row's GPU count: num_gpus, else num_nodes x gpus_per_node when both are given."""
-    nodes, per_node = count(row, "num_nodes"), count(row, "gpus_per_node")
-    return count(row, "num_gpus") or (nodes * per_node if nodes and per_node else None)
 
 
 def _offload_layers(row: Mapping[str, str | None]) -> int:
@@ -422,7 +419,7 @@ def row_target(row: Mapping[str, str | None], gpu: GPU) -> tuple[str, float] | N
         seconds = ms / 1000 if ms is not None else None
     peak = _stated_peak(row) or gpu.bf16_tflops  # the peak the table's percentages are of
     share = percent(row, "percent_of_peak")
-    gpus = _stated_gpus(row)
+    gpus = stated_gpu_count(row)
     aggregate = number(row, "aggregate_pflops")
     tokens = number(row, "tokens_per_sec_per_gpu")
     if tokens is None and gpus:  # the whole run's tokens, or sequences, per second
