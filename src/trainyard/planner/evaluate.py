@@ -49,6 +49,7 @@ from trainyard.planner.compute import CALIBRATION, CALIBRATION_ROWS, Calibration
 from trainyard.planner.errors import PlannerError
 from trainyard.planner.hardware import GPU
 from trainyard.planner.layout import ParallelLayout
+from trainyard.planner.markdown_tables import is_markdown, markdown_rows
 from trainyard.planner.model import AttentionCount, Model
 from trainyard.planner.rows import (
     DEFAULT_PEAKS,
@@ -285,7 +286,9 @@ class Case:
 
 
 _SPREADSHEETS: Final = (".xlsx", ".xls", ".ods", ".numbers")
-_AS_CSV: Final = "export it as CSV (UTF-8; comma, tab or semicolon separated) and pass that"
+_AS_CSV: Final = (
+    "export it as CSV (UTF-8; comma, tab or semicolon separated) or Markdown tables and pass that"
+)
 
 
 def _unreadable(path: Path) -> list[dict[str, str | None]] | str:
@@ -297,20 +300,27 @@ def _unreadable(path: Path) -> list[dict[str, str | None]] | str:
         rows = list(_rows(path))
     except UnicodeDecodeError:
         return f"not UTF-8 text: {_AS_CSV}"
-    return rows or "no rows: a header line, then one line per published run"
+    return rows or (
+        "no rows: a header line, then one line per published run (or Markdown pipe tables)"
+    )
 
 
 def _rows(path: Path) -> Iterable[dict[str, str | None]]:
     """The file's rows by column name. A spreadsheet's export reads as the CSV it stands for:
     a byte-order mark is dropped, the separator is the header's (comma, tab or semicolon),
-    and column names are matched without case, spaces or hyphens ("Num GPUs" is num_gpus)."""
-    with path.open(newline="", encoding="utf-8-sig") as f:
-        header = f.readline()
-        f.seek(0)
-        counts = {sep: header.count(sep) for sep in (",", "\t", ";")}
-        sep = max(counts, key=lambda k: counts[k]) if any(counts.values()) else ","
-        for raw in csv.DictReader(f, delimiter=sep):
-            yield {_column(k): v for k, v in raw.items() if k is not None}
+    and column names are matched without case, spaces or hyphens ("Num GPUs" is num_gpus).
+    A Markdown page's pipe tables read the same way, the headings above a table giving its
+    model and table id (`markdown_tables`)."""
+    text = path.read_text(encoding="utf-8-sig")
+    if is_markdown(path.name, text):
+        yield from markdown_rows(text, _column)
+        return
+    lines = text.splitlines(keepends=True)
+    header = lines[0] if lines else ""
+    counts = {sep: header.count(sep) for sep in (",", "\t", ";")}
+    sep = max(counts, key=lambda k: counts[k]) if any(counts.values()) else ","
+    for raw in csv.DictReader(lines, delimiter=sep):
+        yield {_column(k): v for k, v in raw.items() if k is not None}
 
 
 def _column(name: str) -> str:
@@ -352,7 +362,15 @@ def load_cases(
     return cases, skipped
 
 
+_ADAPTER_TRAINING: Final = re.compile(r"\b(lora|qlora|peft|adapters?)\b", re.IGNORECASE)
+
+
 def _case(raw: Mapping[str, str | None], table: str, name: str) -> Case | str:
+    if _ADAPTER_TRAINING.search(row_cell(raw, "training")):
+        return (
+            "a LoRA / adapter fine-tuning run (training column): the planner prices training "
+            "every weight (pre-training or full fine-tuning), not adapters on a frozen model"
+        )
     inputs = row_inputs(raw)
     if isinstance(inputs, str):
         return inputs

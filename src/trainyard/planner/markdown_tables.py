@@ -1,0 +1,124 @@
+"""Published runs printed as Markdown: the pipe tables of a page read as rows.
+
+This module owns reading a Markdown page (Megatron-Bridge's `docs/performance-summary.md`,
+a README's results table) into the same rows a CSV gives `trainyard.planner.evaluate`: one
+mapping of header cell to cell per table line. Pure text handling; what the cells mean is
+`trainyard.planner.rows`.
+
+* A table is a header line of '|'-separated cells, a delimiter line of dashes (`|---|:--:|`)
+  and the lines after it that start with '|'. Escaped pipes (`\\|`) stay in their cell.
+* Cells lose their Markdown: footnote references (`661[^note]`), links (`[text](url)` is
+  text), emphasis and code marks, and HTML line breaks.
+* The headings above a table give what its columns leave out, since the pages name the model,
+  the system and the release in headings rather than in every line:
+  - a heading "Label: value" (Megatron-Bridge's "Model: LLAMA3_70B", "System: DGX-GB300")
+    is the column Label, the nearest such heading winning;
+  - `model`, failing a "Model:" heading, is the nearest heading without a label;
+  - `table_id`: the shallowest heading under the page's title (Bridge's container release,
+    "26.06 NeMo Container"), else the title;
+  - `training`: "lora" for a table under a heading that names LoRA, PEFT or adapters, which
+    the planner does not price (`rows` skips such rows with the reason).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Final
+
+__all__ = ["is_markdown", "markdown_rows"]
+
+_DELIMITER: Final = re.compile(r"^\s*\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)+\|?\s*$")
+_HEADING: Final = re.compile(r"^\s{0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
+# "Model: LLAMA3_70B", "System: DGX-GB300": a short label, a colon, the value.
+_LABELLED: Final = re.compile(r"^([A-Za-z][\w ./-]{0,30}?)\s*:\s*(\S.*)$")
+_ADAPTERS: Final = re.compile(r"\b(lora|qlora|peft|adapters?)\b", re.IGNORECASE)
+_MARKUP: Final = (
+    (re.compile(r"\[\^[^\]]*\]"), ""),  # footnote references
+    (re.compile(r"!?\[([^\]]*)\]\([^)]*\)"), r"\1"),  # links and images: their text
+    (re.compile(r"<br\s*/?>", re.IGNORECASE), " "),
+    (re.compile(r"<[^>]+>"), ""),
+    (re.compile(r"(\*\*|__|\*|`|~~)"), ""),
+)
+_SUFFIXES: Final = (".md", ".markdown", ".mdown", ".mkd")
+
+
+def is_markdown(name: str, text: str) -> bool:
+    """Whether a file is Markdown: by its suffix, or by a table delimiter line (`|---|---|`),
+    which no CSV of published runs holds."""
+    if name.lower().endswith(_SUFFIXES):
+        return True
+    return any(_DELIMITER.match(line) for line in text.splitlines())
+
+
+def _cells(line: str) -> list[str]:
+    """A table line's cells, Markdown removed."""
+    body = line.strip()
+    body = body[1:] if body.startswith("|") else body
+    body = body[:-1] if body.endswith("|") and not body.endswith("\\|") else body
+    cells = re.split(r"(?<!\\)\|", body)
+    out = []
+    for cell in cells:
+        text = cell.replace("\\|", "|")
+        for pattern, repl in _MARKUP:
+            text = pattern.sub(repl, text)
+        out.append(" ".join(text.split()))
+    return out
+
+
+def _context(headings: list[tuple[int, str]], column: Callable[[str], str]) -> dict[str, str]:
+    """What the headings above a table say of its lines (module docstring)."""
+    out: dict[str, str] = {}
+    under_title = [text for level, text in headings if level > 1]
+    titles = under_title or [text for _, text in headings]
+    if titles:
+        out["table_id"] = titles[0]
+    plain = [text for _, text in headings if not _LABELLED.match(text)]
+    if plain:
+        out["model"] = plain[-1]
+    for _, text in headings:  # outer to inner: the nearest "Label: value" wins
+        found = _LABELLED.match(text)
+        if found:
+            out[column(found.group(1))] = found.group(2).strip()
+    if any(_ADAPTERS.search(text) for _, text in headings):
+        out["training"] = "lora"
+    return out
+
+
+def markdown_rows(
+    text: str, column: Callable[[str], str] = str.lower
+) -> list[dict[str, str | None]]:
+    """Every table line of a Markdown page as {column: cell}, `column` naming each header
+    cell, with what the headings say (model, system, table id, kind of training) where the
+    table's own columns do not give them."""
+    rows: list[dict[str, str | None]] = []
+    headings: list[tuple[int, str]] = []
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        heading = _HEADING.match(lines[i])
+        if heading:
+            level = len(heading.group(1))
+            title = _cells(heading.group(2))[0]
+            headings = [h for h in headings if h[0] < level] + [(level, title)]
+            i += 1
+            continue
+        if (
+            lines[i].lstrip().startswith("|")
+            and i + 1 < len(lines)
+            and _DELIMITER.match(lines[i + 1])
+        ):
+            header = [column(cell) for cell in _cells(lines[i])]
+            context = _context(headings, column)
+            i += 2
+            while i < len(lines) and lines[i].lstrip().startswith("|"):
+                cells = _cells(lines[i])
+                row: dict[str, str | None] = dict(zip(header, cells, strict=False))
+                for key, value in context.items():
+                    if not (row.get(key) or "").strip():
+                        row[key] = value
+                rows.append(row)
+                i += 1
+            continue
+        i += 1
+    return rows

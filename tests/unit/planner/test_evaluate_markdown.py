@@ -1,0 +1,100 @@
+"""`trainyard plan --evaluate` on a Markdown page of published runs, as Megatron-Bridge prints
+its performance summary (trainyard.planner.markdown_tables, evaluate): pipe tables, the model,
+system and release named in headings, Markdown inside cells, and fine-tuning sections.
+Synthetic pages only: no shared data needed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from published_rows import ROW, write
+
+from trainyard.planner.evaluate import evaluate, evaluate_paths
+from trainyard.planner.markdown_tables import is_markdown, markdown_rows
+
+_COLUMNS = (
+    "| System | #-GPUs | Precision | GBS | MBS | Sequence Length | TP | PP | CP | VP | EP "
+    "| Tokens / sec / GPU | Model TFLOP / sec / GPU |\n"
+    "|--------|--------|-----------|-----|-----|-----------------|----|----|----|----|----"
+    "|-----------------------|-------------------------|\n"
+)
+
+# A page laid out as Megatron-Bridge's docs/performance-summary.md: the release and the model
+# in headings, the system in a column; then a release whose tables put the system in a
+# heading and the model in a column; a LoRA section; a footnote.
+PAGE = (
+    "# Performance\n\nSome prose with a | pipe in it.\n\n"
+    "## 26.06 NeMo Container\n\n### Pre-Training Performance\n\n"
+    "#### Model: LLAMA3_70B\n\n"
+    + _COLUMNS
+    + "| DGX-H100 | 64 | FP8 | 128 | 1 | 8192 | 4 | 8 | 1 | 5 | n/a | 1602[^note] | |\n"
+    "| **DGX-B200** | 64 | BF16 | 128 | 1 | 8192 | 4 | 8 | 1 | 5 | n/a | | 1100 |\n\n"
+    "#### Model: LLAMA3_8B\n\n"
+    + _COLUMNS
+    + "| [DGX-H100](https://example.com) | 8 | BF16 | 128 | 1 | 8192 | 1 | 1 | 1 | n/a "
+    "| n/a | 11000 | |\n\n"
+    "### LoRA Performance\n\n#### Model: LLAMA3_70B\n\n"
+    + _COLUMNS
+    + "| DGX-H100 | 8 | FP8 | 32 | 1 | 4096 | 2 | 4 | 1 | 20 | n/a | 2643 | 735 |\n\n"
+    "## 25.11 NeMo Container\n\n#### System: DGX-H100\n\n"
+    "| Model | #-GPUs | Precision | GBS | MBS | Sequence Length | TP | PP | CP | VP | EP "
+    "| Tokens / sec / GPU |\n"
+    "|:--|--:|:-:|---|---|---|---|---|---|---|---|---|\n"
+    "| LLAMA3_8B | 8 | BF16 | 128 | 1 | 8192 | 1 | 1 | 1 | n/a | n/a | 12000 |\n"
+    "| Kimi_K2 | 256 | BF16 | 4096 | 1 | 4096 | 1 | 4 | 1 | 4 | 64 | 5000 |\n\n"
+    "[^note]: A footnote.\n"
+)
+
+
+def test_a_performance_page_in_markdown_is_read_table_by_table(tmp_path: Path) -> None:
+    path = tmp_path / "performance-summary.md"
+    path.write_text(PAGE)
+    result = evaluate(path)
+    read = {(r.table_id, r.model, r.gpus, r.metric): r for r in result.rows}
+    assert len(result.rows) == 4
+    h100 = read["26.06 NeMo Container", "LLAMA3_70B", 64, "tokens_per_sec_per_gpu"]
+    assert h100.published == 1602  # the footnote reference is not part of the figure
+    assert h100.read_as.startswith("t4 p8 v5 d2") and h100.read_as.endswith("fp8")
+    b200 = read["26.06 NeMo Container", "LLAMA3_70B", 64, "tflops_per_gpu"]
+    assert b200.published == 1100 and not b200.read_as.endswith("fp8")
+    assert read["26.06 NeMo Container", "LLAMA3_8B", 8, "tokens_per_sec_per_gpu"].published == 11000
+    # The system named in a heading is the GPU of the table's lines; the model is a column.
+    older = read["25.11 NeMo Container", "LLAMA3_8B", 8, "tokens_per_sec_per_gpu"]
+    assert older.published == 12000
+    assert (
+        older.predicted
+        == read["26.06 NeMo Container", "LLAMA3_8B", 8, "tokens_per_sec_per_gpu"].predicted
+    )
+    reasons = {(t, m): why for t, m, why in result.skipped}
+    assert len(result.skipped) == 2
+    assert reasons["26.06 NeMo Container", "LLAMA3_70B"].startswith("a LoRA / adapter")
+    assert "not one the planner knows by name" in reasons["25.11 NeMo Container", "Kimi_K2"]
+
+
+def test_a_page_is_markdown_by_its_suffix_or_its_table_delimiter(tmp_path: Path) -> None:
+    # A page saved without the .md suffix is still read as Markdown; a CSV is not.
+    plain = tmp_path / "summary.txt"
+    plain.write_text(PAGE)
+    assert len(evaluate(plain).rows) == 4
+    assert is_markdown("x.txt", "a | b\n---|---\n1 | 2\n")
+    assert not is_markdown("runs.csv", "model,num_gpus\nx,8\n")
+    csv_file = write(tmp_path, [ROW])
+    assert len(evaluate_paths([csv_file, plain]).rows) == 5
+
+
+def test_cells_lose_their_markdown_and_escaped_pipes_stay() -> None:
+    rows = markdown_rows(
+        "# Runs\n\n| Model | Notes | GPUs |\n|---|---|---|\n"
+        "| `llama3-8b` | a \\| b<br>c | **8** |\n| short |\n"
+    )
+    assert rows[0] == {"model": "llama3-8b", "notes": "a | b c", "gpus": "8", "table_id": "Runs"}
+    # A line with fewer cells than the header leaves the rest missing, the model its own.
+    assert rows[1]["model"] == "short" and "gpus" not in rows[1]
+
+
+def test_a_page_without_a_table_is_one_skipped_entry(tmp_path: Path) -> None:
+    page = tmp_path / "notes.md"
+    page.write_text("# Notes\n\nNo table here.\n")
+    result = evaluate_paths([write(tmp_path, [ROW]), page])
+    assert [(t, why.split(":")[0]) for t, _m, why in result.skipped] == [("notes.md", "no rows")]
