@@ -450,7 +450,8 @@ def render(
         pp = str(lay.pp)
         if lay.uneven:
             counts = lay.stage_layers(model)
-            pp += f" ({counts[0]}/{counts[1]}/{counts[-1]})"  # first / middle / last layers
+            # first / middle / last stage's layers (two stages: first / last)
+            pp += f" ({'/'.join(str(n) for n in (counts[0], *counts[1:-1][:1], counts[-1]))})"
         zero = "hsdp" if lay.sharding == "hsdp" else str(lay.zero)
         ep = (str(lay.ep),) if moe else ()
         # layers whose activations go to host memory (activation offloading)

@@ -50,6 +50,7 @@ from trainyard.planner.launch_nccl import (
     nccl_variables,
     plan_collectives,
 )
+from trainyard.planner.layout import ParallelLayout
 from trainyard.planner.model import Model
 from trainyard.planner.search import Plan
 
@@ -201,7 +202,10 @@ def _megatron(model: Model, plan: Plan, gpu: GPU) -> tuple[tuple[str, ...], list
     ]  # fmt: skip
     if lay.cp > 1:
         args += ["--context-parallel-size", str(lay.cp), "--cp-comm-type", "p2p"]
-    if lay.embedding_and_loss_as_layers(model):
+    layout = _chunk_layout(model, lay)
+    if layout:  # it sets the interleaving factor too (Megatron-LM allows only one of them)
+        args += ["--pipeline-model-parallel-layout", layout]
+    elif lay.embedding_and_loss_as_layers(model):
         args += [
             "--account-for-embedding-in-pipeline-split",
             "--account-for-loss-in-pipeline-split",
@@ -212,7 +216,7 @@ def _megatron(model: Model, plan: Plan, gpu: GPU) -> tuple[tuple[str, ...], list
             args += ["--decoder-first-pipeline-num-layers", str(counts[0])]
         if lay.last_stage_layers:
             args += ["--decoder-last-pipeline-num-layers", str(counts[-1])]
-    if lay.virtual_stages > 1:
+    if lay.virtual_stages > 1 and not layout:
         args += ["--num-virtual-stages-per-pipeline-rank", str(lay.virtual_stages)]
     if lay.sequence_parallel:
         args.append("--sequence-parallel")
@@ -294,6 +298,27 @@ def _megatron(model: Model, plan: Plan, gpu: GPU) -> tuple[tuple[str, ...], list
         "common defaults, not planned: tune them"
     )
     return tuple(args), notes
+
+
+def _chunk_layout(model: Model, lay: ParallelLayout) -> str:
+    """Megatron-Core's --pipeline-model-parallel-layout for an interleaved layout whose end
+    stages do not split into its chunks (`ParallelLayout.end_chunks`), e.g. "Et*4|(t*4|)*14tL"
+    (E the embedding, t a layer, L the loss, '|' between chunks in model order); "" for
+    a layout the stage-count flags state."""
+    ends = lay.end_chunks(model)
+    counts = lay.stage_layers(model)
+    if ends is None or not any(n % lay.virtual_stages for n in counts):
+        return ""
+    if lay.embedding_and_loss_as_layers(model):
+        return ""
+    first, last = ends
+    c = (counts[0] - first) // (lay.virtual_stages - 1)
+
+    def layers(n: int) -> str:
+        return f"t*{n}" if n > 1 else "t" * n
+
+    middle = lay.pp * lay.virtual_stages - 2
+    return f"E{layers(first)}|({layers(c)}|)*{middle}{layers(last)}L"
 
 
 def _moe_args(model: Model, plan: Plan) -> list[str]:

@@ -26,6 +26,10 @@ Pipeline stages split the layers evenly unless `first_stage_layers` / `last_stag
 set (Megatron-Core's --decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers):
 then the first and/or last stage hold that many layers, usually fewer because they also hold
 the embedding and the output layer with the loss, and the other stages split the rest evenly.
+With interleaving (`virtual_stages` v) each stage's layers split into v chunks, or, where
+the end stages' counts do not, every chunk holds the middle stages' c layers but the model's
+first and last chunk, which take what their stage holds beyond (v - 1) x c (`end_chunks`;
+Megatron-Core's --pipeline-model-parallel-layout).
 
 Activation recompute (`recompute`): "none"; "selective", Megatron's (the attention core is
 recomputed in the backward pass, Korthikanti et al. arXiv:2205.05198 §5); "full" (each layer
@@ -281,14 +285,33 @@ class ParallelLayout:
             )
         v = self.virtual_stages
         counts = self.stage_layers(model)
-        if v > 1 and any(n % v for n in counts) and not self.embedding_and_loss_as_layers(model):
+        if v > 1 and any(n % v for n in counts) and self.end_chunks(model) is None:
             raise PlannerError(
                 "virtual_stages",
-                f"every stage's layer count {counts} must split into {v} virtual stages (or "
-                "the first and last stages hold one layer fewer than the others, whose count "
-                "v divides: the embedding and the loss then take a virtual stage each); change "
-                "virtual_stages or the first/last stage layers",
+                f"every stage's layer count {counts} must split into {v} virtual stages, or "
+                "the middle stages' count split into v chunks of c layers with the first and "
+                "last stage holding (v - 1) x c or more (their outer chunk, the model's first "
+                "or last, takes the rest); change virtual_stages or the first/last stage layers",
             )
+
+    def end_chunks(self, model: Model) -> tuple[int, int] | None:
+        """(first, last) chunk layers of an interleaved layout whose stages do not all split
+        into `virtual_stages` chunks: every chunk holds c layers but the model's first (on the
+        first stage) and last (on the last stage), which hold the rest of their stage,
+        possibly none (Megatron-Core's --pipeline-model-parallel-layout as Megatron-Bridge
+        writes DeepSeek-V3's 61 layers on 4 x 4 chunks, "Et*4|(t*4|)*14tmL"). c is the middle
+        stages' layers over v, or with two stages the layers over the chunks, rounded up; an
+        end chunk of no layers holds only the embedding or the loss. None without
+        interleaving, with even stages or when no such c fits."""
+        v, p = self.virtual_stages, self.pp
+        if v == 1 or p == 1 or not self.uneven:
+            return None
+        counts = self.stage_layers(model)
+        if p > 2 and counts[1] % v:
+            return None
+        c = counts[1] // v if p > 2 else -(-model.layers // (p * v))
+        first, last = counts[0] - (v - 1) * c, counts[-1] - (v - 1) * c
+        return (first, last) if min(first, last) >= 0 else None
 
     def embedding_and_loss_as_layers(self, model: Model) -> bool:
         """Whether the stages split the layers plus the embedding and the loss as if they were

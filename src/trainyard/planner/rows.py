@@ -49,7 +49,10 @@ a row that leaves degrees out gets its split from `trainyard.planner.row_split`.
 * Uneven stages: `first_stage_layers` / `last_stage_layers`; when neither is given and the
   layers do not split into pp x v chunks, one layer fewer on the first and the last stage if
   counting the embedding and the loss as a layer each makes them split (Megatron-Core's
-  --account-for-embedding/loss-in-pipeline-split), else the layout's error.
+  --account-for-embedding/loss-in-pipeline-split), else every chunk as full as the split
+  allows but the model's first and last, the first up to that and the last the rest
+  (Megatron-Bridge's DeepSeek-V3 layouts, `pipeline_split.end_chunk_stages`), else the
+  layout's error.
 * Interleaving: `virtual_pipeline`, or ``v=N`` in the notes, else none (v = 1). (Choosing the
   fastest factor for rows that do not state one was tried: README_2024_H100's pipelined rows
   then came out 13-20 % too fast, so they evidently ran without it.)
@@ -131,13 +134,14 @@ from trainyard.planner.hardware import CATALOGUE, GPU
 from trainyard.planner.layout import ParallelLayout, Recompute
 from trainyard.planner.memory import memory_per_gpu
 from trainyard.planner.model import Model
+from trainyard.planner.pipeline_split import end_chunk_stages, uneven_stages
 from trainyard.planner.row_model import row_model
 from trainyard.planner.row_split import (
     missing_split,
     split_from_model_parallel,
     stated_gpu_count,
 )
-from trainyard.planner.search import HEADROOM, uneven_stages
+from trainyard.planner.search import HEADROOM
 from trainyard.planner.work import flops_executed
 
 __all__ = [
@@ -372,15 +376,19 @@ def row_inputs(row: Mapping[str, str | None]) -> tuple[Model, ParallelLayout, GP
 def _end_stages(row: Mapping[str, str | None], model: Model, pp: int, v: int) -> tuple[int, int]:
     """The first and last pipeline stages' layers: as stated, else (0, 0) (even stages) when
     the layers split into pp x v chunks, else one layer fewer on each end stage when the
-    embedding and the loss counted as a layer each make them split (`search.uneven_stages`:
+    embedding and the loss counted as a layer each make them split (`pipeline_split.uneven_stages`:
     Megatron's --account-for-embedding/loss-in-pipeline-split, as Megatron-Bridge runs Llama
-    3.1 405B's 126 layers on 8 x 8 chunks)."""
+    3.1 405B's 126 layers on 8 x 8 chunks), else every chunk but the model's first and last
+    as full as the split allows, the first up to it and the last the rest
+    (`pipeline_split.end_chunk_stages`, as Megatron-Bridge lays out DeepSeek-V3's 61 layers)."""
     first = integer(row, "first_stage_layers") or 0
     last = integer(row, "last_stage_layers") or 0
-    if first or last or model.layers % (pp * v) == 0 or (model.layers + 2) % (pp * v):
+    if first or last or model.layers % (pp * v) == 0:
         return first, last
-    ends = uneven_stages(model.layers, pp)
-    return (ends[0], ends[0]) if ends else (0, 0)
+    ends = uneven_stages(model.layers, pp) if (model.layers + 2) % (pp * v) == 0 else None
+    if ends:
+        return ends[0], ends[0]
+    return end_chunk_stages(model.layers, pp, v) or (0, 0)
 
 
 def _offload_layers(row: Mapping[str, str | None]) -> int:

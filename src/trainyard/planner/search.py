@@ -8,10 +8,12 @@ Search space (each layout is then checked with `ParallelLayout.check`):
 
 * tp: divisors of min(nodes_of, heads) that divide heads, kv_heads, hidden and ffn_hidden (a
   tensor-parallel group stays inside one node);
-* pp: divisors of the layer count (even stages), and the counts that split the layers plus
+* pp: divisors of the layer count (even stages), the counts that split the layers plus
   the embedding and the loss evenly, the first and last stage then holding one layer fewer
-  (`uneven_stages`, e.g. 126 layers on 16 stages as 7 + 14 x 8 + 7); dp·cp = num_gpus /
-  (tp·pp), an integer;
+  (`uneven_stages`, e.g. 126 layers on 16 stages as 7 + 14 x 8 + 7), and the powers of two
+  neither gives, every chunk as full as the split allows but the model's first and last
+  (`end_chunk_stages`, e.g. DeepSeek-V3's 61 layers on 16 stages as 4 + 14 x 4 + 1);
+  dp·cp = num_gpus / (tp·pp), an integer;
 * cp (context parallelism): 1, and for sequences of 8,192 tokens or more every divisor of dp·cp
   that leaves each rank at least 4,096 tokens (and s a multiple of 2·cp); dp = the rest, with
   global_batch a multiple of dp·micro_batch;
@@ -72,6 +74,7 @@ from trainyard.planner.hardware import GPU
 from trainyard.planner.layout import RECOMPUTE_MODES, ParallelLayout, Recompute
 from trainyard.planner.memory import GB, MemoryBreakdown, layer_activation_bytes, memory_per_gpu
 from trainyard.planner.model import Model
+from trainyard.planner.pipeline_split import pipeline_options, stage_ends
 
 __all__ = [
     "HEADROOM",
@@ -83,7 +86,6 @@ __all__ = [
     "context_parallel_options",
     "fewest_offload_layers",
     "search",
-    "uneven_stages",
 ]
 
 HEADROOM: Final = 0.95  # share of GPU memory a plan may use (see the module docstring)
@@ -137,30 +139,6 @@ def _tp_options(model: Model, nodes_of: int) -> list[int]:
     return [t for t in _divisors(min(nodes_of, model.heads)) if all(s % t == 0 for s in sizes)]
 
 
-def uneven_stages(layers: int, pp: int) -> tuple[int, int] | None:
-    """(first/last stage layers, middle stage layers) for `pp` stages that do not divide
-    `layers`: the first and last stage hold one layer fewer than the others, the embedding and
-    the loss counting as a layer each (layers + 2 = pp·m; Megatron's
-    --account-for-embedding-in-pipeline-split / --account-for-loss-in-pipeline-split, Llama 3's
-    balancing); None when that does not split (or pp < 3)."""
-    if pp < 3 or layers % pp == 0 or (layers + 2) % pp:
-        return None
-    mid = (layers + 2) // pp
-    return (mid - 1, mid) if mid >= 2 else None
-
-
-def _pipelines(model: Model) -> list[tuple[int, int]]:
-    """(pp, first/last stage layers; 0 = even) options: every divisor of the layer count, and
-    the counts up to it that `uneven_stages` splits."""
-    out = [(pp, 0) for pp in _divisors(model.layers)]
-    for pp in range(3, model.layers):
-        if model.layers % pp:
-            found = uneven_stages(model.layers, pp)
-            if found is not None:
-                out.append((pp, found[0]))
-    return sorted(out)
-
-
 def context_parallel_options(model: Model, ranks: int) -> list[int]:
     """cp sizes tried for `ranks` = dp·cp GPUs (see the module docstring)."""
     out = [1]
@@ -173,9 +151,10 @@ def context_parallel_options(model: Model, ranks: int) -> list[int]:
 
 def _shapes(model: Model, num_gpus: int, nodes_of: int) -> list[tuple[int, int, int]]:
     """(tp, pp, dp·cp) triples with tp·pp·dp·cp = num_gpus and some split of dp·cp whose dp
-    divides the batch. (pp may be a count with uneven stages: see `_pipelines`.)"""
+    divides the batch. (pp may be a count with uneven stages: see
+    `pipeline_split.pipeline_options`.)"""
     out = []
-    pps = sorted({pp for pp, _ in _pipelines(model)})
+    pps = sorted({pp for pp, _ in pipeline_options(model.layers)})
     for tp in _tp_options(model, nodes_of):
         for pp in pps:
             if num_gpus % (tp * pp):
@@ -359,7 +338,7 @@ def _enumerate(
     plans: list[Plan] = []
     recomputes = tuple(r for r in _RECOMPUTES if not (flash_attention and r == "selective"))
     stage_options: dict[int, list[int]] = {}
-    for pp, first in _pipelines(model):
+    for pp, first in pipeline_options(model.layers):
         stage_options.setdefault(pp, []).append(first)
     for tp, pp, ranks in shapes:
         cps = context_parallel_options(model, ranks) if context_parallel else [1]
@@ -384,22 +363,17 @@ def _enumerate_shape(
     shape: tuple[int, int, int, int, int],
 ) -> None:
     tp, cp, pp, dp, first = shape
-    counts = [model.layers // pp] * pp
-    if first:
-        mid = (model.layers - 2 * first) // (pp - 2)
-        counts = [first] + [mid] * (pp - 2) + [first]
     experts = _expert_options(model, tp * cp * dp)
     for mb in MICRO_BATCHES:
         if model.global_batch % (dp * mb):
             continue
         m = model.global_batch // (dp * mb)
         for v in VIRTUAL_STAGES:
-            if v > 1:
-                if pp == 1 or m % pp:
-                    continue
-                lighter = first and first + 1 == counts[1] and counts[1] % v == 0
-                if any(n % v for n in counts) and not lighter:
-                    continue
+            if v > 1 and (pp == 1 or m % pp):
+                continue
+            ends = stage_ends(model.layers, pp, v, first)
+            if ends is None:
+                continue
             for recompute, ep in itertools.product(recomputes, experts):
                 base = ParallelLayout(
                     tp=tp,
@@ -412,8 +386,8 @@ def _enumerate_shape(
                     sequence_parallel=tp > 1,
                     tp_comm_overlap=tp > 1,
                     flash_attention=flash_attention,
-                    first_stage_layers=first,
-                    last_stage_layers=first,
+                    first_stage_layers=ends[0],
+                    last_stage_layers=ends[1],
                     ep=ep,
                 )
                 plans += _best_zero(model, timer, budget, times, base)

@@ -168,7 +168,7 @@ def test_optional_columns_modern_rows_and_skips_never_abort(tmp_path: Path) -> N
     rows = [
         llama, timed, fsdp,
         {**llama, "model": "uneven-unsaid", "first_stage_layers": "", "last_stage_layers": ""},
-        {**llama, "model": "uneven-no-split", "num_layers": "29", "first_stage_layers": "",
+        {**llama, "model": "uneven-no-split", "num_layers": "25", "first_stage_layers": "",
          "last_stage_layers": ""},
         {**ROW, "model": "moe", "num_gpus": "8", "num_experts": "8", "moe_topk": "2",
          "moe_ffn_hidden_size": "1024", "expert_parallel": "8", "head_dim": "128"},
@@ -184,10 +184,11 @@ def test_optional_columns_modern_rows_and_skips_never_abort(tmp_path: Path) -> N
         "tflops_per_gpu",
     ]  # fmt: skip
     # 30 layers on 8 stages unsaid: 30 + embedding + loss = 8 x 4, so 3 on each end stage, as
-    # the row that states it; 29 layers split neither way and are skipped with the reason.
+    # the row that states it; 25 layers split no way (full chunks of 4 on 7 stages would leave
+    # the last none) and are skipped with the reason.
     assert result.rows[3].read_as == result.rows[0].read_as
     skipped = {model: reason for _, model, reason in result.skipped}
-    assert skipped["uneven-no-split"].startswith("pp: layers (29) must split evenly")
+    assert skipped["uneven-no-split"].startswith("pp: layers (25) must split evenly")
     assert "first_stage_layers" in skipped["uneven-no-split"]
     assert skipped["moe-bad-ep"].startswith("ep: ep (3) must divide the 8 experts")
     moe = row_inputs(rows[5])

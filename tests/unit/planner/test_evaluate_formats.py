@@ -159,8 +159,12 @@ def test_uneven_end_stages_are_inferred_only_where_they_make_the_split(tmp_path:
     assert (stated[1].first_stage_layers, stated[1].last_stage_layers) == (6, 8)
     even = row_inputs({**base, "num_layers": "32"})
     assert not isinstance(even, str) and even[1].first_stage_layers == 0
-    with pytest.raises(PlannerError) as err:  # 29 + 2 does not split in 4 either
-        row_inputs({**base, "num_layers": "29"})
+    # 29 + 2 does not split in 4: full stages of 8 but the last (Megatron-Bridge's rule).
+    chunked = row_inputs({**base, "num_layers": "29"})
+    assert not isinstance(chunked, str)
+    assert (chunked[1].first_stage_layers, chunked[1].last_stage_layers) == (8, 5)
+    with pytest.raises(PlannerError) as err:  # 9 layers: stages of 3 would leave the last none
+        row_inputs({**base, "num_layers": "9"})
     assert err.value.field == "pp"
 
 

@@ -14,8 +14,9 @@ from trainyard.planner.hardware import gpu
 from trainyard.planner.layout import ParallelLayout
 from trainyard.planner.memory import layer_activation_bytes, memory_per_gpu, stage_memory
 from trainyard.planner.model import Model
+from trainyard.planner.pipeline_split import uneven_stages
 from trainyard.planner.presets import preset
-from trainyard.planner.search import context_parallel_options, search, uneven_stages
+from trainyard.planner.search import context_parallel_options, search
 
 H100, A100 = gpu("H100"), gpu("A100")
 
