@@ -6,7 +6,8 @@ mapping of header cell to cell per table line. Pure text handling; what the cell
 `trainyard.planner.rows`.
 
 * A table is a header line of '|'-separated cells, a delimiter line of dashes (`|---|:--:|`)
-  and the lines after it that start with '|'. Escaped pipes (`\\|`) stay in their cell.
+  and the lines after it that hold a '|', with or without the outer pipes. Escaped pipes
+  (`\\|`) stay in their cell; code blocks hold neither tables nor headings.
 * Cells lose their Markdown: footnote references (`661[^note]`), links (`[text](url)` is
   text), emphasis and code marks, and HTML line breaks.
 * The headings above a table give what its columns leave out, since the pages name the model,
@@ -30,6 +31,7 @@ __all__ = ["is_markdown", "markdown_rows"]
 
 _DELIMITER: Final = re.compile(r"^\s*\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)+\|?\s*$")
 _HEADING: Final = re.compile(r"^\s{0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
+_FENCE: Final = re.compile(r"^\s{0,3}(```|~~~)")
 # "Model: LLAMA3_70B", "System: DGX-GB300": a short label, a colon, the value.
 _LABELLED: Final = re.compile(r"^([A-Za-z][\w ./-]{0,30}?)\s*:\s*(\S.*)$")
 _ADAPTERS: Final = re.compile(r"\b(lora|qlora|peft|adapters?)\b", re.IGNORECASE)
@@ -51,19 +53,19 @@ def is_markdown(name: str, text: str) -> bool:
     return any(_DELIMITER.match(line) for line in text.splitlines())
 
 
+def _plain(text: str) -> str:
+    """Text without its Markdown (footnote references, links, HTML, emphasis), spaces joined."""
+    for pattern, repl in _MARKUP:
+        text = pattern.sub(repl, text)
+    return " ".join(text.split())
+
+
 def _cells(line: str) -> list[str]:
     """A table line's cells, Markdown removed."""
     body = line.strip()
     body = body[1:] if body.startswith("|") else body
     body = body[:-1] if body.endswith("|") and not body.endswith("\\|") else body
-    cells = re.split(r"(?<!\\)\|", body)
-    out = []
-    for cell in cells:
-        text = cell.replace("\\|", "|")
-        for pattern, repl in _MARKUP:
-            text = pattern.sub(repl, text)
-        out.append(" ".join(text.split()))
-    return out
+    return [_plain(cell.replace("\\|", "|")) for cell in re.split(r"(?<!\\)\|", body)]
 
 
 def _context(headings: list[tuple[int, str]], column: Callable[[str], str]) -> dict[str, str]:
@@ -94,31 +96,27 @@ def markdown_rows(
     rows: list[dict[str, str | None]] = []
     headings: list[tuple[int, str]] = []
     lines = text.splitlines()
+    fenced = False  # inside a ``` or ~~~ code block, whose '#' lines are no headings
     i = 0
     while i < len(lines):
-        heading = _HEADING.match(lines[i])
+        line = lines[i]
+        i += 1
+        if _FENCE.match(line):
+            fenced = not fenced
+            continue
+        heading = None if fenced else _HEADING.match(line)
         if heading:
             level = len(heading.group(1))
-            title = _cells(heading.group(2))[0]
-            headings = [h for h in headings if h[0] < level] + [(level, title)]
-            i += 1
-            continue
-        if (
-            lines[i].lstrip().startswith("|")
-            and i + 1 < len(lines)
-            and _DELIMITER.match(lines[i + 1])
-        ):
-            header = [column(cell) for cell in _cells(lines[i])]
+            headings = [h for h in headings if h[0] < level] + [(level, _plain(heading.group(2)))]
+        elif not fenced and "|" in line and i < len(lines) and _DELIMITER.match(lines[i]):
+            header = [column(cell) for cell in _cells(line)]
             context = _context(headings, column)
-            i += 2
-            while i < len(lines) and lines[i].lstrip().startswith("|"):
-                cells = _cells(lines[i])
-                row: dict[str, str | None] = dict(zip(header, cells, strict=False))
+            i += 1
+            while i < len(lines) and "|" in lines[i] and lines[i].strip():
+                row: dict[str, str | None] = dict(zip(header, _cells(lines[i]), strict=False))
                 for key, value in context.items():
                     if not (row.get(key) or "").strip():
                         row[key] = value
                 rows.append(row)
                 i += 1
-            continue
-        i += 1
     return rows

@@ -98,3 +98,15 @@ def test_a_page_without_a_table_is_one_skipped_entry(tmp_path: Path) -> None:
     page.write_text("# Notes\n\nNo table here.\n")
     result = evaluate_paths([write(tmp_path, [ROW]), page])
     assert [(t, why.split(":")[0]) for t, _m, why in result.skipped] == [("notes.md", "no rows")]
+
+
+def test_tables_without_outer_pipes_and_code_blocks_are_read_as_markdown_means_them() -> None:
+    page = (
+        "# Results\n\n```bash\n# not a heading\nx | y\n---|---\n```\n\n"
+        "## **Model:** [llama3-8b](https://example.com)\n\n"
+        "num_gpus | seq_len\n---|---\n8 | 8192\n\nprose after the table | with a pipe\n"
+    )
+    rows = markdown_rows(page)
+    assert rows == [
+        {"num_gpus": "8", "seq_len": "8192", "table_id": "Model: llama3-8b", "model": "llama3-8b"}
+    ]
