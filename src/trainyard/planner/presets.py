@@ -54,6 +54,18 @@ def _moe(
     )  # fmt: skip
 
 
+def _latent(name: str, heads: int, vocab: int, experts: int, dense: int) -> Model:
+    """A DeepSeek-V3-shaped model (61 layers of hidden 7168, latent attention with ranks 512 /
+    1536, top-8 experts of 2048 and one shared, dense layers of 18432): `heads`, `vocab`,
+    `experts` and `dense` first layers its own."""
+    shape = (61, 7168, heads, heads, 18432, 4096, vocab, 1024)
+    return dataclasses.replace(
+        _moe(name, shape, (experts, 8, 2048)), head_dim=128, kv_lora_rank=512,
+        q_lora_rank=1536, rope_dim=64, v_head_dim=128, dense_layers=dense,
+        moe_shared_ffn_hidden=2048,
+    )  # fmt: skip
+
+
 # GPT-3: Brown et al. 2020 Table 2.1 (batch in tokens / 2048). Two deviations from the table's
 # typos: 1.3B uses 16 heads (its 24 x 128 != 2048) and 13B uses hidden 5120 (not 5140).
 # SC'21: Narayanan et al. Table 1 (shapes as in ../shared/planner/published_configs.csv SC21_T1).
@@ -104,16 +116,10 @@ PRESETS: dict[str, Model] = {
         # DeepSeek-V3 (DeepSeek-AI 2024, arXiv:2412.19437 §4.2; deepseek-ai/DeepSeek-V3
         # config.json): latent attention, 3 dense layers, 256 experts of 2048 and one shared,
         # top-8; its multi-token-prediction module is not counted (671B without it).
-        dataclasses.replace(
-            _moe("deepseek-v3", (61, 7168, 128, 128, 18432, 4096, 129280, 1024), (256, 8, 2048)),
-            head_dim=128,
-            kv_lora_rank=512,
-            q_lora_rank=1536,
-            rope_dim=64,
-            v_head_dim=128,
-            dense_layers=3,
-            moe_shared_ffn_hidden=2048,
-        ),
+        _latent("deepseek-v3", 128, 129280, 256, 3),
+        # Kimi K2 (moonshotai/Kimi-K2 config.json, model type kimi_k2): DeepSeek-V3's shape with
+        # 64 heads, 384 experts, one dense layer and a vocabulary of 163,840.
+        _latent("kimi-k2", 64, 163840, 384, 1),
     )
 }
 
@@ -141,10 +147,19 @@ def _folded_name(text: str) -> str:
 _BY_FOLDED_NAME: Final = {_folded_name(name): model for name, model in PRESETS.items()}
 
 
+# Qualifiers a table adds to a model's name that describe what the preset already is: no
+# multi-token-prediction module, and routing without dropped tokens or capped at the balanced
+# share (Megatron-Bridge's "DeepSeekV3 (w/o MTP)", "Qwen3_30B_a3B (tokendrop)": its MoE
+# benchmarks force-balance the routing, so a capacity factor drops nothing).
+_AS_PRESET: Final = re.compile(
+    r"\s*\(\s*((w/o|without|no)\s+mtp|dropless|token[- ]?drop(less)?)\s*\)\s*$", re.IGNORECASE
+)
+
+
 def preset_named(text: str) -> Model | None:
     """The preset a published table's model name means ("Llama 3.1 405B", "GPT-3 175B",
-    "Mixtral 8x7B", "qwen3-30b-a3b"), or None when it names none."""
-    return _BY_FOLDED_NAME.get(_folded_name(text))
+    "Mixtral 8x7B", "qwen3-30b-a3b", "DeepSeekV3 (w/o MTP)"), or None when it names none."""
+    return _BY_FOLDED_NAME.get(_folded_name(_AS_PRESET.sub("", text)))
 
 
 def load_model(path: str | Path) -> Model:

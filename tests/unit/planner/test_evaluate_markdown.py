@@ -42,7 +42,7 @@ PAGE = (
     "| Tokens / sec / GPU |\n"
     "|:--|--:|:-:|---|---|---|---|---|---|---|---|---|\n"
     "| LLAMA3_8B | 8 | BF16 | 128 | 1 | 8192 | 1 | 1 | 1 | n/a | n/a | 12000 |\n"
-    "| Kimi_K2 | 256 | BF16 | 4096 | 1 | 4096 | 1 | 4 | 1 | 4 | 64 | 5000 |\n\n"
+    "| Nemotron_3_Super | 64 | BF16 | 512 | 1 | 8192 | 1 | 1 | 1 | n/a | 64 | 9000 |\n\n"
     "[^note]: A footnote.\n"
 )
 
@@ -69,7 +69,7 @@ def test_a_performance_page_in_markdown_is_read_table_by_table(tmp_path: Path) -
     reasons = {(t, m): why for t, m, why in result.skipped}
     assert len(result.skipped) == 2
     assert reasons["26.06 NeMo Container", "LLAMA3_70B"].startswith("a LoRA / adapter")
-    assert "not one the planner knows by name" in reasons["25.11 NeMo Container", "Kimi_K2"]
+    assert "not one the planner knows by name" in reasons["25.11 NeMo Container", "Nemotron_3_Super"]
 
 
 def test_a_page_is_markdown_by_its_suffix_or_its_table_delimiter(tmp_path: Path) -> None:

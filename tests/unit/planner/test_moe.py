@@ -42,6 +42,19 @@ def test_published_parameter_counts(
     assert active(model, tables) / 1e9 == pytest.approx(active_b, rel=0.02)
 
 
+def test_kimi_k2_is_deepseek_v3s_shape_with_more_experts_and_fewer_heads() -> None:
+    # The model card rounds: 1T total, 32B activated (one vocabulary table counted).
+    kimi, ds = preset("kimi-k2"), preset("deepseek-v3")
+    assert kimi.params / 1e12 == pytest.approx(1.0, rel=0.03)
+    assert active(kimi, 1) / 1e9 == pytest.approx(32.0, rel=0.02)
+    assert (kimi.layers, kimi.hidden, kimi.moe_ffn_hidden) == (
+        ds.layers,
+        ds.hidden,
+        ds.moe_ffn_hidden,
+    )
+    assert (kimi.experts, kimi.heads, kimi.dense_layers) == (384, 64, 1)
+
+
 @pytest.mark.parametrize(
     ("name", "tflops", "tokens"),
     [("qwen3-30b-a3b", 206, 8960), ("qwen3-235b-a22b", 253, 1712)],

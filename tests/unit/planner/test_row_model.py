@@ -25,13 +25,17 @@ NAMED = {
     [("Llama 3.1 405B", "llama3-405b"), ("Llama-3.3-70B", "llama3-70b"),
      ("GPT-3 175B", "gpt3-175b"), ("Mixtral 8x7B", "mixtral-8x7b"),
      ("Qwen3-235B-A22B", "qwen3-235b-a22b"), ("DeepSeek-V3", "deepseek-v3"),
-     ("llama2_13b", "llama2-13b"), ("GPT-3 1.3B", "gpt3-1.3b"), ("GPT-3 13B", "gpt3-13b")],
+     ("llama2_13b", "llama2-13b"), ("GPT-3 1.3B", "gpt3-1.3b"), ("GPT-3 13B", "gpt3-13b"),
+     ("Kimi_K2", "kimi-k2"), ("DeepSeekV3 (w/o MTP)", "deepseek-v3"),
+     ("DeepSeekV3 (dropless)", "deepseek-v3"), ("Qwen3_30B_a3B (tokendrop)", "qwen3-30b-a3b")],
 )  # fmt: skip
 def test_published_model_names_find_their_preset(text: str, name: str) -> None:
     assert preset_named(text) == preset(name)
 
 
-@pytest.mark.parametrize("text", ["", "Llama 3.2 1B", "GPT-1.7B", "Falcon 180B", "llama3"])
+@pytest.mark.parametrize(
+    "text", ["", "Llama 3.2 1B", "GPT-1.7B", "Falcon 180B", "llama3", "DeepSeekV3 (w/ MTP)"]
+)
 def test_other_names_find_none(text: str) -> None:
     assert preset_named(text) is None
 
