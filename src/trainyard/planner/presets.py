@@ -54,6 +54,11 @@ def _moe(
     )  # fmt: skip
 
 
+def _shaped(name: str, shape: tuple[int, ...], mlp: str) -> Model:
+    """A Llama-shaped model (`_llama`'s shape) with another MLP."""
+    return dataclasses.replace(_llama(name, *shape), mlp=mlp)
+
+
 def _latent(name: str, heads: int, vocab: int, experts: int, dense: int) -> Model:
     """A DeepSeek-V3-shaped model (61 layers of hidden 7168, latent attention with ranks 512 /
     1536, top-8 experts of 2048 and one shared, dense layers of 18432): `heads`, `vocab`,
@@ -120,6 +125,20 @@ PRESETS: dict[str, Model] = {
         # Kimi K2 (moonshotai/Kimi-K2 config.json, model type kimi_k2): DeepSeek-V3's shape with
         # 64 heads, 384 experts, one dense layer and a vocabulary of 163,840.
         _latent("kimi-k2", 64, 163840, 384, 1),
+        # Nemotron-4 (Parmar et al. 2024, arXiv:2402.16819 §2; NVIDIA 2024, arXiv:2406.11704
+        # §2.1): squared-ReLU MLP of 4h, GQA with 8 groups, RoPE, no biases, untied 256K
+        # vocabulary. Grok-1 (xai-org/grok-1 model.py and README): 8 experts of gated GELU,
+        # top-2, every layer. MT-NLG (Smith et al. 2022, arXiv:2201.11990 §2.4) and BLOOM
+        # (Le Scao et al. 2022, arXiv:2211.05100 Table 3; ALiBi positions, tied embeddings):
+        # GPT-shaped.
+        _shaped("nemotron4-15b", (32, 6144, 48, 8, 24576, 4096, 256000, 1024), "squared_relu"),
+        _shaped("nemotron4-340b", (96, 18432, 96, 8, 73728, 4096, 256000, 1024), "squared_relu"),
+        dataclasses.replace(
+            _moe("grok-1-314b", (64, 6144, 48, 8, 32768, 8192, 131072, 512), (8, 2, 32768)),
+            mlp="geglu",
+        ),
+        Model("mt-nlg-530b", 105, 20480, 128, 2048, 50257, 1920),
+        Model("bloom-176b", 70, 14336, 112, 2048, 250680, 2048, learned_positions=False),
     )
 }
 
@@ -144,7 +163,11 @@ def _folded_name(text: str) -> str:
     return re.sub(r"(?<!\d)\.|\.(?!\d)", "", text)
 
 
-_BY_FOLDED_NAME: Final = {_folded_name(name): model for name, model in PRESETS.items()}
+_BY_FOLDED_NAME: Final = {_folded_name(name): model for name, model in PRESETS.items()} | {
+    "grok1": PRESETS["grok-1-314b"],
+    "megatronturingnlg530b": PRESETS["mt-nlg-530b"],
+    "bloom": PRESETS["bloom-176b"],
+}
 
 
 # Qualifiers a table adds to a model's name that describe what the preset already is: no

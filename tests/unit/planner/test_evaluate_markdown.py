@@ -69,7 +69,9 @@ def test_a_performance_page_in_markdown_is_read_table_by_table(tmp_path: Path) -
     reasons = {(t, m): why for t, m, why in result.skipped}
     assert len(result.skipped) == 2
     assert reasons["26.06 NeMo Container", "LLAMA3_70B"].startswith("a LoRA / adapter")
-    assert "not one the planner knows by name" in reasons["25.11 NeMo Container", "Nemotron_3_Super"]
+    assert (
+        "not one the planner knows by name" in reasons["25.11 NeMo Container", "Nemotron_3_Super"]
+    )
 
 
 def test_a_page_is_markdown_by_its_suffix_or_its_table_delimiter(tmp_path: Path) -> None:

@@ -44,6 +44,25 @@ def test_llama_parameter_counts(name: str, billions: float) -> None:
     assert preset(name).params / 1e9 == pytest.approx(billions, abs=0.01)
 
 
+@pytest.mark.parametrize(
+    ("name", "total_b", "non_embedding_b"),
+    [
+        ("nemotron4-15b", 15.6, 12.5),  # arXiv:2402.16819 §2: 3.2B embedding + 12.5B other
+        ("nemotron4-340b", 341.0, 331.6),  # arXiv:2406.11704 §2.1: 9.4B + 331.6B
+        ("mt-nlg-530b", 530.0, None),  # arXiv:2201.11990: 530B
+        ("bloom-176b", 176.2, None),  # arXiv:2211.05100 Table 3: 176,247M
+        ("grok-1-314b", 314.0, None),  # xai-org/grok-1 README: 314B
+    ],
+)
+def test_published_runs_models_parameter_counts(
+    name: str, total_b: float, non_embedding_b: float | None
+) -> None:
+    model = preset(name)
+    assert model.params / 1e9 == pytest.approx(total_b, rel=0.01)
+    if non_embedding_b is not None:
+        assert model.layers * model.layer_params / 1e9 == pytest.approx(non_embedding_b, rel=0.01)
+
+
 def test_gqa_shrinks_kv_projections() -> None:
     mha, gqa = gpt(), gpt(kv_heads=2)
     # K and V go from h x h to h x (2 heads x 32) each; their biases shrink likewise.
