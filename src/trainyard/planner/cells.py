@@ -209,9 +209,17 @@ _UNITS: Final[dict[str, tuple[str, ...]]] = {
     "mfu_pct": ("%",),
     "percent_of_peak": ("%",),
     "aggregate_pflops": ("pflop/s", "pflops"),
+    "num_gpus": ("gpu", "gpus"),
 }  # fmt: skip
+# A time column given in the other unit: its factor ("12,300 ms" in iteration_time_s).
+_TIME_UNITS: Final[dict[str, dict[str, float]]] = {
+    "iteration_time_s": {"ms": 1e-3, "msec": 1e-3, "min": 60.0, "mins": 60.0},
+    "iteration_time_ms": {"s": 1e3, "sec": 1e3, "seconds": 1e3},
+}
 _KILO_COLUMNS: Final = ("seq_len", "num_gpus")
 _NUMBER: Final = re.compile(r"([+-]?(?:\d+\.?\d*|\.\d+)(?:e[+-]?\d+)?)(.*)", re.IGNORECASE)
+# GPUs as nodes x GPUs per node: "8x8", "32 x 8", "16 × 8 GPUs".
+_NODES_TIMES_GPUS: Final = re.compile(r"(\d+)\s*[x×*]\s*(\d+)(?:\s*gpus?)?", re.IGNORECASE)
 
 
 def number(row: Row, field: str) -> float | None:
@@ -224,8 +232,13 @@ def number(row: Row, field: str) -> float | None:
         return float(found.group(1))
     if found and rest in _UNITS.get(field, ()):
         return float(found.group(1))
+    if found and rest in _TIME_UNITS.get(field, {}):
+        return float(found.group(1)) * _TIME_UNITS[field][rest]
     if found and rest == "k" and field in _KILO_COLUMNS:
         return float(found.group(1)) * 1024
+    product = _NODES_TIMES_GPUS.fullmatch(text) if field == "num_gpus" else None
+    if product:
+        return float(int(product.group(1)) * int(product.group(2)))
     raise PlannerError(field, f"must be a number, got {text!r}")
 
 

@@ -49,12 +49,14 @@ def row_model(row: Mapping[str, str | None]) -> Model | str:
     """The row's `Model`, or why it has none ("no seq_len", ...). Raises `PlannerError` naming
     the column for a cell that is not of its column's form."""
     values: dict[str, int] = {}
-    for field in (*SHAPE_COLUMNS, "seq_len", "global_batch_size"):
+    in_tokens = _TOKEN_UNIT.search(row_cell(row, "global_batch_size"))
+    for field in (*SHAPE_COLUMNS, "seq_len", *(() if in_tokens else ("global_batch_size",))):
         value = count(row, field)
         if value is not None:
             values[field] = value
     if "global_batch_size" not in values and "seq_len" in values:
-        batch = _batch_from_tokens(row, values["seq_len"]) or _batch_from_local(row)
+        field = "global_batch_size" if in_tokens else "global_batch_tokens"
+        batch = _batch_from_tokens(row, values["seq_len"], field) or _batch_from_local(row)
         if batch is not None:
             values["global_batch_size"] = batch
     for field in ("seq_len", "global_batch_size"):
@@ -70,24 +72,28 @@ def row_model(row: Mapping[str, str | None]) -> Model | str:
 
 
 _TOKENS: Final = re.compile(r"(\d+(?:\.\d+)?)\s*([km]?)\s*(?:tokens?|tok)?", re.IGNORECASE)
+_TOKEN_UNIT: Final = re.compile(r"\btok(en)?s?\b|\d\s*[km]?\s*tok", re.IGNORECASE)
 
 
-def _batch_from_tokens(row: Mapping[str, str | None], seq_len: int) -> int | None:
-    """Sequences per batch from a batch given in tokens (`global_batch_tokens`: "16M", "4M
-    tokens", "2,097,152"; K and M of 1,024 and 1,048,576, as Meta's "16M tokens" of 8K
-    sequences are 2,048 of them), or None when the row gives none."""
-    text = row_cell(row, "global_batch_tokens").replace(",", "")
+def _batch_from_tokens(
+    row: Mapping[str, str | None], seq_len: int, field: str = "global_batch_tokens"
+) -> int | None:
+    """Sequences per batch from a batch given in tokens (`global_batch_tokens`, or a
+    `global_batch_size` cell that says tokens: "16M", "4M tokens", "2,097,152"; K and M of
+    1,024 and 1,048,576, as Meta's "16M tokens" of 8K sequences are 2,048 of them), or None
+    when the row gives none."""
+    text = row_cell(row, field).replace(",", "")
     if not text:
         return None
     found = _TOKENS.fullmatch(text)
     if not found:
-        raise PlannerError("global_batch_tokens", f"must be a token count, got {text!r}")
+        raise PlannerError(field, f"must be a token count, got {text!r}")
     scale = {"": 1, "k": 1024, "m": 1024 * 1024}[found.group(2).lower()]
     tokens = float(found.group(1)) * scale
     sequences = tokens / seq_len
     if sequences < 1 or abs(sequences - round(sequences)) > 1e-6 * sequences:
         raise PlannerError(
-            "global_batch_tokens",
+            field,
             f"{text!r} is not a whole number of {seq_len}-token sequences; give "
             "global_batch_size instead",
         )

@@ -108,6 +108,9 @@ def test_moe_columns_read_under_megatron_and_hugging_face_names() -> None:
         ({"iteration_time_s": "", "iteration_time_ms": "1500 ms"}, ("iteration_time_s", 1.5)),
         ({"tokens_per_sec_per_gpu": "3,200 tok/s"}, ("tokens_per_sec_per_gpu", 3200.0)),
         ({"achieved_tflops_per_gpu": "430 TFLOP/s"}, ("tflops_per_gpu", 430.0)),
+        ({"iteration_time_s": "12,300 ms"}, ("iteration_time_s", 12.3)),
+        ({"iteration_time_s": "0.5 min"}, ("iteration_time_s", 30.0)),
+        ({"iteration_time_s": "", "iteration_time_ms": "1.5 s"}, ("iteration_time_s", 1.5)),
     ],
 )
 def test_a_figure_may_repeat_its_unit(cells: dict[str, str], target: tuple[str, float]) -> None:
@@ -124,8 +127,13 @@ def test_context_and_gpu_counts_may_be_written_in_k_and_other_suffixes_are_refus
     assert not isinstance(inputs, str)
     model, layout, _device = inputs
     assert model.seq_len == 8192 and layout.gpus == 16384
-    for column, text in (("seq_len", "8M"), ("global_batch_size", "4K"), ("iteration_time_s",
-                         "1.5 min"), ("tokens_per_sec_per_gpu", "3.2k")):  # fmt: skip
+    # GPUs as nodes x GPUs per node, or with their unit.
+    for text in ("2048 x 8", "2048×8 GPUs", "16384 GPUs"):
+        inputs = row_inputs({**row, "num_gpus": text})
+        assert not isinstance(inputs, str) and inputs[1].gpus == 16384, text
+    refused = (("seq_len", "8M"), ("global_batch_size", "4K"), ("iteration_time_s", "1.5 GB"),
+               ("tokens_per_sec_per_gpu", "3.2k"), ("num_gpus", "8x"))  # fmt: skip
+    for column, text in refused:
         with pytest.raises(PlannerError) as err:
             bad = {**ROW, column: text}
             inputs = row_inputs(bad)

@@ -78,6 +78,12 @@ def test_a_batch_given_in_tokens_is_read_as_sequences(text: str, sequences: int)
     assert not isinstance(model, str) and model.global_batch == sequences
 
 
+def test_a_batch_column_that_says_tokens_is_read_as_a_token_batch() -> None:
+    model = row_model({**NAMED, "global_batch_size": "16M tokens"})
+    assert not isinstance(model, str) and model.global_batch == 2048
+    assert row_model({**NAMED, "global_batch_size": "2048"}) == model
+
+
 @pytest.mark.parametrize("text", ["abc", "1000", "5000 tokens"])
 def test_a_token_batch_that_is_not_whole_sequences_names_its_column(text: str) -> None:
     from trainyard.planner.errors import PlannerError
