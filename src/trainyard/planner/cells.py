@@ -239,6 +239,10 @@ def number(row: Row, field: str) -> float | None:
     product = _NODES_TIMES_GPUS.fullmatch(text) if field == "num_gpus" else None
     if product:
         return float(int(product.group(1)) * int(product.group(2)))
+    # a degree under its own name in its own column: "TP8", "tp=8", "8-way tensor"
+    named = _PARALLEL_DEGREES[field].fullmatch(text.lower()) if field in _PARALLEL_DEGREES else None
+    if named:
+        return float(next(g for g in named.groups() if g))
     raise PlannerError(field, f"must be a number, got {text!r}")
 
 
@@ -356,10 +360,26 @@ _GPU_NAMES: Final[tuple[tuple[str, str], ...]] = (
 )
 
 
+# GPUs whose name contains a catalogue entry's but that differ from it in what the time model
+# prices: refused rather than read as that one. (GH200's Hopper GPU is read as the H200, whose
+# peaks and bandwidth it shares within 20 %.)
+_NOT_IN_CATALOGUE: Final = (
+    ("H100 NVL", "a PCIe card pair (94 GB, 835 TFLOP/s bf16), not the SXM part"),
+)
+
+
 def gpu_name(row: Row) -> str:
     """The catalogue name of the row's `gpu_type` (the first known name it contains; an A100
-    that says 40GB anywhere is the 40 GB one)."""
+    that says 40GB anywhere is the 40 GB one). A GPU the catalogue does not hold, or one whose
+    name contains another's (`_NOT_IN_CATALOGUE`), is an error naming the ones it holds."""
     text = row_cell(row, "gpu_type").upper()
+    for key, what in _NOT_IN_CATALOGUE:
+        if key in text:
+            raise PlannerError(
+                "gpu_type",
+                f"{row_cell(row, 'gpu_type')!r} is {what}, which the catalogue does not hold; "
+                f"name one of {', '.join(CATALOGUE)}",
+            )
     name = next((entry for key, entry in _GPU_NAMES if key in text), None)
     if name == "A100-80GB" and re.search(r"\b40\s?GB\b", text):
         name = "A100-40GB"  # "A100 PCIe 40GB", "A100 (40 GB)"
