@@ -19,8 +19,10 @@ gpus_per_node when both are given, else tp·cp·pp·dp), data_parallel (GPUs/(tp
 virtual_pipeline (a ``v=N`` in notes, else 1), first_stage_layers / last_stage_layers (even
 stages), sharding (none; zero1, zero2, zero3, fsdp, hsdp; a ``ZeRO-3`` in notes means zero3),
 shard_group (hsdp's shard group; 8, one node, when not given), precision (bf16; fp16, fp8),
-micro_batch_size (1), gpu_peak_tflops (the GPU's), activation_recompute, cpu_offload_layers (0;
-the layers whose activations go to host memory, Megatron-Core's --cpu-offloading-num-layers),
+micro_batch_size (1; a fully sharded run without pipeline stages: its local batch, or the
+largest part of it that fits, `_fsdp_micro_batch`), gpu_peak_tflops (the GPU's),
+activation_recompute, cpu_offload_layers (0; the layers whose activations go to host memory,
+Megatron-Core's --cpu-offloading-num-layers),
 flash_attention (yes/no, or the kernel: FlashAttention-2, cuDNN, SDPA, eager), tp_comm_overlap,
 sequence_parallel (yes/no, enabled/disabled), split (calibration or held_out), attention_flops
 (full; causal, none: how the table counts the attention core in its FLOP figures, read by
@@ -272,6 +274,22 @@ def infer_recompute(
     return "full"
 
 
+def _fsdp_micro_batch(model: Model, layout: ParallelLayout, gpu: GPU) -> int:
+    """The micro-batch of a fully sharded run that does not state one: its whole local batch
+    (global batch / dp), or the largest divisor of it that fits `gpu` with whole layers
+    recomputed (the recompute itself is inferred after). PyTorch FSDP gathers every layer's
+    weights again for each micro-batch, so its runs accumulate gradients only where memory
+    makes them (torchtitan's default runs the local batch at once); read as 1, a 64-rank
+    run of a 175B model spends most of its time gathering."""
+    local = model.global_batch // layout.dp
+    budget = HEADROOM * gpu.memory_gb
+    for mb in sorted((d for d in range(1, local + 1) if local % d == 0), reverse=True):
+        lean = dataclasses.replace(layout, micro_batch=mb, recompute="full")
+        if memory_per_gpu(model, lean).total <= budget:
+            return mb
+    return 1
+
+
 def _sharding(row: Mapping[str, str | None]) -> tuple[int, bool]:
     """The `sharding` cell's (ZeRO stage, hybrid); without one, ZeRO-3 when an `fsdp` column
     gives a size (hybrid when `_shard_group` finds it smaller than the data-parallel ranks) or
@@ -368,6 +386,8 @@ def row_inputs(row: Mapping[str, str | None]) -> tuple[Model, ParallelLayout, GP
         offload_layers=_offload_layers(row),
     )
     layout.check(model)
+    if count(row, "micro_batch_size") is None and layout.zero == 3 and pp == 1:
+        layout = dataclasses.replace(layout, micro_batch=_fsdp_micro_batch(model, layout, gpu))
     if stated is None and not layout.offload_layers:
         layout = dataclasses.replace(layout, recompute=infer_recompute(row, model, layout, gpu))
     return model, layout, gpu

@@ -211,8 +211,9 @@ def test_tables_as_torchtitan_and_the_megatron_readme_write_them_are_read(tmp_pa
         'Llama 3 70B,64,"2D (FSDP 8, TP 8)",4,8192,bf16,331,A100,full\n'
     )
     titan_rows = evaluate(titan).rows
+    # torchtitan runs its local batch at once: 4 sequences a rank are one micro-batch of 4
     assert [r.read_as.split(" flash")[0] for r in titan_rows] == [
-        "t1 d64 mb1 zero3 rc:op", "t8 d8 mb1 zero3 rc:full sp"
+        "t1 d64 mb1 zero3 rc:op", "t8 d8 mb4 zero3 rc:full sp"
     ]  # fmt: skip
     inputs = row_inputs({"model": "Llama 3 70B", "num_gpus": "64", "parallelism": "FSDP 8, TP 8",
                          "local_batch_size": "4", "seq_len": "8192", "gpu_type": "A100",
@@ -286,3 +287,18 @@ def test_a_file_that_is_not_csv_text_is_skipped_with_what_to_do(tmp_path: Path) 
     with pytest.raises(PlannerError) as err:
         evaluate_paths([sheet])
     assert "runs.xlsx: a spreadsheet file: export it as CSV" in err.value.message
+
+
+def test_a_fully_sharded_run_without_a_micro_batch_runs_its_local_batch_at_once() -> None:
+    # FSDP gathers every layer again per micro-batch, so an unstated micro-batch is the local
+    # batch (here 4 sequences a rank) or the largest part of it that fits, not 1.
+    base = {**ROW, "num_gpus": "64", "tensor_parallel": "1", "pipeline_parallel": "1",
+            "global_batch_size": "256", "sharding": "fsdp", "micro_batch_size": ""}  # fmt: skip
+    inputs = row_inputs(base)
+    assert not isinstance(inputs, str) and inputs[1].micro_batch == 4
+    stated = row_inputs({**base, "micro_batch_size": "1"})
+    assert not isinstance(stated, str) and stated[1].micro_batch == 1
+    zero1 = row_inputs({**base, "sharding": "zero1"})
+    assert not isinstance(zero1, str) and zero1[1].micro_batch == 1
+    huge = row_inputs({**base, "global_batch_size": "65536"})  # 1,024 a rank cannot fit at once
+    assert not isinstance(huge, str) and 1 <= huge[1].micro_batch < 1024
