@@ -73,6 +73,8 @@ _COLUMN_ALIASES: Final[dict[str, tuple[str, ...]]] = {
     "data_parallel": ("data_parallel_size", "dp", "dp_size"),
     "virtual_pipeline": ("virtual_pipeline_model_parallel_size", "vpp", "vp"),
     "micro_batch_size": ("micro_batch", "mbs"),
+    "gradient_accumulation_steps": ("ga", "gradient_accumulation", "grad_accum",
+                                    "accumulation_steps"),
     "global_batch_size": ("global_batch", "gbs", "batch_size"),
     "local_batch_size": ("batch_size_per_dp", "per_device_batch_size", "batch_size/dp",
                          "batch_size_per_gpu", "per_gpu_batch_size"),

@@ -2,22 +2,33 @@
 `stated_data_parallel`), and how a row of a published table gives its tensor / pipeline /
 data-parallel split when it leaves degrees out: the GPU count over the degrees it states, a
 fully sharded run's data parallelism, an `fsdp` size, or a model-parallel size split as SC'21
-prescribes (`missing_split`, `split_from_model_parallel`).
+prescribes (`missing_split`, `split_from_model_parallel`); and its micro-batch when it does
+not state one: from its gradient accumulation steps, or for a fully sharded run the local
+batch at once or the largest part of it that fits (`accumulated_micro_batch`,
+`fsdp_micro_batch`).
 
 This module owns those readings; `trainyard.planner.rows` owns the rest of a row's meaning and
-calls it. Pure: it reads the cells of one row.
+calls it. Pure: it reads the cells of one row (and prices memory for `fsdp_micro_batch`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 from typing import Final
 
 from trainyard.planner.cells import count, fsdp_cell
 from trainyard.planner.errors import PlannerError
+from trainyard.planner.hardware import GPU
+from trainyard.planner.layout import ParallelLayout
+from trainyard.planner.memory import memory_per_gpu
+from trainyard.planner.model import Model
+from trainyard.planner.search import HEADROOM
 
 __all__ = [
+    "accumulated_micro_batch",
+    "fsdp_micro_batch",
     "missing_split",
     "split_from_model_parallel",
     "stated_data_parallel",
@@ -114,3 +125,34 @@ def _split_of_model_parallel(
             )
         dp = gpus // (mp * cp)
     return tp, pp, dp
+
+
+def accumulated_micro_batch(row: Mapping[str, str | None], model: Model, dp: int) -> int | None:
+    """The micro-batch a row's gradient accumulation steps give (global batch over dp x
+    steps, Megatron-Bridge's GA), or None when it states none."""
+    steps = count(row, "gradient_accumulation_steps")
+    if steps is None:
+        return None
+    if model.global_batch % (dp * steps):
+        raise PlannerError(
+            "gradient_accumulation_steps",
+            f"global batch {model.global_batch} is not dp ({dp}) x {steps} steps x a whole "
+            "micro-batch; give micro_batch_size",
+        )
+    return model.global_batch // (dp * steps)
+
+
+def fsdp_micro_batch(model: Model, layout: ParallelLayout, gpu: GPU) -> int:
+    """The micro-batch of a fully sharded run that does not state one: its whole local batch
+    (global batch / dp), or the largest divisor of it that fits `gpu` with whole layers
+    recomputed (the recompute itself is inferred after). PyTorch FSDP gathers every layer's
+    weights again for each micro-batch, so its runs accumulate gradients only where memory
+    makes them (torchtitan's default runs the local batch at once); read as 1, a 64-rank
+    run of a 175B model spends most of its time gathering."""
+    local = model.global_batch // layout.dp
+    budget = HEADROOM * gpu.memory_gb
+    for mb in sorted((d for d in range(1, local + 1) if local % d == 0), reverse=True):
+        lean = dataclasses.replace(layout, micro_batch=mb, recompute="full")
+        if memory_per_gpu(model, lean).total <= budget:
+            return mb
+    return 1

@@ -19,8 +19,9 @@ gpus_per_node when both are given, else tp·cp·pp·dp), data_parallel (GPUs/(tp
 virtual_pipeline (a ``v=N`` in notes, else 1), first_stage_layers / last_stage_layers (even
 stages), sharding (none; zero1, zero2, zero3, fsdp, hsdp; a ``ZeRO-3`` in notes means zero3),
 shard_group (hsdp's shard group; 8, one node, when not given), precision (bf16; fp16, fp8),
-micro_batch_size (1; a fully sharded run without pipeline stages: its local batch, or the
-largest part of it that fits, `_fsdp_micro_batch`), gpu_peak_tflops (the GPU's),
+micro_batch_size (the global batch over dp x gradient_accumulation_steps when those are
+given; else 1, or for a fully sharded run without pipeline stages its local batch or the
+largest part of it that fits, `row_split.fsdp_micro_batch`), gpu_peak_tflops (the GPU's),
 activation_recompute, cpu_offload_layers (0; the layers whose activations go to host memory,
 Megatron-Core's --cpu-offloading-num-layers),
 flash_attention (yes/no, or the kernel: FlashAttention-2, cuDNN, SDPA, eager), tp_comm_overlap,
@@ -139,6 +140,8 @@ from trainyard.planner.model import Model
 from trainyard.planner.pipeline_split import end_chunk_stages, uneven_stages
 from trainyard.planner.row_model import row_model
 from trainyard.planner.row_split import (
+    accumulated_micro_batch,
+    fsdp_micro_batch,
     missing_split,
     split_from_model_parallel,
     stated_gpu_count,
@@ -274,22 +277,6 @@ def infer_recompute(
     return "full"
 
 
-def _fsdp_micro_batch(model: Model, layout: ParallelLayout, gpu: GPU) -> int:
-    """The micro-batch of a fully sharded run that does not state one: its whole local batch
-    (global batch / dp), or the largest divisor of it that fits `gpu` with whole layers
-    recomputed (the recompute itself is inferred after). PyTorch FSDP gathers every layer's
-    weights again for each micro-batch, so its runs accumulate gradients only where memory
-    makes them (torchtitan's default runs the local batch at once); read as 1, a 64-rank
-    run of a 175B model spends most of its time gathering."""
-    local = model.global_batch // layout.dp
-    budget = HEADROOM * gpu.memory_gb
-    for mb in sorted((d for d in range(1, local + 1) if local % d == 0), reverse=True):
-        lean = dataclasses.replace(layout, micro_batch=mb, recompute="full")
-        if memory_per_gpu(model, lean).total <= budget:
-            return mb
-    return 1
-
-
 def _sharding(row: Mapping[str, str | None]) -> tuple[int, bool]:
     """The `sharding` cell's (ZeRO stage, hybrid); without one, ZeRO-3 when an `fsdp` column
     gives a size (hybrid when `_shard_group` finds it smaller than the data-parallel ranks) or
@@ -367,12 +354,13 @@ def row_inputs(row: Mapping[str, str | None]) -> tuple[Model, ParallelLayout, GP
     recompute_cell = row_cell(row, "activation_recompute")
     stated = _recompute(row)
     first, last = _end_stages(row, model, pp, v or 1)
+    stated_mb = count(row, "micro_batch_size") or accumulated_micro_batch(row, model, dp)
     layout = ParallelLayout(
         tp=tp,
         pp=pp,
         dp=dp,
         cp=cp,
-        micro_batch=count(row, "micro_batch_size") or 1,
+        micro_batch=stated_mb or 1,
         zero=zero,
         shard_group=_shard_group(row, hybrid, dp * cp),
         recompute=stated or "none",
@@ -386,8 +374,8 @@ def row_inputs(row: Mapping[str, str | None]) -> tuple[Model, ParallelLayout, GP
         offload_layers=_offload_layers(row),
     )
     layout.check(model)
-    if count(row, "micro_batch_size") is None and layout.zero == 3 and pp == 1:
-        layout = dataclasses.replace(layout, micro_batch=_fsdp_micro_batch(model, layout, gpu))
+    if stated_mb is None and layout.zero == 3 and pp == 1:
+        layout = dataclasses.replace(layout, micro_batch=fsdp_micro_batch(model, layout, gpu))
     if stated is None and not layout.offload_layers:
         layout = dataclasses.replace(layout, recompute=infer_recompute(row, model, layout, gpu))
     return model, layout, gpu

@@ -302,3 +302,16 @@ def test_a_fully_sharded_run_without_a_micro_batch_runs_its_local_batch_at_once(
     assert not isinstance(zero1, str) and zero1[1].micro_batch == 1
     huge = row_inputs({**base, "global_batch_size": "65536"})  # 1,024 a rank cannot fit at once
     assert not isinstance(huge, str) and 1 <= huge[1].micro_batch < 1024
+
+
+def test_gradient_accumulation_steps_give_the_micro_batch() -> None:
+    # Megatron-Bridge's GA column: 128 sequences over dp 8 in 16 steps are micro-batches of 1.
+    base = {**ROW, "num_gpus": "8", "tensor_parallel": "1", "pipeline_parallel": "1",
+            "global_batch_size": "128", "micro_batch_size": "", "ga": "16"}  # fmt: skip
+    inputs = row_inputs(base)
+    assert not isinstance(inputs, str) and inputs[1].micro_batch == 1
+    inputs = row_inputs({**base, "ga": "4"})
+    assert not isinstance(inputs, str) and inputs[1].micro_batch == 4
+    with pytest.raises(PlannerError) as err:  # 128 is no 8 x 3 x a whole micro-batch
+        row_inputs({**base, "ga": "3"})
+    assert err.value.field == "gradient_accumulation_steps"
