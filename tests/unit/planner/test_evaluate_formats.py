@@ -289,29 +289,29 @@ def test_a_file_that_is_not_csv_text_is_skipped_with_what_to_do(tmp_path: Path) 
     assert "runs.xlsx: a spreadsheet file: export it as CSV" in err.value.message
 
 
+def _micro_batch(gpus: int, batch: int, **cells: str) -> int:
+    """The micro-batch a data-parallel row of `gpus` GPUs and `batch` sequences is read with,
+    its micro-batch cell empty unless `cells` give one."""
+    row = {**ROW, "num_gpus": str(gpus), "tensor_parallel": "1", "pipeline_parallel": "1",
+           "global_batch_size": str(batch), "micro_batch_size": "", **cells}  # fmt: skip
+    inputs = row_inputs(row)
+    assert not isinstance(inputs, str)
+    return inputs[1].micro_batch
+
+
 def test_a_fully_sharded_run_without_a_micro_batch_runs_its_local_batch_at_once() -> None:
     # FSDP gathers every layer again per micro-batch, so an unstated micro-batch is the local
     # batch (here 4 sequences a rank) or the largest part of it that fits, not 1.
-    base = {**ROW, "num_gpus": "64", "tensor_parallel": "1", "pipeline_parallel": "1",
-            "global_batch_size": "256", "sharding": "fsdp", "micro_batch_size": ""}  # fmt: skip
-    inputs = row_inputs(base)
-    assert not isinstance(inputs, str) and inputs[1].micro_batch == 4
-    stated = row_inputs({**base, "micro_batch_size": "1"})
-    assert not isinstance(stated, str) and stated[1].micro_batch == 1
-    zero1 = row_inputs({**base, "sharding": "zero1"})
-    assert not isinstance(zero1, str) and zero1[1].micro_batch == 1
-    huge = row_inputs({**base, "global_batch_size": "65536"})  # 1,024 a rank cannot fit at once
-    assert not isinstance(huge, str) and 1 <= huge[1].micro_batch < 1024
+    assert _micro_batch(64, 256, sharding="fsdp") == 4
+    assert _micro_batch(64, 256, sharding="fsdp", micro_batch_size="1") == 1
+    assert _micro_batch(64, 256, sharding="zero1") == 1
+    assert 1 <= _micro_batch(64, 65536, sharding="fsdp") < 1024  # 1,024 a rank cannot fit
 
 
 def test_gradient_accumulation_steps_give_the_micro_batch() -> None:
     # Megatron-Bridge's GA column: 128 sequences over dp 8 in 16 steps are micro-batches of 1.
-    base = {**ROW, "num_gpus": "8", "tensor_parallel": "1", "pipeline_parallel": "1",
-            "global_batch_size": "128", "micro_batch_size": "", "ga": "16"}  # fmt: skip
-    inputs = row_inputs(base)
-    assert not isinstance(inputs, str) and inputs[1].micro_batch == 1
-    inputs = row_inputs({**base, "ga": "4"})
-    assert not isinstance(inputs, str) and inputs[1].micro_batch == 4
+    assert _micro_batch(8, 128, ga="16") == 1
+    assert _micro_batch(8, 128, ga="4") == 4
     with pytest.raises(PlannerError) as err:  # 128 is no 8 x 3 x a whole micro-batch
-        row_inputs({**base, "ga": "3"})
+        _micro_batch(8, 128, ga="3")
     assert err.value.field == "gradient_accumulation_steps"
