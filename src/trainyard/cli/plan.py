@@ -197,10 +197,11 @@ def plan_command(
         list[Path] | None,
         typer.Option(
             "--evaluate",
-            metavar="FILE.csv",
-            help="Compare predictions with published training runs (repeatable; e.g. "
-            "planner/published_configs.csv, a relative path not found as given being tried "
-            "under $TRAINYARD_SHARED; 'builtin' for the runs shipped with the planner).",
+            metavar="FILE",
+            help="Compare predictions with published training runs, a CSV or a Markdown page "
+            "of tables (repeatable; e.g. planner/published_configs.csv, a relative path not "
+            "found as given being tried under $TRAINYARD_SHARED; 'builtin' for the runs "
+            "shipped with the planner).",
         ),
     ] = None,
     flash_attention: Annotated[
@@ -257,7 +258,7 @@ def plan_command(
         missing.append("--gpus (or --allocation, --max-gpus)")
     if missing:
         typer.echo(
-            f"error: {', '.join(missing)} required (or use --job FILE or --evaluate FILE.csv)",
+            f"error: {', '.join(missing)} required (or use --job FILE or --evaluate FILE)",
             err=True,
         )
         raise typer.Exit(2)
