@@ -375,6 +375,8 @@ def gpu_name(row: Row) -> str:
     that says 40GB anywhere is the 40 GB one). A GPU the catalogue does not hold, or one whose
     name contains another's (`_NOT_IN_CATALOGUE`), is an error naming the ones it holds."""
     text = row_cell(row, "gpu_type").upper()
+    if not text:
+        raise PlannerError("gpu_type", f"no GPU named; give the run's: {', '.join(CATALOGUE)}")
     for key, what in _NOT_IN_CATALOGUE:
         if key in text:
             raise PlannerError(

@@ -2,8 +2,8 @@
 
 This module owns reading a Markdown page (Megatron-Bridge's `docs/performance-summary.md`,
 a README's results table) into the same rows a CSV gives `trainyard.planner.evaluate`: one
-mapping of header cell to cell per table line. Pure text handling; what the cells mean is
-`trainyard.planner.rows`.
+mapping of header cell to cell per table line. Text handling; what the cells mean is
+`trainyard.planner.rows` (and `cells`, which says whether a heading names a GPU or a precision).
 
 * A table is a header line of '|'-separated cells, a delimiter line of dashes (`|---|:--:|`)
   and the lines after it that hold a '|', with or without the outer pipes. Escaped pipes
@@ -18,7 +18,9 @@ mapping of header cell to cell per table line. Pure text handling; what the cell
   - `table_id`: the shallowest heading under the page's title (Bridge's container release,
     "26.06 NeMo Container"), else the title;
   - `training`: "lora" for a table under a heading that names LoRA, PEFT or adapters, which
-    the planner does not price (`rows` skips such rows with the reason).
+    the planner does not price (`rows` skips such rows with the reason);
+  - `gpu_type` and `precision` from a heading that names them ("### FP8 Performance",
+    "## Results on DGX H100").
 """
 
 from __future__ import annotations
@@ -26,6 +28,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from typing import Final
+
+from trainyard.planner.cells import gpu_name, precision_cell
+from trainyard.planner.errors import PlannerError
 
 __all__ = ["is_markdown", "markdown_rows"]
 
@@ -43,6 +48,7 @@ _MARKUP: Final = (
     (re.compile(r"(\*\*|__|\*|`|~~)"), ""),
 )
 _SUFFIXES: Final = (".md", ".markdown", ".mdown", ".mkd")
+_PRECISION_WORDS: Final = re.compile(r"\b(bf16|bfloat16|fp16|float16|(?:mx)?fp8)\b", re.I)
 
 
 def is_markdown(name: str, text: str) -> bool:
@@ -84,7 +90,22 @@ def _context(headings: list[tuple[int, str]], column: Callable[[str], str]) -> d
             out[column(found.group(1))] = found.group(2).strip()
     if any(_ADAPTERS.search(text) for _, text in headings):
         out["training"] = "lora"
+    for _, text in headings:  # outer to inner: the nearest heading naming one wins
+        if _reads_as(text, "gpu_type", gpu_name):
+            out["gpu_type"] = text
+        one_precision = len({m.lower() for m in _PRECISION_WORDS.findall(text)}) == 1
+        if one_precision and _reads_as(text, "precision", precision_cell):
+            out["precision"] = text  # "BF16 vs FP8" names none
     return out
+
+
+def _reads_as(text: str, field: str, read: Callable[[dict[str, str | None]], object]) -> bool:
+    """Whether a heading names a `field` ("H100 FP8 Performance" a GPU and a precision)."""
+    try:
+        read({field: text})
+    except PlannerError:
+        return False
+    return True
 
 
 def markdown_rows(

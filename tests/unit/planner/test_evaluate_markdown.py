@@ -112,3 +112,16 @@ def test_tables_without_outer_pipes_and_code_blocks_are_read_as_markdown_means_t
     assert rows == [
         {"num_gpus": "8", "seq_len": "8192", "table_id": "Model: llama3-8b", "model": "llama3-8b"}
     ]
+
+
+def test_headings_that_name_the_gpu_or_the_precision_fill_those_columns() -> None:
+    page = (
+        "# Llama 3\n\n## Results on DGX H100\n\n### FP8 Performance\n\n"
+        "| Model | GPUs |\n|---|---|\n| LLAMA3-8B | 8 |\n\n"
+        "### BF16 vs FP8\n\n| Model | GPUs |\n|---|---|\n| LLAMA3-8B | 8 |\n\n"
+        "## Elsewhere\n\n| Model | GPUs |\n|---|---|\n| LLAMA3-8B | 8 |\n"
+    )
+    fp8, both, bare = markdown_rows(page)
+    assert (fp8["gpu_type"], fp8["precision"]) == ("Results on DGX H100", "FP8 Performance")
+    assert both["gpu_type"] == "Results on DGX H100" and "precision" not in both
+    assert "gpu_type" not in bare and "precision" not in bare
