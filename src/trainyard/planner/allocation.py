@@ -46,10 +46,10 @@ from trainyard.planner.search import (
     Plan,
     _check_inputs,
     _enumerate,
-    _rank,
     _shapes,
     _smallest_fitting_count,
     _tp_options,
+    ranked,
 )
 
 __all__ = [
@@ -276,5 +276,4 @@ def search_allocation(
             f"{HEADROOM:.0%} of {gpu.memory_gb:g} GB per GPU (even with ZeRO-3 and full "
             f"recompute); {hint}",
         )
-    plans.sort(key=_rank)
-    return plans[:top]
+    return ranked(plans)[:top]

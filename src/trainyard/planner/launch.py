@@ -250,7 +250,10 @@ def _megatron(model: Model, plan: Plan, gpu: GPU) -> tuple[tuple[str, ...], list
         args.append("--untie-embeddings-and-output-weights")
     if not model.learned_positions:
         args += ["--position-embedding-type", "rope"]
-    if lay.recompute in ("selective", "op"):
+    if lay.recompute == "norms":
+        modules = ["layernorm", "moe_act"] if model.is_moe else ["layernorm"]
+        args += ["--recompute-granularity", "selective", "--recompute-modules", *modules]
+    elif lay.recompute in ("selective", "op"):
         args += ["--recompute-granularity", "selective"]
         if lay.recompute == "op":
             notes.append(

@@ -31,13 +31,17 @@ the end stages' counts do not, every chunk holds the middle stages' c layers but
 first and last chunk, which take what their stage holds beyond (v - 1) x c (`end_chunks`;
 Megatron-Core's --pipeline-model-parallel-layout).
 
-Activation recompute (`recompute`): "none"; "selective", Megatron's (the attention core is
+Activation recompute (`recompute`): "none"; "norms", Megatron-Core's output-discarding
+checkpoints of the layer norms and of a mixture of experts' activation function
+(`--recompute-modules layernorm moe_act`: the norms' outputs, the QKV projection's and the
+MLP's inputs, and the experts' activation products are dropped after use and recomputed in the
+backward pass; no GEMM runs again); "selective", Megatron's (the attention core is
 recomputed in the backward pass, Korthikanti et al. arXiv:2205.05198 §5); "full" (each layer
 keeps only its input and runs its forward again); "op", torchtitan's per-operator selective
 checkpointing (`--activation_checkpoint.mode selective`, `selective_ac_option = "op"`): every
 layer keeps the outputs of its matrix multiplies and of the fused attention, except every
 second matrix multiply in forward order, which is recomputed with all the element-wise
-operators. The search chooses among the first three (the launchers it emits are Megatron-LM's
+operators. The search chooses among the first four (the launchers it emits are Megatron-LM's
 and DeepSpeed's); "op" describes runs made with torchtitan, for `--evaluate`.
 
 Activation offloading (`offload_layers`, Megatron-Core's --cpu-offloading-num-layers through
@@ -58,8 +62,8 @@ from trainyard.planner.model import Model
 
 __all__ = ["RECOMPUTE_MODES", "SHARDINGS", "ParallelLayout", "Recompute"]
 
-Recompute = Literal["none", "selective", "full", "op"]
-RECOMPUTE_MODES: tuple[str, ...] = ("none", "selective", "full", "op")
+Recompute = Literal["none", "norms", "selective", "full", "op"]
+RECOMPUTE_MODES: tuple[str, ...] = ("none", "norms", "selective", "full", "op")
 # Names of the sharding choices (`ParallelLayout.sharding`).
 SHARDINGS: tuple[str, ...] = ("none", "zero1", "zero2", "zero3", "hsdp")
 

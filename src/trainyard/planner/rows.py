@@ -231,6 +231,7 @@ def _legacy(row: Mapping[str, str | None]) -> bool:
 
 # Words that name a recompute mode inside a longer cell; a cell naming one mode reads as it.
 _RECOMPUTE_WORDS: Final[tuple[tuple[tuple[str, ...], Recompute], ...]] = (
+    (("layernorm", "norms", "moe_act"), "norms"),
     (("selective",), "selective"),
     (("full", "uniform", "block"), "full"),
     (("none",), "none"),
@@ -242,6 +243,8 @@ def _recompute(row: Mapping[str, str | None]) -> Recompute | None:
     cell = row_cell(row, "activation_recompute").lower()
     if cell.replace("-", "_").replace(" ", "_") in ("op", "selective_op", "sac_op"):
         return "op"  # torchtitan's per-operator selective checkpointing
+    if cell.startswith(("norms", "layernorm", "moe_act")):  # Megatron-Core's modules
+        return "norms"
     if cell.startswith(("selective", "sel")):
         return "selective"
     if cell.startswith(("full", "block", "uniform")) or cell in TRUE:
@@ -253,7 +256,9 @@ def _recompute(row: Mapping[str, str | None]) -> Recompute | None:
         return named[0]
     if cell:
         raise PlannerError(
-            "activation_recompute", f"must be none, selective, full or op, got {cell!r}"
+            "activation_recompute",
+            f"must be none, norms (the layernorm / moe_act modules), selective, full or op, "
+            f"got {cell!r}",
         )
     if row_cell(row, "table_id") in _NO_RECOMPUTE_TABLES:
         return "none"
@@ -266,7 +271,7 @@ def infer_recompute(
     """The recompute mode of a row that does not state one (see the module docstring): from
     its HFU / MFU ratio when it gives both, else the lightest mode that fits `gpu`."""
     hfu, mfu = percent(row, "hfu_pct"), percent(row, "mfu_pct")
-    modes: tuple[Recompute, ...] = ("none", "selective", "full")
+    modes: tuple[Recompute, ...] = ("none", "norms", "selective", "full")
     if hfu is not None and mfu is not None and hfu > 0 and mfu > 0:
         base = model.flops_per_iteration(recompute=False)
         return min(modes, key=lambda mode: abs(flops_executed(model, mode) / base - hfu / mfu))

@@ -19,8 +19,8 @@ Search space (each layout is then checked with `ParallelLayout.check`):
   global_batch a multiple of dp·micro_batch;
 * micro_batch in 1, 2, 4, 8; ZeRO stage 0-3 without pipeline parallelism, 0-1 with it (no
   launcher runs ZeRO-2/3 with pipeline stages: DeepSpeed's pipeline engine stops at ZeRO-1,
-  PyTorch FSDP and Megatron-FSDP are emitted without pipelines); recompute none / selective /
-  full;
+  PyTorch FSDP and Megatron-FSDP are emitted without pipelines); recompute none / norms /
+  selective (without flash attention) / full;
 * virtual_stages (interleaving) 1 to 4 when pp > 1, the layers divide into pp·v chunks and the
   micro-batches per pipeline are a multiple of pp (Megatron's interleaved schedule requires
   it). The point-to-point traffic that grows with v is not modelled, so v stops at 4, the
@@ -85,6 +85,7 @@ __all__ = [
     "best",
     "context_parallel_options",
     "fewest_offload_layers",
+    "ranked",
     "search",
 ]
 
@@ -99,7 +100,7 @@ _Key = tuple[int, int, int, int, int, int, str, int, int, int, int, int]
 # Context parallelism: only for sequences this long, and never below this many tokens a rank.
 CP_MIN_SEQ: Final = 8192
 CP_MIN_TOKENS: Final = 4096
-_RECOMPUTES: Final[tuple[Recompute, ...]] = ("none", "selective", "full")
+_RECOMPUTES: Final[tuple[Recompute, ...]] = ("none", "norms", "selective", "full")
 # Times one layout (`compute.step_time` with the topology of the placement at hand).
 Timer = Callable[[ParallelLayout], StepTime]
 
@@ -281,8 +282,22 @@ def search(
             f"{HEADROOM:.0%} of {gpu.memory_gb:g} GB per GPU (even with ZeRO-3 and full "
             f"recompute{offload}); {hint}",
         )
-    plans.sort(key=_rank)
-    return plans[:top]
+    return ranked(plans)[:top]
+
+
+def ranked(plans: list[Plan]) -> list[Plan]:
+    """`plans` fastest first (`_rank`), without those a faster one repeats but for its
+    recompute mode: a lighter mode that fits is faster, and the heavier one's lower memory
+    ranks nothing here (a plan with another ZeRO stage or offloading is another layout and
+    stays)."""
+    seen: set[ParallelLayout] = set()
+    out = []
+    for plan in sorted(plans, key=_rank):
+        key = dataclasses.replace(plan.layout, recompute="none")
+        if key not in seen:
+            seen.add(key)
+            out.append(plan)
+    return out
 
 
 def _rank(plan: Plan) -> tuple[float, float, int, int, int, int, int, int, int, int, int]:

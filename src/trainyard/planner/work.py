@@ -28,7 +28,7 @@ def layer_memory_bytes(model: Model, layout: ParallelLayout) -> float:
     stored = layer_activation_bytes(model, dataclasses.replace(layout, recompute="none"))
     if layout.recompute in ("full", "op"):
         return 4 * stored
-    if layout.recompute == "selective":
+    if layout.recompute in ("selective", "norms"):  # what was dropped is made again
         lean = layer_activation_bytes(model, layout)
         return 3 * stored + (stored - lean)
     return 3 * stored
@@ -50,7 +50,7 @@ def memory_bound_bytes(model: Model, layout: ParallelLayout) -> float:
 
 
 def flops_executed(model: Model, recompute: str, attention: AttentionCount = "full") -> float:
-    """FLOPs one iteration executes under `recompute` ("none", "selective", "full" or "op"),
+    """FLOPs one iteration executes under `recompute` (a `RECOMPUTE_MODES` name),
     the attention core counted as `attention` says (`Model.layer_forward_flops`)."""
     if recompute not in RECOMPUTE_MODES:
         raise PlannerError(

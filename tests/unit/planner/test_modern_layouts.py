@@ -199,5 +199,7 @@ def test_torchtitan_per_op_checkpointing_recomputes_every_second_matmul() -> Non
     }  # fmt: skip
     parsed = row_inputs(row)
     assert not isinstance(parsed, str) and parsed[1].recompute == "op"
-    with pytest.raises(PlannerError, match=r"activation_recompute.*none, selective, full or op"):
+    with pytest.raises(
+        PlannerError, match=r"activation_recompute.*none, norms .*, selective, full or op"
+    ):
         row_inputs({**row, "activation_recompute": "sometimes"})
