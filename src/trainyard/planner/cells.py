@@ -224,10 +224,18 @@ _NUMBER: Final = re.compile(r"([+-]?(?:\d+\.?\d*|\.\d+)(?:e[+-]?\d+)?)(.*)", re.
 _NODES_TIMES_GPUS: Final = re.compile(r"(\d+)\s*[x×*]\s*(\d+)(?:\s*gpus?)?", re.IGNORECASE)
 
 
+# A figure with a remark in parentheses after it: "664 (622)" (Megatron-Bridge's variant run),
+# "128 (16 nodes)". The row is the figure outside them.
+_REMARK: Final = re.compile(r"(.*?\S)\s*\([^()]*\)")
+
+
 def number(row: Row, field: str) -> float | None:
     text = row_cell(row, field).replace(",", "")
     if not text:
         return None
+    remark = _REMARK.fullmatch(text)
+    if remark:
+        text = remark.group(1)
     found = _NUMBER.fullmatch(text)
     rest = folded(found.group(2)) if found else ""
     if found and not rest:

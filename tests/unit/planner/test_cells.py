@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from published_rows import ROW
 
-from trainyard.planner.cells import attention_flops_cell, count, gpu_name
+from trainyard.planner.cells import attention_flops_cell, count, gpu_name, number
 from trainyard.planner.errors import PlannerError
 from trainyard.planner.evaluate import row_inputs
 from trainyard.planner.hardware import CATALOGUE
@@ -249,3 +249,17 @@ def test_a_degree_under_its_own_name_in_its_column_is_read(
     assert count({column: text}, column) == degree
     with pytest.raises(PlannerError):
         count({"tensor_parallel": "PP8"}, "tensor_parallel")  # another degree's name
+
+
+@pytest.mark.parametrize(
+    ("column", "text", "value"),
+    [("tokens_per_sec_per_gpu", "664 (622)", 664.0), ("num_gpus", "128 (16 nodes)", 128.0),
+     ("iteration_time_s", "12.3 s (measured)", 12.3), ("tensor_parallel", "2 (4)", 2.0)],
+)  # fmt: skip
+def test_a_remark_in_parentheses_after_a_figure_is_not_the_figure(
+    column: str, text: str, value: float
+) -> None:
+    # Megatron-Bridge prints a variant run's figure in parentheses: the row is the one outside.
+    assert number({column: text}, column) == value
+    with pytest.raises(PlannerError):
+        number({column: "(4)"}, column)  # a figure only in parentheses is none
