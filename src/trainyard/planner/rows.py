@@ -132,6 +132,7 @@ from trainyard.planner.cells import (
     sharding_cell,
 )
 from trainyard.planner.collectives import LinkSet, ib_link
+from trainyard.planner.compute import step_time
 from trainyard.planner.errors import PlannerError
 from trainyard.planner.hardware import CATALOGUE, GPU
 from trainyard.planner.layout import ParallelLayout, Recompute
@@ -146,7 +147,7 @@ from trainyard.planner.row_split import (
     split_from_model_parallel,
     stated_gpu_count,
 )
-from trainyard.planner.search import HEADROOM
+from trainyard.planner.search import HEADROOM, _budgets, fewest_offload_layers
 from trainyard.planner.work import flops_executed
 
 __all__ = [
@@ -383,7 +384,27 @@ def row_inputs(row: Mapping[str, str | None]) -> tuple[Model, ParallelLayout, GP
         layout = dataclasses.replace(layout, micro_batch=fsdp_micro_batch(model, layout, gpu))
     if stated is None and not layout.offload_layers:
         layout = dataclasses.replace(layout, recompute=infer_recompute(row, model, layout, gpu))
+        layout = _offload_if_faster(model, layout, gpu)
     return model, layout, gpu
+
+
+def _offload_if_faster(model: Model, layout: ParallelLayout, gpu: GPU) -> ParallelLayout:
+    """`layout`, or, when it had to recompute layers to fit, the same without recompute and
+    with the fewest layers' activations offloaded to host memory that fit, if that is faster
+    (`search.fewest_offload_layers`: no pipeline stages, a GPU whose host link is known).
+    Megatron-Bridge's Llama 3 70B runs on GB200 and GB300 offload 40 and 20 layers rather
+    than recompute; a row that does not say is read with the faster of the two."""
+    if layout.recompute not in ("selective", "full"):
+        return layout
+    found = fewest_offload_layers(
+        model, dataclasses.replace(layout, recompute="none"), *_budgets(gpu)
+    )
+    if found is None:
+        return layout
+    offloaded = found[0]
+    nodes = gpu.gpus_per_node
+    faster = step_time(model, offloaded, gpu, nodes).iteration_s
+    return offloaded if faster < step_time(model, layout, gpu, nodes).iteration_s else layout
 
 
 def _end_stages(row: Mapping[str, str | None], model: Model, pp: int, v: int) -> tuple[int, int]:

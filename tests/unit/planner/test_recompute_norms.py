@@ -85,3 +85,23 @@ def test_it_launches_as_megatron_cores_recompute_modules(name: str, modules: lis
     flags = parse(launch_settings(model, plan, H100).megatron)
     assert flags["--recompute-granularity"] == ["selective"]
     assert flags["--recompute-modules"] == modules
+
+
+def test_a_row_that_needs_more_than_the_norms_offloads_where_that_is_faster() -> None:
+    # Llama 3 70B fully sharded on 64 GB200 / GB300 (Bridge's FSDP rows, which state no
+    # recompute): offloading a share of the layers to the Grace host beats full recompute,
+    # and the fewest layers that fit come out near the 40 / 20 of Bridge's recipes.
+    row = {"model": "Llama 3 70B", "num_gpus": "64", "precision": "fp8",
+           "global_batch_size": "128", "micro_batch_size": "2", "seq_len": "8192",
+           "tensor_parallel": "1", "pipeline_parallel": "1", "fsdp": "64",
+           "tokens_per_sec_per_gpu": "4224"}  # fmt: skip
+    offloaded = {}
+    for system in ("GB200", "GB300"):
+        inputs = row_inputs({**row, "gpu_type": system})
+        assert not isinstance(inputs, str)
+        assert inputs[1].recompute == "none" and inputs[1].offload_layers > 0, system
+        offloaded[system] = inputs[1].offload_layers
+    assert 30 <= offloaded["GB200"] <= 50 and 10 <= offloaded["GB300"] <= 30
+    # where recompute is stated, it stays
+    stated = row_inputs({**row, "gpu_type": "GB200", "activation_recompute": "full"})
+    assert not isinstance(stated, str) and stated[1].offload_layers == 0
