@@ -251,7 +251,8 @@ def _megatron(model: Model, plan: Plan, gpu: GPU) -> tuple[tuple[str, ...], list
     if not model.learned_positions:
         args += ["--position-embedding-type", "rope"]
     if lay.recompute == "norms":
-        modules = ["layernorm", "moe_act"] if model.is_moe else ["layernorm"]
+        modules = ["layernorm", *(["moe_act"] if model.is_moe else []),
+                   *(["mla_up_proj"] if model.is_mla else [])]  # fmt: skip
         args += ["--recompute-granularity", "selective", "--recompute-modules", *modules]
     elif lay.recompute in ("selective", "op"):
         args += ["--recompute-granularity", "selective"]

@@ -32,11 +32,13 @@ first and last chunk, which take what their stage holds beyond (v - 1) x c (`end
 Megatron-Core's --pipeline-model-parallel-layout).
 
 Activation recompute (`recompute`): "none"; "norms", Megatron-Core's output-discarding
-checkpoints of the layer norms and of a mixture of experts' activation function
-(`--recompute-modules layernorm moe_act`: the norms' outputs, the QKV projection's and the
-MLP's inputs, and the experts' activation products are dropped after use and recomputed in the
-backward pass; no GEMM runs again); "selective", Megatron's (the attention core is
-recomputed in the backward pass, Korthikanti et al. arXiv:2205.05198 §5); "full" (each layer
+checkpoints of the layer norms, of a mixture of experts' activation function and of latent
+attention's up-projections (`--recompute-modules layernorm moe_act mla_up_proj`, each where
+the model has it: the norms' outputs, the QKV projection's and the MLP's inputs, the experts'
+activation products and the up-projected Q, K and V are dropped after use and recomputed in
+the backward pass; of the GEMMs only the up-projections run again); "selective", Megatron's
+(the attention core is recomputed in the backward pass, Korthikanti et al. arXiv:2205.05198
+§5); "full" (each layer
 keeps only its input and runs its forward again); "op", torchtitan's per-operator selective
 checkpointing (`--activation_checkpoint.mode selective`, `selective_ac_option = "op"`): every
 layer keeps the outputs of its matrix multiplies and of the fused attention, except every

@@ -37,8 +37,9 @@ heads, k = kv_heads, f = ffn_hidden, t = tp), in bytes, 16-bit:
 * sequence parallelism splits the first part over t too; full recompute keeps only the layer
   input, 2·s·b·h (divided by t with sequence parallelism);
 * recomputing the norms ("norms") drops their outputs, the QKV projection's and the MLP's
-  inputs (4 of the 10 outside the tensor-parallel region, 2 of 8 under fp8), and an MoE
-  layer's activation products (2 bytes per routed expert width, 1 under fp8);
+  inputs (4 of the 10 outside the tensor-parallel region, 2 of 8 under fp8), an MoE
+  layer's activation products (2 bytes per routed expert width, 1 under fp8), and under
+  latent attention the up-projected Q, K and V (2q + 4kv), keeping their latents;
 * torchtitan's per-operator checkpointing ("op") keeps the layer input and the outputs of the
   matrix multiplies it does not recompute and of the fused attention: the query (2), the
   value (2k/a), the attention output (2), the MLP's first projection (2f/h: a gated MLP's
@@ -135,6 +136,9 @@ def layer_activation_bytes(model: Model, layout: ParallelLayout) -> float:
         routed = model.moe_share * model.moe_topk * model.moe_ffn_hidden / h
         mlp -= (1.0 if fp8 else 2.0) * routed
     inside = 4.0 * q + 4.0 * kv + mlp + copies - (1.0 if fp8 else 0.0)
+    if layout.recompute == "norms" and model.is_mla:  # Q, K and V again from their latents
+        latents = model.q_lora_rank + model.kv_lora_rank + model.rope_dim
+        inside -= 2.0 * q + 4.0 * kv - 2.0 * latents / h
     stores_scores = layout.recompute != "selective" and not layout.flash_attention
     attention = 5 * a * s / h if stores_scores else 0.0
     if layout.sequence_parallel:

@@ -257,6 +257,17 @@ class Model:
         return query + key_value + a * self.v_head_dim * h
 
     @property
+    def mla_up_params(self) -> int:
+        """Weights of latent attention's up-projections (the query's from its latent when it
+        has one, the keys' and values' from theirs): what Megatron-Core's mla_up_proj
+        recompute runs again; 0 without latent attention."""
+        if not self.is_mla:
+            return 0
+        a, ql, kvl = self.heads, self.q_lora_rank, self.kv_lora_rank
+        query = ql * a * (self.head_dim + self.rope_dim) if ql else 0
+        return query + kvl * a * (self.head_dim + self.v_head_dim)
+
+    @property
     def mlp_width(self) -> float:
         """The MLP hidden size one token goes through: ffn_hidden, or for an MoE layer its
         top-k experts' and the shared MLP's (the mean over the layers when the first

@@ -65,8 +65,9 @@ def flops_executed(model: Model, recompute: str, attention: AttentionCount = "fu
 
 def recompute_passes(model: Model, recompute: str) -> tuple[float, float, float]:
     """Forward passes a layer runs under `recompute`: of the whole layer, of its GEMMs and of
-    its attention core (3 without recompute; "op" reruns a share of the GEMMs)."""
+    its attention core (3 without recompute; "op" reruns a share of the GEMMs, "norms" latent
+    attention's up-projections)."""
     passes = 4.0 if recompute == "full" else 3.0
-    gemm = passes + (model.op_recomputed_matmul_params / model.layer_matmul_params
-                     if recompute == "op" else 0.0)  # fmt: skip
+    again = {"op": model.op_recomputed_matmul_params, "norms": model.mla_up_params}
+    gemm = passes + again.get(recompute, 0) / model.layer_matmul_params
     return passes, gemm, passes + (1.0 if recompute == "selective" else 0.0)

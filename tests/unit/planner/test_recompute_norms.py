@@ -74,13 +74,36 @@ def test_a_row_that_names_the_modules_reads_as_norms_and_one_that_needs_it_infer
     assert not isinstance(inputs, str) and inputs[1].recompute == "norms"
 
 
+def test_latent_attention_drops_its_up_projected_q_k_v_and_runs_their_gemms_again() -> None:
+    ds = preset("deepseek-v3")
+    lay = ParallelLayout(pp=16, dp=16, ep=8, flash_attention=True, first_stage_layers=4,
+                         last_stage_layers=1)  # fmt: skip
+    norms = dataclasses.replace(lay, recompute="norms")
+    h = ds.hidden
+    q, kv = ds.attention_width / h, ds.kv_heads * ds.head_dim / h
+    routed = ds.moe_share * ds.moe_topk * ds.moe_ffn_hidden / h
+    latents = 2.0 * (ds.q_lora_rank + ds.kv_lora_rank + ds.rope_dim) / h
+    saved = 4.0 + 2.0 * routed + 2.0 * q + 4.0 * kv - latents
+    sbh = ds.seq_len * h
+    drop = layer_activation_bytes(ds, lay) - layer_activation_bytes(ds, norms)
+    assert drop == pytest.approx(saved * sbh)
+    # the up-projections (54.5M weights of a layer's 585M) run once more
+    extra = flops_executed(ds, "norms") - flops_executed(ds, "none")
+    assert extra == pytest.approx(2.0 * ds.mla_up_params * ds.tokens_per_iteration * ds.layers)
+    assert ds.mla_up_params == 1536 * 128 * 192 + 512 * 128 * 256
+
+
 @pytest.mark.parametrize(
-    ("name", "modules"), [("llama3-8b", ["layernorm"]), ("qwen3-30b-a3b", ["layernorm", "moe_act"])]
-)
+    ("name", "modules"),
+    [("llama3-8b", ["layernorm"]), ("qwen3-30b-a3b", ["layernorm", "moe_act"]),
+     ("deepseek-v3", ["layernorm", "moe_act", "mla_up_proj"])],
+)  # fmt: skip
 def test_it_launches_as_megatron_cores_recompute_modules(name: str, modules: list[str]) -> None:
     model = preset(name)
-    lay = ParallelLayout(dp=8, ep=8 if model.is_moe else 1, zero=1, recompute="norms",
-                         flash_attention=True)  # fmt: skip
+    lay = ParallelLayout(dp=8 if model.layers % 2 == 0 else 1, ep=8 if model.is_moe else 1,
+                         zero=1, recompute="norms", flash_attention=True)  # fmt: skip
+    if model.is_mla:  # DeepSeek-V3 on 16 x 8 stages
+        lay = dataclasses.replace(lay, pp=16, dp=8, first_stage_layers=4, last_stage_layers=1)
     plan = Plan(lay, memory_per_gpu(model, lay), step_time(model, lay, H100), 1.0, 1.0, 0.5)
     flags = parse(launch_settings(model, plan, H100).megatron)
     assert flags["--recompute-granularity"] == ["selective"]
