@@ -47,7 +47,7 @@ from typing import Any
 import torch
 
 from trainyard.planner.attention import BACKWARD_WORK, fused_attention_efficiency
-from trainyard.planner.cells import gpu_name
+from trainyard.planner.cell_names import gpu_name
 from trainyard.planner.compute import gemm_efficiency
 from trainyard.planner.errors import PlannerError
 from trainyard.planner.hardware import CATALOGUE, GPU, gpu

@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Final
 
 from trainyard.datafiles import shared_root
-from trainyard.planner.cells import attention_flops_cell
+from trainyard.planner.cell_names import attention_flops_cell, names_adapters
 from trainyard.planner.collectives import LinkSet
 from trainyard.planner.compute import CALIBRATION, CALIBRATION_ROWS, Calibration, step_time
 from trainyard.planner.errors import PlannerError
@@ -362,11 +362,8 @@ def load_cases(
     return cases, skipped
 
 
-_ADAPTER_TRAINING: Final = re.compile(r"\b(lora|qlora|peft|adapters?)\b", re.IGNORECASE)
-
-
 def _case(raw: Mapping[str, str | None], table: str, name: str) -> Case | str:
-    if _ADAPTER_TRAINING.search(row_cell(raw, "training")):
+    if names_adapters(row_cell(raw, "training")):
         return (
             "a LoRA / adapter fine-tuning run (training column): the planner prices training "
             "every weight (pre-training or full fine-tuning), not adapters on a frozen model"

@@ -3,7 +3,8 @@
 This module owns reading a Markdown page (Megatron-Bridge's `docs/performance-summary.md`,
 a README's results table) into the same rows a CSV gives `trainyard.planner.evaluate`: one
 mapping of header cell to cell per table line. Text handling; what the cells mean is
-`trainyard.planner.rows` (and `cells`, which says whether a heading names a GPU or a precision).
+`trainyard.planner.rows` (and `cell_names`, which says whether a heading names a GPU, a
+precision or adapter training).
 
 * A table is a header line of '|'-separated cells, a delimiter line of dashes (`|---|:--:|`)
   and the lines after it that hold a '|', with or without the outer pipes. Escaped pipes
@@ -29,7 +30,7 @@ import re
 from collections.abc import Callable
 from typing import Final
 
-from trainyard.planner.cells import gpu_name, precision_cell
+from trainyard.planner.cell_names import gpu_name, names_adapters, precision_cell
 from trainyard.planner.errors import PlannerError
 
 __all__ = ["is_markdown", "markdown_rows"]
@@ -39,7 +40,6 @@ _HEADING: Final = re.compile(r"^\s{0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
 _FENCE: Final = re.compile(r"^\s{0,3}(```|~~~)")
 # "Model: LLAMA3_70B", "System: DGX-GB300": a short label, a colon, the value.
 _LABELLED: Final = re.compile(r"^([A-Za-z][\w ./-]{0,30}?)\s*:\s*(\S.*)$")
-_ADAPTERS: Final = re.compile(r"\b(lora|qlora|peft|adapters?)\b", re.IGNORECASE)
 _MARKUP: Final = (
     (re.compile(r"\[\^[^\]]*\]"), ""),  # footnote references
     (re.compile(r"!?\[([^\]]*)\]\([^)]*\)"), r"\1"),  # links and images: their text
@@ -88,7 +88,7 @@ def _context(headings: list[tuple[int, str]], column: Callable[[str], str]) -> d
         found = _LABELLED.match(text)
         if found:
             out[column(found.group(1))] = found.group(2).strip()
-    if any(_ADAPTERS.search(text) for _, text in headings):
+    if any(names_adapters(text) for _, text in headings):
         out["training"] = "lora"
     for _, text in headings:  # outer to inner: the nearest heading naming one wins
         if _reads_as(text, "gpu_type", gpu_name):

@@ -20,14 +20,8 @@ import re
 from collections.abc import Mapping
 from typing import Any, Final
 
-from trainyard.planner.cells import (
-    count,
-    flag,
-    integer,
-    mlp_cell,
-    precision_cell,
-    row_cell,
-)
+from trainyard.planner.cell_names import mlp_cell, precision_cell
+from trainyard.planner.cells import count, flag, integer, row_cell
 from trainyard.planner.errors import PlannerError
 from trainyard.planner.model import MLPS, Model
 from trainyard.planner.presets import model_from_mapping, preset_named

@@ -18,13 +18,14 @@ import math
 from collections.abc import Mapping
 from typing import Final
 
-from trainyard.planner.cells import count, fsdp_cell
+from trainyard.planner.cell_names import fsdp_cell
+from trainyard.planner.cells import count
 from trainyard.planner.errors import PlannerError
 from trainyard.planner.hardware import GPU
 from trainyard.planner.layout import ParallelLayout
 from trainyard.planner.memory import memory_per_gpu
 from trainyard.planner.model import Model
-from trainyard.planner.search import HEADROOM
+from trainyard.planner.search import budgets
 
 __all__ = [
     "accumulated_micro_batch",
@@ -150,7 +151,7 @@ def fsdp_micro_batch(model: Model, layout: ParallelLayout, gpu: GPU) -> int:
     makes them (torchtitan's default runs the local batch at once); read as 1, a 64-rank
     run of a 175B model spends most of its time gathering."""
     local = model.global_batch // layout.dp
-    budget = HEADROOM * gpu.memory_gb
+    budget = budgets(gpu)[0]
     for mb in sorted((d for d in range(1, local + 1) if local % d == 0), reverse=True):
         lean = dataclasses.replace(layout, micro_batch=mb, recompute="full")
         if memory_per_gpu(model, lean).total <= budget:

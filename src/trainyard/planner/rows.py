@@ -114,22 +114,24 @@ import re
 from collections.abc import Mapping
 from typing import Final
 
+from trainyard.planner.cell_names import (
+    SHARDING_NAMES,
+    flash_cell,
+    fsdp_cell,
+    gpu_name,
+    precision_cell,
+    sharding_cell,
+)
 from trainyard.planner.cells import (
     FALSE,
-    SHARDING_NAMES,
     TRUE,
     count,
     first_named,
     flag,
-    flash_cell,
-    fsdp_cell,
-    gpu_name,
     integer,
     number,
     percent,
-    precision_cell,
     row_cell,
-    sharding_cell,
 )
 from trainyard.planner.collectives import LinkSet, ib_link
 from trainyard.planner.compute import step_time
@@ -147,7 +149,7 @@ from trainyard.planner.row_split import (
     split_from_model_parallel,
     stated_gpu_count,
 )
-from trainyard.planner.search import HEADROOM, _budgets, fewest_offload_layers
+from trainyard.planner.search import budgets, fewest_offload_layers
 from trainyard.planner.work import flops_executed
 
 __all__ = [
@@ -276,7 +278,7 @@ def infer_recompute(
     if hfu is not None and mfu is not None and hfu > 0 and mfu > 0:
         base = model.flops_per_iteration(recompute=False)
         return min(modes, key=lambda mode: abs(flops_executed(model, mode) / base - hfu / mfu))
-    budget = HEADROOM * gpu.memory_gb
+    budget = budgets(gpu)[0]
     for mode in modes:
         if memory_per_gpu(model, dataclasses.replace(layout, recompute=mode)).total <= budget:
             return mode
@@ -397,7 +399,7 @@ def _offload_if_faster(model: Model, layout: ParallelLayout, gpu: GPU) -> Parall
     if layout.recompute not in ("selective", "full"):
         return layout
     found = fewest_offload_layers(
-        model, dataclasses.replace(layout, recompute="none"), *_budgets(gpu)
+        model, dataclasses.replace(layout, recompute="none"), *budgets(gpu)
     )
     if found is None:
         return layout

@@ -83,6 +83,7 @@ __all__ = [
     "VIRTUAL_STAGES",
     "Plan",
     "best",
+    "budgets",
     "context_parallel_options",
     "fewest_offload_layers",
     "ranked",
@@ -212,7 +213,7 @@ def fewest_offload_layers(
 def _smallest_fitting_count(model: Model, num_gpus: int, gpu: GPU, nodes_of: int) -> int | None:
     """The smallest GPU count above num_gpus with a layout that fits (leanest options: ZeRO-3
     or -1 and full recompute, or without pipeline stages offloading activations)."""
-    budget, host = _budgets(gpu)
+    budget, host = budgets(gpu)
     counts = set()
     for tp in _tp_options(model, nodes_of):
         for pp in _divisors(model.layers):
@@ -232,7 +233,7 @@ def _smallest_fitting_count(model: Model, num_gpus: int, gpu: GPU, nodes_of: int
     return None
 
 
-def _budgets(gpu: GPU) -> tuple[float, float]:
+def budgets(gpu: GPU) -> tuple[float, float]:
     """(GPU memory, host memory per GPU for offloading) a plan may use, GB: HEADROOM of each;
     no host budget when the GPU's host link is unknown."""
     return HEADROOM * gpu.memory_gb, HEADROOM * gpu.host_memory_gb * (gpu.host_link_gb_s > 0)
@@ -270,7 +271,7 @@ def search(
     plans = _uniform_plans(model, gpu, shapes, nodes_of, flash_attention, links)
     if not plans:
         smallest = _smallest_fitting_count(model, num_gpus, gpu, nodes_of)
-        offload = ", or offloading activations to the host" if _budgets(gpu)[1] else ""
+        offload = ", or offloading activations to the host" if budgets(gpu)[1] else ""
         hint = (
             f"the smallest GPU count that fits is {smallest}"
             if smallest is not None
@@ -348,7 +349,7 @@ def _enumerate(
     `context_parallel=False`: its group topologies know tp, dp and pp only). `timer` must depend
     on a layout only through the fields of `_Key` (results are cached on those).
     """
-    budget = _budgets(gpu)
+    budget = budgets(gpu)
     times: dict[_Key, StepTime] = {}
     plans: list[Plan] = []
     recomputes = tuple(r for r in _RECOMPUTES if not (flash_attention and r == "selective"))

@@ -68,6 +68,10 @@ def recompute_passes(model: Model, recompute: str) -> tuple[float, float, float]
     its attention core (3 without recompute; "op" reruns a share of the GEMMs, "norms" latent
     attention's up-projections)."""
     passes = 4.0 if recompute == "full" else 3.0
-    again = {"op": model.op_recomputed_matmul_params, "norms": model.mla_up_params}
-    gemm = passes + again.get(recompute, 0) / model.layer_matmul_params
+    again = 0  # the weights whose GEMMs run once more
+    if recompute == "op":
+        again = model.op_recomputed_matmul_params
+    elif recompute == "norms":
+        again = model.mla_up_params
+    gemm = passes + again / model.layer_matmul_params
     return passes, gemm, passes + (1.0 if recompute == "selective" else 0.0)
