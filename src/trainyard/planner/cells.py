@@ -50,7 +50,8 @@ _COLUMN_ALIASES: Final[dict[str, tuple[str, ...]]] = {
     "num_attention_heads": ("num_heads", "heads", "n_heads", "n_head", "attention_heads"),
     "num_kv_heads": ("num_key_value_heads", "num_query_groups", "kv_heads", "n_kv_heads"),
     "ffn_hidden_size": ("intermediate_size", "ffn_dim", "d_ff"),
-    "seq_len": ("seq_length", "sequence_length", "max_seq_len", "context_length"),
+    "seq_len": ("seq_length", "sequence_length", "max_seq_len", "context_length",
+                "seq_len_(t)", "seq_len_(tokens)", "sequence_length_(tokens)"),
     "vocab_size": ("vocab", "vocabulary_size", "vocabulary", "padded_vocab_size"),
     "num_gpus": ("gpus", "world_size", "n_gpus"),
     "num_nodes": ("nodes", "n_nodes", "nnodes"),
@@ -71,7 +72,7 @@ _COLUMN_ALIASES: Final[dict[str, tuple[str, ...]]] = {
                          "batch_size_per_gpu", "per_gpu_batch_size"),
     "global_batch_tokens": (
         "batch_size_tokens", "tokens_per_batch", "global_batch_size_tokens", "batch_tokens",
-        "global_batch_size_(tokens)",
+        "global_batch_size_(tokens)", "global_batch_size_(t)",
     ),
     "gpu_type": ("gpu", "accelerator", "system", "hardware", "gpu_model"),
     "precision": ("dtype", "data_type", "numerics", "mixed_precision"),
@@ -85,7 +86,8 @@ _COLUMN_ALIASES: Final[dict[str, tuple[str, ...]]] = {
         "tokens_per_second_per_gpu", "tokens/sec/gpu", "tokens/s/gpu", "tok/s/gpu",
         "tokens_per_gpu_per_sec", "tokens_per_gpu_per_second", "throughput_per_gpu",
         "tps/gpu", "tps_per_gpu", "tokens/sec/device", "tokens_per_sec_per_device",
-        "tok/s/device",
+        "tok/s/device", "throughput_(t/s/gpu)", "throughput_(tokens/s/gpu)",
+        "throughput_(tokens/sec/gpu)",
     ),
     "achieved_tflops_per_gpu": (
         "tflops_per_gpu", "tflop/s/gpu", "tflop/s_per_gpu", "model_tflops_per_gpu",
@@ -106,11 +108,11 @@ _COLUMN_ALIASES: Final[dict[str, tuple[str, ...]]] = {
     ),
     "tokens_per_sec": (
         "tokens_per_second", "tokens/s", "tokens/sec", "tok/s", "throughput_tokens_per_sec",
-        "global_tokens_per_sec",
+        "global_tokens_per_sec", "throughput_(t/s)", "throughput_(tokens/s)",
     ),
     "samples_per_sec": (
         "samples_per_second", "samples/s", "sequences_per_sec", "seqs_per_sec",
-        "throughput_samples_per_sec",
+        "throughput_samples_per_sec", "throughput_(s/s)", "throughput_(samples/s)",
     ),
     "mfu_pct": ("mfu", "mfu_%", "mfu(%)"),
     "hfu_pct": ("hfu", "hfu_%", "hfu(%)"),

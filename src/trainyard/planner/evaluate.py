@@ -324,12 +324,35 @@ def _rows(path: Path) -> Iterable[dict[str, str | None]]:
 
 
 def _column(name: str) -> str:
-    """A header cell as the column name it means: lower case, spaces and hyphens as '_', no
-    spaces around a '/' ("Tokens / sec / GPU" is tokens/sec/gpu), and a leading '#' or
-    'number of' as num ("#-GPUs", "# of GPUs" are num_gpus)."""
-    text = re.sub(r"\s*/\s*", "/", name.strip().lower().replace("-", " ").replace("_", " "))
+    """A header cell as the column name it means: words written together in CamelCase apart
+    ("MicroBatchSize" is micro_batch_size, "NumKVHeads" num_kv_heads; not "MoE" or "TopK",
+    whose parts would be single letters), lower case, spaces and hyphens as '_', no spaces
+    around a '/' ("Tokens / sec / GPU" is tokens/sec/gpu), and a leading '#' or 'number of' as
+    num ("#-GPUs", "# of GPUs" are num_gpus)."""
+    text = " ".join(_camel_apart(word) for word in name.split())
+    text = re.sub(r"\s*/\s*", "/", text.strip().lower().replace("-", " ").replace("_", " "))
     text = re.sub(r"^(#|number\b)\s*(of\b)?", "num ", text)
     return "_".join(text.split())
+
+
+# Where a CamelCase word's parts meet: a lower-case letter before a capital ("SeqLen"), or
+# an upper-case run before a capitalised word ("KVHeads"; not a plural "s": "GPUs").
+_CAMEL: Final = re.compile(r"(?<=[a-z])(?=[A-Z])|(?<=[A-Z])(?=[A-Z](?!s(?![a-z]))[a-z])")
+
+
+_UNIT_PREFIXES: Final = ("kilo", "mega", "giga", "tera", "peta", "exa")
+
+
+def _camel_apart(word: str) -> str:
+    """`word` with its CamelCase parts apart ("GlobalBatchSize" is "Global Batch Size"), or as
+    it is when it is not all letters ("teraFLOP/s"), a part would be one letter (an
+    abbreviation such as "MoE" or "TopK") or a unit's prefix ("petaFLOPs")."""
+    if not word.isalpha():
+        return word
+    parts = _CAMEL.split(word)
+    if any(len(part) == 1 or part.lower() in _UNIT_PREFIXES for part in parts):
+        return word
+    return " ".join(parts)
 
 
 def load_cases(

@@ -1,11 +1,11 @@
 """A row's stated GPU count and data-parallel degree (`stated_gpu_count`,
 `stated_data_parallel`), and how a row of a published table gives its tensor / pipeline /
 data-parallel split when it leaves degrees out: the GPU count over the degrees it states, a
-fully sharded run's data parallelism, an `fsdp` size, or a model-parallel size split as SC'21
-prescribes (`missing_split`, `split_from_model_parallel`); and its micro-batch when it does
-not state one: from its gradient accumulation steps, or for a fully sharded run the local
-batch at once or the largest part of it that fits (`accumulated_micro_batch`,
-`fsdp_micro_batch`).
+sharded (ZeRO-2, ZeRO-3, FSDP) run's data parallelism, an `fsdp` size, or a model-parallel
+size split as SC'21 prescribes (`missing_split`, `split_from_model_parallel`); and its
+micro-batch when it does not state one: from its gradient accumulation steps, or for a fully
+sharded run the local batch at once or the largest part of it that fits
+(`accumulated_micro_batch`, `fsdp_micro_batch`).
 
 This module owns those readings; `trainyard.planner.rows` owns the rest of a row's meaning and
 calls it. Pure: it reads the cells of one row (and prices memory for `fsdp_micro_batch`).
@@ -62,8 +62,10 @@ def missing_split(
     sharded: bool,
 ) -> tuple[int, int, int | None] | None:
     """(tp, pp, dp) of a row that leaves tp or pp out, when the rest leaves one reading: the
-    GPU count over the degrees it states ("TP 8, DP 64" on 512 GPUs: pp 1), or a fully
-    `sharded` run (FSDP / ZeRO-3) that states neither, all data parallel. An `fsdp` size stands
+    GPU count over the degrees it states ("TP 8, DP 64" on 512 GPUs: pp 1), or a `sharded`
+    run (ZeRO-2, or ZeRO-3 / FSDP: sharding over the data-parallel ranks, which a table
+    states beside its tensor or pipeline degree when it has one) that states neither, all data
+    parallel (PyTorch FSDP's SHARD_GRAD_OP tables, DeepSpeed ZeRO-2 runs). An `fsdp` size stands
     for the data-parallel degree the row does not state ("FSDP 8, TP 8" on 64 GPUs: pp 1).
     None: ambiguous."""
     mp = count(row, "model_parallel_size")

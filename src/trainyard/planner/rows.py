@@ -328,7 +328,7 @@ def row_inputs(row: Mapping[str, str | None]) -> tuple[Model, ParallelLayout, GP
     zero, hybrid = _sharding(row)
     if tp is None or pp is None:
         node = gpu.gpus_per_node
-        split = missing_split(row, tp, pp, cp, stated_dp, stated_gpus, node, zero == 3)
+        split = missing_split(row, tp, pp, cp, stated_dp, stated_gpus, node, zero >= 2)
         if split is None:
             return "no tensor_parallel / pipeline_parallel split"
         tp, pp, stated_dp = split

@@ -1,7 +1,8 @@
 """How `trainyard plan --evaluate` reads published tables as they are printed: the FLOP count a
 table uses for attention, the peak its percentages are of, the formats of Megatron-Bridge's,
-torchtitan's and the Megatron-LM README's tables, a run's era, and files that are not CSV text
-(trainyard.planner.evaluate, rows, cells). Synthetic rows only: no shared data needed.
+torchtitan's, MosaicML's and the Megatron-LM README's tables, a run's era, and files that are
+not CSV text (trainyard.planner.evaluate, rows, cells). Synthetic rows only: no shared data
+needed.
 """
 
 from __future__ import annotations
@@ -118,6 +119,14 @@ def test_a_performance_table_as_megatron_bridge_prints_it_is_read(tmp_path: Path
         ("Tokens / sec / GPU", "tokens/sec/gpu"),
         ("Model TFLOP / sec / GPU", "model_tflop/sec/gpu"),
         ("Sequence Length", "sequence_length"),
+        ("MicroBatchSize", "micro_batch_size"),  # CamelCase, as MosaicML's tables write them
+        ("GlobalBatchSize (T)", "global_batch_size_(t)"),
+        ("NumKVHeads", "num_kv_heads"),
+        ("Activation CPUOffload", "activation_cpu_offload"),
+        ("numGPUs", "num_gpus"),
+        ("GPUs", "gpus"),  # a plural, not "GP Us"
+        ("MoE TopK", "moe_topk"),  # a one-letter part: an abbreviation, kept whole
+        ("mfu(%)", "mfu(%)"),
     ],
 )
 def test_header_cells_name_their_columns(header: str, column: str) -> None:
@@ -231,6 +240,34 @@ def test_tables_as_torchtitan_and_the_megatron_readme_write_them_are_read(tmp_pa
     (row,) = evaluate(readme).rows
     assert (row.model, row.gpus, row.published) == ("39.1B", 512, 138)
     assert row.read_as.startswith("t8 p2 d32 mb1") and "rc:full" in row.read_as
+
+
+def test_a_table_as_mosaicmls_llm_foundry_prints_it_is_read(tmp_path: Path) -> None:
+    # llm-foundry's MPT benchmark tables (scripts/train/benchmarking/README.md): CamelCase
+    # headers, units in parentheses, PyTorch FSDP's strategy names and no tensor / pipeline
+    # degree; the model's shape in columns of its own (the tables name it "7b" only).
+    page = tmp_path / "mpt.md"
+    page.write_text(
+        "## H100 80GB BF16\n"
+        "| Model | num_layers | hidden_size | num_attention_heads | vocab_size | mlp "
+        "| SeqLen (T) | # GPUs | GPU | MFU | MicroBatchSize | GradAccum | GlobalBatchSize "
+        "| Throughput (T/s/GPU) | GlobalBatchSize (T) | Precision | Sharding Strategy "
+        "| Activation Checkpointing |\n" + "|---" * 18 + "|\n"
+        "| 7b | 32 | 4096 | 32 | 50368 | gelu | 2048 | 8 | h100_80gb | 46.44 | 6 | 1 | 48 "
+        "| 10643 | 98304 | amp_bf16 | FULL_SHARD | False |\n"
+        "| 3b | 32 | 2560 | 20 | 50368 | gelu | 2048 | 128 | h100_80gb | 42.43 | 8 | 1 | 1024 "
+        "| 23422 | 2097152 | amp_bf16 | SHARD_GRAD_OP | False |\n"
+        "| 7b | 32 | 4096 | 32 | 50368 | gelu | 4096 | 8 | h100_80gb | 53.9 | 16 | 2 | 256 "
+        "| 8611 | 1048576 | amp_fp8 | FULL_SHARD | True |\n"
+    )
+    evaluation = evaluate(page)
+    assert not evaluation.skipped
+    fsdp, grad_op, fp8 = evaluation.rows
+    assert [r.published for r in evaluation.rows] == [10643, 23422, 8611]
+    assert fsdp.metric == "tokens_per_sec_per_gpu" and fsdp.read_as.startswith("t1 d8 mb6 zero3")
+    # SHARD_GRAD_OP shards gradients and optimizer states: ZeRO-2, all 128 GPUs data parallel
+    assert grad_op.read_as.startswith("t1 d128 mb8 zero2 rc:none")
+    assert fp8.read_as.startswith("t1 d8 mb16 zero3 rc:full") and fp8.read_as.endswith("fp8")
 
 
 @pytest.mark.parametrize(
