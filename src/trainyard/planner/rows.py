@@ -18,9 +18,10 @@ network_gbps_per_gpu (the catalogue's), context_parallel (1), num_gpus (num_node
 gpus_per_node when both are given, else tp·cp·pp·dp), data_parallel (GPUs/(tp·cp·pp)),
 virtual_pipeline (a ``v=N`` in notes, else 1), first_stage_layers / last_stage_layers (even
 stages), sharding (none; zero1, zero2, zero3, fsdp, hsdp; a ``ZeRO-3`` in notes means zero3),
-shard_group (hsdp's shard group; 8, one node, when not given), precision (bf16; fp16, fp8),
-micro_batch_size (the global batch over dp x gradient_accumulation_steps when those are
-given; else 1, or for a fully sharded run without pipeline stages its local batch or the
+shard_group (hsdp's shard group; when not given, the data-parallel ranks of one host, as
+PyTorch's HYBRID_SHARD: its GPUs over tp, as far as they divide dp x cp), precision (bf16;
+fp16, fp8), micro_batch_size (the global batch over dp x gradient_accumulation_steps when those
+are given; else 1, or for a fully sharded run without pipeline stages its local batch or the
 largest part of it that fits, `row_split.fsdp_micro_batch`), gpu_peak_tflops (the GPU's),
 activation_recompute, cpu_offload_layers (0; the layers whose activations go to host memory,
 Megatron-Core's --cpu-offloading-num-layers),
@@ -110,6 +111,7 @@ a row that leaves degrees out gets its split from `trainyard.planner.row_split`.
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from collections.abc import Mapping
 from typing import Final
@@ -297,12 +299,14 @@ def _sharding(row: Mapping[str, str | None]) -> tuple[int, bool]:
     return (3, False) if "zero-3" in row_cell(row, "notes").lower() else (0, False)
 
 
-def _shard_group(row: Mapping[str, str | None], hybrid: bool, ranks: int) -> int:
-    """The ranks a hybrid-sharded row shards over (`shard_group`, 8 when not given), or the
-    `fsdp` column's size when it is below the `ranks` the states could shard over; 0: not
-    hybrid."""
+def _shard_group(row: Mapping[str, str | None], hybrid: bool, ranks: int, per_host: int) -> int:
+    """The ranks a hybrid-sharded row shards over, or the `fsdp` column's size when it is below
+    the `ranks` the states could shard over; 0: not hybrid. A hybrid row that gives no
+    `shard_group` shards within a host and replicates across hosts, as PyTorch's HYBRID_SHARD
+    does by default: over the `per_host` data-parallel ranks one host holds (its GPUs over
+    the tensor-parallel degree), as far as they divide `ranks`."""
     if hybrid:
-        return count(row, "shard_group") or 8
+        return count(row, "shard_group") or math.gcd(ranks, per_host)
     size = fsdp_cell(row)
     return size if size and size < ranks else 0
 
@@ -370,7 +374,7 @@ def row_inputs(row: Mapping[str, str | None]) -> tuple[Model, ParallelLayout, GP
         cp=cp,
         micro_batch=stated_mb or 1,
         zero=zero,
-        shard_group=_shard_group(row, hybrid, dp * cp),
+        shard_group=_shard_group(row, hybrid, dp * cp, max(1, gpu.host_gpus // tp)),
         recompute=stated or "none",
         virtual_stages=v or 1,
         sequence_parallel=tp > 1 and _sequence_parallel(row, overlap, recompute_cell),

@@ -158,6 +158,28 @@ def test_an_fsdp_size_or_a_zero_stage_number_gives_the_sharding(
     assert (inputs[1].zero, inputs[1].shard_group) == (zero, group)
 
 
+@pytest.mark.parametrize(
+    ("gpus", "tp", "group", "sharding"),
+    [
+        (64, 1, 8, "hsdp"),  # the 8 ranks of a host shard, 8 replicas
+        (96, 2, 4, "hsdp"),  # 4 data-parallel ranks a host (8 GPUs over tp 2)
+        (24, 4, 2, "hsdp"),
+        (128, 8, 1, "hsdp"),  # one rank a host: every host a whole replica
+        (2, 1, 2, "zero3"),  # the whole data-parallel group within one host: fully sharded
+        (12, 1, 4, "hsdp"),  # 12 ranks: host groups of 8 would not divide them; 4 do
+    ],
+)
+def test_hybrid_sharding_without_a_group_shards_within_a_host(
+    gpus: int, tp: int, group: int, sharding: str
+) -> None:
+    # PyTorch's HYBRID_SHARD default: shard over a host's data-parallel ranks, replicate
+    # across hosts (before, a group of 8 was assumed, and 2 or 12 ranks were skipped)
+    cells = {"num_gpus": str(gpus), "tensor_parallel": str(tp), "sharding": "hsdp"}
+    inputs = row_inputs({**ROW, "num_attention_heads": "32", "global_batch_size": "384", **cells})
+    assert not isinstance(inputs, str)
+    assert (inputs[1].shard_group, inputs[1].sharding) == (group, sharding)
+
+
 def test_uneven_end_stages_are_inferred_only_where_they_make_the_split(tmp_path: Path) -> None:
     base = {**ROW, "num_layers": "30", "num_gpus": "4", "pipeline_parallel": "4"}
     inputs = row_inputs(base)  # 30 + 2 = 32 = 4 x 8: 7 + 8 + 8 + 7
