@@ -14,7 +14,7 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Final
 
 import typer
 from rich import box
@@ -408,6 +408,16 @@ def plan_to_dict(plan: Plan, model: Model) -> dict[str, Any]:
     }
 
 
+# What the fused attention is priced as (`planner.attention`), and what that means for a stack
+# that runs another kernel (MosaicML's Triton FlashAttention on H100 reached about a third of
+# it: docs/benchmarks.md, the llm-foundry blind check; FlashAttention-2 reaches 35 % of an
+# H100's peak, FlashAttention-3 arXiv:2407.08608).
+FUSED_ATTENTION_NOTE: Final = (
+    ". The attention core is priced as cuDNN's fused kernel (Transformer Engine, "
+    "Megatron-Core); FlashAttention-2 or Triton kernels run it slower on Hopper"
+)
+
+
 def causal_count_share(model: Model) -> float:
     """The model's FLOPs with the attention core counted as its causal half (as Megatron-LM
     has logged TFLOP/s since 2025), over the whole count the planner reports."""
@@ -436,6 +446,7 @@ def render(
         caption=(
             "TFLOP/s and MFU count the whole attention score matrix (SC'21); Megatron-LM logs "
             f"its causal half, {1 - share:.1%} lower here"
+            + (FUSED_ATTENTION_NOTE if plans and plans[0].layout.flash_attention else "")
         ),
         box=box.SIMPLE,
         pad_edge=False,

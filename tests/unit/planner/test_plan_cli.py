@@ -90,6 +90,13 @@ def test_table_output() -> None:
     text = " ".join(result.stdout.split())
     assert "count the whole attention score matrix" in text
     assert "Megatron-LM logs its causal half, 6.0% lower here" in text
+    # and which kernel the fused attention is priced as (other kernels run slower on Hopper)
+    assert "priced as cuDNN's fused kernel" in text
+    stored = runner.invoke(
+        app, ["plan", "-m", "sc21-1.7b", "-n", "32", "-g", "A100", "--no-flash-attention"]
+    )
+    assert stored.exit_code == 0 and "stored scores" in stored.stdout, stored.output
+    assert "priced as cuDNN" not in " ".join(stored.stdout.split())
 
 
 def test_model_from_yaml_file(tmp_path: Path) -> None:
