@@ -336,10 +336,9 @@ def _column(name: str) -> str:
 
 
 # Where a CamelCase word's parts meet: a lower-case letter before a capital ("SeqLen"), or
-# an upper-case run before a capitalised word ("KVHeads"; not a plural "s": "GPUs").
+# an upper-case run before a capitalised word ("KVHeads"; not a plural "s": "GPUs"). A word
+# with a unit's prefix as a part ("petaFLOPs") stays whole.
 _CAMEL: Final = re.compile(r"(?<=[a-z])(?=[A-Z])|(?<=[A-Z])(?=[A-Z](?!s(?![a-z]))[a-z])")
-
-
 _UNIT_PREFIXES: Final = ("kilo", "mega", "giga", "tera", "peta", "exa")
 
 

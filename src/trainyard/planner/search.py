@@ -380,15 +380,15 @@ def _enumerate_shape(
 ) -> None:
     tp, cp, pp, dp, first = shape
     experts = _expert_options(model, tp * cp * dp)
+    # the end stages' layers at each interleaving factor that fits (the same for every mb)
+    ends_at = {v: stage_ends(model.layers, pp, v, first) for v in VIRTUAL_STAGES}
     for mb in MICRO_BATCHES:
         if model.global_batch % (dp * mb):
             continue
         m = model.global_batch // (dp * mb)
         for v in VIRTUAL_STAGES:
-            if v > 1 and (pp == 1 or m % pp):
-                continue
-            ends = stage_ends(model.layers, pp, v, first)
-            if ends is None:
+            ends = ends_at[v]
+            if ends is None or (v > 1 and (pp == 1 or m % pp)):
                 continue
             for recompute, ep in itertools.product(recomputes, experts):
                 base = ParallelLayout(

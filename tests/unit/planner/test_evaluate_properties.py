@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import csv
 import math
-from pathlib import Path
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -77,9 +77,9 @@ def rows(draw: st.DrawFn) -> dict[str, str]:
 
 @given(st.lists(rows(), min_size=1, max_size=4))
 def test_a_well_formed_row_is_compared_or_skipped_with_its_reason(
-    tmp_path_factory: object, drawn: list[dict[str, str]]
+    tmp_path_factory: pytest.TempPathFactory, drawn: list[dict[str, str]]
 ) -> None:
-    path = Path(tmp_path_factory.mktemp("rows")) / "rows.csv"  # type: ignore[attr-defined]
+    path = tmp_path_factory.mktemp("rows") / "rows.csv"
     columns = sorted({name for row in drawn for name in row})
     with path.open("w", newline="") as out:
         writer = csv.DictWriter(out, columns)

@@ -12,6 +12,7 @@ from types import ModuleType
 import pytest
 
 from bench_scripts import load
+from trainyard.planner import attention
 
 PAGE = """# MPT Training Benchmarks
 
@@ -22,6 +23,7 @@ PAGE = """# MPT Training Benchmarks
 |  --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |
 |  7b | 2048 | 8 | a100_80gb | 55.9 | 6 | 1 | 48 | 4641 | amp_bf16 | FULL_SHARD | False |
 |  125m | 2048 | 8 | a100_80gb | 44.1 | 26 | 3 | 624 | 136334 | bf16 | FULL_SHARD | False |
+|  1b | 32768 | 8 | a100_80gb | 33.5 | 1 | 4 | 32 | 6275 | amp_bf16 | FULL_SHARD | False |
 """
 
 
@@ -52,6 +54,9 @@ def test_the_check_reads_every_row(
     monkeypatch.setattr(sys, "argv", ["llm_foundry_page.py", str(page)])
     tool.main()
     report = json.loads(capsys.readouterr().out)
-    assert report["rows"] == 2 and report["skipped"] == []
-    assert set(report["by_gpu"]) == {"A100-80GB"} and report["by_gpu"]["A100-80GB"]["rows"] == 2
+    assert report["rows"] == 3 and report["skipped"] == []
+    assert set(report["by_gpu"]) == {"A100-80GB"} and report["by_gpu"]["A100-80GB"]["rows"] == 3
+    # only the 32K-token run says how fast its attention core ran: slower than priced
+    (implied,) = report["implied_attention_efficiency"]["A100-80GB"]
+    assert 0 < implied < attention.fused_attention_efficiency(32768)[1]
     assert (tmp_path / "mpt-shapes.md").is_file()
