@@ -23,7 +23,7 @@ import schemathesis
 from api_fixtures import ApiWorld, api
 from hypothesis import HealthCheck, settings
 from schemathesis import Case, Response
-from schemathesis.specs.openapi.checks import positive_data_acceptance
+from schemathesis.specs.openapi.checks import negative_data_rejection, positive_data_acceptance
 from sqlalchemy import create_engine, func, select
 
 from trainyard.server.api.app import create_app
@@ -115,8 +115,11 @@ def _row_counts(api: ApiWorld) -> dict[str, int]:
     return {table.name: count for table, count in zip(_TABLES, row, strict=True)}
 
 
-def _check(case: Case, api: ApiWorld, headers: dict[str, str] | None) -> Response:
-    """Send `case`, then assert what holds for any input and run schemathesis' checks."""
+def _check(
+    case: Case, api: ApiWorld, headers: dict[str, str] | None, negative: bool = True
+) -> Response:
+    """Send `case`, then assert what holds for any input and run schemathesis' checks
+    (`negative`: also that the data schemathesis made invalid is refused)."""
     before = _row_counts(api)
     response = case.call(headers=headers)
     status = response.status_code
@@ -132,6 +135,8 @@ def _check(case: Case, api: ApiWorld, headers: dict[str, str] | None) -> Respons
     # The body of POST /v1/jobs is declared as any JSON object or YAML text: the job-spec rules
     # (trainyard.jobspec) are not in the spec, so "schema-valid" bodies are rightly refused 422.
     excluded = [positive_data_acceptance] if case.operation.label == "POST /v1/jobs" else []
+    if not negative:
+        excluded.append(negative_data_rejection)
     case.validate_response(
         response,
         headers=headers,
@@ -157,12 +162,19 @@ def test_fuzz_as_viewer_or_anonymous(
     case: Case, fuzz_world: tuple[ApiWorld, dict[str, str]]
 ) -> None:
     """A viewer may read but never write; without a valid token (schemathesis makes one up from
-    the security scheme, or sends none) no `/v1` operation succeeds."""
+    the security scheme, or sends none) no `/v1` operation succeeds.
+
+    Here the check that invalid data is refused is left to `test_fuzz_as_member` (its
+    coverage phase makes most of the invalid cases): the viewer's token replaces the
+    Authorization header a negative case may have been made invalid by, and a query value
+    made invalid by its type (`?array=true` from a boolean, where a string is declared)
+    reaches the API as a valid string. Both made this test fail now and then, on a request
+    that was valid as sent."""
     api, jobs = fuzz_world
     who = _pick(case, ["vic", "anonymous"])
     _aim(case, jobs)
     before = _row_counts(api)
-    response = _check(case, api, api.auth("vic") if who == "vic" else None)
+    response = _check(case, api, api.auth("vic") if who == "vic" else None, negative=False)
     label = case.operation.label
     if (who == "anonymous" and case.path.startswith("/v1/")) or label in WRITES:
         assert not 200 <= response.status_code < 300, f"{who}: {label} succeeded"
