@@ -5,7 +5,9 @@ once (so the next placement sees them) and append to an undo log; `checkpoint()`
 `rollback(cp)` undoes everything after it, in reverse. A gang is placed whole or not at all,
 and a preemption plan (evictions + the preemptor's placement) is kept only if the preemptor
 fits: otherwise the whole plan is rolled back. A resize (`resize`, then the job's new
-`allocate`) is whole the same way. Undo logs instead of copies keep this O(change).
+`allocate`) is whole the same way; a job resized earlier in the cycle may be resized once
+more (`resize_again`, then its new `allocate`): still one restart, its reasons joined. Undo
+logs instead of copies keep this O(change).
 
 An evicted job keeps its devices, CPU and memory until it has stopped, so `allocate` itself
 works out which evictions of this statement a placement must wait for, whichever action made
@@ -72,6 +74,7 @@ class Statement:
         self.placed: dict[str, Placed] = {}
         self.evicted: dict[str, Evicted] = {}
         self.resized: dict[str, Resized] = {}
+        self._reasons: list[Resized] = []  # the records `resize_again` replaced (undo)
         # node -> allocations of the jobs evicted so far with a part there (kept with the log)
         self._stopping: dict[int, list[Alloc]] = {}
 
@@ -119,6 +122,17 @@ class Statement:
             self._stopping.setdefault(part[0], []).append(alloc)
         return alloc
 
+    def resize_again(self, job_id: str, reason: str) -> Alloc:
+        """Take a job resized earlier in this cycle off its new placement, to place it at yet
+        another size (the caller `allocate`s it or rolls back). It restarts once all the same,
+        from what it held before the cycle; `reason` is added to its record's."""
+        alloc = self.release(job_id)
+        old = self.resized[job_id]
+        self._reasons.append(old)
+        self._log.append(("reason", alloc, None))
+        self.resized[job_id] = Resized(old.alloc, f"{old.reason}; then {reason}")
+        return alloc
+
     def _awaited(self, alloc: Alloc, named: tuple[str, ...]) -> tuple[str, ...]:
         """`named` plus the evicted jobs whose devices, CPU or memory `alloc` would use (the
         state has not taken `alloc` yet)."""
@@ -155,7 +169,9 @@ class Statement:
         while len(log) > checkpoint:
             op, alloc, placed = log.pop()
             jid = alloc.job.id
-            if op == "take":
+            if op == "reason":
+                self.resized[jid] = self._reasons.pop()
+            elif op == "take":
                 state.give(jid)
                 self.placed.pop(jid, None)
             else:

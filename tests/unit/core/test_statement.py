@@ -103,3 +103,33 @@ def test_random_nested_checkpoints_roll_back_exactly(data: st.DataObject) -> Non
         assert aggregates(state) == recomputed(state)
     stmt.rollback(stack[0][0])
     assert capture(stmt) == stack[0][1]
+
+
+def test_a_job_resized_again_restarts_once_and_rolls_back_exactly() -> None:
+    """`resize_again`: a job resized earlier in the cycle moves once more; its record keeps
+    what it held before the cycle and joins the reasons, and rollbacks restore each step."""
+    stmt = Statement(make_state())
+    state = stmt.state
+    start = capture(stmt)
+    held = state.allocs["gang"]
+    stmt.resize("gang", "shrunk 6 -> 4: job w needs the GPUs")
+    stmt.allocate(new_alloc(state, "gang", 0, (0, 1, 4, 5)), "resize")
+    middle = capture(stmt)
+    cp = stmt.checkpoint()
+    old = stmt.resize_again("gang", "shrunk 4 -> 2: rebalanced to near")
+    assert old.gpus == 4 and "gang" not in state.allocs
+    stmt.allocate(new_alloc(state, "gang", 0, (0, 1)), "resize")
+    assert aggregates(state) == recomputed(state)
+    record = stmt.resized["gang"]
+    assert record.alloc is held  # it restarts from what it held before the cycle
+    assert record.reason == (
+        "shrunk 6 -> 4: job w needs the GPUs; then shrunk 4 -> 2: rebalanced to near"
+    )
+    assert stmt.placed["gang"].alloc.gpus == 2
+    stmt.rollback(cp)
+    assert capture(stmt) == middle
+    assert stmt.resized["gang"].reason == "shrunk 6 -> 4: job w needs the GPUs"
+    assert stmt.placed["gang"].alloc.gpus == 4
+    stmt.rollback(0)
+    assert capture(stmt) == start
+    assert not stmt.resized and state.allocs["gang"] is held

@@ -33,6 +33,11 @@ every resize carries its reason. Four passes, in this order:
    guarantee has a job waiting, only that queue's jobs grow (reclaim would take anything
    else back at once).
 
+A job already restarting at a new size in this cycle (`donors.restarting`: shrunk for a
+waiting job) may be moved once more by the rebalance, anywhere in its range, at no further
+restart (`Statement.resize_again`): before, a donor shrunk by one GPU for an arrival kept
+its other GPUs until its next restart, however the rebalance valued them.
+
 Without arrivals or completions nothing shrinks (no job waits for capacity that a shrink
 could give) and growth stops when no GPU is idle, so resizes do not ping-pong.
 """
@@ -43,6 +48,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Final
 
+from trainyard.core.actions.donors import bounds, restarting, shrink
+from trainyard.core.actions.donors import donors as restartable
 from trainyard.core.actions.moves import (
     each_repays,
     fewest_shrinks,
@@ -60,7 +67,6 @@ from trainyard.core.actions.rebalance import (
 from trainyard.core.cycle import CAPACITY_CODES, Cycle
 from trainyard.core.framework import ACTIONS
 from trainyard.core.goodput import GoodputModel, fit, packed_nodes
-from trainyard.core.placement import job_demand
 from trainyard.core.state import Alloc
 from trainyard.core.types import Job
 
@@ -75,12 +81,6 @@ class ResizeState:
     per_node: int = 0  # GPUs of the largest node (for the nodes a packed gang spans)
 
 
-def _bounds(job: Job) -> tuple[int, int]:
-    lo = job.min_gpus if job.min_gpus is not None else job.gpus
-    hi = job.max_gpus if job.max_gpus is not None else job.gpus
-    return max(1, lo), max(1, hi)
-
-
 EXPLORE: Final = 4  # how far beyond its largest measured size a job's model is trusted
 
 
@@ -88,7 +88,7 @@ def _explored(job: Job) -> int:
     """The largest size a job may grow to now: `EXPLORE` times the largest it has been measured
     at (Pollux bounds its jobs at twice; with the model's network-sync slope and the per-GPU
     batch floor, four times measured better on the Pollux workloads), within `max_gpus`."""
-    _lo, hi = _bounds(job)
+    _lo, hi = bounds(job)
     samples = job.elastic.samples if job.elastic is not None else ()
     seen = max((s.gpus for s in samples), default=job.gpus)
     return min(hi, max(EXPLORE * max(seen, job.gpus), 1))
@@ -128,7 +128,7 @@ def _start_smaller(cycle: Cycle, waiting: list[Job]) -> None:
             continue
         if cycle.status[job.id].code not in CAPACITY_CODES:
             continue
-        lo, _hi = _bounds(job)
+        lo, _hi = bounds(job)
         room = state.free_of(cycle.classes_of(job))
         held = state.allocs.get(own.get(job.id, ""))
         if held is not None:  # its own reservation is not in its way
@@ -141,37 +141,6 @@ def _start_smaller(cycle: Cycle, waiting: list[Job]) -> None:
 # -- 2. shrink for waiting jobs -----------------------------------------------------------
 
 
-def _reserved(cycle: Cycle) -> dict[int, int]:
-    """Node -> devices some reservation of this cycle targets."""
-    out: dict[int, int] = {}
-    for h in cycle.holds:
-        for n, mask in h.target:
-            out[n] = out.get(n, 0) | mask
-    return out
-
-
-def _donors(cycle: Cycle) -> list[Alloc]:
-    """Running elastic jobs a resize may restart. Not one whose devices a reservation waits
-    for (a restart would push back the end the reservation counts on), nor one on a device
-    that may not be used now (a drained node, a failed GPU: it would restart there)."""
-    stmt = cycle.stmt
-    reserved = _reserved(cycle)
-    usable = cycle.layout.usable_mask
-    return [
-        a
-        for a in cycle.state.allocs.values()
-        if a.queue >= 0
-        and a.job.is_elastic
-        and not (reserved and any(reserved.get(n, 0) & mask for n, mask, _c, _m in a.parts))
-        and not any(mask & ~usable[n] for n, mask, _c, _m in a.parts)
-        and a.job.preemptible  # a resize stops the job: the same protections as an eviction
-        and cycle.now - a.started_at >= a.job.min_runtime
-        and not a.placed_now
-        and a.job.id not in stmt.resized
-        and a.job.id not in stmt.evicted
-    ]
-
-
 def _shrink_for_waiting(cycle: Cycle) -> None:
     status = cycle.status
     waiting = [
@@ -181,28 +150,28 @@ def _shrink_for_waiting(cycle: Cycle) -> None:
     ]
     if not waiting:
         return
-    donors = _donors(cycle)
-    if not donors:
+    givers = restartable(cycle)
+    if not givers:
         return
     active = sum(1 for a in cycle.state.allocs.values() if a.queue >= 0) + len(waiting)
     fair = max(1, sum(cycle.layout.class_capacity) // max(1, active))
     stmt = cycle.stmt
-    spare = sum(a.gpus - _bounds(a.job)[0] for a in donors)  # all donors could give
+    spare = sum(a.gpus - bounds(a.job)[0] for a in givers)  # all donors could give
     failed: dict[tuple[object, ...], int] = {}  # shape -> fewest GPUs no plan could free
     for job in waiting:
         if job.id not in status:
             continue  # placed meanwhile
-        need = _bounds(job)[0] if job.is_elastic else job.gpus
+        need = bounds(job)[0] if job.is_elastic else job.gpus
         if need > spare + cycle.state.free_of(cycle.classes_of(job)):
             continue  # the donors together cannot free enough
         key = (cycle.shape(job), cycle.state.epoch)
         if need >= failed.get(key, 1 << 30):
             continue
         classes = set(cycle.classes_of(job))
-        usable = [a for a in donors if a.cls in classes and a.job.id not in stmt.resized]
+        usable = [a for a in givers if a.cls in classes and a.job.id not in stmt.resized]
         plan = _shrink_plan(cycle, job, usable, fair) if usable else {}
-        if plan:  # the donors it shrank are resized now: they can give no more this cycle
-            spare -= sum(a.gpus - _bounds(a.job)[0] for a in usable if a.job.id in plan)
+        if plan:  # the donors it shrank are resized now: they give no more to waiting jobs
+            spare -= sum(a.gpus - bounds(a.job)[0] for a in usable if a.job.id in plan)
         else:
             failed[key] = min(failed.get(key, 1 << 30), need)
 
@@ -231,7 +200,7 @@ def _plan(cycle: Cycle, job: Job, usable: list[Alloc], need: int, fair: int) -> 
         for a in order:
             if got >= need:
                 return plan
-            lo, _hi = _bounds(a.job)
+            lo, _hi = bounds(a.job)
             give = a.gpus - plan.get(a.job.id, 0) - max(lo, floor)
             if a.queue != qi and not owed:
                 give = min(give, queues.over_guaranteed(a.queue) - by_queue.get(a.queue, 0))
@@ -246,7 +215,7 @@ def _plan(cycle: Cycle, job: Job, usable: list[Alloc], need: int, fair: int) -> 
 def _shrink_plan(cycle: Cycle, job: Job, usable: list[Alloc], fair: int) -> dict[str, int]:
     """Shrink donors so that `job` starts, and start it: the GPUs each donor gave, by job
     id, or {} (nothing changed) when no plan lets it start."""
-    lo, _hi = _bounds(job)
+    lo, _hi = bounds(job)
     need_gpus = lo if job.is_elastic else job.gpus
     room = cycle.state.free_of(cycle.classes_of(job))
     plan = _plan(cycle, job, usable, need_gpus - room, fair) if need_gpus > room else {}
@@ -259,37 +228,12 @@ def _shrink_plan(cycle: Cycle, job: Job, usable: list[Alloc], fair: int) -> dict
         give = plan.get(a.job.id, 0)
         if give:
             reason = f"shrunk {a.gpus} -> {a.gpus - give}: job {job.id} needs the GPUs"
-            _shrink(cycle, a, a.gpus - give, reason)
+            shrink(cycle, a, a.gpus - give, reason)
     if cycle.try_place_held(job.with_gpus(need_gpus), "resize"):  # its reservation: spent
         return plan
     stmt.rollback(cp)
     cycle.restore_epoch(epoch)
     return {}
-
-
-def _shrink(cycle: Cycle, a: Alloc, gpus: int, reason: str) -> None:
-    """Restart `a`'s job on `gpus` of its own devices: whole nodes kept first (those where it
-    holds most), so that what it frees is as whole as possible."""
-    old = cycle.stmt.resize(a.job.id, reason)
-    job = old.job.with_gpus(gpus)
-    cpu, mem = job_demand(job)
-    parts: list[tuple[int, int, float, float]] = []
-    left = gpus
-    for n, mask, _c, _m in sorted(old.parts, key=lambda p: -p[1].bit_count()):
-        if left <= 0:
-            break
-        keep = 0
-        bits = mask
-        while bits and keep.bit_count() < left:
-            low = bits & -bits
-            keep |= low
-            bits ^= low
-        left -= keep.bit_count()
-        k = keep.bit_count()
-        parts.append((n, keep, cpu * k, mem * k))
-    end = old.expected_end
-    alloc = Alloc(job, old.queue, old.cls, parts, cycle.now, True, end, gpus)
-    cycle.stmt.allocate(alloc, "resize")
 
 
 # -- 3. rebalance (actions/rebalance.py) -------------------------------------------------
@@ -302,20 +246,22 @@ def _rebalance(cycle: Cycle, rs: ResizeState) -> None:
     hold = cycle.profile.resize_hold_s
     stmt = cycle.stmt
     by_cls: dict[int, list[Alloc]] = {}
-    for a in _donors(cycle):
+    for a in restartable(cycle):
         if cycle.now - a.started_at >= hold:
             by_cls.setdefault(a.cls, []).append(a)
     for a in state.allocs.values():  # started in this cycle: it may still start larger
         fresh = a.placed_now and a.job.id in stmt.placed and a.job.id not in stmt.resized
         if fresh and a.job.is_elastic:
             by_cls.setdefault(a.cls, []).append(a)
+    for a in restarting(cycle):  # restarting anyway: any size in its range, no restart more
+        by_cls.setdefault(a.cls, []).append(a)
     for c, allocs in sorted(by_cls.items()):
         if len(allocs) < 2:
             continue  # one job alone: growth (below) is all there is
         entries = []
         for a in allocs:
-            lo, _hi = _bounds(a.job)
-            if a.placed_now:
+            lo, _hi = bounds(a.job)
+            if a.placed_now and a.job.id not in stmt.resized:
                 lo = a.gpus  # not shrunk: it starts at least as placed
             m = _model(rs, a.job)
             one = m.goodput(1, 1)
@@ -379,16 +325,18 @@ def _move(cycle: Cycle, rs: ResizeState, entries: list[Entry], c: int) -> None:
     for e, give in plan:
         a = e.alloc
         reason = f"shrunk {a.gpus} -> {a.gpus - give}: rebalanced to {to} (more goodput per GPU)"
-        _shrink(cycle, a, a.gpus - give, reason)
+        shrink(cycle, a, a.gpus - give, reason)
     grown = 0
     for gain, e in growers:
         a = e.alloc
         g_cp = stmt.checkpoint()
         g_epoch = state.epoch
-        if a.placed_now:  # not started yet: placed again, larger
+        reason = f"grown {a.gpus} -> {e.target}: +{gain:.0%} goodput (rebalanced)"
+        if a.placed_now and a.job.id in stmt.resized:  # restarting anyway: once more
+            stmt.resize_again(a.job.id, reason)
+        elif a.placed_now:  # not started yet: placed again, larger
             stmt.release(a.job.id)
         else:
-            reason = f"grown {a.gpus} -> {e.target}: +{gain:.0%} goodput (rebalanced)"
             stmt.resize(a.job.id, reason)
         if cycle.try_place(a.job.with_gpus(e.target), "resize"):
             grown += 1
@@ -436,9 +384,9 @@ def _grow(cycle: Cycle, rs: ResizeState) -> None:
     owed = _owed(cycle)
     ready = [
         a
-        for a in _donors(cycle)
+        for a in restartable(cycle)
         if cycle.now - a.started_at >= prof.resize_hold_s
-        and a.gpus < _bounds(a.job)[1]
+        and a.gpus < bounds(a.job)[1]
         and (not owed or a.job.queue in owed)  # reclaim would take it back at once
     ]
     while ready and any(state.class_free):
