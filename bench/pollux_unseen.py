@@ -1,6 +1,7 @@
 """The elastic policy against Pollux on workloads neither has been published on (JSON lines).
 
     python bench/pollux_unseen.py WORKLOAD.csv:POLLUX.log [WORKLOAD.csv:POLLUX.log ...]
+    python bench/pollux_unseen.py WORKLOAD.csv=POLLUX_MEAN_JCT_S [...]
 
 Pollux's published results cover the 8 workloads of each load that the policy was measured
 on. This compares it on others: workloads drawn by the artifact's own generator with seeds it
@@ -13,7 +14,9 @@ the server runs). docs/benchmarks.md has the commands that make the workloads an
 only read.
 
 Each line: the workload, its jobs, Pollux's mean JCT, ours at each interval with the ratio,
-how many jobs finished later than under Pollux, and the mean JCT per application.
+how many jobs finished later than under Pollux, and the mean JCT per application. Given
+Pollux's mean JCT instead of its log (`WORKLOAD.csv=SECONDS`, e.g. a figure of
+docs/benchmarks.md once the log is gone), only the means and their ratios.
 """
 
 from __future__ import annotations
@@ -87,15 +90,47 @@ def compare(workload: Path, log: Path, speed: PolluxJobs) -> dict[str, object]:
     return out
 
 
+def compare_mean(workload: Path, theirs: float, speed: PolluxJobs) -> dict[str, object]:
+    """Ours against Pollux's mean JCT alone (its log not at hand)."""
+    runs = ours(workload, speed)
+    out: dict[str, object] = {"workload": str(workload), "jobs": len(runs["60"])}
+    out["pollux_jct_avg"] = theirs
+    for name, jcts in runs.items():
+        mean = sum(jcts.values()) / len(jcts)
+        out[f"ours_{name}_jct_avg"] = round(mean, 1)
+        out[f"ours_{name}_vs_pollux"] = round(mean / theirs, 3)
+    return out
+
+
+def parse(pair: str) -> tuple[Path, Path | float]:
+    """`WORKLOAD.csv:POLLUX.log` or `WORKLOAD.csv=SECONDS` (Pollux's mean JCT)."""
+    workload, sep, log = pair.partition(":")
+    if sep:
+        return Path(workload), Path(log)
+    workload, sep, mean = pair.rpartition("=")
+    try:
+        seconds = float(mean) if sep else 0.0
+    except ValueError:
+        seconds = 0.0
+    if not workload or not seconds > 0.0 or seconds == float("inf"):
+        raise SystemExit(
+            f"{pair!r}: write WORKLOAD.csv:POLLUX.log, or WORKLOAD.csv=SECONDS with Pollux's"
+            " mean JCT in seconds (a positive number)"
+        )
+    return Path(workload), seconds
+
+
 def main(argv: list[str]) -> None:
     if not argv:
         raise SystemExit(__doc__)
+    pairs = [parse(pair) for pair in argv]  # every argument checked before any run
     speed = PolluxJobs(PROFILES)  # the profiles, read once
-    for pair in argv:
-        workload, sep, log = pair.partition(":")
-        if not sep:
-            raise SystemExit(f"{pair!r}: write WORKLOAD.csv:POLLUX.log")
-        print(json.dumps(compare(Path(workload), Path(log), speed)), flush=True)
+    for workload, theirs in pairs:
+        if isinstance(theirs, Path):
+            line = compare(workload, theirs, speed)
+        else:
+            line = compare_mean(workload, theirs, speed)
+        print(json.dumps(line), flush=True)
 
 
 if __name__ == "__main__":
