@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import ast
 import json
+import math
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -68,12 +69,8 @@ def compare(workload: Path, log: Path, speed: PolluxJobs) -> dict[str, object]:
     out: dict[str, object] = {"workload": str(workload), "jobs": len(runs["60"])}
     if set(theirs) != set(runs["60"]):
         out["warning"] = f"Pollux finished {len(theirs)} of {len(runs['60'])} jobs"
-    mean_theirs = sum(theirs.values()) / len(theirs)
-    out["pollux_jct_avg"] = round(mean_theirs, 1)
+    out.update(_means(runs, sum(theirs.values()) / len(theirs)))
     for name, jcts in runs.items():
-        mean = sum(jcts.values()) / len(jcts)
-        out[f"ours_{name}_jct_avg"] = round(mean, 1)
-        out[f"ours_{name}_vs_pollux"] = round(mean / mean_theirs, 3)
         out[f"ours_{name}_jobs_slower"] = sum(
             1 for job, jct in jcts.items() if job in theirs and jct > theirs[job]
         )
@@ -93,8 +90,12 @@ def compare(workload: Path, log: Path, speed: PolluxJobs) -> dict[str, object]:
 def compare_mean(workload: Path, theirs: float, speed: PolluxJobs) -> dict[str, object]:
     """Ours against Pollux's mean JCT alone (its log not at hand)."""
     runs = ours(workload, speed)
-    out: dict[str, object] = {"workload": str(workload), "jobs": len(runs["60"])}
-    out["pollux_jct_avg"] = theirs
+    return {"workload": str(workload), "jobs": len(runs["60"]), **_means(runs, theirs)}
+
+
+def _means(runs: dict[str, dict[str, float]], theirs: float) -> dict[str, float]:
+    """Pollux's mean JCT, and ours at each interval with the ratio."""
+    out = {"pollux_jct_avg": round(theirs, 1)}
     for name, jcts in runs.items():
         mean = sum(jcts.values()) / len(jcts)
         out[f"ours_{name}_jct_avg"] = round(mean, 1)
@@ -112,7 +113,7 @@ def parse(pair: str) -> tuple[Path, Path | float]:
         seconds = float(mean) if sep else 0.0
     except ValueError:
         seconds = 0.0
-    if not workload or not seconds > 0.0 or seconds == float("inf"):
+    if not workload or not (math.isfinite(seconds) and seconds > 0.0):
         raise SystemExit(
             f"{pair!r}: write WORKLOAD.csv:POLLUX.log, or WORKLOAD.csv=SECONDS with Pollux's"
             " mean JCT in seconds (a positive number)"

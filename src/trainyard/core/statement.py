@@ -5,9 +5,9 @@ once (so the next placement sees them) and append to an undo log; `checkpoint()`
 `rollback(cp)` undoes everything after it, in reverse. A gang is placed whole or not at all,
 and a preemption plan (evictions + the preemptor's placement) is kept only if the preemptor
 fits: otherwise the whole plan is rolled back. A resize (`resize`, then the job's new
-`allocate`) is whole the same way; a job resized earlier in the cycle may be resized once
-more (`resize_again`, then its new `allocate`): still one restart, its reasons joined. Undo
-logs instead of copies keep this O(change).
+`allocate`) is whole the same way; a job resized earlier in the cycle may be resized again
+(the same calls): still one restart, from what it held before the cycle, its reasons joined.
+Undo logs instead of copies keep this O(change).
 
 An evicted job keeps its devices, CPU and memory until it has stopped, so `allocate` itself
 works out which evictions of this statement a placement must wait for, whichever action made
@@ -74,7 +74,7 @@ class Statement:
         self.placed: dict[str, Placed] = {}
         self.evicted: dict[str, Evicted] = {}
         self.resized: dict[str, Resized] = {}
-        self._reasons: list[Resized] = []  # the records `resize_again` replaced (undo)
+        self._reasons: list[Resized] = []  # the records a second `resize` replaced (undo)
         # node -> allocations of the jobs evicted so far with a part there (kept with the log)
         self._stopping: dict[int, list[Alloc]] = {}
 
@@ -114,23 +114,22 @@ class Statement:
     def resize(self, job_id: str, reason: str) -> Alloc:
         """Take a running job off its devices to restart it at another size; the caller
         places it again (`allocate` with action ``resize``) or rolls back. Like an evicted
-        job, it keeps its devices until it has stopped: placements on them wait for it."""
+        job, it keeps its devices until it has stopped: placements on them wait for it. A job
+        resized earlier in this cycle is taken off its new placement instead: it restarts
+        once all the same, from what it held before the cycle, and `reason` is added to its
+        record's."""
+        earlier = self.resized.get(job_id)
+        if earlier is not None:
+            alloc = self.release(job_id)
+            self._reasons.append(earlier)
+            self._log.append(("reason", alloc, None))
+            self.resized[job_id] = Resized(earlier.alloc, f"{earlier.reason}; then {reason}")
+            return alloc
         alloc = self.state.give(job_id)
         self._log.append(("resize", alloc, None))
         self.resized[job_id] = Resized(alloc, reason)
         for part in alloc.parts:
             self._stopping.setdefault(part[0], []).append(alloc)
-        return alloc
-
-    def resize_again(self, job_id: str, reason: str) -> Alloc:
-        """Take a job resized earlier in this cycle off its new placement, to place it at yet
-        another size (the caller `allocate`s it or rolls back). It restarts once all the same,
-        from what it held before the cycle; `reason` is added to its record's."""
-        alloc = self.release(job_id)
-        old = self.resized[job_id]
-        self._reasons.append(old)
-        self._log.append(("reason", alloc, None))
-        self.resized[job_id] = Resized(old.alloc, f"{old.reason}; then {reason}")
         return alloc
 
     def _awaited(self, alloc: Alloc, named: tuple[str, ...]) -> tuple[str, ...]:

@@ -106,7 +106,7 @@ def test_random_nested_checkpoints_roll_back_exactly(data: st.DataObject) -> Non
 
 
 def test_a_job_resized_again_restarts_once_and_rolls_back_exactly() -> None:
-    """`resize_again`: a job resized earlier in the cycle moves once more; its record keeps
+    """`resize` of a job resized earlier in the cycle moves it once more; its record keeps
     what it held before the cycle and joins the reasons, and rollbacks restore each step."""
     stmt = Statement(make_state())
     state = stmt.state
@@ -116,7 +116,7 @@ def test_a_job_resized_again_restarts_once_and_rolls_back_exactly() -> None:
     stmt.allocate(new_alloc(state, "gang", 0, (0, 1, 4, 5)), "resize")
     middle = capture(stmt)
     cp = stmt.checkpoint()
-    old = stmt.resize_again("gang", "shrunk 4 -> 2: rebalanced to near")
+    old = stmt.resize("gang", "shrunk 4 -> 2: rebalanced to near")
     assert old.gpus == 4 and "gang" not in state.allocs
     stmt.allocate(new_alloc(state, "gang", 0, (0, 1)), "resize")
     assert aggregates(state) == recomputed(state)

@@ -1,10 +1,12 @@
 """Which running elastic jobs a resize may restart, and how one shrinks in place (the resize
 action's passes, `actions/resize.py`): `donors` (jobs that may be restarted now),
 `restarting` (jobs already restarting at a new size in this cycle: resizing one once more
-costs no further restart, `Statement.resize_again`) and `shrink` (a job keeps a subset of its
-own devices, whole nodes first)."""
+costs no further restart, `Statement.resize`) and `shrink` (a job keeps a subset of its own
+devices, whole nodes first)."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from trainyard.core.cycle import Cycle
 from trainyard.core.placement import job_demand
@@ -15,64 +17,63 @@ __all__ = ["bounds", "donors", "restarting", "shrink"]
 
 
 def bounds(job: Job) -> tuple[int, int]:
+    """A job's (fewest, most) GPUs: its size range, or its size when it has none."""
     lo = job.min_gpus if job.min_gpus is not None else job.gpus
     hi = job.max_gpus if job.max_gpus is not None else job.gpus
     return max(1, lo), max(1, hi)
 
 
-def _reserved(cycle: Cycle) -> dict[int, int]:
-    """Node -> devices some reservation of this cycle targets."""
-    out: dict[int, int] = {}
+def _may_restart(cycle: Cycle) -> Callable[[Alloc], bool]:
+    """Whether a resize may restart a job's run (`donors`, `restarting`): an elastic job
+    that may be stopped (`preemptible`), not evicted in this cycle, not on devices a
+    reservation waits for (a restart would push back the end the reservation counts on),
+    nor on a device that may not be used now (a drained node, a failed GPU: it would
+    restart there)."""
+    evicted = cycle.stmt.evicted
+    usable = cycle.layout.usable_mask
+    reserved: dict[int, int] = {}  # node -> devices some reservation of this cycle targets
     for h in cycle.holds:
         for n, mask in h.target:
-            out[n] = out.get(n, 0) | mask
-    return out
+            reserved[n] = reserved.get(n, 0) | mask
+
+    def may(a: Alloc) -> bool:
+        return (
+            a.queue >= 0
+            and a.job.is_elastic
+            and a.job.preemptible  # a resize stops the job: the same protections as an eviction
+            and a.job.id not in evicted
+            and not (reserved and any(reserved.get(n, 0) & m for n, m, _c, _m in a.parts))
+            and not any(m & ~usable[n] for n, m, _c, _m in a.parts)
+        )
+
+    return may
 
 
 def donors(cycle: Cycle) -> list[Alloc]:
-    """Running elastic jobs a resize may restart. Not one whose devices a reservation waits
-    for (a restart would push back the end the reservation counts on), nor one on a device
-    that may not be used now (a drained node, a failed GPU: it would restart there)."""
-    stmt = cycle.stmt
-    reserved = _reserved(cycle)
-    usable = cycle.layout.usable_mask
+    """Running elastic jobs a resize may restart now (`_may_restart`): run past their
+    `min_runtime`, and not placed or resized in this cycle."""
+    may = _may_restart(cycle)
+    resized = cycle.stmt.resized
     return [
         a
         for a in cycle.state.allocs.values()
-        if a.queue >= 0
-        and a.job.is_elastic
-        and not (reserved and any(reserved.get(n, 0) & mask for n, mask, _c, _m in a.parts))
-        and not any(mask & ~usable[n] for n, mask, _c, _m in a.parts)
-        and a.job.preemptible  # a resize stops the job: the same protections as an eviction
+        if not a.placed_now
+        and a.job.id not in resized
         and cycle.now - a.started_at >= a.job.min_runtime
-        and not a.placed_now
-        and a.job.id not in stmt.resized
-        and a.job.id not in stmt.evicted
+        and may(a)
     ]
 
 
 def restarting(cycle: Cycle) -> list[Alloc]:
     """Elastic jobs resized earlier in this cycle, on their new placements: another size
-    change costs them no further restart (the rebalance may move them). Not one evicted
-    since, nor one on devices a reservation targets or that may not be used now (as
-    `donors`)."""
-    stmt = cycle.stmt
+    change costs them no further restart (the rebalance may move them). As `donors`
+    otherwise (`_may_restart`)."""
+    may = _may_restart(cycle)
     allocs = cycle.state.allocs
-    reserved = _reserved(cycle)
-    usable = cycle.layout.usable_mask
     out = []
-    for jid in stmt.resized:
+    for jid in cycle.stmt.resized:
         a = allocs.get(jid)
-        if (
-            a is not None
-            and a.placed_now
-            and a.queue >= 0
-            and a.job.is_elastic
-            and a.job.preemptible
-            and jid not in stmt.evicted
-            and not (reserved and any(reserved.get(n, 0) & m for n, m, _c, _m in a.parts))
-            and not any(m & ~usable[n] for n, m, _c, _m in a.parts)
-        ):
+        if a is not None and a.placed_now and may(a):
             out.append(a)
     return out
 
@@ -80,12 +81,8 @@ def restarting(cycle: Cycle) -> list[Alloc]:
 def shrink(cycle: Cycle, a: Alloc, gpus: int, reason: str) -> None:
     """Restart `a`'s job on `gpus` of its own devices: whole nodes kept first (those where it
     holds most), so that what it frees is as whole as possible. A job already restarting
-    (`restarting`) is resized once more, still one restart."""
-    stmt = cycle.stmt
-    if a.placed_now and a.job.id in stmt.resized:
-        old = stmt.resize_again(a.job.id, reason)
-    else:
-        old = stmt.resize(a.job.id, reason)
+    (`restarting`) is resized once more, still one restart (`Statement.resize`)."""
+    old = cycle.stmt.resize(a.job.id, reason)
     job = old.job.with_gpus(gpus)
     cpu, mem = job_demand(job)
     parts: list[tuple[int, int, float, float]] = []

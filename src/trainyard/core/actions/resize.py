@@ -35,7 +35,7 @@ every resize carries its reason. Four passes, in this order:
 
 A job already restarting at a new size in this cycle (`donors.restarting`: shrunk for a
 waiting job) may be moved once more by the rebalance, anywhere in its range, at no further
-restart (`Statement.resize_again`): before, a donor shrunk by one GPU for an arrival kept
+restart (`Statement.resize`): before, a donor shrunk by one GPU for an arrival kept
 its other GPUs until its next restart, however the rebalance valued them.
 
 Without arrivals or completions nothing shrinks (no job waits for capacity that a shrink
@@ -48,8 +48,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Final
 
-from trainyard.core.actions.donors import bounds, restarting, shrink
-from trainyard.core.actions.donors import donors as restartable
+from trainyard.core.actions.donors import bounds, donors, restarting, shrink
 from trainyard.core.actions.moves import (
     each_repays,
     fewest_shrinks,
@@ -150,7 +149,7 @@ def _shrink_for_waiting(cycle: Cycle) -> None:
     ]
     if not waiting:
         return
-    givers = restartable(cycle)
+    givers = donors(cycle)
     if not givers:
         return
     active = sum(1 for a in cycle.state.allocs.values() if a.queue >= 0) + len(waiting)
@@ -246,7 +245,7 @@ def _rebalance(cycle: Cycle, rs: ResizeState) -> None:
     hold = cycle.profile.resize_hold_s
     stmt = cycle.stmt
     by_cls: dict[int, list[Alloc]] = {}
-    for a in restartable(cycle):
+    for a in donors(cycle):
         if cycle.now - a.started_at >= hold:
             by_cls.setdefault(a.cls, []).append(a)
     for a in state.allocs.values():  # started in this cycle: it may still start larger
@@ -331,12 +330,10 @@ def _move(cycle: Cycle, rs: ResizeState, entries: list[Entry], c: int) -> None:
         a = e.alloc
         g_cp = stmt.checkpoint()
         g_epoch = state.epoch
-        reason = f"grown {a.gpus} -> {e.target}: +{gain:.0%} goodput (rebalanced)"
-        if a.placed_now and a.job.id in stmt.resized:  # restarting anyway: once more
-            stmt.resize_again(a.job.id, reason)
-        elif a.placed_now:  # not started yet: placed again, larger
+        if a.placed_now and a.job.id not in stmt.resized:  # not started yet: placed again
             stmt.release(a.job.id)
-        else:
+        else:  # restarted, or already restarting (still one restart)
+            reason = f"grown {a.gpus} -> {e.target}: +{gain:.0%} goodput (rebalanced)"
             stmt.resize(a.job.id, reason)
         if cycle.try_place(a.job.with_gpus(e.target), "resize"):
             grown += 1
@@ -384,7 +381,7 @@ def _grow(cycle: Cycle, rs: ResizeState) -> None:
     owed = _owed(cycle)
     ready = [
         a
-        for a in restartable(cycle)
+        for a in donors(cycle)
         if cycle.now - a.started_at >= prof.resize_hold_s
         and a.gpus < bounds(a.job)[1]
         and (not owed or a.job.queue in owed)  # reclaim would take it back at once
