@@ -2,8 +2,8 @@
 workloads with the core's goodput model replaced by the simulator's truth.
 
     PYTHONPATH=src python bench/pollux_oracle.py [--fitted] [--loads 0.5,2.0]
-        [--set resize_restart_s=60 ...] [--explore 16] [--restart-s 0] [--gap]
-        [--truth-apps yolov3,cifar10]
+        [--set resize_restart_s=60 ...] [--explore 16] [--restart-s 0] [--interval 0]
+        [--gap] [--truth-apps yolov3,cifar10]
 
 With the truth, every elastic job's `GoodputModel` (`core.goodput.fit`, which the resize
 action calls) answers goodput(gpus, nodes) with the profiles' true rate at the job's
@@ -15,10 +15,11 @@ to N times the largest size it has run instead of `resize.EXPLORE` (4: the fitte
 not trusted further from its data; the truth is right everywhere); `--restart-s S` makes the
 simulator charge S seconds for a restart instead of Pollux's 30 (the first start still 30 s;
 the policy's own `resize_restart_s` is unchanged): with 0 the same decisions cost no restart,
-what restarts cost the policy in all. `--truth-apps A,B` gives the truth to those
+what restarts cost the policy in all. `--interval S` runs a round every S seconds instead of
+Pollux's 60 (0: at every event, as the server runs). `--truth-apps A,B` gives the truth to those
 applications' jobs only (the others keep the fitted model): whether one application's model
 is what holds it back, or the models' errors relative to each other. One line per load: mean JCT
-over the 8 workloads (60 s rounds, 16 x 4) over Pollux's published mean, and the restarts.
+over the 8 workloads (16 x 4) over Pollux's published mean, and the restarts.
 `--gap` then runs `bench/simulator.py`'s `pollux-gap` at those loads under the same hook:
 per application, the mean JCT's share in the workloads, alone on the empty cluster, ideal
 alone and under Pollux (with the `default` profile as shipped).
@@ -122,8 +123,11 @@ def _profile(settings: list[str]) -> Profile:
     return dataclasses.replace(profile, **changes)
 
 
-def run(load: str, profile: Profile, restart_s: float = 30.0) -> dict[str, Any]:
-    """One load's 8 workloads, the simulator charging `restart_s` a restart: the JSON line."""
+def run(
+    load: str, profile: Profile, restart_s: float = 30.0, interval_s: float = 60.0
+) -> dict[str, Any]:
+    """One load's 8 workloads, the simulator charging `restart_s` a restart and running a round
+    every `interval_s` (0: at every event): the JSON line."""
     start = time.perf_counter()
     cluster = parse_cluster("16x4")
     published = POLLUX / "results-jobload" / f"pollux-{load}" / "summary.json"
@@ -132,14 +136,14 @@ def run(load: str, profile: Profile, restart_s: float = 30.0) -> dict[str, Any]:
         speed = PolluxJobs(POLLUX / "profiles", restart_s=restart_s)
         path = POLLUX / LOADS[load] / f"workload-{w}.csv"
         wl = speed.elastic_workload(read_workload(f"pollux:{path}"))
-        result = simulate(wl, cluster, speed, profile, SimOptions(interval_s=60.0))
+        result = simulate(wl, cluster, speed, profile, SimOptions(interval_s=interval_s))
         jcts.append(summarize(result)["jct_avg"])
         restarts += sum(r.restarts for r in result.records)
     mean = statistics.mean(jcts)
     return {
         "case": "pollux-oracle", "load": float(load),
         "profile": {k: getattr(profile, k) for k in _KNOBS}, "explore": resize_action.EXPLORE,
-        "sim_restart_s": restart_s,
+        "sim_restart_s": restart_s, "interval_s": interval_s,
         "jct_avg": mean, "vs_pollux": mean / json.loads(published.read_text())["mean"],
         "restarts": restarts, "wall_s": time.perf_counter() - start, **machine(),
     }  # fmt: skip
@@ -157,6 +161,10 @@ def main() -> None:
         help="the simulator's charge per restart (Pollux's 30; 0: free)",
     )  # fmt: skip
     parser.add_argument(
+        "--interval", type=float, default=60.0, metavar="SECONDS",
+        help="seconds between rounds (Pollux's 60; 0: a round at every event, as the server)",
+    )  # fmt: skip
+    parser.add_argument(
         "--truth-apps", default="", metavar="APP[,APP]",
         help="the truth only for these applications' jobs (the others fitted)",
     )  # fmt: skip
@@ -171,6 +179,8 @@ def main() -> None:
         raise SystemExit("--truth-apps: the truth for some jobs contradicts --fitted")
     if not (math.isfinite(args.restart_s) and args.restart_s >= 0):
         raise SystemExit(f"--restart-s: seconds >= 0, got {args.restart_s}")
+    if not (math.isfinite(args.interval) and args.interval >= 0):
+        raise SystemExit(f"--interval: seconds >= 0, got {args.interval}")
     if args.explore < 1:
         raise SystemExit(f"--explore: a whole number >= 1, got {args.explore}")
     if not resize_action.__file__ or not resize_action.__file__.endswith(".py"):
@@ -186,7 +196,7 @@ def main() -> None:
     explore, resize_action.EXPLORE = resize_action.EXPLORE, args.explore  # type: ignore[misc]
     try:
         for load in loads:
-            line = run(load, profile, args.restart_s) | {"truth": truth is not None}
+            line = run(load, profile, args.restart_s, args.interval) | {"truth": truth is not None}
             if apps:
                 line["truth_apps"] = sorted(apps)
             print(json.dumps(line), flush=True)

@@ -18,6 +18,8 @@ from trainyard.sim.workload import Workload
         (["--restart-s", "-1"], "--restart-s"),
         (["--restart-s", "nan"], "--restart-s"),
         (["--explore", "0"], "--explore"),
+        (["--interval", "-60"], "--interval"),
+        (["--interval", "inf"], "--interval"),
         (["--truth-apps", "resnet"], "--truth-apps"),
         (["--truth-apps", "yolov3", "--fitted"], "--truth-apps"),
     ],
