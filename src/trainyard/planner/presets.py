@@ -32,7 +32,7 @@ def _sc21(size: str, layers: int, hidden: int, heads: int, batch: int) -> Model:
 def _llama(name: str, n: int, h: int, a: int, k: int, f: int, s: int, v: int, b: int) -> Model:
     return Model(
         name, n, h, a, s, v, b, kv_heads=k, ffn_hidden=f, mlp="swiglu", bias=False,
-        tied_embeddings=False, learned_positions=False,
+        tied_embeddings=name.startswith("llama3.2"), learned_positions=False,
     )  # fmt: skip
 
 
@@ -139,6 +139,48 @@ PRESETS: dict[str, Model] = {
         ),
         Model("mt-nlg-530b", 105, 20480, 128, 2048, 50257, 1920),
         Model("bloom-176b", 70, 14336, 112, 2048, 250680, 2048, learned_positions=False),
+        # Open-weight models as their Hugging Face config.json give them (layers, hidden,
+        # heads, kv heads, intermediate size, vocabulary, tied embeddings; 4M-token batches
+        # at the context they were pre-trained with, as the Llama presets). Llama 3.2 1B / 3B
+        # (meta-llama/Llama-3.2-*): tied embeddings. Mistral 7B v0.1
+        # (mistralai/Mistral-7B-v0.1): a sliding window of 4,096 keys in every layer, 8K
+        # context. Qwen2.5 (Qwen/Qwen2.5-*: their q/k/v biases, 0.01 % of a model, are left
+        # out) and Qwen3's dense models (Qwen/Qwen3-*: head_dim 128). Mixtral 8x22B
+        # (mistralai/Mixtral-8x22B-v0.1): 8 experts, top-2. DBRX (databricks/dbrx-base,
+        # Databricks 2024): 16 experts of 10,752, top-4, 100,352-token vocabulary.
+        _llama("llama3.2-1b", 16, 2048, 32, 8, 8192, 8192, 128256, 512),
+        _llama("llama3.2-3b", 28, 3072, 24, 8, 8192, 8192, 128256, 512),
+        dataclasses.replace(
+            _llama("mistral-7b", 32, 4096, 32, 8, 14336, 8192, 32000, 512), window=4096
+        ),
+        _llama("qwen2.5-7b", 28, 3584, 28, 4, 18944, 4096, 152064, 1024),
+        _llama("qwen2.5-14b", 48, 5120, 40, 8, 13824, 4096, 152064, 1024),
+        _llama("qwen2.5-32b", 64, 5120, 40, 8, 27648, 4096, 152064, 1024),
+        _llama("qwen2.5-72b", 80, 8192, 64, 8, 29568, 4096, 152064, 1024),
+        dataclasses.replace(
+            _llama("qwen3-8b", 36, 4096, 32, 8, 12288, 4096, 151936, 1024), head_dim=128
+        ),
+        dataclasses.replace(
+            _llama("qwen3-14b", 40, 5120, 40, 8, 17408, 4096, 151936, 1024), head_dim=128
+        ),
+        dataclasses.replace(
+            _llama("qwen3-32b", 64, 5120, 64, 8, 25600, 4096, 151936, 1024), head_dim=128
+        ),
+        # DeepSeek-V2 (DeepSeek-AI 2024, arXiv:2405.04434; deepseek-ai/DeepSeek-V2 config.json):
+        # 60 layers of hidden 5120, latent attention (128 heads, ranks 512 / 1536), one dense
+        # layer of 12,288, then 160 experts of 1,536, top-6, and two shared (3,072).
+        dataclasses.replace(
+            _moe("deepseek-v2", (60, 5120, 128, 128, 12288, 4096, 102400, 1024), (160, 6, 1536)),
+            head_dim=128,
+            kv_lora_rank=512,
+            q_lora_rank=1536,
+            rope_dim=64,
+            v_head_dim=128,
+            dense_layers=1,
+            moe_shared_ffn_hidden=3072,
+        ),
+        _moe("mixtral-8x22b", (56, 6144, 48, 8, 16384, 4096, 32000, 1024), (8, 2, 16384)),
+        _moe("dbrx", (40, 6144, 48, 8, 10752, 4096, 100352, 1024), (16, 4, 10752)),
     )
 }
 

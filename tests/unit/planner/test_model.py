@@ -63,6 +63,47 @@ def test_published_runs_models_parameter_counts(
         assert model.layers * model.layer_params / 1e9 == pytest.approx(non_embedding_b, rel=0.01)
 
 
+@pytest.mark.parametrize(
+    ("name", "billions"),
+    [  # the parameter counts the model cards state
+        ("llama3.2-1b", 1.24),  # meta-llama/Llama-3.2-1B: 1.23B (tied embeddings)
+        ("llama3.2-3b", 3.21),  # meta-llama/Llama-3.2-3B: 3.21B
+        ("mistral-7b", 7.24),  # mistralai/Mistral-7B-v0.1: 7.24B
+        ("qwen2.5-7b", 7.61),  # Qwen/Qwen2.5-7B: 7.61B
+        ("qwen2.5-14b", 14.7),  # Qwen/Qwen2.5-14B: 14.7B
+        ("qwen2.5-32b", 32.5),  # Qwen/Qwen2.5-32B: 32.5B
+        ("qwen2.5-72b", 72.7),  # Qwen/Qwen2.5-72B: 72.7B
+        ("qwen3-8b", 8.2),  # Qwen/Qwen3-8B: 8.2B
+        ("qwen3-14b", 14.8),  # Qwen/Qwen3-14B: 14.8B
+        ("qwen3-32b", 32.8),  # Qwen/Qwen3-32B: 32.8B
+        ("mixtral-8x22b", 141.0),  # mistral.ai, "Cheaper, Better, Faster, Stronger": 141B
+        ("dbrx", 132.0),  # databricks/dbrx-base: 132B total
+        ("deepseek-v2", 236.0),  # arXiv:2405.04434: 236B total, 21B activated
+    ],
+)
+def test_open_weight_presets_parameter_counts(name: str, billions: float) -> None:
+    assert preset(name).params / 1e9 == pytest.approx(billions, rel=0.01)
+
+
+def test_open_weight_presets_are_found_by_the_names_tables_print() -> None:
+    from trainyard.planner.presets import preset_named
+
+    named = {
+        "Llama 3.2 1B": "llama3.2-1b",
+        "Qwen2.5-72B": "qwen2.5-72b",
+        "Qwen 2.5 7B": "qwen2.5-7b",
+        "Qwen3-32B": "qwen3-32b",
+        "Mixtral 8x22B": "mixtral-8x22b",
+        "Mistral 7B": "mistral-7b",
+        "DBRX": "dbrx",
+        "DeepSeek-V2": "deepseek-v2",
+        "Llama 3.1 8B": "llama3-8b",  # Llama 3.x keeps Llama 3's shapes
+    }
+    for text, name in named.items():
+        found = preset_named(text)
+        assert found is not None and found.name == name, text
+
+
 def test_gqa_shrinks_kv_projections() -> None:
     mha, gqa = gpt(), gpt(kv_heads=2)
     # K and V go from h x h to h x (2 heads x 32) each; their biases shrink likewise.
@@ -140,7 +181,7 @@ def test_every_preset_family_is_present() -> None:
     gpt3 = [n for n in PRESETS if n.startswith("gpt3-")]
     sc21 = [n for n in PRESETS if n.startswith("sc21-")]
     llama = [n for n in PRESETS if n.startswith("llama")]
-    assert (len(gpt3), len(sc21), len(llama)) == (8, 10, 6)
+    assert (len(gpt3), len(sc21), len(llama)) == (8, 10, 8)
 
 
 def test_load_model_from_preset_with_overrides(tmp_path: Path) -> None:

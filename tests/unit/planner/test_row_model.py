@@ -36,7 +36,8 @@ def test_published_model_names_find_their_preset(text: str, name: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "text", ["", "Llama 3.2 1B", "GPT-1.7B", "Falcon 180B", "llama3", "DeepSeekV3 (w/ MTP)"]
+    "text",
+    ["", "Gemma 2 9B", "Qwen2.5 3B", "GPT-1.7B", "Falcon 180B", "llama3", "DeepSeekV3 (w/ MTP)"],
 )
 def test_other_names_find_none(text: str) -> None:
     assert preset_named(text) is None
