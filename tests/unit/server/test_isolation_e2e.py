@@ -136,8 +136,10 @@ def test_a_members_job_reaches_nothing_of_the_server_or_other_jobs(
     )  # fmt: skip
     try:
         server = cluster.start()
+        # The jobs run in /tmp (world-readable, so that their uids may enter it); `-P` keeps
+        # it off their sys.path, so a stray /tmp/grp.py cannot shadow a module they import.
         victim = server.submit(
-            {"name": "victim", "command": [sys.executable, "-c", VICTIM], "gpus": 1,
+            {"name": "victim", "command": [sys.executable, "-P", "-c", VICTIM], "gpus": 1,
              "env": {"VICTIM_SECRET": "victim-secret"}, "working_dir": str(home.parent)}
         )  # fmt: skip
         _wait_state(server, victim, {"RUNNING"}, cluster)
@@ -173,7 +175,7 @@ def test_a_members_job_reaches_nothing_of_the_server_or_other_jobs(
             base_url=server.url, timeout=30, headers={"Authorization": f"Bearer {token}"}
         )
         answer = member.post("/v1/jobs", json={
-            "name": "probe", "queue": "globex-q", "command": [sys.executable, "-c", PROBE],
+            "name": "probe", "queue": "globex-q", "command": [sys.executable, "-P", "-c", PROBE],
             "gpus": 1, "env": {"PROBE_TARGETS": json.dumps(targets)},
             "working_dir": str(home.parent),
         })  # fmt: skip
