@@ -51,7 +51,8 @@ _COLUMN_ALIASES: Final[dict[str, tuple[str, ...]]] = {
     "num_kv_heads": ("num_key_value_heads", "num_query_groups", "kv_heads", "n_kv_heads"),
     "ffn_hidden_size": ("intermediate_size", "ffn_dim", "d_ff"),
     "seq_len": ("seq_length", "sequence_length", "max_seq_len", "context_length",
-                "seq_len_(t)", "seq_len_(tokens)", "sequence_length_(tokens)"),
+                "seq_len_(t)", "seq_len_(tokens)", "sequence_length_(tokens)",
+                "packed_sequence_length"),
     "vocab_size": ("vocab", "vocabulary_size", "vocabulary", "padded_vocab_size"),
     "num_gpus": ("gpus", "world_size", "n_gpus"),
     "num_nodes": ("nodes", "n_nodes", "nnodes"),
@@ -131,6 +132,7 @@ _COLUMN_ALIASES: Final[dict[str, tuple[str, ...]]] = {
     "cpu_offload_layers": ("cpu_offloading_num_layers", "offload_layers"),
     "parallelism": ("parallel_config", "layout", "parallelization"),
     "attention_flops": ("flops_convention", "attention_flop_count", "causal_flops"),
+    "training": ("task", "training_type", "finetuning_method", "method"),
 }  # fmt: skip
 
 

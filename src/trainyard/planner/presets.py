@@ -209,6 +209,7 @@ _BY_FOLDED_NAME: Final = {_folded_name(name): model for name, model in PRESETS.i
     "grok1": PRESETS["grok-1-314b"],
     "megatronturingnlg530b": PRESETS["mt-nlg-530b"],
     "bloom": PRESETS["bloom-176b"],
+    "nemotron340b": PRESETS["nemotron4-340b"],  # NeMo's performance tables' name for it
 }
 
 

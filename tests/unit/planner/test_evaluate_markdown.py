@@ -125,3 +125,31 @@ def test_headings_that_name_the_gpu_or_the_precision_fill_those_columns() -> Non
     assert (fp8["gpu_type"], fp8["precision"]) == ("Results on DGX H100", "FP8 Performance")
     assert both["gpu_type"] == "Results on DGX H100" and "precision" not in both
     assert "gpu_type" not in bare and "precision" not in bare
+
+
+# NeMo 24.07's fine-tuning table (NVIDIA/NeMo docs/source/performance/performance_summary.md at
+# 8e3d65dcfe): the kind of training in a "Task" column, the packed sequences' length, and
+# Nemotron-4 340B named as NeMo names it.
+NEMO_FINETUNING = (
+    "### Finetuning, FP8 on H100\n\n"
+    "| Model | Task | #-GPUs | GBS | MBS | Packed Sequence Length | TP | PP "
+    "| Tokens / sec / GPU |\n"
+    "|---|---|---|---|---|---|---|---|---|\n"
+    "| LLAMA2-7B | SFT | 8 | 32 | 1 | 4096 | 1 | 1 | 16891 |\n"
+    "| LLAMA2-7B | LoRA | 8 | 32 | 1 | 4096 | 1 | 1 | 24824 |\n"
+    "| Nemotron-340B | SFT | 128 | 32 | 1 | 4096 | 8 | 8 | 326 |\n"
+)
+
+
+def test_a_task_column_names_adapters_and_packed_sequences_are_the_length(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "nemo.md"
+    path.write_text(NEMO_FINETUNING)
+    result = evaluate(path)
+    read = {r.model: r for r in result.rows}
+    assert sorted(read) == ["LLAMA2-7B", "Nemotron-340B"]  # the SFT rows: every weight trained
+    assert read["LLAMA2-7B"].published == 16891 and read["LLAMA2-7B"].read_as.endswith("fp8")
+    assert read["Nemotron-340B"].read_as.startswith("t8 p8 d2")
+    [(_table, model, why)] = result.skipped
+    assert model == "LLAMA2-7B" and why.startswith("a LoRA / adapter")

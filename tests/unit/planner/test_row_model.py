@@ -29,7 +29,8 @@ NAMED = {
      ("Kimi_K2", "kimi-k2"), ("DeepSeekV3 (w/o MTP)", "deepseek-v3"),
      ("DeepSeekV3 (dropless)", "deepseek-v3"), ("Qwen3_30B_a3B (tokendrop)", "qwen3-30b-a3b"),
      ("Nemotron-4 340B", "nemotron4-340b"), ("Grok-1", "grok-1-314b"),
-     ("Megatron-Turing NLG 530B", "mt-nlg-530b"), ("BLOOM 176B", "bloom-176b")],
+     ("Megatron-Turing NLG 530B", "mt-nlg-530b"), ("BLOOM 176B", "bloom-176b"),
+     ("Nemotron-340B", "nemotron4-340b")],
 )  # fmt: skip
 def test_published_model_names_find_their_preset(text: str, name: str) -> None:
     assert preset_named(text) == preset(name)
