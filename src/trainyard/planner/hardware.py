@@ -12,6 +12,18 @@ it is the intra-node path the planner should assume (PCIe or a 2-GPU bridge, see
 rack). Network bandwidth is per GPU (one NIC per GPU, e.g. 200 Gb/s HDR = 25 GB/s, 400 Gb/s
 NDR = 50 GB/s, 800 Gb/s ConnectX-8 = 100 GB/s).
 
+Memory (`memory_gb`, GB = 1e9 bytes) is what CUDA reports a process may allocate, not the
+datasheet's figure: an "80 GB" H100 or A100 holds 80 GiB of HBM, and the driver keeps about
+1 % of it. PyTorch's `torch.cuda.get_device_properties(i).total_memory`, as printed in public
+logs: H100 80GB HBM3 81,089 MiB (85.0 GB), A100-SXM4-80GB 85,056,798,720 bytes (85.1 GB),
+A100-SXM4-40GB 40,536 MiB (42.5 GB), H200 143,156 MiB (150.1 GB), B200 182,631 MiB (191.5
+GB); nvidia-smi's total where no such log was found: V100-SXM2-32GB 32,510 MiB (34.1 GB),
+L40S 46,068 MiB (48.3 GB). H800, A800 and H100 PCIe carry the same 80 GiB parts as the H100
+and A100. GB200, B300 and GB300, with no public figure found, are their datasheets' GiB less
+B200's share kept by the driver (0.9908): 186 and 288 GiB make 197.9 and 306.4 GB. Read as
+80 decimal GB, the H100 lost 6 % of its memory, and a plan that ran on it (Nemotron-4 340B
+at t8 p8 on 128 H100s without recompute, NeMo 24.07) did not fit.
+
 The host side, for activation offloading (`trainyard.planner.offload`): `host_link_gb_s` is
 one GPU's unidirectional path to its host's memory while every GPU copies at once, as
 offloading does. PCIe Gen3 / Gen4 / Gen5 x16 carry 16 / 32 / 64 GB/s each way, and the DGX
@@ -157,38 +169,38 @@ CATALOGUE: dict[str, GPU] = {
     g.name: g
     for g in (
         # V100 SXM2: fp16 tensor 125 (no bf16), NVLink2 300 GB/s total; DGX-1, 100 Gb/s EDR.
-        _g("V100-32GB", 125, 0, 15.7, 32, 0.9, 150, 8, 12.5, 5.0, cpu=_PCIE3_DGX1),
+        _g("V100-32GB", 125, 0, 15.7, 34.1, 0.9, 150, 8, 12.5, 5.0, cpu=_PCIE3_DGX1),
         # A100 SXM4: 312 bf16 dense, NVLink3 600 GB/s total; DGX A100, 200 Gb/s HDR per GPU.
-        _g("A100-40GB", 312, 0, 19.5, 40, 1.555, 300, 8, 25, 5.0, cpu=_PCIE4_DGXA100),
-        _g("A100-80GB", 312, 0, 19.5, 80, 2.039, 300, 8, 25, 5.0, cpu=_PCIE4_DGXA100),
+        _g("A100-40GB", 312, 0, 19.5, 42.5, 1.555, 300, 8, 25, 5.0, cpu=_PCIE4_DGXA100),
+        _g("A100-80GB", 312, 0, 19.5, 85.1, 2.039, 300, 8, 25, 5.0, cpu=_PCIE4_DGXA100),
         # H100 SXM5: 989 bf16 / 1979 fp8 dense, NVLink4 900 GB/s total; 400 Gb/s NDR per GPU.
-        _g("H100-SXM", 989, 1979, 67, 80, 3.35, 450, 8, 50, 5.0, bwd8=_SPLIT, cpu=_PCIE5_DGX),
+        _g("H100-SXM", 989, 1979, 67, 85.0, 3.35, 450, 8, 50, 5.0, bwd8=_SPLIT, cpu=_PCIE5_DGX),
         # H800 SXM5 / A800 SXM4 80GB: the H100 and A100 with NVLink cut to 400 GB/s total.
-        _g("H800", 989, 1979, 67, 80, 3.35, 200, 8, 50, 5.0, bwd8=_SPLIT, cpu=_PCIE5_DGX),
-        _g("A800-80GB", 312, 0, 19.5, 80, 2.039, 200, 8, 25, 5.0, cpu=_PCIE4_DGXA100),
+        _g("H800", 989, 1979, 67, 85.0, 3.35, 200, 8, 50, 5.0, bwd8=_SPLIT, cpu=_PCIE5_DGX),
+        _g("A800-80GB", 312, 0, 19.5, 85.1, 2.039, 200, 8, 25, 5.0, cpu=_PCIE4_DGXA100),
         # H100 PCIe: 756 / 1513 dense; NVLink bridge 600 GB/s total (GPU pairs only).
-        _g("H100-PCIe", 756, 1513, 51, 80, 2.0, 300, 8, 25, 5.0, bwd8=_SPLIT, cpu=_PCIE5_CARD),
+        _g("H100-PCIe", 756, 1513, 51, 85.0, 2.0, 300, 8, 25, 5.0, bwd8=_SPLIT, cpu=_PCIE5_CARD),
         # H200 SXM: H100 compute, 141 GB HBM3e at 4.8 TB/s.
-        _g("H200", 989, 1979, 67, 141, 4.8, 450, 8, 50, 5.0, bwd8=_SPLIT, cpu=_PCIE5_DGX),
+        _g("H200", 989, 1979, 67, 150.1, 4.8, 450, 8, 50, 5.0, bwd8=_SPLIT, cpu=_PCIE5_DGX),
         # B200 (HGX B200): 2.25 PF bf16 / 4.5 PF fp8 dense, 180 GB at 7.7 TB/s, NVLink5 1.8 TB/s.
-        _g("B200", 2250, 4500, 75, 180, 7.7, 900, 8, 50, 5.0, cpu=_PCIE5_DGX),
+        _g("B200", 2250, 4500, 75, 191.5, 7.7, 900, 8, 50, 5.0, cpu=_PCIE5_DGX),
         # GB200 in an NVL72 rack: NVIDIA's rack figures per GPU (360 PF bf16 and 720 PF fp8 with
         # sparsity, 13.4 TB HBM3e at 576 TB/s, over 72 GPUs): 2.5 / 5 PF dense, 186 GB at 8 TB/s,
         # NVLink5 1.8 TB/s. All 72 GPUs share one NVLink domain, which is what `gpus_per_node`
         # means to the time model; a host (compute tray: two Grace CPUs, four GPUs) holds 4 of
         # them, which is what torchrun starts per node. 400 Gb/s per GPU beyond the rack.
-        _g("GB200", 2500, 5000, 80, 186, 8.0, 900, 72, 50, 5.0, host=4, cpu=_C2C_GRACE),
+        _g("GB200", 2500, 5000, 80, 197.9, 8.0, 900, 72, 50, 5.0, host=4, cpu=_C2C_GRACE),
         # Blackwell Ultra: the same bf16 / fp8 tensor peaks as B200 / GB200 (it adds fp4 and
         # attention throughput), 288 GB of HBM3e (8 stacks of 12-high) at 8 TB/s, NVLink5 1.8
         # TB/s, ConnectX-8 NICs at 800 Gb/s per GPU. B300 (HGX / DGX B300): 36 PF bf16 and 72
         # PF fp8 with sparsity and 2.3 TB over 8 GPUs: 2.25 / 4.5 PF dense, 288 GB.
-        _g("B300", 2250, 4500, 75, 288, 8.0, 900, 8, 100, 5.0, cpu=_PCIE5_DGX),
+        _g("B300", 2250, 4500, 75, 306.4, 8.0, 900, 8, 100, 5.0, cpu=_PCIE5_DGX),
         # GB300 in an NVL72 rack, the rack's figures per GPU as for GB200 (180 PF bf16 and 360
         # PF fp8 dense, 20.7 TB HBM3e at 576 TB/s over 72 GPUs): 2.5 / 5 PF, 288 GB at 8
         # TB/s; one NVLink domain of 72 on trays of 4.
-        _g("GB300", 2500, 5000, 80, 288, 8.0, 900, 72, 100, 5.0, host=4, cpu=_C2C_GRACE),
+        _g("GB300", 2500, 5000, 80, 306.4, 8.0, 900, 72, 100, 5.0, host=4, cpu=_C2C_GRACE),
         # L40S: 362 bf16 / 733 fp8 dense, 48 GB GDDR6, no NVLink: PCIe Gen4 x16 (32 GB/s).
-        _g("L40S", 362, 733, 91.6, 48, 0.864, 32, 8, 25, 5.0, bwd8=_SPLIT, cpu=_PCIE4_CARD),
+        _g("L40S", 362, 733, 91.6, 48.3, 0.864, 32, 8, 25, 5.0, bwd8=_SPLIT, cpu=_PCIE4_CARD),
     )
 }
 
@@ -231,10 +243,12 @@ def load_catalogue(path: str | Path, base: dict[str, GPU] | None = None) -> dict
     """Return `base` (default: the built-in catalogue) with GPUs from a YAML file added/overridden.
 
     The file maps GPU names to field mappings. An entry whose name is already known may give only
-    the fields it changes; a new entry must give every field but `gpus_per_host`. Example::
+    the fields it changes; a new entry must give every field but `gpus_per_host`. `memory_gb`
+    is what the runtime gives a process, in GB of 1e9 bytes (a datasheet's "192 GB" of HBM is
+    192 GiB, about 204 GB once the driver keeps its share; module docstring). Example::
 
         H100-SXM: {network_gb_s: 25}
-        MI300X: {bf16_tflops: 1307, fp8_tflops: 2615, fp32_tflops: 163.4, memory_gb: 192,
+        MI300X: {bf16_tflops: 1307, fp8_tflops: 2615, fp32_tflops: 163.4, memory_gb: 204,
                  memory_bw_tbs: 5.3, nvlink_gb_s: 448, gpus_per_node: 8, network_gb_s: 50,
                  network_latency_us: 5}
     """

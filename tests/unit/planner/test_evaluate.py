@@ -216,7 +216,7 @@ def test_unsaid_recompute_and_attention_are_read_as_the_run_must_have_had_them()
     # Any other table: fused attention, and the lightest recompute that fits the GPU.
     small = row_inputs(ROW)
     assert not isinstance(small, str) and small[1].recompute == "none"
-    big = {
+    big = {  # on a PCIe card, whose host is unknown: no offloading to compete with recompute
         **ROW,
         "num_layers": "48",
         "hidden_size": "8192",
@@ -225,6 +225,7 @@ def test_unsaid_recompute_and_attention_are_read_as_the_run_must_have_had_them()
         "num_gpus": "8",
         "tensor_parallel": "8",
         "global_batch_size": "8",
+        "gpu_type": "H100-PCIe",
     }
     inputs = row_inputs(big)
     assert not isinstance(inputs, str)

@@ -64,9 +64,10 @@ def test_a_row_that_names_the_modules_reads_as_norms_and_one_that_needs_it_infer
     for cell in ("layernorm", "norms", "recompute_modules: layernorm, moe_act"):
         inputs = row_inputs({**ROW, "activation_recompute": cell})
         assert not isinstance(inputs, str) and inputs[1].recompute == "norms", cell
-    # Llama 3.1 405B in fp8 on 256 GB200, tp 4, pp 16 x 4 chunks: nothing recomputed does not
-    # fit 95 % of 186 GB, the norms do, so a row that does not say is read with them.
-    row = {"model": "Llama 3.1 405B", "num_gpus": "256", "gpu_type": "GB200",
+    # Llama 3.1 405B in fp8 on 256 B200, tp 4, pp 16 x 4 chunks: nothing recomputed (186.7
+    # GB) does not fit 95 % of the 191.5 GB CUDA gives, the norms (176.4 GB) do, so a row
+    # that does not say is read with them.
+    row = {"model": "Llama 3.1 405B", "num_gpus": "256", "gpu_type": "B200",
            "precision": "fp8", "global_batch_size": "1536", "micro_batch_size": "1",
            "seq_len": "8192", "tensor_parallel": "4", "pipeline_parallel": "16",
            "virtual_pipeline": "4", "tokens_per_sec_per_gpu": "843"}  # fmt: skip
