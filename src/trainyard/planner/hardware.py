@@ -180,7 +180,8 @@ CATALOGUE: dict[str, GPU] = {
         _g("A800-80GB", 312, 0, 19.5, 85.1, 2.039, 200, 8, 25, 5.0, cpu=_PCIE4_DGXA100),
         # H100 PCIe: 756 / 1513 dense; NVLink bridge 600 GB/s total (GPU pairs only).
         _g("H100-PCIe", 756, 1513, 51, 85.0, 2.0, 300, 8, 25, 5.0, bwd8=_SPLIT, cpu=_PCIE5_CARD),
-        # H200 SXM: H100 compute, 141 GB HBM3e at 4.8 TB/s.
+        # H200 SXM: H100 compute, 141 GB HBM3e at 4.8 TB/s. (Memory: the datasheet's figures
+        # here are GiB; `memory_gb` is what CUDA gives, module docstring.)
         _g("H200", 989, 1979, 67, 150.1, 4.8, 450, 8, 50, 5.0, bwd8=_SPLIT, cpu=_PCIE5_DGX),
         # B200 (HGX B200): 2.25 PF bf16 / 4.5 PF fp8 dense, 180 GB at 7.7 TB/s, NVLink5 1.8 TB/s.
         _g("B200", 2250, 4500, 75, 191.5, 7.7, 900, 8, 50, 5.0, cpu=_PCIE5_DGX),

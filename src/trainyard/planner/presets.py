@@ -29,10 +29,12 @@ def _sc21(size: str, layers: int, hidden: int, heads: int, batch: int) -> Model:
     return Model(f"sc21-{size}", layers, hidden, heads, 2048, 51200, batch)
 
 
-def _llama(name: str, n: int, h: int, a: int, k: int, f: int, s: int, v: int, b: int) -> Model:
+def _llama(
+    name: str, n: int, h: int, a: int, k: int, f: int, s: int, v: int, b: int, *, tied: bool = False
+) -> Model:
     return Model(
         name, n, h, a, s, v, b, kv_heads=k, ffn_hidden=f, mlp="swiglu", bias=False,
-        tied_embeddings=name.startswith("llama3.2"), learned_positions=False,
+        tied_embeddings=tied, learned_positions=False,
     )  # fmt: skip
 
 
@@ -148,8 +150,8 @@ PRESETS: dict[str, Model] = {
         # out) and Qwen3's dense models (Qwen/Qwen3-*: head_dim 128). Mixtral 8x22B
         # (mistralai/Mixtral-8x22B-v0.1): 8 experts, top-2. DBRX (databricks/dbrx-base,
         # Databricks 2024): 16 experts of 10,752, top-4, 100,352-token vocabulary.
-        _llama("llama3.2-1b", 16, 2048, 32, 8, 8192, 8192, 128256, 512),
-        _llama("llama3.2-3b", 28, 3072, 24, 8, 8192, 8192, 128256, 512),
+        _llama("llama3.2-1b", 16, 2048, 32, 8, 8192, 8192, 128256, 512, tied=True),
+        _llama("llama3.2-3b", 28, 3072, 24, 8, 8192, 8192, 128256, 512, tied=True),
         dataclasses.replace(
             _llama("mistral-7b", 32, 4096, 32, 8, 14336, 8192, 32000, 512), window=4096
         ),
