@@ -68,6 +68,8 @@ def restarting(cycle: Cycle) -> list[Alloc]:
     """Elastic jobs resized earlier in this cycle, on their new placements: another size
     change costs them no further restart (the rebalance may move them). As `donors`
     otherwise (`_may_restart`)."""
+    if not cycle.stmt.resized:
+        return []  # the common case: no reservation map to build
     may = _may_restart(cycle)
     allocs = cycle.state.allocs
     out = []

@@ -238,6 +238,13 @@ def _shrink_plan(cycle: Cycle, job: Job, usable: list[Alloc], fair: int) -> dict
 # -- 3. rebalance (actions/rebalance.py) -------------------------------------------------
 
 
+def _unstarted(cycle: Cycle, a: Alloc) -> bool:
+    """Placed in this cycle and not resized since: a job that has not started, so another
+    size costs it no restart and it starts at least as placed (a job placed on its new size
+    after a resize is `restarting` instead, free to move anywhere in its range)."""
+    return a.placed_now and a.job.id not in cycle.stmt.resized
+
+
 def _rebalance(cycle: Cycle, rs: ResizeState) -> None:
     if _owed(cycle):
         return  # reclaim acts first
@@ -249,8 +256,7 @@ def _rebalance(cycle: Cycle, rs: ResizeState) -> None:
         if cycle.now - a.started_at >= hold:
             by_cls.setdefault(a.cls, []).append(a)
     for a in state.allocs.values():  # started in this cycle: it may still start larger
-        fresh = a.placed_now and a.job.id in stmt.placed and a.job.id not in stmt.resized
-        if fresh and a.job.is_elastic:
+        if _unstarted(cycle, a) and a.job.id in stmt.placed and a.job.is_elastic:
             by_cls.setdefault(a.cls, []).append(a)
     for a in restarting(cycle):  # restarting anyway: any size in its range, no restart more
         by_cls.setdefault(a.cls, []).append(a)
@@ -260,7 +266,7 @@ def _rebalance(cycle: Cycle, rs: ResizeState) -> None:
         entries = []
         for a in allocs:
             lo, _hi = bounds(a.job)
-            if a.placed_now and a.job.id not in stmt.resized:
+            if _unstarted(cycle, a):
                 lo = a.gpus  # not shrunk: it starts at least as placed
             m = _model(rs, a.job)
             one = m.goodput(1, 1)
@@ -330,7 +336,7 @@ def _move(cycle: Cycle, rs: ResizeState, entries: list[Entry], c: int) -> None:
         a = e.alloc
         g_cp = stmt.checkpoint()
         g_epoch = state.epoch
-        if a.placed_now and a.job.id not in stmt.resized:  # not started yet: placed again
+        if _unstarted(cycle, a):  # not started yet: placed again
             stmt.release(a.job.id)
         else:  # restarted, or already restarting (still one restart)
             reason = f"grown {a.gpus} -> {e.target}: +{gain:.0%} goodput (rebalanced)"
