@@ -18,9 +18,23 @@ from collections.abc import Callable, Mapping
 
 from trainyard.errors import FieldError
 
-__all__ = ["ErrorType", "boolean", "describe", "integer", "number", "string", "yaml_hint"]
+__all__ = [
+    "MAX_DURATION_S",
+    "ErrorType",
+    "boolean",
+    "describe",
+    "integer",
+    "number",
+    "string",
+    "yaml_hint",
+]
 
 ErrorType = Callable[[str, str], FieldError]
+
+# The longest time a job may state (`expected_duration_s`, `min_runtime_s`, `submit --time`):
+# ten years, as a token's lifetime. Estimated starts add up the durations of the jobs ahead,
+# and unbounded ones overflowed the clocks that show them.
+MAX_DURATION_S = 10 * 365 * 86400
 
 # YAML 1.1 reads 1e3 or 2.5E-4 (no dot, or no sign in the exponent) as strings; JSON does not.
 _EXPONENT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")

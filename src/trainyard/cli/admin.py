@@ -24,11 +24,11 @@ import typer
 from rich import box
 from rich.console import Console
 from rich.table import Table
-from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from trainyard.server.config import ServerConfig, default_home
+from trainyard.server.db.session import shown_url
 from trainyard.server.services import admin as svc
 from trainyard.server.services import audit
 
@@ -86,13 +86,6 @@ def _first_line(error: BaseException) -> str:
     return text.splitlines()[0] if text else type(error).__name__
 
 
-def _shown(url: str) -> str:
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except Exception:
-        return url
-
-
 @contextmanager
 def _database(home: Path | None, db: str | None) -> Iterator[Session]:
     """One transaction on the migrated (and bootstrapped) database; AdminError -> exit 2."""
@@ -103,7 +96,7 @@ def _database(home: Path | None, db: str | None) -> Iterator[Session]:
     try:
         engine = init_db(config.database)
     except Exception as error:  # a bad URL, an unreachable server, a newer schema
-        _fail("--db", f"cannot open database {_shown(config.database)}: {_first_line(error)}")
+        _fail("--db", f"cannot open database {shown_url(config.database)}: {_first_line(error)}")
     try:
         sessions = make_session_factory(engine)
         boot = bootstrap(sessions, now=time.time())

@@ -32,6 +32,7 @@ from trainyard.cli.remote import (
 )
 from trainyard.client import credentials
 from trainyard.client.http import ApiClient, ClientError, normalize_url
+from trainyard.fields import MAX_DURATION_S
 
 token_app = typer.Typer(
     name="token",
@@ -58,7 +59,10 @@ def parse_duration(text: str) -> float:
         raise ValueError(
             f"--expires-in: {text!r} is not a duration; write e.g. 30d, 12h, 90m or 3600"
         )
-    return float(match.group(1)) * _UNITS[match.group(2) or "s"]
+    seconds = float(match.group(1)) * _UNITS[match.group(2) or "s"]
+    if seconds > MAX_DURATION_S:
+        raise ValueError(f"--expires-in: {text!r} is longer than ten years, the longest lifetime")
+    return seconds
 
 
 def _read_token(token: str | None) -> str:

@@ -158,7 +158,7 @@ def jobs_command(
         "state": _states(state or []) or None,
         "queue": queue,
         "user": user,
-        "since": parse_when(since, "--since", time.time()) if since is not None else None,
+        "since": max(0.0, parse_when(since, "--since", time.time())) if since is not None else None,
         "array": array,
         "limit": limit,
         "offset": offset,

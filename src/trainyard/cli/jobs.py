@@ -9,6 +9,7 @@ Every failure prints one `error: ...` line and exits with code 2 (see `cli.remot
 from __future__ import annotations
 
 import json
+import re
 from typing import Annotated, Any
 from urllib.parse import quote
 
@@ -21,6 +22,7 @@ from trainyard.cli.remote import (
     UrlOption,
     clock,
     connect,
+    fail,
     print_json,
     relative,
 )
@@ -45,7 +47,14 @@ def register(app: typer.Typer) -> None:
     app.command("cancel")(cancel_command)
 
 
+# what a job or array id can be (`j-` or `a-` and 20 hex digits); checked here so a mistyped
+# one gets an answer about the id, not about the URL it would make
+_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
+
+
 def job_path(job_id: str, suffix: str = "") -> str:
+    if not _ID.fullmatch(job_id):
+        fail(f"{job_id!r} is not a job id: ids look like j-3f2a9c... (`trainyard jobs` lists them)")
     return f"/v1/jobs/{quote(job_id, safe='')}{suffix}"
 
 
@@ -208,6 +217,7 @@ def cancel_command(
     with connect(url, token) as client:
         for job in jobs:
             if job.startswith("a-"):
+                job_path(job)  # the id's check
                 out = client.post(f"/v1/arrays/{quote(job, safe='')}/cancel")
                 if not as_json:
                     typer.echo(

@@ -109,8 +109,8 @@ def _fail(exc: Exception) -> typer.Exit:
 
 
 def _allocation(text: str) -> list[int]:
-    try:
-        counts = [int(part) for part in text.split(",") if part.strip()]
+    try:  # an empty part (8,,8) is a typo for a node, not nothing
+        counts = [int(part) for part in text.split(",")]
     except ValueError:
         raise PlannerError(
             "--allocation", f"write GPUs per node separated by commas, e.g. 8,4,4; got {text!r}"

@@ -79,7 +79,10 @@ def clock(ts: float | None) -> str:
     """A timestamp as local date and time (`-` for none)."""
     if ts is None:
         return "-"
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
+    try:
+        return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
+    except (OverflowError, OSError, ValueError):  # beyond the platform's clock (or NaN)
+        return "never" if ts > 0 else "-"
 
 
 def span(seconds: float) -> str:

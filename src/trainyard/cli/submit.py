@@ -28,6 +28,7 @@ import typer
 
 from trainyard.cli.remote import JsonOption, TokenOption, UrlOption, connect, fail, print_json
 from trainyard.client.http import ApiClient, ClientError
+from trainyard.fields import MAX_DURATION_S
 
 RESOURCE_FIELDS = ("gpus", "gpu_type", "gpu_memory_gb", "cpus", "memory_gb")
 _MEM = re.compile(r"(?i)^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B?|B)?\s*$")
@@ -75,6 +76,8 @@ def duration_s(text: str, flag: str = "--time") -> float:
             seconds = (a or 0) * 60 + (b or 0)
     if seconds <= 0:
         fail(f"{flag}: {text!r} must be longer than zero")
+    if seconds > MAX_DURATION_S:
+        fail(f"{flag}: {text!r} is longer than ten years; give at most {MAX_DURATION_S // 86400}d")
     return seconds
 
 
@@ -293,8 +296,9 @@ def submit_command(
         typer.echo(out["id"])
         what = f"array {out['id']} of {len(ids)} jobs" if out.get("array_ids") else "job"
         first = out["id"] if not out.get("array_ids") else ids[0]
+        shown = label if spec_file is not None else "the command"
         typer.echo(
-            f"submitted {label} as {what if out.get('array_ids') else 'job ' + out['id']} "
+            f"submitted {shown} as {what if out.get('array_ids') else 'job ' + out['id']} "
             f"({out['state']}); see `trainyard describe {first}`, `trainyard logs {first} -f`",
             err=True,
         )

@@ -332,6 +332,8 @@ def _token(config: ServerConfig, started: Started) -> str | None:
 
 
 def _banner(config: ServerConfig, started: Started, token: str | None, link: str | None) -> None:
+    from trainyard.server.db import shown_url
+
     inv = started.inventory
     console.print(f"[bold]trainyard[/bold] on {started.node}: API {config.url} "
                   f"(docs {config.url}/docs), home {config.home}")  # fmt: skip
@@ -339,7 +341,7 @@ def _banner(config: ServerConfig, started: Started, token: str | None, link: str
         console.print(f"  [bold]console[/bold]: {link}")
         console.print("    (logs a browser in once, within 15 minutes; `trainyard console` "
                       "prints a new link)")  # fmt: skip
-    console.print(f"  database: {config.database}")
+    console.print(f"  database: {shown_url(config.database)}")
     console.print(f"  devices: {started.devices or inv.describe()}")
     if not inv.gpus and not started.devices:
         console.print("  [yellow]no GPU found and none declared: only gpus: 0 jobs can run; "

@@ -10,6 +10,7 @@ cancelled; 124 when `--timeout` passed first (as coreutils' `timeout`); 2 for ba
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Annotated, Any
 
@@ -75,6 +76,9 @@ def wait_command(
     """Wait for jobs to end. Exit status: 0 all succeeded; a failed job's exit code (1-255);
     1 failed without a code or cancelled; 124 --timeout passed; 2 error (unknown job,
     no server)."""
+    for flag, value in (("--timeout", timeout), ("--interval", interval)):
+        if value is not None and not math.isfinite(value):  # nan and inf pass typer's min
+            fail(f"{flag}: {value} is not a number of seconds")
     deadline = None if timeout is None else time.monotonic() + timeout
     done: dict[str, dict[str, Any]] = {}
     with connect(url, token) as client:

@@ -29,13 +29,15 @@ and `stop` (the same, waited for).
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Final
 
 from trainyard.exec import cgroups, jobdirs, jobenv, logs, procfs
 from trainyard.exec.gpuhealth import GpuProblem
@@ -57,6 +59,10 @@ from trainyard.exec.run import (
 
 DEFAULT_LOG_CAP = 64 * 1024 * 1024  # bytes of output kept per rank (rank-r.log + rank-r.log.1)
 WRAPPER = Path(__file__).with_name("rankwrap.py")
+# The rank wrapper's own environment: fixed, nothing of the job's. It runs as the server's
+# user (root, when jobs run as uids of their own) until its child's exec, so a job's
+# LD_PRELOAD there would run the job's code as that user (rankwrap's docstring).
+WRAPPER_ENV: Final = {"PATH": jobenv.DEFAULT_PATH, "LANG": "C.UTF-8"}
 
 
 class LocalExecutor:
@@ -122,6 +128,11 @@ class LocalExecutor:
             raise ValueError("command: must not be empty")
         if spec.attempt < 0:
             raise ValueError(f"attempt: expected >= 0, got {spec.attempt}")
+        if spec.cwd is not None and not Path(spec.cwd).is_dir():
+            raise ValueError(
+                f"working_dir: {spec.cwd} is not a directory on this machine; create it, or "
+                "submit from a directory that exists"
+            )
         per_rank = split_devices(spec.devices, spec.workers)
         shown = list(spec.devices) if spec.visible_devices == "node" else []
         busy = self._busy(spec.devices)
@@ -173,7 +184,8 @@ class LocalExecutor:
                     "TRAINYARD_RANK_DEVICES": ",".join(map(str, positions(shown, devices))),
                 }
                 log = log_dir / f"rank-{rank}.log"
-                argv = [sys.executable, "-I", "-S", str(WRAPPER)]
+                env_in, env_out = os.pipe()  # the job's environment, for its command only
+                argv = [sys.executable, "-I", "-S", str(WRAPPER), "--env-fd", str(env_in)]
                 argv += ["--exit-file", str(handle.exit_file(rank))]
                 argv += ["--pid-file", str(handle.pid_file(rank))]
                 if cgroup is not None:
@@ -183,16 +195,24 @@ class LocalExecutor:
                     argv += ["--user", f"{who.uid}:{who.gid}", "--umask", "077"]
                 elif self.job_umask is not None:
                     argv += ["--umask", f"{self.job_umask:03o}"]
-                with log.open("ab") as out:
-                    proc = subprocess.Popen(
-                        [*argv, "--", *spec.command],
-                        stdin=subprocess.DEVNULL,
-                        stdout=out,
-                        stderr=subprocess.STDOUT,
-                        cwd=spec.cwd,  # None: the server's working directory
-                        env=env,
-                        process_group=handle.pgid,  # 0 for rank 0: a new group
-                    )
+                try:
+                    with log.open("ab") as out:
+                        proc = subprocess.Popen(
+                            [*argv, "--", *spec.command],
+                            stdin=subprocess.DEVNULL,
+                            stdout=out,
+                            stderr=subprocess.STDOUT,
+                            cwd=spec.cwd,  # None: the server's working directory
+                            env=WRAPPER_ENV,
+                            pass_fds=(env_in,),
+                            process_group=handle.pgid,  # 0 for rank 0: a new group
+                        )
+                except BaseException:
+                    os.close(env_out)
+                    raise
+                finally:
+                    os.close(env_in)
+                _send_environment(env_out, env)
                 if rank == 0:
                     handle.pgid = proc.pid
                 handle.procs[rank] = proc
@@ -421,6 +441,20 @@ class LocalExecutor:
             return logs.read_lines(paths, prefix=len(paths) > 1)
         h = handle
         return logs.follow_lines(paths, len(paths) > 1, lambda: self.poll(h).settled, interval_s)
+
+
+def _send_environment(fd: int, env: Mapping[str, str]) -> None:
+    """Write `env` to the wrapper's pipe as JSON and close it. A wrapper gone before reading
+    it (BrokenPipeError) records its own end: the run's poll reports it."""
+    data = json.dumps(dict(env)).encode()
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    except BrokenPipeError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def log_paths(

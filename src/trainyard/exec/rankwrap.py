@@ -2,8 +2,8 @@
 
 Usage (the executor runs this file by path, with the standard library only):
 
-    python rankwrap.py --exit-file F --pid-file P [--cgroup DIR] [--user UID:GID]
-        [--umask OCT] [--log FILE --log-cap BYTES] -- CMD ARGS...
+    python rankwrap.py --exit-file F --pid-file P [--env-fd FD] [--cgroup DIR]
+        [--user UID:GID] [--umask OCT] [--log FILE --log-cap BYTES] -- CMD ARGS...
 
 It joins the cgroup DIR (if given), starts CMD as its child (same process group, same log
 file; as UID:GID with no supplementary groups when `--user` is given, which needs root: the
@@ -15,6 +15,13 @@ it how each rank ended. SIGTERM / SIGINT / SIGHUP are caught and ignored here: t
 signals the whole process group, so the child receives them itself and the wrapper stays to
 record how the child ended. Only SIGKILL of the wrapper loses the record (the executor then
 reports the exit code as unknown).
+
+The job's environment reaches CMD only. With `--env-fd`, the wrapper reads it, a JSON object
+of names to values, from that file descriptor (a pipe the executor writes and closes) and
+gives it to the child alone; the wrapper itself runs in the executor's fixed environment. It
+runs as the server's user (root, when jobs run as uids of their own) until the child's exec,
+so a job's `LD_PRELOAD`, `LD_LIBRARY_PATH` or `GLIBC_TUNABLES` in the wrapper's own
+environment would run the job's code, or steer the loader, as that user.
 
 With `--log`, the child's stdout and stderr come to the wrapper through a pipe and it writes
 them to FILE, rotating it (to `FILE.1`, replacing the older one) whenever it would pass half
@@ -92,6 +99,27 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view) :]
 
 
+def _read_env(fd: int) -> dict[str, str]:
+    """The child's environment, read to the end of `fd` (a JSON object), which is closed."""
+    chunks = []
+    try:
+        while data := os.read(fd, CHUNK):
+            chunks.append(data)
+    finally:
+        os.close(fd)
+    raw = json.loads(b"".join(chunks))
+    if not isinstance(raw, dict):
+        raise ValueError("the environment is not a JSON object")
+    return {str(k): str(v) for k, v in raw.items()}
+
+
+def _not_started(exit_file: str, error: str) -> int:
+    """Say why the command did not start, on the log and in the exit record (code 127)."""
+    print(f"[trainyard] {error}", file=sys.stderr, flush=True)
+    _write_atomic(exit_file, {"returncode": 127, "finished_at": time.time(), "error": error})
+    return 127
+
+
 def main(argv: list[str]) -> int:
     if "--" not in argv:
         print("rankwrap: usage: --exit-file F --pid-file P [--cgroup DIR] -- CMD", file=sys.stderr)
@@ -105,9 +133,15 @@ def main(argv: list[str]) -> int:
     mask = flags.get("--umask")
     log, cap = flags.get("--log"), int(flags.get("--log-cap", "0") or 0)
     identity: dict[str, Any] = {}
+    env_fd = flags.get("--env-fd")
+    if env_fd is not None:
+        try:
+            identity["env"] = _read_env(int(env_fd))
+        except (OSError, ValueError) as e:
+            return _not_started(exit_file, f"cannot read the job's environment: {e}")
     if user:
         uid, gid = (int(x) for x in user.split(":"))
-        identity = {"user": uid, "group": gid, "extra_groups": []}
+        identity.update(user=uid, group=gid, extra_groups=[])
     if mask:
         identity["umask"] = int(mask, 8)
     if cgroup:
@@ -127,9 +161,7 @@ def main(argv: list[str]) -> int:
     try:
         child = subprocess.Popen(cmd, **identity)
     except OSError as e:
-        print(f"[trainyard] cannot start {cmd[:1]}: {e}", file=sys.stderr, flush=True)
-        _write_atomic(exit_file, {"returncode": 127, "finished_at": time.time(), "error": str(e)})
-        return 127
+        return _not_started(exit_file, f"cannot start {cmd[:1]}: {e}")
     _write_atomic(pid_file, {"pid": child.pid, "start_time": _start_time(child.pid)})
     if log and child.stdout is not None:
         _pump(child.stdout.fileno(), log, cap)

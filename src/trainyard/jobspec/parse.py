@@ -13,6 +13,7 @@ from collections.abc import Collection, Mapping
 from typing import Any, Final
 
 from trainyard.errors import suggest
+from trainyard.fields import MAX_DURATION_S
 from trainyard.jobspec.depends import parse_after, parse_array
 from trainyard.jobspec.elastic import check_elastic, parse_elastic
 from trainyard.jobspec.errors import JobSpecError, unknown_field
@@ -304,6 +305,11 @@ def parse_job_spec(
             out[key] = number(values[key], paths[key], positive=True)
     if "min_runtime_s" in values:
         out["min_runtime_s"] = number(values["min_runtime_s"], "min_runtime_s", low=0)
+    for key in ("expected_duration_s", "min_runtime_s"):
+        if out.get(key, 0.0) > MAX_DURATION_S:
+            raise JobSpecError(
+                key, f"must be at most {MAX_DURATION_S:.0f} s (ten years), got {out[key]:g}"
+            )
     if "preemptible" in values:
         out["preemptible"] = boolean(values["preemptible"], "preemptible")
     if "wait_for_capacity" in values:

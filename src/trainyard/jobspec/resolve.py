@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from trainyard.fields import MAX_DURATION_S
 from trainyard.jobspec.errors import JobSpecError
 from trainyard.jobspec.parse import parse_job_spec
 from trainyard.jobspec.spec import (
@@ -90,8 +91,8 @@ def resolve_plan(
     tokens_given = spec.planner is not None and "tokens" in spec.planner
     if spec.expected_duration_s is None and tokens_given and result.options:
         hours = result.options[0].hours  # the chosen option: the time to train `tokens`
-        if math.isfinite(hours) and hours > 0:
-            data["expected_duration_s"] = hours * 3600.0
+        if math.isfinite(hours) and hours > 0:  # a plan of over ten years: the longest estimate
+            data["expected_duration_s"] = min(hours * 3600.0, MAX_DURATION_S)
     env = {k: v for k, v in spec.env.items() if not k.startswith(PLAN_ENV_PREFIX)}
     for key, value in result.env.items():
         if key.startswith(PLAN_ENV_PREFIX) or key not in env:

@@ -55,7 +55,7 @@ from trainyard.server.api.app import create_app
 from trainyard.server.bootstrap import bootstrap, write_secret
 from trainyard.server.config import ServerConfig
 from trainyard.server.console import ConsoleSettings
-from trainyard.server.db import Node, init_db, make_session_factory
+from trainyard.server.db import Node, init_db, make_session_factory, shown_url
 from trainyard.server.lifecycle import RetryPolicy
 from trainyard.server.loop.fairshare import FairShare
 from trainyard.server.loop.platform import Platform, StepReport
@@ -132,7 +132,7 @@ class Server:
         try:
             self.engine = init_db(cfg.database)
         except Exception as error:  # a bad URL, an unreachable server, a newer schema
-            raise ServerError(f"database {cfg.database!r}: {error}") from None
+            raise ServerError(f"database {shown_url(cfg.database)!r}: {error}") from None
         sessions = make_session_factory(self.engine)
         boot = bootstrap(sessions, now=self.clock())
         if boot.admin_token is not None:

@@ -15,7 +15,14 @@ import pytest
 from exec_helpers import wait_for
 
 from trainyard.exec import procfs
-from trainyard.exec.local import LaunchSpec, LocalExecutor, RunHandle, RunStatus, split_devices
+from trainyard.exec.local import (
+    WRAPPER_ENV,
+    LaunchSpec,
+    LocalExecutor,
+    RunHandle,
+    RunStatus,
+    split_devices,
+)
 
 PY = sys.executable
 ENV_SCRIPT = "import json, os; print(json.dumps(dict(os.environ)))"
@@ -91,6 +98,35 @@ def test_environment_per_rank(executor: LocalExecutor, tmp_path: Path) -> None:
     assert ports == {str(h.port)}
     log = tmp_path / "root" / "jobs" / "envjob" / "logs" / "attempt-2" / "rank-1.log"
     assert log.is_file() and h.ranks[1].log == log
+
+
+def test_the_jobs_environment_reaches_its_command_only(
+    executor: LocalExecutor, tmp_path: Path
+) -> None:
+    """The rank wrapper runs as the server's user (root under `--job-user dynamic`) until its
+    child's exec: a job's LD_PRELOAD in the wrapper's environment would run the job's code as
+    that user. The wrapper's environment is the executor's fixed one; the job's reaches the
+    command alone, loader variables included (the loader names a preload it cannot open,
+    once per process that has it)."""
+    go = tmp_path / "go"
+    script = (
+        "import os, time\n"
+        f"while not os.path.exists({str(go)!r}): time.sleep(0.01)\n"
+        "print('mark', os.environ['JOB_MARK'], os.environ['LD_PRELOAD'], flush=True)"
+    )
+    preload = str(tmp_path / "missing-preload.so")
+    spec = LaunchSpec(
+        "preload", [PY, "-c", script], env={"LD_PRELOAD": preload, "JOB_MARK": "job-only"}
+    )
+    h = executor.launch(spec)
+    with open(f"/proc/{h.ranks[0].pid}/environ", "rb") as f:  # the wrapper's
+        wrapper_env = dict(item.split(b"=", 1) for item in f.read().split(b"\0") if item)
+    go.touch()
+    assert settle(executor, h).state == "succeeded"
+    assert wrapper_env == {k.encode(): v.encode() for k, v in WRAPPER_ENV.items()}
+    lines = list(executor.logs("preload", rank=0))
+    assert f"mark job-only {preload}" in lines
+    assert sum("cannot be preloaded" in line for line in lines) == 1, lines  # the command's
 
 
 def test_rank_visibility_shows_each_rank_only_its_own_devices(
@@ -322,6 +358,10 @@ def test_bad_specs(executor: LocalExecutor) -> None:
         executor.launch(LaunchSpec("j", []))
     with pytest.raises(ValueError, match="workers"):
         executor.launch(LaunchSpec("j", [PY], workers=0))
+    missing = Path("/nonexistent-trainyard/dir")  # before anything of the run exists
+    with pytest.raises(ValueError, match=f"working_dir: {missing} is not a directory"):
+        executor.launch(LaunchSpec("nodir", [PY], cwd=missing))
+    assert not executor.job_dir("nodir").exists()
     assert split_devices((), 3) == [(), (), ()]
     assert split_devices((0, 1, 2, 3, 4, 5), 3) == [(0, 1), (2, 3), (4, 5)]
 

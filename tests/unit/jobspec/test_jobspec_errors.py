@@ -177,6 +177,8 @@ def test_job_names_are_dns_labels(name: str, suggestion: str | None) -> None:
         ("max_restarts: -1", "max_restarts", ">= 0"),
         ("min_runtime_s: -5", "min_runtime_s", ">= 0"),
         ("expected_duration_s: 0", "expected_duration_s", "greater than 0"),
+        ("expected_duration_s: 1.0e+308", "expected_duration_s", "at most 315360000 s"),
+        ("min_runtime_s: 315360001", "min_runtime_s", "ten years"),
         ("workers: 2\ngpus: 3", "gpus", "multiple of 2"),
         ("workers: 4\ngpus: 2", "gpus", "multiple of 4"),
         ("workers: 2\nnodes: 2\nresources: {gpus: 6}", "resources.gpus", "multiple of 4"),

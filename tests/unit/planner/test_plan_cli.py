@@ -246,6 +246,7 @@ def test_max_gpus_sizes_for_a_goal() -> None:
     [
         (["--gpus", "8", "--max-gpus", "8"], "only one of"),
         (["--allocation", "8,x"], "--allocation"),
+        (["--allocation", "8,,8"], "--allocation"),  # a typo, not two nodes
         (["--allocation", "8,0"], "gpus_per_node"),
         (["--max-gpus", "64", "--objective", "fastest"], "objective"),
         (["--max-gpus", "64", "--tokens", "-5"], "tokens"),

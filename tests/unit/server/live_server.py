@@ -203,9 +203,12 @@ class Cluster:
 
     def processes(self, job_id: str | None = None) -> dict[int, str]:
         """pid -> command line of the live (not zombie) processes of this home's jobs (of
-        `job_id` only, when given), found by their environment in /proc."""
+        `job_id` only, when given), found in /proc: the commands and their children by their
+        environment, the rank wrappers (whose environment holds nothing of the job's) by
+        their command line, which names the job's directory."""
         home_mark = f"TRAINYARD_CHECKPOINT_DIR={self.home}/runs/jobs/".encode()
         job_mark = f"TRAINYARD_JOB_ID={job_id}".encode() if job_id else None
+        wrapper_mark = f"--exit-file {self.home}/runs/jobs/{job_id + '/' if job_id else ''}"
         found: dict[int, str] = {}
         for entry in Path("/proc").iterdir():
             if not entry.name.isdigit():
@@ -216,9 +219,10 @@ class Cluster:
                 cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
             except OSError:
                 continue
-            if not any(v.startswith(home_mark) for v in variables):
+            wrapper = "rankwrap.py" in cmdline and wrapper_mark in cmdline
+            if not wrapper and not any(v.startswith(home_mark) for v in variables):
                 continue
-            if job_mark is not None and job_mark not in variables:
+            if not wrapper and job_mark is not None and job_mark not in variables:
                 continue
             if procfs.alive(pid, None):
                 found[pid] = cmdline.strip()

@@ -38,6 +38,7 @@ from trainyard.server.services import admin as svc
 
 pytestmark = pytest.mark.slow
 SECRET = "server-secret-7f3a"
+PRELOAD = "/nonexistent-trainyard/preload.so"  # a job's LD_PRELOAD (the loader says it is missing)
 VICTIM = (
     "import os, time, pathlib\n"
     "pathlib.Path(os.environ['TRAINYARD_CHECKPOINT_DIR'], 'ckpt').write_text('weights')\n"
@@ -140,7 +141,8 @@ def test_a_members_job_reaches_nothing_of_the_server_or_other_jobs(
         # it off their sys.path, so a stray /tmp/grp.py cannot shadow a module they import.
         victim = server.submit(
             {"name": "victim", "command": [sys.executable, "-P", "-c", VICTIM], "gpus": 1,
-             "env": {"VICTIM_SECRET": "victim-secret"}, "working_dir": str(home.parent)}
+             "env": {"VICTIM_SECRET": "victim-secret", "LD_PRELOAD": PRELOAD},
+             "working_dir": str(home.parent)}
         )  # fmt: skip
         _wait_state(server, victim, {"RUNNING"}, cluster)
         wait_until(
@@ -151,6 +153,14 @@ def test_a_members_job_reaches_nothing_of_the_server_or_other_jobs(
         attempt = max(cluster.attempts(victim))
         victim_pid = cluster.command_pid(victim, attempt, 0)
         assert victim_pid is not None
+        # the job's environment, loader variables included, is its command's alone: the
+        # wrapper runs as root until the command's exec, so LD_PRELOAD there would run the
+        # job's code as root (the loader names a preload it cannot open, once per process)
+        wrapper_pid = int(cluster.run_record(victim, attempt)["ranks"][0]["pid"])
+        assert b"VICTIM_SECRET" in Path(f"/proc/{victim_pid}/environ").read_bytes()
+        wrapper_env = Path(f"/proc/{wrapper_pid}/environ").read_bytes()
+        assert b"VICTIM_SECRET" not in wrapper_env and b"LD_PRELOAD" not in wrapper_env
+        assert server.logs(victim).count("cannot be preloaded") == 1, server.logs(victim)
         targets: dict[str, Any] = {
             "read": {
                 "admin_token": str(home / "admin-token"),

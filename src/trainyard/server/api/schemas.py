@@ -6,6 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from trainyard.fields import MAX_DURATION_S
 from trainyard.server.db.base import Health, JobState, Role
 
 # Free text that reaches the database: no control characters (PostgreSQL refuses NUL in text,
@@ -191,7 +192,7 @@ class TokenIn(BaseModel):
         description="a label, e.g. 'laptop' or 'ci'",
     )
     expires_in_s: float | None = Field(
-        default=None, ge=1, le=10 * 365 * 86400, description="lifetime in seconds; null: none"
+        default=None, ge=1, le=MAX_DURATION_S, description="lifetime in seconds; null: none"
     )
 
 

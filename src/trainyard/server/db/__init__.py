@@ -26,6 +26,7 @@ from trainyard.server.db.session import (
     make_engine,
     make_session_factory,
     normalize_url,
+    shown_url,
 )
 from trainyard.server.db.tenancy import ApiToken, Tenant, User
 from trainyard.server.db.usage import UsageRecord
@@ -53,4 +54,5 @@ __all__ = [
     "make_engine",
     "make_session_factory",
     "normalize_url",
+    "shown_url",
 ]

@@ -46,6 +46,14 @@ def normalize_url(url: str | Path) -> URL:
     return parsed
 
 
+def shown_url(url: str | Path) -> str:
+    """A database URL as it may be printed or logged: its password as `***`."""
+    try:
+        return make_url(str(url)).render_as_string(hide_password=True)
+    except Exception:  # not a URL SQLAlchemy reads: no password to find in it either
+        return str(url)
+
+
 def _is_memory(url: URL) -> bool:
     return url.get_backend_name() == "sqlite" and url.database in (None, "", ":memory:")
 

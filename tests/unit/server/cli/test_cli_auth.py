@@ -122,6 +122,9 @@ def test_tokens_create_list_revoke(api_server: ApiServer, cli: Cli) -> None:
     assert _error(cli("token", "create", "--expires-in", "soon", token=ada)).startswith(
         "error: --expires-in: 'soon' is not a duration"
     )
+    assert _error(cli("token", "create", "--expires-in", "99999d", token=ada)).startswith(
+        "error: --expires-in: '99999d' is longer than ten years"
+    )
     long_name = _error(cli("token", "create", "--name", "x" * 65, token=ada))
     assert long_name.startswith("error: name: ")
 
