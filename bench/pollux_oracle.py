@@ -112,7 +112,8 @@ class Truth:
         return TruthModel(self.speed, sim, info.remaining / info.batch)
 
 
-def _profile(settings: list[str]) -> Profile:
+def profile_with(settings: list[str]) -> Profile:
+    """`default` with each FIELD=NUMBER of `settings` changed (`--set`)."""
     profile = get_profile("default")
     changes: dict[str, float] = {}
     for item in settings:
@@ -189,7 +190,7 @@ def main() -> None:
     unknown = [x for x in loads if x not in LOADS]
     if unknown:
         raise SystemExit(f"--loads: {unknown[0]!r} is not one of {', '.join(LOADS)}")
-    profile = _profile(args.set)
+    profile = profile_with(args.set)
     truth = None if args.fitted else Truth(apps)
     if truth is not None:
         truth.install()

@@ -15,11 +15,14 @@ A rank sees exactly:
   token), which a spec cannot override (`launch_variables`: the part every executor sets).
 
 Nothing else of the server's environment reaches a job: its database URL, credentials,
-tokens and whatever its shell exported stay with it.
+tokens and whatever its shell exported stay with it. The local executor hands this
+environment to a rank's command through a pipe (`send_environment`), never to the rank
+wrapper, which runs as the server's user (exec/rankwrap.py).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from collections.abc import Iterable, Mapping
@@ -95,3 +98,17 @@ def launch_variables(
     if spec.array is not None:  # a member of a job array: its index, as SLURM_ARRAY_*
         own.update(TRAINYARD_ARRAY_ID=spec.array[0], TRAINYARD_ARRAY_INDEX=str(spec.array[1]))
     return own
+
+
+def send_environment(fd: int, env: Mapping[str, str]) -> None:
+    """Write `env` to the wrapper's pipe as JSON and close it. A wrapper gone before reading
+    it (BrokenPipeError) records its own end: the run's poll reports it."""
+    data = json.dumps(dict(env)).encode()
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    except BrokenPipeError:
+        pass
+    finally:
+        os.close(fd)

@@ -29,13 +29,12 @@ and `stop` (the same, waited for).
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
 
@@ -170,6 +169,7 @@ class LocalExecutor:
         )
         handle = RunHandle(spec.job_id, spec.attempt, 0, port, run_dir, (), notes, cgroup)
         handle.workers = spec.workers
+        handle.uid = who.uid if self.users.mode == "dynamic" else None  # its alone
         self._save(handle)  # before any process: a crash mid-launch leaves a partial record
         ranks: list[RankInfo] = []
         try:
@@ -212,7 +212,7 @@ class LocalExecutor:
                     raise
                 finally:
                     os.close(env_in)
-                _send_environment(env_out, env)
+                jobenv.send_environment(env_out, env)
                 if rank == 0:
                     handle.pgid = proc.pid
                 handle.procs[rank] = proc
@@ -305,29 +305,50 @@ class LocalExecutor:
                 members.append((int(rec["pid"]), rec.get("start_time")))
         return members
 
-    def _alive_members(self, h: RunHandle) -> list[int]:
+    def _recorded_alive(self, h: RunHandle) -> list[int]:
         for proc in h.procs.values():
             proc.poll()  # reap our own children so they do not linger as zombies
         return [pid for pid, started in self._members(h) if procfs.alive(pid, started)]
 
+    def _strays(self, h: RunHandle, known: list[int]) -> list[int]:
+        """Processes of the job's own uid that the run does not record: one that left the
+        process group (`setsid`) and outlived its rank, which, without cgroups, signals to
+        the group miss. Every process of that uid is the job's (a uid is never another
+        job's) and of its latest attempt (a job's attempts do not overlap), so an older
+        attempt's handle has none."""
+        if h.uid is None:
+            return []
+        latest = self._handles.get(h.job_id)
+        if latest is not None and latest.attempt > h.attempt:
+            return []
+        return [pid for pid in procfs.pids_of_uid(h.uid) if pid not in known]
+
+    def _alive_members(self, h: RunHandle) -> list[int]:
+        """The run's live processes: those it records, and the strays of its uid."""
+        recorded = self._recorded_alive(h)
+        return recorded + self._strays(h, recorded)
+
     def _signal(self, h: RunHandle, sig: signal.Signals) -> None:
-        """Signal the job's process group, and any member that left it; only while a process
-        of ours is verifiably alive (so a reused group id is never signalled)."""
-        alive = self._alive_members(h)
-        if not alive or h.pgid <= 0:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(h.pgid, sig)
-        for pid in alive:
+        """Signal the job's process group, any member that left it, and the strays of its
+        uid; the group only while a process it records is verifiably alive (so a reused
+        group id is never signalled)."""
+        recorded = self._recorded_alive(h)
+        if recorded and h.pgid > 0:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(h.pgid, sig)
+        for pid in recorded:
             if procfs.process_group(pid) != h.pgid:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, sig)
+        for pid in self._strays(h, recorded):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
 
     def _rank_end(self, h: RunHandle, r: RankInfo, now: float) -> tuple[bool, int | None, float]:
         proc = h.procs.get(r.rank)
-        wrapper_rc = proc.poll() if proc is not None else None
-        if procfs.alive(r.pid, r.start_time):
+        if procfs.alive(r.pid, r.start_time) and (proc is None or proc.poll() is None):
             return False, None, 0.0
+        wrapper_rc = proc.poll() if proc is not None else None  # ended: reaped now, not before
         rec = procfs.read_json(h.exit_file(r.rank))
         if isinstance(rec, dict):
             return True, int(rec["returncode"]), float(rec["finished_at"])
@@ -339,6 +360,10 @@ class LocalExecutor:
         codes = {rank: code for rank, (_, code, _) in ends.items()}
         failures = sorted((t, rank) for rank, (done, code, t) in ends.items() if done and code != 0)
         all_done = all(done for done, _, _ in ends.values())
+        if all_done and h.uid is not None:  # the ranks ended: what they left behind goes
+            for pid in self._strays(h, []):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
         settled = not self._alive_members(h)
         first = failures[0][1] if failures else None
         state: RunState
@@ -441,20 +466,6 @@ class LocalExecutor:
             return logs.read_lines(paths, prefix=len(paths) > 1)
         h = handle
         return logs.follow_lines(paths, len(paths) > 1, lambda: self.poll(h).settled, interval_s)
-
-
-def _send_environment(fd: int, env: Mapping[str, str]) -> None:
-    """Write `env` to the wrapper's pipe as JSON and close it. A wrapper gone before reading
-    it (BrokenPipeError) records its own end: the run's poll reports it."""
-    data = json.dumps(dict(env)).encode()
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-    except BrokenPipeError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def log_paths(

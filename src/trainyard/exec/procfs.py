@@ -40,6 +40,21 @@ def alive(pid: int, started: int | None) -> bool:
     return started is None or int(fields[19]) == started
 
 
+def pids_of_uid(uid: int) -> list[int]:
+    """The live (not zombie) processes whose /proc entry `uid` owns (their effective uid)."""
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            owner = entry.stat(follow_symlinks=False).st_uid
+        except OSError:  # gone meanwhile
+            continue
+        if owner == uid and alive(int(entry.name), None):
+            found.append(int(entry.name))
+    return found
+
+
 def process_group(pid: int) -> int | None:
     fields = stat_fields(pid)
     return int(fields[2]) if fields is not None else None

@@ -26,7 +26,10 @@ environment would run the job's code, or steer the loader, as that user.
 With `--log`, the child's stdout and stderr come to the wrapper through a pipe and it writes
 them to FILE, rotating it (to `FILE.1`, replacing the older one) whenever it would pass half
 of `--log-cap`: the newest output is kept, at most BYTES in both files together, whatever the
-job prints. (A wrapper killed by SIGKILL closes the pipe: the job's next write ends it.)
+job prints. (A wrapper killed by SIGKILL closes the pipe: the job's next write ends it.) Once
+the command has ended, its output is read to the end for at most `DRAIN_S` seconds: a process
+it left behind (`setsid` and fork) keeps the pipe open, and the rank must end with its
+command all the same (the executor then kills what is left of the job's uid).
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from typing import Any
 
@@ -69,6 +73,7 @@ def _note(signum: int, frame: object) -> None:
 
 
 CHUNK = 65536
+DRAIN_S = 5.0  # how long the output of an ended command is read before its end is recorded
 
 
 def _pump(source: int, path: str, cap: int) -> None:
@@ -163,10 +168,13 @@ def main(argv: list[str]) -> int:
     except OSError as e:
         return _not_started(exit_file, f"cannot start {cmd[:1]}: {e}")
     _write_atomic(pid_file, {"pid": child.pid, "start_time": _start_time(child.pid)})
+    pump = None
     if log and child.stdout is not None:
-        _pump(child.stdout.fileno(), log, cap)
-        child.stdout.close()
+        pump = threading.Thread(target=_pump, args=(child.stdout.fileno(), log, cap), daemon=True)
+        pump.start()
     rc = child.wait()
+    if pump is not None:  # the output to its end, unless a process the command left behind
+        pump.join(DRAIN_S)  # holds the pipe open: then the rank ends with its command
     _write_atomic(exit_file, {"returncode": rc, "finished_at": time.time()})
     return rc if rc >= 0 else 128 - rc
 

@@ -88,6 +88,7 @@ class RunHandle:
     cgroup: Path | None = None
     adopted: bool = False
     workers: int = 0  # ranks the launch meant to start (0: not recorded)
+    uid: int | None = None  # a uid of this job alone (`--job-user dynamic`), else None
     procs: dict[int, subprocess.Popen[bytes]] = field(default_factory=dict, repr=False)
     term_sent_at: float | None = None
     seen_end: dict[int, float] = field(default_factory=dict)
@@ -167,6 +168,7 @@ def record(h: RunHandle) -> dict[str, object]:
         "notes": list(h.notes),
         "cgroup": str(h.cgroup) if h.cgroup else None,
         "workers": h.workers,
+        "uid": h.uid,
         "ranks": [
             {
                 "rank": r.rank,
@@ -205,4 +207,5 @@ def from_record(data: dict[str, Any], run_dir: Path) -> RunHandle:
         cgroup=Path(data["cgroup"]) if data.get("cgroup") else None,
         adopted=True,
         workers=int(data.get("workers", 0)),
+        uid=int(data["uid"]) if data.get("uid") is not None else None,
     )

@@ -7,6 +7,7 @@ the simulator reports' files."""
 from __future__ import annotations
 
 import json
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -69,6 +70,29 @@ def _csrf(world: ApiWorld, cookie: str) -> str:
     found = re.search(r'name="csrf-token" content="([0-9a-f]+)"', page.text)
     assert found, page.text[:500]
     return found.group(1)
+
+
+@pytest.mark.parametrize("site", ["cross-site", "same-site"])
+def test_a_login_link_another_site_opened_asks_first(api: ApiWorld, site: str) -> None:
+    """Login CSRF: a page elsewhere (another port of the same host is same-site) that opens
+    `/?token=<its author's token>` logged its visitor in as the author, whose account then
+    received what the visitor submitted. Such a link now shows the form, the token filled
+    in, and logs in only by this site's button; the code is not used up meanwhile."""
+    with _session(api) as s:
+        code = logins.issue_code(s, "ada", now=NOW)
+        s.commit()
+    client = _as(api, None)
+    opened = client.get(
+        f"/jobs?token={code}", headers={"Sec-Fetch-Site": site}, follow_redirects=False
+    )
+    assert opened.status_code == 200 and SESSION_COOKIE not in opened.cookies
+    assert "opened by another site" in opened.text and f'value="{code}"' in opened.text
+    origin = {"Origin": str(api.client.base_url).rstrip("/")}
+    form = client.post(
+        "/login", data={"token": code, "next": "/jobs"}, headers=origin, follow_redirects=False
+    )
+    assert form.status_code == 303 and SESSION_COOKIE in form.cookies, form.text
+    client.cookies.clear()
 
 
 def test_a_login_code_logs_in_once_as_its_user(api: ApiWorld) -> None:
@@ -310,6 +334,54 @@ def test_charts_cover_their_data_and_say_what_they_show() -> None:
     stacked = str(stacked_chart("Use", [Series("q1", [(0.0, 1.0), (1.0, 2.0)]),
                                         Series("q2", [(0.0, 0.5), (1.0, 0.5)])]))  # fmt: skip
     assert stacked.count("<polygon") == 2
+
+
+def test_charts_draw_whatever_finite_values_a_job_reports() -> None:
+    """A job's loss is any finite number: 1e16 and 1e16 + 2 once kept a server thread in an
+    endless loop (a tick step below the values' precision), a loss of 1e20 raised a math
+    domain error (a flat range widened by 1, which is nothing there), +-1e308 an overflow;
+    a chart over more than 8 weeks found no tick unit."""
+    from trainyard.server.console.charts import (
+        Series,
+        bar_chart,
+        line_chart,
+        nice_ticks,
+        stacked_chart,
+    )
+
+    ranges = [(1e16, 1e16 + 2), (1e20, 1e20), (-1e308, 1e308), (0.0, 1e-300), (5e-324, 1e-323)]
+    for low, high in ranges:
+        ticks = nice_ticks(low, high)
+        assert 2 <= len(ticks) <= 21 and all(math.isfinite(t) for t in ticks), (low, high)
+    for ys in ([1e16, 1e16 + 2], [1e20], [-1e308, 1e308], [1e300, 1e300]):
+        points = [(float(60 * i), y) for i, y in enumerate(ys)]
+        chart = str(line_chart("Loss", [Series("loss", points)], y_min=None))
+        assert "<polyline" in chart and "nan" not in chart and "inf" not in chart, ys
+    weeks = [(0.0, 1.0), (100 * 7 * 86400.0, 2.0)]  # 100 weeks of a running job
+    assert "<polyline" in str(line_chart("Rate", [Series("a", weeks)]))
+    huge = [Series(n, [(0.0, 1e308), (60.0, 1e308)]) for n in ("a", "b")]  # sum: inf
+    assert str(stacked_chart("Use", huge)).count("<polygon") == 2
+    assert str(bar_chart("GPUs", [("a", 1e308), ("b", 1.0)])).count("<rect") == 2
+
+
+def test_the_checkpoint_list_shows_the_jobs_own_files_not_what_its_links_name(
+    tmp_path: Path,
+) -> None:
+    """The server lists checkpoints as root: a job's link to a file only root may read
+    showed that file's size and modification time (and whether it exists) on the page."""
+    from trainyard.server.console.views import checkpoints
+    from trainyard.server.services.logs import JobLogs
+
+    secret = tmp_path / "root-only"
+    secret.write_bytes(b"s" * 123)
+    directory = tmp_path / "runs" / "jobs" / "j-1" / "checkpoints"
+    directory.mkdir(parents=True)
+    (directory / "step-100.pt").write_bytes(b"w" * 10)
+    (directory / "shadow").symlink_to(secret)
+    (directory / "gone").symlink_to(tmp_path / "missing")
+    (directory / "sub").symlink_to(tmp_path)
+    listed = checkpoints(JobLogs(tmp_path / "runs"), "j-1")
+    assert [(c.name, c.bytes) for c in listed] == [("step-100.pt", 10)]
 
 
 def test_admin_gc_removes_expired_login_codes(api: ApiWorld, tmp_path: Path) -> None:

@@ -159,6 +159,9 @@ def test_spec_errors(tmp_path: Path) -> None:
     assert _error("synthetic:0").where == "synthetic:0"
     assert _error("synthetic", load=0.0).where == "load"
     assert _error("synthetic", load=float("inf")).where == "load"
+    tiny = _error("synthetic", load=1e-300)  # arrivals 1e303 s apart: every JCT read 0.00 h
+    assert tiny.where == "load" and "from 0.001 to 1000" in tiny.message
+    assert _error("synthetic", load=1e6).where == "load"
     path = _write(tmp_path, "w.csv", POLLUX)
     assert _error(f"pollux:{path}", options={"limit": "3"}).where == "limit"
 

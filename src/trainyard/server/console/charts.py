@@ -5,6 +5,12 @@ shows), a legend, and a `<details>` table of the same numbers for screen readers
 copying. Colours come from the style sheet (`.s0` ... `.s7`, eight series that keep their
 contrast on the light and the dark theme); no script draws anything. Axis ticks are "nice"
 numbers; times are shown in UTC, as `HH:MM`, or as dates when the span is days.
+
+Values come from jobs (their reported loss, for one), so a chart draws whatever finite number
+it is given: values are clamped to +-1e300 (an axis's width stays finite), a flat range is
+widened by 1 % of its size (1e20 + 1 is 1e20), and the ticks are at most a few dozen, even
+where a step is below the values' precision (a job reporting 1e16 and 1e16 + 2 once kept a
+server thread in an endless loop).
 """
 
 from __future__ import annotations
@@ -29,20 +35,43 @@ class Series:
     points: Sequence[Point]
 
 
+CAP = 1e300  # values are drawn clamped to [-CAP, CAP]
+
+
+def clamped(v: float) -> float:
+    """`v` within [-CAP, CAP] (NaN: 0)."""
+    return 0.0 if math.isnan(v) else max(-CAP, min(CAP, v))
+
+
+def _range(low: float, high: float) -> tuple[float, float]:
+    """[low, high] clamped, with high > low: a flat or reversed range widened by 1 or by 1 %
+    of its size, whichever is larger."""
+    low, high = clamped(low), clamped(high)
+    if not high > low:
+        high = low + max(abs(low) * 0.01, 1.0)
+    return low, high
+
+
 def nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
-    """About `count` round values covering [low, high]."""
+    """About `count` round values covering [low, high] (NaN or infinite ends: [0])."""
     if not math.isfinite(low) or not math.isfinite(high):
         return [0.0]
-    if high <= low:
-        high = low + 1.0
+    low, high = _range(low, high)
     raw = (high - low) / max(count, 1)
-    magnitude = 10 ** math.floor(math.log10(raw))
-    step = next(m * magnitude for m in (1, 2, 2.5, 5, 10) if m * magnitude >= raw)
+    if not raw > 0:  # the width underflowed (denormal ends)
+        return [low, high]
+    magnitude = 10.0 ** math.floor(math.log10(raw))
+    step = next((m * magnitude for m in (1, 2, 2.5, 5) if m * magnitude >= raw), 10 * magnitude)
+    if not step > 0 or low + step == low or high - step == high:
+        return [low, high]  # a step below the values' precision: the ends alone
+    digits = 10 if step >= 1e-8 else 340  # 0.1 + 0.2 shown as 0.3; tiny steps kept whole
     value = math.floor(low / step) * step
-    ticks = [round(value, 10)]
-    while value < high - step * 1e-9:  # the last tick at or above `high`
+    ticks = [round(value, digits)]
+    for _ in range(4 * max(count, 1)):  # bounded, whatever the rounding does
+        if value >= high - step * 1e-9:  # the last tick at or above `high`
+            break
         value += step
-        ticks.append(round(value, 10))
+        ticks.append(round(value, digits))
     return ticks
 
 
@@ -67,14 +96,16 @@ class _Frame:
     """Data to pixels for one chart."""
 
     def __init__(self, x0: float, x1: float, y0: float, y1: float) -> None:
-        self.x0, self.x1 = x0, x1 if x1 > x0 else x0 + 1.0
-        self.y0, self.y1 = y0, y1 if y1 > y0 else y0 + 1.0
+        self.x0, self.x1 = _range(x0, x1)
+        self.y0, self.y1 = _range(y0, y1)
 
     def x(self, v: float) -> float:
-        return LEFT + (v - self.x0) / (self.x1 - self.x0) * (WIDTH - LEFT - RIGHT)
+        share = (clamped(v) - self.x0) / (self.x1 - self.x0)
+        return LEFT + share * (WIDTH - LEFT - RIGHT)
 
     def y(self, v: float) -> float:
-        return HEIGHT - BOTTOM - (v - self.y0) / (self.y1 - self.y0) * (HEIGHT - TOP - BOTTOM)
+        share = (clamped(v) - self.y0) / (self.y1 - self.y0)
+        return HEIGHT - BOTTOM - share * (HEIGHT - TOP - BOTTOM)
 
 
 def _axes(frame: _Frame, yticks: list[float], time_axis: bool, y_unit: str) -> list[str]:
@@ -88,8 +119,9 @@ def _axes(frame: _Frame, yticks: list[float], time_axis: bool, y_unit: str) -> l
     span = frame.x1 - frame.x0
     xticks = nice_ticks(frame.x0, frame.x1, 6)
     if time_axis:  # whole minutes, hours or days
-        unit = next(u for u in (1, 10, 60, 300, 900, 3600, 3 * 3600, 6 * 3600, 86400, 7 * 86400)
-                    if span / u <= 8)  # fmt: skip
+        week = 7 * 86400  # past 8 weeks: whole weeks, about 8 ticks
+        unit = next((u for u in (1, 10, 60, 300, 900, 3600, 3 * 3600, 6 * 3600, 86400, week)
+                     if span / u <= 8), week * math.ceil(span / (8 * week)))  # fmt: skip
         first = math.ceil(frame.x0 / unit) * unit
         xticks = [first + i * unit for i in range(int((frame.x1 - first) // unit) + 1)]
     for v in xticks:

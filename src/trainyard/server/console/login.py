@@ -4,6 +4,11 @@
   `trainyard console`) or an API token; the browser gets a console session
   (`services/logins.py`) in an HttpOnly, SameSite=Lax cookie and is redirected to the same
   address without the token, so it stays out of the history, bookmarks and screenshots.
+  Only a link opened from outside the browser (a terminal, a mail client: `Sec-Fetch-Site:
+  none`) or from this site logs in at once. One that another site opened, a page of another
+  port of the same host included, shows the login form with the token filled in instead: a
+  click on this site's button logs in. Otherwise any page could log a visitor in as the
+  page's author, whose account would then receive what the visitor submits (login CSRF).
 - `/login`: a form for the same (a token pasted rather than put in a link). Its POST must
   come from this origin (no login forced on a browser by another site).
 - `POST /logout`: revokes the session (a form with the page's CSRF token) and clears the
@@ -35,10 +40,12 @@ def _safe_next(target: str | None) -> str:
     return target
 
 
-def _login_page(status: int, *, message: str = "", error: str = "", next_: str = "/") -> Response:
+def _login_page(
+    status: int, *, message: str = "", error: str = "", next_: str = "/", token: str = ""
+) -> Response:
     body = TEMPLATES.get_template("login.html").render(
         who=None, csrf="", title="Log in", nav="", live_blocks=(), message=message, error=error,
-        next=_safe_next(next_),
+        next=_safe_next(next_), token=token,
     )  # fmt: skip
     return HTMLResponse(body, status_code=status, headers=SECURITY_HEADERS)
 
@@ -73,6 +80,12 @@ async def login_by_link(request: Request) -> Response:
     credential = request.query_params.get("token", "")
     rest = [(k, v) for k, v in request.query_params.multi_items() if k != "token"]
     target = request.url.path + (f"?{urlencode(rest)}" if rest else "")
+    if request.headers.get("sec-fetch-site", "none") not in ("none", "same-origin"):
+        message = (
+            "This login link was opened by another site, so it did not log you in. Log in "
+            "below only if you meant to: the console then shows the token's user."
+        )
+        return _login_page(200, message=message, next_=target, token=credential)
     try:
         login = await run_in_threadpool(_start, ctx, credential)
     except ApiError as error:

@@ -10,6 +10,7 @@ queues hold now.
 
 from __future__ import annotations
 
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -267,8 +268,10 @@ class Checkpoint:
 
 
 def checkpoints(logs: JobLogs | None, job_id: str) -> list[Checkpoint]:
-    """The files in the job's checkpoint directory (`TRAINYARD_CHECKPOINT_DIR`), newest
-    first; none when this server keeps no job files."""
+    """The regular files in the job's checkpoint directory (`TRAINYARD_CHECKPOINT_DIR`),
+    newest first; none when this server keeps no job files. Links are left out, not
+    followed: the server reads as root, and a job's link to a file only root may read
+    (`/etc/shadow`, the database's WAL) would show its size and modification time."""
     if logs is None:
         return []
     directory = Path(logs.runs_dir) / "jobs" / job_id / "checkpoints"
@@ -279,11 +282,11 @@ def checkpoints(logs: JobLogs | None, job_id: str) -> list[Checkpoint]:
         return []
     for entry in entries:
         try:
-            stat = entry.stat()
+            info = entry.lstat()
         except OSError:
             continue
-        if entry.is_file() and not entry.name.startswith("."):
-            found.append(Checkpoint(entry.name, stat.st_size, stat.st_mtime))
+        if stat.S_ISREG(info.st_mode) and not entry.name.startswith("."):
+            found.append(Checkpoint(entry.name, info.st_size, info.st_mtime))
     return sorted(found, key=lambda c: (-c.modified, c.name))[:50]
 
 

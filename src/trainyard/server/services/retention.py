@@ -75,7 +75,8 @@ def collect(
         if finished is None or not job_dir.is_dir():
             continue
         if finished < now - runs_age_s:
-            parts = [*job_dir.glob("attempt-*"), *(job_dir / n for n in ("logs", "home", "tmp"))]
+            kept = ("logs", "home", "tmp", "notice")  # notice: why its last run was stopped
+            parts = [*job_dir.glob("attempt-*"), *(job_dir / n for n in kept)]
             present = [p for p in parts if p.exists()]
             if present:
                 report.runs.append(job_id)

@@ -29,6 +29,7 @@ from trainyard.sim.workload import Workload, WorkloadError
 __all__ = ["KINDS", "WORKLOAD_FOLDERS", "read_workload"]
 
 KINDS = ("philly", "pollux", "gavel", "synthetic")
+LOADS = (1e-3, 1e3)  # the arrival-rate multipliers `load` may be
 WORKLOAD_FOLDERS = ("", "traces")  # where under `shared` a relative workload PATH is tried
 _USAGE = "write KIND:PATH (philly, pollux, gavel) or synthetic[:N]"
 
@@ -53,8 +54,12 @@ def read_workload(
 ) -> Workload:
     """The workload SPEC names (see the module docstring)."""
     opts = dict(options or {})
-    if not (isinstance(load, int | float) and math.isfinite(load) and load > 0):
-        raise WorkloadError("load", f"must be a number > 0 (1.0 = as recorded), got {load!r}")
+    if not (isinstance(load, int | float) and math.isfinite(load) and LOADS[0] <= load <= LOADS[1]):
+        raise WorkloadError(
+            "load",
+            f"must be a number from {LOADS[0]:g} to {LOADS[1]:g} (1.0 = as recorded), got "
+            f"{load!r}: beyond them arrival times swamp the run times in floating point",
+        )
     kind, sep, rest = spec.strip().partition(":")
     kind = kind.strip().lower()
     if kind == "synthetic":

@@ -36,6 +36,8 @@ def _job(admin: AdminCli, state: JobState, finished_ago: float | None) -> str:
             (job_dir / part).mkdir(parents=True)
         (job_dir / "logs" / "attempt-0" / "rank-0.log").write_bytes(b"x" * 1000)
         (job_dir / "checkpoints" / "ckpt").write_bytes(b"y" * 5000)
+        (job_dir / "notice").write_text("stop")  # a cancelled run was told why
+        (job_dir / "uid").write_text("2000000001")
         return job.id
 
 
