@@ -186,6 +186,7 @@ class LocalExecutor:
                 log = log_dir / f"rank-{rank}.log"
                 env_in, env_out = os.pipe()  # the job's environment, for its command only
                 argv = [sys.executable, "-I", "-S", str(WRAPPER), "--env-fd", str(env_in)]
+                argv += ["--cwd", str(spec.cwd or os.getcwd())]  # entered as the job's user
                 argv += ["--exit-file", str(handle.exit_file(rank))]
                 argv += ["--pid-file", str(handle.pid_file(rank))]
                 if cgroup is not None:
@@ -202,7 +203,7 @@ class LocalExecutor:
                             stdin=subprocess.DEVNULL,
                             stdout=out,
                             stderr=subprocess.STDOUT,
-                            cwd=spec.cwd,  # None: the server's working directory
+                            cwd=run_dir,  # the wrapper's; its command's is --cwd
                             env=WRAPPER_ENV,
                             pass_fds=(env_in,),
                             process_group=handle.pgid,  # 0 for rank 0: a new group

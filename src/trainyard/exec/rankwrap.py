@@ -2,7 +2,7 @@
 
 Usage (the executor runs this file by path, with the standard library only):
 
-    python rankwrap.py --exit-file F --pid-file P [--env-fd FD] [--cgroup DIR]
+    python rankwrap.py --exit-file F --pid-file P [--env-fd FD] [--cwd DIR] [--cgroup DIR]
         [--user UID:GID] [--umask OCT] [--log FILE --log-cap BYTES] -- CMD ARGS...
 
 It joins the cgroup DIR (if given), starts CMD as its child (same process group, same log
@@ -21,7 +21,9 @@ of names to values, from that file descriptor (a pipe the executor writes and cl
 gives it to the child alone; the wrapper itself runs in the executor's fixed environment. It
 runs as the server's user (root, when jobs run as uids of their own) until the child's exec,
 so a job's `LD_PRELOAD`, `LD_LIBRARY_PATH` or `GLIBC_TUNABLES` in the wrapper's own
-environment would run the job's code, or steer the loader, as that user.
+environment would run the job's code, or steer the loader, as that user. For the same reason
+the child enters `--cwd` itself, after it has become UID:GID: a working directory the job's
+user may not enter (a link swapped in after submit, to the server's state) stops it there.
 
 With `--log`, the child's stdout and stderr come to the wrapper through a pipe and it writes
 them to FILE, rotating it (to `FILE.1`, replacing the older one) whenever it would pass half
@@ -34,6 +36,7 @@ command all the same (the executor then kills what is left of the job's uid).
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
@@ -149,6 +152,9 @@ def main(argv: list[str]) -> int:
         identity.update(user=uid, group=gid, extra_groups=[])
     if mask:
         identity["umask"] = int(mask, 8)
+    cwd = flags.get("--cwd")
+    if cwd:  # entered as the job's user (preexec_fn runs after setuid, before exec)
+        identity["preexec_fn"] = functools.partial(os.chdir, cwd)
     if cgroup:
         try:
             with open(os.path.join(cgroup, "cgroup.procs"), "w") as f:
@@ -167,6 +173,10 @@ def main(argv: list[str]) -> int:
         child = subprocess.Popen(cmd, **identity)
     except OSError as e:
         return _not_started(exit_file, f"cannot start {cmd[:1]}: {e}")
+    except subprocess.SubprocessError:  # the chdir of preexec_fn
+        return _not_started(
+            exit_file, f"cannot start {cmd[:1]} in {cwd}: the job's user may not enter it"
+        )
     _write_atomic(pid_file, {"pid": child.pid, "start_time": _start_time(child.pid)})
     pump = None
     if log and child.stdout is not None:

@@ -4,7 +4,8 @@ them, and such a process went on running after its job was cancelled while the j
 were given to another. Every process of the job's uid is the job's: the executor counts them
 as the run's (the run is not over, its devices stay booked, while one lives) and kills them
 with it, also when the ranks end by themselves (a rank ends with its command even while such
-a process holds its output open)."""
+a process holds its output open). And the command enters its working directory as that
+uid, not as the root wrapper."""
 
 from __future__ import annotations
 
@@ -90,3 +91,24 @@ def test_a_job_that_ends_leaving_a_process_behind_ends_and_the_process_goes(
     assert not procfs.alive(daemon, None)
     assert "forked" in "".join(ex.logs("leaves"))
     assert ex.device_holders() == {}
+
+
+def test_the_command_enters_its_working_directory_as_the_jobs_user(
+    root_executor: LocalExecutor,
+) -> None:
+    """The root wrapper does not enter the job's working directory for it: a directory the
+    job's user may not enter (a link swapped in after submit, to the server's state) stops
+    the command, one it may enter is its working directory."""
+    ex = root_executor
+    top = ex.root_dir.parent
+    private, shared = top / "private", top / "shared"
+    private.mkdir(mode=0o700)
+    shared.mkdir(mode=0o755)
+    where = "import os; print('cwd', os.getcwd())"
+    refused = ex.launch(LaunchSpec("private", [sys.executable, "-P", "-c", where], cwd=private))
+    wait_for(lambda: ex.poll(refused).settled, 30)
+    assert ex.poll(refused).state == "failed"
+    assert any("may not enter" in line for line in ex.logs("private"))
+    ran = ex.launch(LaunchSpec("shared", [sys.executable, "-P", "-c", where], cwd=shared))
+    wait_for(lambda: ex.poll(ran).settled, 30)
+    assert ex.poll(ran).state == "succeeded" and f"cwd {shared}" in list(ex.logs("shared"))
