@@ -175,7 +175,8 @@ def main(argv: list[str]) -> int:
         return _not_started(exit_file, f"cannot start {cmd[:1]}: {e}")
     except subprocess.SubprocessError:  # the chdir of preexec_fn
         return _not_started(
-            exit_file, f"cannot start {cmd[:1]} in {cwd}: the job's user may not enter it"
+            exit_file,
+            f"cannot start {cmd[:1]} in {cwd}: it is gone, or the job's user may not enter it",
         )
     _write_atomic(pid_file, {"pid": child.pid, "start_time": _start_time(child.pid)})
     pump = None
