@@ -52,10 +52,15 @@ def register(app: typer.Typer) -> None:
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
 
 
-def job_path(job_id: str, suffix: str = "") -> str:
+def checked_id(job_id: str) -> str:
+    """`job_id`, quoted for a URL path, or exit 2 saying it cannot be a job or array id."""
     if not _ID.fullmatch(job_id):
         fail(f"{job_id!r} is not a job id: ids look like j-3f2a9c... (`trainyard jobs` lists them)")
-    return f"/v1/jobs/{quote(job_id, safe='')}{suffix}"
+    return quote(job_id, safe="")
+
+
+def job_path(job_id: str, suffix: str = "") -> str:
+    return f"/v1/jobs/{checked_id(job_id)}{suffix}"
 
 
 def styled(state: str, colour: bool) -> str:
@@ -217,8 +222,7 @@ def cancel_command(
     with connect(url, token) as client:
         for job in jobs:
             if job.startswith("a-"):
-                job_path(job)  # the id's check
-                out = client.post(f"/v1/arrays/{quote(job, safe='')}/cancel")
+                out = client.post(f"/v1/arrays/{checked_id(job)}/cancel")
                 if not as_json:
                     typer.echo(
                         f"array {out['id']}: {len(out['cancelled'])} jobs cancelled, "

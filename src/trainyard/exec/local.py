@@ -307,9 +307,12 @@ class LocalExecutor:
         return members
 
     def _recorded_alive(self, h: RunHandle) -> list[int]:
-        for proc in h.procs.values():
-            proc.poll()  # reap our own children so they do not linger as zombies
-        return [pid for pid, started in self._members(h) if procfs.alive(pid, started)]
+        # our own children (the wrappers) are alive until reaped: a wrapper's main thread is a
+        # zombie in /proc while its log thread still exits, and waitpid waits for both
+        ours = {proc.pid for proc in h.procs.values() if proc.poll() is None}
+        return [
+            pid for pid, started in self._members(h) if pid in ours or procfs.alive(pid, started)
+        ]
 
     def _strays(self, h: RunHandle, known: list[int]) -> list[int]:
         """Processes of the job's own uid that the run does not record: one that left the
@@ -346,10 +349,10 @@ class LocalExecutor:
                 os.kill(pid, sig)
 
     def _rank_end(self, h: RunHandle, r: RankInfo, now: float) -> tuple[bool, int | None, float]:
-        proc = h.procs.get(r.rank)
-        if procfs.alive(r.pid, r.start_time) and (proc is None or proc.poll() is None):
+        proc = h.procs.get(r.rank)  # our child: its exit is what waitpid says (see above)
+        if proc.poll() is None if proc is not None else procfs.alive(r.pid, r.start_time):
             return False, None, 0.0
-        wrapper_rc = proc.poll() if proc is not None else None  # ended: reaped now, not before
+        wrapper_rc = proc.returncode if proc is not None else None
         rec = procfs.read_json(h.exit_file(r.rank))
         if isinstance(rec, dict):
             return True, int(rec["returncode"]), float(rec["finished_at"])
@@ -361,11 +364,12 @@ class LocalExecutor:
         codes = {rank: code for rank, (_, code, _) in ends.items()}
         failures = sorted((t, rank) for rank, (done, code, t) in ends.items() if done and code != 0)
         all_done = all(done for done, _, _ in ends.values())
-        if all_done and h.uid is not None:  # the ranks ended: what they left behind goes
-            for pid in self._strays(h, []):
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-        settled = not self._alive_members(h)
+        recorded = self._recorded_alive(h)
+        strays = self._strays(h, recorded)  # one look at /proc a poll
+        for pid in strays if all_done else ():  # the ranks ended: what they left behind goes
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        settled = not recorded and not strays  # killed ones: gone by the next poll
         first = failures[0][1] if failures else None
         state: RunState
         stop = jobdirs.stop_record(h.run_dir)
