@@ -21,9 +21,15 @@ from typing import Any, TypeVar
 import pytest
 import schemathesis
 from api_fixtures import ApiWorld, api
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, find, settings
 from schemathesis import Case, Response
-from schemathesis.specs.openapi.checks import negative_data_rejection, positive_data_acceptance
+from schemathesis.core.failures import AcceptedNegativeData, FailureGroup
+from schemathesis.generation import GenerationMode
+from schemathesis.specs.openapi.checks import (
+    ParameterLocation,
+    negative_data_rejection,
+    positive_data_acceptance,
+)
 from sqlalchemy import create_engine, func, select
 
 from trainyard.server.api.app import create_app
@@ -137,13 +143,32 @@ def _check(
     excluded = [positive_data_acceptance] if case.operation.label == "POST /v1/jobs" else []
     if not negative:
         excluded.append(negative_data_rejection)
-    case.validate_response(
-        response,
-        headers=headers,
-        transport_kwargs={"headers": headers} if headers else None,
-        excluded_checks=excluded,
-    )
+    try:
+        case.validate_response(
+            response,
+            headers=headers,
+            transport_kwargs={"headers": headers} if headers else None,
+            excluded_checks=excluded,
+        )
+    except FailureGroup as failures:
+        if not headers or not all(isinstance(f, AcceptedNegativeData) for f in failures.exceptions):
+            raise
+        _refused_as_sent(case, response, headers)
     return response
+
+
+def _refused_as_sent(case: Case, response: Response, headers: dict[str, str]) -> None:
+    """The invalid-data check again, on the request as sent: with the caller's headers in the
+    case. schemathesis judges the case's own headers, so a negative case made invalid by a
+    missing Authorization header plus a query value that is a valid string as sent
+    (`?user=true` from a boolean) failed the check on a valid request (CI, once, at 7f7d84d).
+    Only this check: the missing-header check must still see the case as generated."""
+    own = case.headers
+    case.headers = {**(own or {}), **headers}
+    try:
+        case.validate_response(response, checks=[negative_data_rejection])
+    finally:
+        case.headers = own
 
 
 @SCHEMA.parametrize()
@@ -194,3 +219,29 @@ def test_405_allow_names_every_method_of_the_path(api: ApiWorld) -> None:
         assert answer.status_code == 405, (method, path, answer.text)
         assert answer.headers["allow"] == allow, (method, path)
         assert answer.json()["error"] == {"field": None, "message": "Method Not Allowed"}
+
+
+def test_a_negative_case_valid_as_sent_is_accepted(
+    fuzz_world: tuple[ApiWorld, dict[str, str]],
+) -> None:
+    """Found in CI: a negative case made invalid by its Authorization header (which the
+    caller's replaces) and by `?user=true` from a boolean (a valid user name as sent) was
+    accepted, rightly, yet failed schemathesis' invalid-data check."""
+    api, _ = fuzz_world
+    operation = SCHEMA["/v1/jobs"]["GET"]
+    case = find(
+        operation.as_strategy(generation_mode=GenerationMode.NEGATIVE),
+        lambda c: (
+            c.meta is not None
+            and c.meta.is_negative_at(ParameterLocation.HEADER)
+            and c.meta.is_negative_at(ParameterLocation.QUERY)
+        ),
+        settings=settings(
+            database=None,
+            derandomize=True,
+            phases=[Phase.generate],
+            suppress_health_check=list(HealthCheck),
+        ),
+    )
+    case.query, case.headers = {"user": True}, {}
+    assert _check(case, api, api.auth("ada")).status_code == 200

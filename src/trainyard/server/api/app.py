@@ -20,6 +20,7 @@ from starlette.types import Scope
 from trainyard.jobspec import Limits
 from trainyard.server.api.bodylimit import BodyLimit
 from trainyard.server.api.errors import ApiError, error_body, validation_error
+from trainyard.server.api.openapi import install as install_openapi
 from trainyard.server.api.routes import ApiContext, ops, v1
 from trainyard.server.console import ConsoleSettings
 from trainyard.server.console import install as install_console
@@ -75,6 +76,7 @@ def create_app(
     app.include_router(v1)
     app.include_router(ops)
     install_console(app, console)
+    install_openapi(app)
     _install_handlers(app)
     # bodies are bounded while streaming in, before authentication (api/bodylimit.py); the
     # bound is the largest spec accepted, plus room for the JSON around it
