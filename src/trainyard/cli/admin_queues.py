@@ -5,12 +5,15 @@ Every change is recorded in the audit trail."""
 from __future__ import annotations
 
 import time
-from typing import Annotated
+from typing import Annotated, TypeVar
 
 import typer
+from sqlalchemy.orm import Session
 
 from trainyard.cli.admin import Db, Home, Json, _fail, _json, _run, _table, queue_app
 from trainyard.server.services import admin as svc
+
+T = TypeVar("T")
 
 # ---- queues --------------------------------------------------------------------------------
 
@@ -29,6 +32,17 @@ MaxPriority = Annotated[
     typer.Option("--max-priority", help="Highest priority its jobs may ask for (a submit above "
                  "it is refused; the lowest limit of the queue and its ancestors applies)."),
 ]  # fmt: skip
+
+
+def _warned(session: Session, out: T) -> tuple[T, str | None]:
+    """`out`, with the warning of the queue tree as it now stands (`svc.overcommit_warning`)."""
+    session.flush()
+    return out, svc.overcommit_warning(session)
+
+
+def _warn(warning: str | None) -> None:
+    if warning is not None:
+        typer.echo(f"warning: {warning}", err=True)
 
 
 def _queue_line(q: svc.QueueInfo) -> str:
@@ -58,10 +72,10 @@ def queue_add(
     db: Db = None,
 ) -> None:
     """Create a queue (shared unless --tenant; a root unless --parent)."""
-    queue = _run(
+    queue, warning = _run(
         home,
         db,
-        lambda s: svc.create_queue(
+        lambda s: _warned(s, svc.create_queue(
             s,
             name,
             now=time.time(),
@@ -72,12 +86,13 @@ def queue_add(
             weight=1.0 if weight is None else weight,
             max_priority=max_priority,
             default_priority=default_priority,
-        ),
+        )),
         ("queue.add", name, {"parent": parent, "tenant": tenant, "guaranteed": guaranteed,
                              "limit": limit, "weight": weight, "max_priority": max_priority,
                              "default_priority": default_priority}),
     )  # fmt: skip
     typer.echo(f"created {_queue_line(queue)}")
+    _warn(warning)
 
 
 @queue_app.command("set")
@@ -136,10 +151,10 @@ def queue_set(
     changes = (new_parent, new_tenant, new_limit, new_top, new_default)
     if all(c is svc.UNSET for c in changes) and guaranteed is None and weight is None:
         _fail("queue", "nothing to change: give --parent, --tenant, --guaranteed, --limit, ...")
-    queue = _run(
+    queue, warning = _run(
         home,
         db,
-        lambda s: svc.update_queue(
+        lambda s: _warned(s, svc.update_queue(
             s,
             name,
             parent=new_parent,
@@ -149,7 +164,7 @@ def queue_set(
             weight=weight,
             max_priority=new_top,
             default_priority=new_default,
-        ),
+        )),
         ("queue.set", name, {
             **{k: v for k, v in (("parent", new_parent), ("tenant", new_tenant),
                                  ("limit", new_limit), ("max_priority", new_top),
@@ -160,6 +175,7 @@ def queue_set(
         }),
     )  # fmt: skip
     typer.echo(f"updated {_queue_line(queue)}")
+    _warn(warning)
 
 
 @queue_app.command("list")
@@ -172,9 +188,10 @@ def queue_list(
     as_json: Json = False,
 ) -> None:
     """List queues, as a tree."""
-    queues = _run(home, db, lambda s: svc.list_queues(s, tenant))
+    queues, warning = _run(home, db, lambda s: _warned(s, svc.list_queues(s, tenant)))
     if as_json:
         _json(queues)
+        _warn(warning)
         return
     by_name = {q.name: q for q in queues}
     ordered: list[tuple[int, svc.QueueInfo]] = []
@@ -202,6 +219,7 @@ def queue_list(
     ]
     columns = ("queue", "tenant", "guaranteed", "limit", "weight", "pending", "running")
     _table("queues", columns, rows)
+    _warn(warning)
 
 
 @queue_app.command("rm")

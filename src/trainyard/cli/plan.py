@@ -36,6 +36,7 @@ from trainyard.planner.model import Model
 from trainyard.planner.presets import load_model, preset
 from trainyard.planner.search import Plan, search
 from trainyard.planner.sizing import SizingOption, size_for_tokens
+from trainyard.textfile import TextFileError, read_text
 
 
 def register(app: typer.Typer) -> None:
@@ -123,7 +124,10 @@ def _job(path: Path, as_json: bool) -> None:
         typer.echo(f"error: --job: file {path} not found", err=True)
         raise typer.Exit(2)
     try:
-        spec = yamlio.load_yaml(path.read_text())
+        spec = yamlio.load_yaml(read_text(path))
+    except TextFileError as exc:
+        typer.echo(f"error: --job: {path} {exc}", err=True)
+        raise typer.Exit(2) from None
     except yamlio.YamlError as exc:
         typer.echo(f"error: --job: {path} is not valid YAML: {exc}", err=True)
         raise typer.Exit(2) from None
@@ -253,6 +257,15 @@ def plan_command(
     if sum(sizes) > 1:
         typer.echo("error: give only one of --gpus, --allocation and --max-gpus", err=True)
         raise typer.Exit(2)
+    if allocation is not None and launch:
+        # the launchers start the same number of ranks on every node; an allocation is
+        # planned for where its ranks sit, not launched from here
+        typer.echo(
+            "error: --launch: not with --allocation (launch settings are for whole nodes "
+            "alike); plan with --gpus for them, or drop --launch",
+            err=True,
+        )
+        raise typer.Exit(2)
     missing = [name for name, v in (("--model", model), ("--gpu-type", gpu_type)) if v is None]
     if not any(sizes):
         missing.append("--gpus (or --allocation, --max-gpus)")
@@ -276,7 +289,11 @@ def plan_command(
             nodes_of = device.gpus_per_node
         runnable = runnable_precision(m, device)
         if runnable is not m:
-            typer.echo(f"note: {device.name} has no fp8 tensor cores; planned in bf16", err=True)
+            typer.echo(
+                f"note: {device.name} has no {m.precision} tensor cores; planned in "
+                f"{runnable.precision}",
+                err=True,
+            )
             m = runnable
         if max_gpus is not None:
             options = size_for_tokens(

@@ -224,8 +224,8 @@ def simulate_command(
             "(1 up to 4x their size, a stated scaling law; see trainyard.sim.elastic_duration).",
         ),
     ] = 0.0,
-    report: Annotated[
-        Path | None,
+    report_dir: Annotated[
+        str | None,
         typer.Option("--report", metavar="DIR", help="Write report.md/html and plots here."),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the metrics as JSON.")] = False,
@@ -235,6 +235,7 @@ def simulate_command(
     fairness and preemptions."""
     from trainyard.sim.readers import read_workload
 
+    report = _report_dir(report_dir)
     try:
         names = _policies(policy, compare_list)
         half_life = fairshare_half_life * 86_400.0 if fairshare_half_life is not None else None
@@ -285,6 +286,23 @@ def simulate_command(
     _print_table(summaries)
     if written and report is not None:
         typer.echo(f"report: {report / 'report.md'} ({len(written)} files)")
+
+
+def _report_dir(raw: str | None) -> Path | None:
+    """The folder `--report` names, refused when empty (it would mean the current folder,
+    where report.md would be overwritten unasked) or when it is a file."""
+    if raw is None:
+        return None
+    if not raw.strip():
+        typer.echo(
+            "error: --report: give a folder for the report, e.g. --report sim-report", err=True
+        )
+        raise typer.Exit(2)
+    path = Path(raw)
+    if path.exists() and not path.is_dir():
+        typer.echo(f"error: --report: {path} is a file; give a folder", err=True)
+        raise typer.Exit(2)
+    return path
 
 
 def _print_table(summaries: dict[str, dict[str, Any]]) -> None:

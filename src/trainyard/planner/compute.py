@@ -131,7 +131,7 @@ from trainyard.planner.comm import (
     topology,
 )
 from trainyard.planner.errors import PlannerError
-from trainyard.planner.hardware import GPU
+from trainyard.planner.hardware import GPU, has_bf16
 from trainyard.planner.layout import ParallelLayout
 from trainyard.planner.memory import layer_activation_bytes
 from trainyard.planner.model import Model
@@ -211,10 +211,16 @@ CALIBRATION: Final = Calibration()
 
 
 def runnable_precision(model: Model, gpu: GPU) -> Model:
-    """`model` as `gpu` runs it: an fp8 model in bf16 on a GPU without fp8 tensor cores."""
-    if model.precision == "fp8" and gpu.fp8_tflops <= 0:
-        return dataclasses.replace(model, precision="bf16")
-    return model
+    """`model` as `gpu` runs it: an fp8 model in bf16 on a GPU without fp8 tensor cores, and
+    a bf16 one in fp16 on a GPU without bf16 (Volta: `hardware.has_bf16`)."""
+    precision = model.precision
+    if precision == "fp8" and gpu.fp8_tflops <= 0:
+        precision = "bf16"
+    if precision == "bf16" and not has_bf16(gpu):
+        precision = "fp16"
+    return (
+        model if precision == model.precision else dataclasses.replace(model, precision=precision)
+    )
 
 
 FLASH_BLOCK: Final = 128  # FlashAttention's tile of queries and keys (Dao, arXiv:2307.08691)

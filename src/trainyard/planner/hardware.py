@@ -49,8 +49,17 @@ from typing import Any, Final
 
 from trainyard import yamlio
 from trainyard.planner.errors import PlannerError, unknown_name
+from trainyard.textfile import TextFileError, read_text
 
-__all__ = ["ALIASES", "CATALOGUE", "GPU", "gpu", "load_catalogue"]
+__all__ = [
+    "ALIASES",
+    "CATALOGUE",
+    "GPU",
+    "gpu",
+    "has_bf16",
+    "has_fused_attention",
+    "load_catalogue",
+]
 
 _PRECISIONS = ("bf16", "fp16", "fp8", "fp32")
 
@@ -68,7 +77,10 @@ class GPU:
     one host; `fp8_backward_slowdown` the time factor (>= 1) of the fp8 backward GEMMs
     (`FP8_SPLIT_ACCUMULATOR`, on the GPUs whose fp8 tensor cores have a fast-accumulation mode);
     `host_link_gb_s` one GPU's unidirectional bandwidth to host memory (GB/s) and
-    `host_memory_gb` the host memory per GPU (GB), both 0 when unknown (module docstring).
+    `host_memory_gb` the host memory per GPU (GB), both 0 when unknown (module docstring);
+    `compute_capability` CUDA's (7.0 Volta, 8.0 Ampere, 9.0 Hopper, 10.0 Blackwell): below
+    8.0 a GPU has no bf16 (its 16-bit tensor cores are fp16, `bf16_tflops` their peak) and no
+    fused attention (FlashAttention-2 and cuDNN's fused attention need Ampere or later).
     """
 
     name: str
@@ -85,6 +97,7 @@ class GPU:
     fp8_backward_slowdown: float = 1.0
     host_link_gb_s: float = 0.0
     host_memory_gb: float = 0.0
+    compute_capability: float = 8.0
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -145,13 +158,29 @@ FP8_SPLIT_ACCUMULATOR: Final = 1.15
 
 
 def _g(
-    name: str, *values: float, host: int = 0, bwd8: float = 1.0, cpu: tuple[float, float]
+    name: str,
+    *values: float,
+    host: int = 0,
+    bwd8: float = 1.0,
+    cpu: tuple[float, float],
+    cc: float,
 ) -> GPU:
     bf16, fp8, fp32, mem, bw, nvl, per_node, net, lat = values
     link, memory = cpu
     return GPU(
-        name, bf16, fp8, fp32, mem, bw, nvl, int(per_node), net, lat, host, bwd8, link, memory
-    )
+        name, bf16, fp8, fp32, mem, bw, nvl, int(per_node), net, lat, host, bwd8, link, memory,
+        cc,
+    )  # fmt: skip
+
+
+def has_bf16(gpu: GPU) -> bool:
+    """Whether `gpu` computes in bf16 (Ampere or later; see `GPU`)."""
+    return gpu.compute_capability >= 8.0
+
+
+def has_fused_attention(gpu: GPU) -> bool:
+    """Whether fused attention kernels run on `gpu` (Ampere or later; see `GPU`)."""
+    return gpu.compute_capability >= 8.0
 
 
 # (host_link_gb_s, host_memory_gb) per board (module docstring)
@@ -169,39 +198,81 @@ CATALOGUE: dict[str, GPU] = {
     g.name: g
     for g in (
         # V100 SXM2: fp16 tensor 125 (no bf16), NVLink2 300 GB/s total; DGX-1, 100 Gb/s EDR.
-        _g("V100-32GB", 125, 0, 15.7, 34.1, 0.9, 150, 8, 12.5, 5.0, cpu=_PCIE3_DGX1),
+        _g("V100-32GB", 125, 0, 15.7, 34.1, 0.9, 150, 8, 12.5, 5.0, cpu=_PCIE3_DGX1, cc=7.0),
         # A100 SXM4: 312 bf16 dense, NVLink3 600 GB/s total; DGX A100, 200 Gb/s HDR per GPU.
-        _g("A100-40GB", 312, 0, 19.5, 42.5, 1.555, 300, 8, 25, 5.0, cpu=_PCIE4_DGXA100),
-        _g("A100-80GB", 312, 0, 19.5, 85.1, 2.039, 300, 8, 25, 5.0, cpu=_PCIE4_DGXA100),
+        _g("A100-40GB", 312, 0, 19.5, 42.5, 1.555, 300, 8, 25, 5.0, cpu=_PCIE4_DGXA100, cc=8.0),
+        _g("A100-80GB", 312, 0, 19.5, 85.1, 2.039, 300, 8, 25, 5.0, cpu=_PCIE4_DGXA100, cc=8.0),
         # H100 SXM5: 989 bf16 / 1979 fp8 dense, NVLink4 900 GB/s total; 400 Gb/s NDR per GPU.
-        _g("H100-SXM", 989, 1979, 67, 85.0, 3.35, 450, 8, 50, 5.0, bwd8=_SPLIT, cpu=_PCIE5_DGX),
+        _g(
+            "H100-SXM",
+            989,
+            1979,
+            67,
+            85.0,
+            3.35,
+            450,
+            8,
+            50,
+            5.0,
+            bwd8=_SPLIT,
+            cpu=_PCIE5_DGX,
+            cc=9.0,
+        ),
         # H800 SXM5 / A800 SXM4 80GB: the H100 and A100 with NVLink cut to 400 GB/s total.
-        _g("H800", 989, 1979, 67, 85.0, 3.35, 200, 8, 50, 5.0, bwd8=_SPLIT, cpu=_PCIE5_DGX),
-        _g("A800-80GB", 312, 0, 19.5, 85.1, 2.039, 200, 8, 25, 5.0, cpu=_PCIE4_DGXA100),
+        _g("H800", 989, 1979, 67, 85.0, 3.35, 200, 8, 50, 5.0, bwd8=_SPLIT, cpu=_PCIE5_DGX, cc=9.0),
+        _g("A800-80GB", 312, 0, 19.5, 85.1, 2.039, 200, 8, 25, 5.0, cpu=_PCIE4_DGXA100, cc=8.0),
         # H100 PCIe: 756 / 1513 dense; NVLink bridge 600 GB/s total (GPU pairs only).
-        _g("H100-PCIe", 756, 1513, 51, 85.0, 2.0, 300, 8, 25, 5.0, bwd8=_SPLIT, cpu=_PCIE5_CARD),
+        _g(
+            "H100-PCIe",
+            756,
+            1513,
+            51,
+            85.0,
+            2.0,
+            300,
+            8,
+            25,
+            5.0,
+            bwd8=_SPLIT,
+            cpu=_PCIE5_CARD,
+            cc=9.0,
+        ),
         # H200 SXM: H100 compute, 141 GB HBM3e at 4.8 TB/s. (Memory: the datasheet's figures
         # here are GiB; `memory_gb` is what CUDA gives, module docstring.)
-        _g("H200", 989, 1979, 67, 150.1, 4.8, 450, 8, 50, 5.0, bwd8=_SPLIT, cpu=_PCIE5_DGX),
+        _g("H200", 989, 1979, 67, 150.1, 4.8, 450, 8, 50, 5.0, bwd8=_SPLIT, cpu=_PCIE5_DGX, cc=9.0),
         # B200 (HGX B200): 2.25 PF bf16 / 4.5 PF fp8 dense, 180 GB at 7.7 TB/s, NVLink5 1.8 TB/s.
-        _g("B200", 2250, 4500, 75, 191.5, 7.7, 900, 8, 50, 5.0, cpu=_PCIE5_DGX),
+        _g("B200", 2250, 4500, 75, 191.5, 7.7, 900, 8, 50, 5.0, cpu=_PCIE5_DGX, cc=10.0),
         # GB200 in an NVL72 rack: NVIDIA's rack figures per GPU (360 PF bf16 and 720 PF fp8 with
         # sparsity, 13.4 TB HBM3e at 576 TB/s, over 72 GPUs): 2.5 / 5 PF dense, 186 GB at 8 TB/s,
         # NVLink5 1.8 TB/s. All 72 GPUs share one NVLink domain, which is what `gpus_per_node`
         # means to the time model; a host (compute tray: two Grace CPUs, four GPUs) holds 4 of
         # them, which is what torchrun starts per node. 400 Gb/s per GPU beyond the rack.
-        _g("GB200", 2500, 5000, 80, 197.9, 8.0, 900, 72, 50, 5.0, host=4, cpu=_C2C_GRACE),
+        _g("GB200", 2500, 5000, 80, 197.9, 8.0, 900, 72, 50, 5.0, host=4, cpu=_C2C_GRACE, cc=10.0),
         # Blackwell Ultra: the same bf16 / fp8 tensor peaks as B200 / GB200 (it adds fp4 and
         # attention throughput), 288 GB of HBM3e (8 stacks of 12-high) at 8 TB/s, NVLink5 1.8
         # TB/s, ConnectX-8 NICs at 800 Gb/s per GPU. B300 (HGX / DGX B300): 36 PF bf16 and 72
         # PF fp8 with sparsity and 2.3 TB over 8 GPUs: 2.25 / 4.5 PF dense, 288 GB.
-        _g("B300", 2250, 4500, 75, 306.4, 8.0, 900, 8, 100, 5.0, cpu=_PCIE5_DGX),
+        _g("B300", 2250, 4500, 75, 306.4, 8.0, 900, 8, 100, 5.0, cpu=_PCIE5_DGX, cc=10.3),
         # GB300 in an NVL72 rack, the rack's figures per GPU as for GB200 (180 PF bf16 and 360
         # PF fp8 dense, 20.7 TB HBM3e at 576 TB/s over 72 GPUs): 2.5 / 5 PF, 288 GB at 8
         # TB/s; one NVLink domain of 72 on trays of 4.
-        _g("GB300", 2500, 5000, 80, 306.4, 8.0, 900, 72, 100, 5.0, host=4, cpu=_C2C_GRACE),
+        _g("GB300", 2500, 5000, 80, 306.4, 8.0, 900, 72, 100, 5.0, host=4, cpu=_C2C_GRACE, cc=10.3),
         # L40S: 362 bf16 / 733 fp8 dense, 48 GB GDDR6, no NVLink: PCIe Gen4 x16 (32 GB/s).
-        _g("L40S", 362, 733, 91.6, 48.3, 0.864, 32, 8, 25, 5.0, bwd8=_SPLIT, cpu=_PCIE4_CARD),
+        _g(
+            "L40S",
+            362,
+            733,
+            91.6,
+            48.3,
+            0.864,
+            32,
+            8,
+            25,
+            5.0,
+            bwd8=_SPLIT,
+            cpu=_PCIE4_CARD,
+            cc=8.9,
+        ),
     )
 }
 
@@ -255,7 +326,11 @@ def load_catalogue(path: str | Path, base: dict[str, GPU] | None = None) -> dict
     """
     result = dict(CATALOGUE if base is None else base)
     try:
-        data: Any = yamlio.load_yaml(Path(path).read_text())
+        text = read_text(path)
+    except TextFileError as exc:
+        raise PlannerError("catalogue", f"{path} {exc}") from None
+    try:
+        data: Any = yamlio.load_yaml(text)
     except yamlio.YamlError as exc:
         raise PlannerError("catalogue", f"{path} is not valid YAML: {exc}") from None
     if data is None:

@@ -29,7 +29,6 @@ slope or latency), the smallest message gives α and the largest the bandwidth.
 from __future__ import annotations
 
 import json
-import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -117,9 +116,21 @@ def _data_point(tokens: list[str]) -> tuple[int, float] | None:
     if len(numbers) < 4:
         return None
     time_us = numbers[0]
-    if not math.isfinite(time_us) or time_us <= 0:
+    if not _usable(int(tokens[0]), time_us):
         return None
     return int(tokens[0]), time_us
+
+
+# What a measured point may be: a message of 1 byte to 1 PiB, a time of a nanosecond to a
+# day (in microseconds). Beyond these a point is a typo or a broken run, and the fit's
+# weights (1 / time^2) would overflow.
+_SIZES: Final = (1, 2**50)
+_TIMES_US: Final = (1e-3, 86_400e6)
+MAX_RANKS: Final = 2**20
+
+
+def _usable(size: int, time_us: float) -> bool:
+    return _SIZES[0] <= size <= _SIZES[1] and _TIMES_US[0] <= time_us <= _TIMES_US[1]
 
 
 def parse_nccl_tests(text: str, collective: str | None = None) -> Run:
@@ -160,19 +171,36 @@ def parse_probe(data: Any) -> list[Run]:
         if not isinstance(entry, dict):
             raise PlannerError(where, "must be a mapping")
         try:
-            sizes = [(int(b), float(t)) for b, t in entry["sizes"]]
+            sizes = [(_whole(b), float(t)) for b, t in entry["sizes"]]
             run = Run(
                 _NAMES.get(str(entry["collective"]), ""),
-                int(entry["ranks"]),
-                int(entry["nodes"]),
+                _whole(entry["ranks"]),
+                _whole(entry["nodes"]),
                 tuple((b, t) for b, t in sizes if t > 0),
             )
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, OverflowError) as exc:
             raise PlannerError(where, f"needs collective, ranks, nodes and sizes: {exc}") from None
-        if not run.collective or run.ranks < 1 or run.nodes < 1 or not run.points:
-            raise PlannerError(where, "needs a known collective, ranks >= 1, nodes >= 1, sizes")
+        if not run.collective or not 1 <= run.nodes <= run.ranks <= MAX_RANKS or not run.points:
+            raise PlannerError(
+                where,
+                f"needs a known collective, 1 <= nodes <= ranks <= {MAX_RANKS} and sizes",
+            )
+        bad = [(b, t) for b, t in run.points if not _usable(b, t)]
+        if bad:
+            raise PlannerError(
+                where,
+                f"size {bad[0][0]} bytes, time {bad[0][1]:g} us is not a measurement: sizes "
+                f"are {_SIZES[0]} to {_SIZES[1]} bytes, times {_TIMES_US[0]:g} us to a day",
+            )
         runs.append(run)
     return runs
+
+
+def _whole(value: Any) -> int:
+    """A whole number from JSON: 8 or 8.0, not 8.7 nor true."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value):
+        raise ValueError(f"{value!r} is not a whole number")
+    return int(value)
 
 
 def _least_squares(points: tuple[tuple[int, float], ...]) -> tuple[float, float]:
@@ -237,9 +265,13 @@ def load_links(path: str | Path, collective: str | None = None) -> tuple[LinkSet
         raise PlannerError("links", f"{file} cannot be read as text: {exc}") from None
     if text.lstrip().startswith("{"):
         try:
-            runs = parse_probe(json.loads(text))
-        except json.JSONDecodeError as exc:
+            data = json.loads(text)
+        except (ValueError, RecursionError) as exc:  # ValueError: incl. a 5,000-digit number
             raise PlannerError("links", f"{file} is not valid JSON: {exc}") from None
+        try:
+            runs = parse_probe(data)
+        except PlannerError as exc:
+            raise PlannerError("links", f"{file}: {exc.field}: {exc.message}") from None
     else:
         runs = [parse_nccl_tests(text, collective or _collective_from_name(file.name))]
     fits = [fit_run(run) for run in runs if run.ranks > 1]

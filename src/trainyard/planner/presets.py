@@ -17,6 +17,7 @@ from typing import Any, Final
 from trainyard import yamlio
 from trainyard.planner.errors import PlannerError, unknown_name
 from trainyard.planner.model import Model
+from trainyard.textfile import TextFileError, read_text
 
 __all__ = ["PRESETS", "load_model", "model_from_mapping", "preset", "preset_named"]
 
@@ -237,7 +238,11 @@ def load_model(path: str | Path) -> Model:
     (name, layers, hidden, heads, seq_len, vocab, global_batch) for a new model.
     """
     try:
-        data: Any = yamlio.load_yaml(Path(path).read_text())
+        text = read_text(path)
+    except TextFileError as exc:
+        raise PlannerError("model", f"{path} {exc}") from None
+    try:
+        data: Any = yamlio.load_yaml(text)
     except yamlio.YamlError as exc:
         raise PlannerError("model", f"{path} is not valid YAML: {exc}") from None
     if not isinstance(data, dict):

@@ -70,7 +70,7 @@ from typing import Final
 from trainyard.planner.collectives import LinkSet
 from trainyard.planner.compute import StepTime, step_time
 from trainyard.planner.errors import PlannerError
-from trainyard.planner.hardware import GPU
+from trainyard.planner.hardware import GPU, has_fused_attention
 from trainyard.planner.layout import RECOMPUTE_MODES, ParallelLayout, Recompute
 from trainyard.planner.memory import GB, MemoryBreakdown, layer_activation_bytes, memory_per_gpu
 from trainyard.planner.model import Model
@@ -258,6 +258,7 @@ def search(
     when one exists, the smallest GPU count that would fit).
     """
     _check_inputs(model, num_gpus, gpu, nodes_of, top)
+    flash_attention = flash_attention and has_fused_attention(gpu)
     shapes = _shapes(model, num_gpus, nodes_of)
     if not shapes:
         tps = _tp_options(model, nodes_of)

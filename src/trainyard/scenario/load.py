@@ -42,6 +42,7 @@ from trainyard.core import (
 )
 from trainyard.scenario import schema as sf
 from trainyard.scenario.schema import ScenarioError
+from trainyard.textfile import TextFileError, read_text
 
 __all__ = [
     "Scenario",
@@ -340,9 +341,9 @@ def load_scenario(source: str | PathLike[str] | Mapping[str, Any]) -> Scenario:
         return parse_scenario(source)
     path = Path(source)
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ScenarioError("", f"cannot read the file ({exc.strerror})", str(path)) from None
+        text = read_text(path)
+    except TextFileError as exc:
+        raise ScenarioError("", f"cannot read the file: it {exc}", str(path)) from None
     try:
         data = json.loads(text) if path.suffix == ".json" else yamlio.load_yaml(text)
     except json.JSONDecodeError as exc:

@@ -11,11 +11,12 @@ import math
 from dataclasses import dataclass
 
 from trainyard.core import Queue
+from trainyard.fields import MAX_DURATION_S
 from trainyard.sim.cluster import Cluster
 from trainyard.sim.speed import SpeedModel
 from trainyard.sim.workload import Workload, WorkloadError
 
-__all__ = ["QUOTA_SHARE", "SimOptions", "default_queues"]
+__all__ = ["MAX_INTERVAL_S", "QUOTA_SHARE", "SimOptions", "default_queues"]
 
 
 @dataclass(frozen=True)
@@ -39,18 +40,24 @@ class SimOptions:
     fairshare_half_life_s: float | None = None
 
     def __post_init__(self) -> None:
-        if not (math.isfinite(self.interval_s) and self.interval_s >= 0):
-            raise WorkloadError("--interval", f"must be >= 0 seconds, got {self.interval_s}")
+        if not 0 <= self.interval_s <= MAX_INTERVAL_S:  # NaN too
+            raise WorkloadError(
+                "--interval", f"must be 0 to {MAX_INTERVAL_S:,.0f} seconds, got {self.interval_s}"
+            )
         if self.estimates not in ("none", "exact"):
             raise WorkloadError("--estimates", f"must be none or exact, got {self.estimates!r}")
         if not self.min_runtime_s >= 0:  # NaN too
             raise WorkloadError("--min-runtime", "must be >= 0 seconds")
-        if self.fairshare_half_life_s is not None and not self.fairshare_half_life_s > 0:
-            raise WorkloadError("--fairshare-half-life", "must be > 0 days")
+        half_life = self.fairshare_half_life_s
+        if half_life is not None and not 0 < half_life <= MAX_DURATION_S:
+            raise WorkloadError(
+                "--fairshare-half-life", f"must be > 0 days and at most {MAX_DURATION_S // 86400:,}"
+            )
         if self.max_time_s is not None and not self.max_time_s >= 0:
             raise WorkloadError("--max-time", f"must be >= 0 seconds, got {self.max_time_s}")
 
 
+MAX_INTERVAL_S = 86_400.0  # a day between rounds; beyond it a run is not a schedule
 QUOTA_SHARE = 0.5  # share of the cluster that queue guarantees add up to (see default_queues)
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from trainyard.sim.speed import restart_seconds
 from trainyard.sim.workload import SimJob, WorkloadError
+from trainyard.textfile import TextFileError, read_text
 
 __all__ = ["GavelSpeed"]
 
@@ -49,7 +50,10 @@ class GavelSpeed:
         path = Path(throughputs_json)
         if not path.is_file():
             raise WorkloadError(f"{path}:0:0", "throughputs file is missing")
-        text = path.read_text()
+        try:
+            text = read_text(path)
+        except TextFileError as exc:
+            raise WorkloadError(f"{path}:0:0", f"throughputs file {exc}") from None
         try:
             raw = json.loads(text)
         except json.JSONDecodeError as e:

@@ -32,6 +32,7 @@ from typing import TypeVar
 
 from trainyard.sim.speed import restart_seconds
 from trainyard.sim.workload import SimJob, WorkloadError
+from trainyard.textfile import TextFileError, text_stream
 
 __all__ = ["EPOCHS", "PolluxSpeed", "bracket", "normalise_placement"]
 
@@ -87,7 +88,11 @@ def _read(path: Path, cols: tuple[str, ...]) -> list[tuple[int, list[str]]]:
     """Rows (line number, fields) of a CSV with exactly the header `cols`."""
     if not path.is_file():
         raise WorkloadError(f"{path}:0:0", "profile file is missing")
-    with path.open(newline="") as f:
+    try:
+        stream = text_stream(path)
+    except TextFileError as exc:
+        raise WorkloadError(f"{path}:0:0", f"profile file {exc}") from None
+    with stream as f:
         rows = list(csv.reader(f))
     if not rows or tuple(c.strip() for c in rows[0]) != cols:
         raise WorkloadError(f"{path}:1:1", f"header must be {','.join(cols)}")

@@ -93,7 +93,8 @@ def test_bad_files_are_clear(tmp_path: Path) -> None:
     bad.write_text(json.dumps({"collectives": [{"collective": "all_reduce"}]}))
     with pytest.raises(PlannerError) as err:
         load_links(bad)
-    assert err.value.field == "collectives[0]"
+    assert err.value.field == "links"  # the file, then the entry
+    assert err.value.message.startswith(f"{bad}: collectives[0]: needs collective")
     with pytest.raises(PlannerError, match="one rank"):
         fit_run(Run("all_reduce", 1, 1, ((8, 1.0), (16, 2.0))))
 
@@ -123,3 +124,40 @@ def test_allocation_and_sizing_plan_on_measured_links_too() -> None:
     assert measured.time.iteration_s > plain.time.iteration_s
     options = size_for_tokens(model, h100, 1e9, max_gpus=16, links=slow)
     assert options and options[0].plan.time.iteration_s > 0
+
+
+@pytest.mark.parametrize(
+    ("entry", "says"),
+    [
+        ({"sizes": [[1024, 1e-300], [2048, 1e-300]]}, "is not a measurement"),
+        ({"sizes": [[-1024, 10.0], [2048, 20.0]]}, "is not a measurement"),
+        ({"sizes": [[1024, 10.0], [2048, 1e300]]}, "is not a measurement"),
+        ({"ranks": 8.7}, "is not a whole number"),
+        ({"ranks": 2, "nodes": 4}, "nodes <= ranks"),
+        ({"ranks": 10**20}, "ranks <="),
+    ],
+)
+def test_probe_entries_that_are_not_measurements_are_refused(
+    tmp_path: Path, entry: dict[str, object], says: str
+) -> None:
+    """Found by an outside review: a time of 1e-300 us divided by zero in the fit, negative
+    sizes made a 9,166 GB/s link, and 2 ranks on 4 nodes were accepted."""
+    run = {"collective": "all_reduce", "ranks": 8, "nodes": 1,
+           "sizes": [[1024, 10.0], [1 << 20, 60.0]], **entry}  # fmt: skip
+    path = tmp_path / "probe.json"
+    path.write_text(json.dumps({"collectives": [run]}))
+    with pytest.raises(PlannerError) as caught:
+        load_links(path)
+    assert caught.value.field == "links" and str(path) in caught.value.message
+    assert says in caught.value.message
+
+
+def test_json_too_deep_or_too_long_a_number_is_not_valid_json(tmp_path: Path) -> None:
+    for name, text in (
+        ("deep.json", "{" + '"a":[' * 100_000),
+        ("big.json", '{"n": 9' + "9" * 5000 + "}"),
+    ):
+        path = tmp_path / name
+        path.write_text(text)
+        with pytest.raises(PlannerError, match="is not valid JSON"):
+            load_links(path)

@@ -348,3 +348,45 @@ def test_gpu_file_adds_and_changes_catalogue_entries(tmp_path: Path) -> None:
     assert "Traceback" not in result.output
     result = runner.invoke(app, [*fp8, "--gpu-file", str(tmp_path / "none.yaml")])
     assert result.exit_code == 2 and "--gpu-file" in result.output
+
+
+def test_volta_plans_in_fp16_without_fused_attention() -> None:
+    """Found by an outside review: a V100 plan used bf16 and FlashAttention, neither of which
+    Volta runs (`GPU.compute_capability` 7.0)."""
+    args = ["plan", "-m", "gpt3-13b", "-n", "8", "-g", "V100", "--top", "3"]
+    result = runner.invoke(app, [*args, "--json"])
+    assert result.exit_code == 0, result.output
+    assert "no bf16 tensor cores; planned in fp16" in result.output
+    plans = json.loads(result.stdout)["plans"]
+    assert plans and not any(p["layout"]["flash_attention"] for p in plans)
+    launch = runner.invoke(app, [*args, "--launch"])
+    assert "--fp16" in launch.stdout and "--bf16" not in launch.stdout
+    assert "FLASH_ATTENTION=0" in launch.stdout and "(flash attention)" not in launch.stdout
+    fp8 = runner.invoke(app, [*args, "--precision", "fp8"])
+    assert "no fp8 tensor cores; planned in fp16" in fp8.output
+    a100 = runner.invoke(app, ["plan", "-m", "gpt3-13b", "-n", "8", "-g", "A100", "--launch"])
+    assert "--bf16" in a100.stdout and "(flash attention)" in a100.stdout
+
+
+def test_launch_with_an_allocation_is_refused_not_silently_dropped() -> None:
+    result = runner.invoke(
+        app, ["plan", "-m", "llama3-70b", "--allocation", "8,8,8,4,4", "-g", "H100", "--launch"]
+    )
+    assert result.exit_code == 2 and result.stdout == ""
+    assert "--launch: not with --allocation" in result.stderr
+
+
+def test_files_that_are_not_text_are_one_line(tmp_path: Path) -> None:
+    """Found by an outside review: a binary file gave UnicodeDecodeError's traceback."""
+    binary = tmp_path / "model.yaml"
+    binary.write_bytes(b"\xff\xfe\x00name: x\n")
+    for args, field in (
+        (["plan", "-m", str(binary), "-n", "8", "-g", "H100"], "model"),
+        (["plan", "--job", str(binary)], "--job"),
+        (["plan", "-m", "gpt3-13b", "-n", "8", "-g", "H100", "--gpu-file", str(binary)],
+         "catalogue"),
+    ):  # fmt: skip
+        result = runner.invoke(app, args)
+        assert result.exit_code == 2, (args, result.output)
+        assert result.stderr.startswith(f"error: {field}: {binary} is not UTF-8 text"), args
+        assert "Traceback" not in result.output

@@ -205,3 +205,42 @@ def test_restart_penalty_is_charged_to_pollux_jobs_too(tmp_path: Path) -> None:
     assert rigid["restart_s"] == 0.0
     text = runner.invoke(app, [*args[:-1], "--restart-penalty", "12"]).stdout
     assert "12 s lost per restart" in text.splitlines()[0]
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--interval", "1e308"], "--interval: must be 0 to 86,400 seconds"),
+        (["--fairshare-half-life", "1e308"], "--fairshare-half-life: must be > 0 days"),
+        (["--workload", "synthetic:100000000"], "from 1 to 1,000,000"),
+        (["--report", ""], "--report: give a folder"),
+    ],
+)
+def test_bounds_an_outside_review_found_missing(args: list[str], says: str) -> None:
+    """Each crashed (IndexError, ZeroDivisionError), ran for ever or wrote report.md into the
+    current folder unasked."""
+    result = runner.invoke(app, [*BASE, *args])
+    assert result.exit_code == 2, result.output
+    assert says in result.stderr and "Traceback" not in result.output
+    assert list(Path.cwd().iterdir()) == []  # nothing written
+
+
+def test_a_report_path_that_is_a_file_is_refused(tmp_path: Path) -> None:
+    file = tmp_path / "taken"
+    file.write_text("mine")
+    result = runner.invoke(app, [*BASE, "--report", str(file)])
+    assert result.exit_code == 2 and f"{file} is a file; give a folder" in result.stderr
+    assert file.read_text() == "mine"
+
+
+def test_files_that_are_not_text_are_one_line(tmp_path: Path) -> None:
+    binary = tmp_path / "bin.yaml"
+    binary.write_bytes(b"\x00\xe9\xff nodes: 2\n")
+    for args in (
+        ["simulate", "--workload", "synthetic:10", "--cluster", str(binary)],
+        ["simulate", "--workload", f"philly:{binary}", "--cluster", "4x4"],
+        ["simulate", "--workload", f"gavel:{binary}", "--cluster", "4x4:v100"],
+    ):
+        result = runner.invoke(app, args)
+        assert result.exit_code == 2, (args, result.output)
+        assert "is not UTF-8 text" in result.stderr and "Traceback" not in result.output

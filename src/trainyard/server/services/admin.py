@@ -44,6 +44,7 @@ from trainyard.server.services.admin_queues import (
     create_queue,
     delete_queue,
     list_queues,
+    overcommit_warning,
     update_queue,
 )
 
@@ -265,6 +266,7 @@ __all__ = [
     "create_queue",
     "delete_queue",
     "list_queues",
+    "overcommit_warning",
     "transaction",
     "update_queue",
 ]

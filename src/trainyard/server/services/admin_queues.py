@@ -11,7 +11,7 @@ from typing import Any
 from sqlalchemy import and_, delete, func, or_, select
 from sqlalchemy.orm import Session
 
-from trainyard.server.db import Job, JobState, Queue, Tenant
+from trainyard.server.db import Device, Health, Job, JobState, Node, Queue, Tenant
 from trainyard.server.lifecycle import HOLDS_DEVICES
 from trainyard.server.services.admin_common import (
     UNSET,
@@ -225,6 +225,56 @@ def list_queues(session: Session, tenant: str | None = None) -> list[QueueInfo]:
         tenant_id = _find(session, Tenant, tenant, "tenant").id
         query = query.where(or_(Queue.tenant_id.is_(None), Queue.tenant_id == tenant_id))
     return _queue_infos(session, list(session.scalars(query)))
+
+
+def promised_gpus(session: Session) -> int:
+    """The GPUs the queue tree promises in all: each root's guarantee, or, for a root that
+    guarantees none itself, what its children promise (the same rule down the tree)."""
+    children: dict[int | None, list[tuple[int, int]]] = {}
+    for qid, parent, guaranteed in session.execute(
+        select(Queue.id, Queue.parent_id, Queue.guaranteed)
+    ):
+        children.setdefault(parent, []).append((qid, guaranteed))
+    seen: set[int] = set()
+
+    def promised(qid: int, guaranteed: int) -> int:
+        if guaranteed > 0 or qid in seen:  # `seen`: a cycle already stored counts once
+            return guaranteed
+        seen.add(qid)
+        return sum(promised(c, g) for c, g in children.get(qid, []))
+
+    return sum(promised(q, g) for q, g in children.get(None, []))
+
+
+def schedulable_gpus(session: Session) -> int:
+    """The healthy GPUs of the nodes that take work (schedulable, not drained, healthy)."""
+    count = (
+        select(func.count())
+        .select_from(Device)
+        .join(Node, Device.node_id == Node.id)
+        .where(
+            Node.schedulable.is_(True),
+            Node.drained_at.is_(None),
+            Node.health == Health.HEALTHY,
+            Device.health == Health.HEALTHY,
+        )
+    )
+    return int(session.scalar(count) or 0)
+
+
+def overcommit_warning(session: Session) -> str | None:
+    """What to tell an operator when the queues' guarantees add up to more GPUs than the
+    cluster has to give (None: they fit, or no node has registered yet). Not refused: nodes
+    come and go, and reclaim stays safe (a queue never loses GPUs below its own guarantee),
+    but then not every queue can have its guarantee at once."""
+    promised, gpus = promised_gpus(session), schedulable_gpus(session)
+    if gpus == 0 or promised <= gpus:
+        return None
+    return (
+        f"the queues' guarantees add up to {promised} GPUs but the cluster has {gpus} to "
+        "give: not every queue can have its guarantee at once; lower a guarantee "
+        "(`admin queue set NAME --guaranteed N`) or add nodes"
+    )
 
 
 def _live_job() -> Any:

@@ -29,6 +29,7 @@ from trainyard.sim.workload import Workload, WorkloadError
 __all__ = ["KINDS", "WORKLOAD_FOLDERS", "read_workload"]
 
 KINDS = ("philly", "pollux", "gavel", "synthetic")
+MAX_SYNTHETIC_JOBS = 1_000_000  # ten times Philly's trace
 LOADS = (1e-3, 1e3)  # the arrival-rate multipliers `load` may be
 WORKLOAD_FOLDERS = ("", "traces")  # where under `shared` a relative workload PATH is tried
 _USAGE = "write KIND:PATH (philly, pollux, gavel) or synthetic[:N]"
@@ -69,8 +70,12 @@ def read_workload(
                 n = int(rest)
             except ValueError:
                 n = 0
-            if n < 1:
-                raise WorkloadError(spec, f"N in synthetic:N must be a whole number >= 1; {_USAGE}")
+            if not 1 <= n <= MAX_SYNTHETIC_JOBS:
+                raise WorkloadError(
+                    spec,
+                    f"N in synthetic:N must be a whole number from 1 to {MAX_SYNTHETIC_JOBS:,}; "
+                    f"{_USAGE}",
+                )
         return synthetic(n, seed=seed, load=load, options=opts, source=spec)
     if kind not in KINDS:
         raise WorkloadError(spec, f"unknown workload kind {kind!r}; {_USAGE}")

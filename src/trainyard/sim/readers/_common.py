@@ -9,6 +9,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from trainyard.sim.workload import WorkloadError
+from trainyard.textfile import TextFileError, text_stream
 
 __all__ = ["check_options", "csv_rows", "parse_float", "parse_int", "positive_int_option"]
 
@@ -73,7 +74,11 @@ def csv_rows(path: Path, columns: Sequence[str]) -> Iterator[tuple[int, list[str
     """Yield (line, row, index of each wanted column) for each non-blank data row of `path`.
     A header without a wanted column raises at ``file:1:column``; a row too short to hold a
     wanted column raises at ``file:line:column``."""
-    with path.open(newline="") as fh:
+    try:
+        stream = text_stream(path)
+    except TextFileError as exc:
+        raise WorkloadError(f"{path}:0:0", f"the file {exc}") from None
+    with stream as fh:
         reader = csv.reader(fh)
         header = next(reader, None)
         if header is None:

@@ -39,6 +39,7 @@ from pathlib import Path
 
 from trainyard.sim.readers._common import check_options, positive_int_option
 from trainyard.sim.workload import SimJob, Workload, WorkloadError
+from trainyard.textfile import TextFileError, read_text
 
 __all__ = ["DEFAULT_RATE", "OPTIONS", "REFERENCE", "job_types", "read_gavel"]
 
@@ -50,6 +51,8 @@ REFERENCE = "v100"
 # throughputs over V100's at the job's scale), so ~2.3 jobs/hour saturate them and 2.0 jobs/hour
 # keeps the cluster busy (~88% offered load) without an ever-growing queue.
 DEFAULT_RATE = 2.0
+# jobs per hour: below a job in 1,000 hours the arrival times outgrow the clock's rounds
+MIN_RATE, MAX_RATE = 1e-3, 1e6
 _KEY = re.compile(r"^\('(.+)', (\d+)\)$")
 _BATCH = re.compile(r"\(batch size (\d+)\)$")
 
@@ -65,7 +68,10 @@ def job_types(path: Path) -> dict[int, list[str]]:
     """Scale factor -> the model keys with a positive V100 isolated throughput at that scale,
     in file order. Malformed JSON or structure raises a `WorkloadError` at ``file:line:col``."""
     name = str(path)
-    text = path.read_text()
+    try:
+        text = read_text(path)
+    except TextFileError as exc:
+        raise WorkloadError(f"{name}:0:0", f"the file {exc}") from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -125,9 +131,10 @@ def _options(options: Mapping[str, str]) -> tuple[int, float, bool]:
             rate = float(raw)
         except ValueError:
             rate = -1.0
-        if not (math.isfinite(rate) and rate > 0):
+        if not MIN_RATE <= rate <= MAX_RATE:  # NaN too
             raise WorkloadError(
-                "rate_per_hour", f"must be a number of jobs per hour > 0, got {raw!r}"
+                "rate_per_hour",
+                f"must be {MIN_RATE:g} to {MAX_RATE:g} jobs per hour, got {raw!r}",
             )
     flag = options.get("multi_gpu", "true").strip().lower()
     if flag not in ("true", "false", "1", "0", "yes", "no"):

@@ -19,7 +19,7 @@ from typer.testing import CliRunner, Result
 
 from trainyard.cli.main import app
 from trainyard.server.api.app import create_app
-from trainyard.server.db import JobState, make_engine, make_session_factory
+from trainyard.server.db import Device, JobState, Node, make_engine, make_session_factory
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
@@ -195,6 +195,43 @@ def test_lists_as_json_and_tables(admin: AdminCli) -> None:
     assert result.exit_code == 0 and [u["name"] for u in json.loads(result.stdout)] == [
         "ada", "admin",
     ]  # fmt: skip
+
+
+def _add_node(admin: AdminCli, name: str, gpus: int, **fields: Any) -> None:
+    with make_session_factory(admin.engine)() as session:
+        node = Node(name=name, registered_at=1.0, **fields)
+        node.devices = [Device(index=i, gpu_type="A100", memory_gb=40.0) for i in range(gpus)]
+        session.add(node)
+        session.commit()
+
+
+def test_guarantees_beyond_the_cluster_are_warned_of_not_refused(admin: AdminCli) -> None:
+    """Noticed in an outside review: guarantees could add up to more than the cluster without
+    a word. Not refused (nodes come and go); said on stderr by `queue add`, `set` and `list`."""
+    admin.ok("queue", "add", "early", "-g", "64")  # no node yet: nothing to compare with
+    assert admin.run("queue", "list").stderr == ""
+    admin.ok("queue", "rm", "early")
+    _add_node(admin, "n1", 8)
+    _add_node(admin, "n2", 8)
+    _add_node(admin, "gone", 8, drained_at=2.0)  # a drained node's GPUs are not given
+    result = admin.run("queue", "add", "org", "-g", "12")
+    assert result.exit_code == 0 and result.stderr == "", result.output
+    # a root that guarantees nothing itself promises what its children do
+    admin.ok("queue", "add", "lab")
+    result = admin.run("queue", "add", "vision", "--parent", "lab", "-g", "6")
+    assert result.exit_code == 0 and result.stdout.startswith("created queue vision")
+    warning = result.stderr.strip()
+    assert warning.startswith("warning: ") and "add up to 18 GPUs" in warning, warning
+    assert "has 16 to give" in warning and "--guaranteed" in warning, warning
+    assert "vision" in {q["name"] for q in admin.json("queue", "list")}  # it was created
+    assert "add up to 18" in admin.run("queue", "list", "--json").stderr
+    assert "add up to 18" in admin.run("queue", "list").stderr
+    # children within a parent's guarantee promise nothing beyond it
+    admin.ok("queue", "add", "nlp", "--parent", "org", "-g", "12")
+    result = admin.run("queue", "set", "vision", "-g", "4")
+    assert result.exit_code == 0 and result.stderr == "", result.output
+    result = admin.run("queue", "set", "vision", "-g", "5")
+    assert "add up to 17 GPUs" in result.stderr, result.output
 
 
 def test_bad_input_prints_one_line_and_changes_nothing(admin: AdminCli) -> None:
