@@ -257,6 +257,18 @@ def plan_command(
     if sum(sizes) > 1:
         typer.echo("error: give only one of --gpus, --allocation and --max-gpus", err=True)
         raise typer.Exit(2)
+    objective = objective.strip().lower()  # as --precision: FP8 and fp8 alike
+    goal = [flag for flag, v in (("--tokens", tokens), ("--price", price),
+                                 ("--deadline", deadline)) if v is not None]  # fmt: skip
+    if objective != "time":
+        goal.append("--objective")
+    if goal and max_gpus is None:
+        typer.echo(
+            f"error: {goal[0]}: only with --max-gpus (the goal it sizes the GPU count for); "
+            "add --max-gpus N or drop it",
+            err=True,
+        )
+        raise typer.Exit(2)
     if allocation is not None and launch:
         # the launchers start the same number of ranks on every node; an allocation is
         # planned for where its ranks sit, not launched from here
@@ -431,7 +443,8 @@ def plan_to_dict(plan: Plan, model: Model) -> dict[str, Any]:
 # H100's peak, FlashAttention-3 arXiv:2407.08608).
 FUSED_ATTENTION_NOTE: Final = (
     ". The attention core is priced as cuDNN's fused kernel (Transformer Engine, "
-    "Megatron-Core); FlashAttention-2 or Triton kernels run it slower on Hopper"
+    "Megatron-Core); FlashAttention-2 or Triton kernels may run it slower (on an H100, "
+    "Triton's reached about a third of it)"
 )
 
 

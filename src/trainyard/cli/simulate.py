@@ -71,13 +71,19 @@ def _speed(
         if profiles is None:
             found = _workload_file(spec)
             profiles = found.parent.parent / "profiles" if found is not None else None
-        if profiles is None or not profiles.is_dir():
+        if profiles is not None and not profiles.is_dir():
+            raise WorkloadError("--profiles", f"{profiles} is not a folder of Pollux profiles")
+        if profiles is None:
             raise WorkloadError(
                 "--profiles",
                 "the Pollux workload needs the measured profiles: give --profiles DIR "
                 "(pollux/profiles beside the workloads folder)",
             )
         return PolluxSpeed(profiles, **given) if rigid else PolluxJobs(profiles, **given)
+    # the Pollux options mean nothing to the other workloads: say so rather than ignore them
+    for flag, used in (("--rigid", rigid), ("--profiles", profiles is not None)):
+        if used:
+            raise WorkloadError(flag, f"is for Pollux workloads (pollux:FILE), not {spec!r}")
     if kind == "gavel":
         from trainyard.sim.gavel_speed import GavelSpeed
 
@@ -116,7 +122,8 @@ def _options(values: list[str]) -> dict[str, str]:
 
 def _policies(policy: str, compare_list: str | None) -> list[str]:
     field = "--compare" if compare_list is not None else "--profile"
-    names = [p.strip() for p in (compare_list or policy).split(",") if p.strip()]
+    text = compare_list if compare_list is not None else policy  # --compare '' names none
+    names = [p.strip() for p in text.split(",") if p.strip()]
     if not names:
         raise WorkloadError(field, "give one or more profile names, comma-separated")
     for name in names:

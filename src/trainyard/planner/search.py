@@ -215,17 +215,22 @@ def _smallest_fitting_count(model: Model, num_gpus: int, gpu: GPU, nodes_of: int
     or -1 and full recompute, or without pipeline stages offloading activations)."""
     budget, host = budgets(gpu)
     counts = set()
-    for tp in _tp_options(model, nodes_of):
-        for pp in _divisors(model.layers):
+    # the pipeline depths the search tries, uneven stages included (40 layers on 3 stages)
+    for pp, option in pipeline_options(model.layers):
+        ends = stage_ends(model.layers, pp, 1, option)
+        if ends is None:
+            continue
+        for tp in _tp_options(model, nodes_of):
             for dp in _divisors(model.global_batch):
                 if tp * pp * dp > num_gpus:
-                    counts.add((tp * pp * dp, tp, pp, dp))
-    for n, tp, pp, dp in sorted(counts):
+                    counts.add((tp * pp * dp, tp, pp, dp, ends))
+    for n, tp, pp, dp, (first, last) in sorted(counts):
         zero = (3 if pp == 1 else 1) if dp > 1 else 0
         ep = max(_expert_options(model, tp * dp))
         lean = ParallelLayout(
-            tp=tp, pp=pp, dp=dp, zero=zero, recompute="full", sequence_parallel=tp > 1, ep=ep
-        )
+            tp=tp, pp=pp, dp=dp, zero=zero, recompute="full", sequence_parallel=tp > 1, ep=ep,
+            first_stage_layers=first, last_stage_layers=last,
+        )  # fmt: skip
         if _fits(model, lean, budget) is not None:
             return n
         if fewest_offload_layers(model, dataclasses.replace(lean, recompute="none"), budget, host):

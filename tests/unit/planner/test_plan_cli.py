@@ -390,3 +390,24 @@ def test_files_that_are_not_text_are_one_line(tmp_path: Path) -> None:
         assert result.exit_code == 2, (args, result.output)
         assert result.stderr.startswith(f"error: {field}: {binary} is not UTF-8 text"), args
         assert "Traceback" not in result.output
+
+
+def test_goal_flags_without_max_gpus_are_refused_not_ignored() -> None:
+    """Found by an outside review: --tokens, --price, --deadline and --objective were
+    silently ignored without --max-gpus."""
+    base = ["plan", "-m", "gpt3-1.3b", "-g", "H100", "-n", "8"]
+    for extra in (["--tokens", "1e10"], ["--price", "2"], ["--deadline", "5"],
+                  ["--objective", "cost"]):  # fmt: skip
+        result = runner.invoke(app, [*base, *extra])
+        assert result.exit_code == 2, (extra, result.output)
+        assert result.stderr.startswith(f"error: {extra[0]}: only with --max-gpus"), extra
+    sized = ["plan", "-m", "gpt3-1.3b", "-g", "H100", "--max-gpus", "16", "--objective", "COST"]
+    assert runner.invoke(app, [*sized, "--price", "2"]).exit_code == 0
+
+
+def test_the_smallest_count_that_fits_counts_uneven_stages() -> None:
+    """Found by an outside review: 13B on one H100 said 4 GPUs were the fewest that fit, but
+    3 do (40 layers on 3 stages of 13 or 14: the search's uneven stages)."""
+    result = runner.invoke(app, ["plan", "-m", "gpt3-13b", "-n", "1", "-g", "H100"])
+    assert result.exit_code == 2 and "the smallest GPU count that fits is 3" in result.stderr
+    assert runner.invoke(app, ["plan", "-m", "gpt3-13b", "-n", "3", "-g", "H100"]).exit_code == 0

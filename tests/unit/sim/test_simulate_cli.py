@@ -244,3 +244,18 @@ def test_files_that_are_not_text_are_one_line(tmp_path: Path) -> None:
         result = runner.invoke(app, args)
         assert result.exit_code == 2, (args, result.output)
         assert "is not UTF-8 text" in result.stderr and "Traceback" not in result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--rigid"], "--rigid: is for Pollux workloads"),
+        (["--profiles", "."], "--profiles: is for Pollux workloads"),
+        (["--compare", ""], "--compare: give one or more profile names"),
+    ],
+)
+def test_options_that_would_be_ignored_are_refused(args: list[str], says: str) -> None:
+    """Found by an outside review: each was silently ignored (`--compare ''` ran `default`)."""
+    result = runner.invoke(app, [*BASE, *args])
+    assert result.exit_code == 2, result.output
+    assert says in result.stderr
