@@ -103,8 +103,23 @@ def _model(spec: str) -> Model:
     return preset(spec)
 
 
-def _fail(exc: Exception) -> typer.Exit:
-    message = f"{exc.field}: {exc.message}" if isinstance(exc, PlannerError) else str(exc)
+# the planner's own field names that stand for a flag of this command
+_FLAGS: Final = {
+    "num_gpus": "--gpus",
+    "gpu": "--gpu-type",
+    "gpu_type": "--gpu-type",
+    "links": "--links",
+}
+
+
+def _fail(exc: Exception, *, flags: bool = True) -> typer.Exit:
+    """One `error:` line and exit code 2; `flags`: name a field by its flag where it has one
+    (not for a job spec's own fields)."""
+    if isinstance(exc, PlannerError):
+        field = _FLAGS.get(exc.field, exc.field) if flags else exc.field
+        message = f"{field}: {exc.message}"
+    else:
+        message = str(exc)
     typer.echo(f"error: {' '.join(message.split())}", err=True)
     return typer.Exit(2)
 
@@ -137,7 +152,7 @@ def _job(path: Path, as_json: bool) -> None:
     try:
         result = plan_job_spec(spec, base_dir=path.parent)
     except (PlannerError, OSError) as exc:
-        raise _fail(exc) from None
+        raise _fail(exc, flags=False) from None
     if as_json:
         typer.echo(result.to_json())
         return

@@ -97,7 +97,12 @@ class GavelSpeed:
         run there, e.g. too little GPU memory)."""
         table = self.tputs.get(worker)
         if table is None:
-            raise WorkloadError(job.id, f"unknown worker type {worker!r}")
+            raise WorkloadError(
+                job.id,
+                f"unknown worker type {worker!r}: Gavel's throughputs are for "
+                f"{', '.join(sorted(self.tputs))}; give the cluster's GPU type, e.g. "
+                f"--cluster 4x4:{self.reference}",
+            )
         tput = table.get((job.application or "", job.gpus))
         if tput is None:
             raise WorkloadError(

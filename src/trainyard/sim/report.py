@@ -337,6 +337,15 @@ def allocation_file(label: str) -> str:
     return "allocation-" + "".join(c if c.isalnum() or c in "-_." else "_" for c in label) + ".png"
 
 
+def _drop_stale_allocations(out_dir: Path, written: set[str]) -> None:
+    """Remove the allocation plots an earlier report left in `out_dir` for runs this one does
+    not have (the console shows every `allocation-*.png` of a report folder as its own).
+    Only plain files of that name: nothing else of the folder is touched."""
+    for path in out_dir.glob("allocation-*.png"):
+        if path.name not in written and path.is_file() and not path.is_symlink():
+            path.unlink(missing_ok=True)
+
+
 def write_report(results: Sequence[SimResult], out_dir: Path) -> list[Path]:
     """Write report.md, report.html, summary.json, four PNG plots and one allocation plot per
     run; return their paths."""
@@ -368,6 +377,7 @@ def write_report(results: Sequence[SimResult], out_dir: Path) -> list[Path]:
             title = f"{label}: {result.workload} on {result.cluster}"
             plot_allocation(result, path, title, max_points=MAX_POINTS)
             paths[path.name] = path
+    _drop_stale_allocations(out_dir, set(paths))
     blocks = _blocks(results, summaries)
     paths["report.md"].write_text(_md(blocks), encoding="utf-8")
     paths["report.html"].write_text(_html(blocks), encoding="utf-8")

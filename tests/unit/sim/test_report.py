@@ -203,3 +203,20 @@ def test_the_allocation_plot_stacks_each_job_over_time() -> None:
     assert list(times) == [0, 2, 10, 20, 28]
     assert labels == ["b", "c", "other jobs (1)"]  # the most GPU-seconds first
     assert gpus.tolist() == [[0, 0, 2, 0, 0], [0, 1, 0, 1, 0], [1, 1, 0, 0, 0]]
+
+
+def test_a_second_report_into_the_same_folder_drops_the_first_ones_plots(tmp_path: Path) -> None:
+    """Found by an outside review: the plot of a run the new report does not have stayed
+    beside it, and the console lists every `allocation-*.png` of a report folder as its own.
+    Other files of the folder are left alone."""
+    out = tmp_path / "out"
+    write_report(runs(), out)
+    mine = out / "allocation-notes.txt"
+    mine.write_text("mine")
+    other = tmp_path / "elsewhere.png"
+    other.write_bytes(PNG_MAGIC)
+    (out / "allocation-linked.png").symlink_to(other)
+    write_report([run("fifo", 1.0)], out)
+    plots = sorted(p.name for p in out.glob("allocation-*.png"))
+    assert plots == ["allocation-fifo.png", "allocation-linked.png"]
+    assert mine.read_text() == "mine" and other.exists()
