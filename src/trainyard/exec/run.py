@@ -148,7 +148,10 @@ def describe_code(code: int | None) -> str:
     if code < 0:
         return f"was killed by signal {-code} ({signal.Signals(-code).name})"
     if code == EXIT_CHECKPOINTED:
-        return f"exited with code {code} (saved a checkpoint on a stop request: trainyard.sdk)"
+        return (
+            f"exited with code {code} (trainyard.sdk's code for a checkpoint saved on a stop "
+            "request: a clean stop when one was asked for, else a failure)"
+        )
     return f"exited with code {code}"
 
 

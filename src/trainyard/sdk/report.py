@@ -56,11 +56,21 @@ def _finite(value: Any) -> float | None:
     return number if math.isfinite(number) else None
 
 
+# what the server takes as a step's duration (`ReportIn.step_time`), seconds
+STEP_TIME_RANGE = (1e-6, 86_400.0)
+
+
+def _nonnegative(value: Any) -> float | None:
+    number = _finite(value)
+    return number if number is not None and number >= 0 else None
+
+
 @dataclass
 class _Window:
-    """The steps since the last report."""
+    """The steps since the last report (`timed`: those whose duration is known)."""
 
     steps: int = 0
+    timed: int = 0
     time_s: float = 0.0
     batch: int = 0
     loss: float | None = None
@@ -103,7 +113,7 @@ class Reporter:
             "nodes": env.nodes(),
             "world_size": world,
         }
-        self._last_sent = time.monotonic()
+        self._last_sent = self._last_step_at = time.monotonic()
         self._thread = threading.Thread(target=self._run, name="trainyard-reports", daemon=True)
         self._thread.start()
         atexit.register(self.close)
@@ -128,21 +138,38 @@ class Reporter:
         it consumed (default: `batch`) and, when known, its loss, the gradient statistics
         (mean squared norm and variance, as goodput-aware schedulers use them) and the
         samples it still has to train to its end. Never raises; a value that is not a
-        number is reported once on stderr and the step is dropped."""
+        number, or a batch below 1, is reported once on stderr and the step is dropped. A
+        step time that is not a duration (NaN, negative, zero, over a day) is replaced by the
+        time since the previous step, measured here (the step still counts as progress: one
+        bad value must not make a training job look hung); loss and gradient statistics that
+        are not finite (or, for the statistics, negative) are left out."""
         if not self.enabled:
             return
+        now = time.monotonic()
+        since, self._last_step_at = now - self._last_step_at, now
         try:
             seconds, global_batch = float(step_time), int(batch)
-            used = int(samples) if samples is not None else global_batch
-            values = _finite(loss), _finite(grad_sqr), _finite(grad_var)
+            if global_batch < 1:
+                raise ValueError(f"batch must be >= 1, got {global_batch}")
+            used = max(0, int(samples)) if samples is not None else global_batch
+            values = _finite(loss), _nonnegative(grad_sqr), _nonnegative(grad_var)
             left = max(0, int(remaining_samples)) if remaining_samples is not None else None
         except (TypeError, ValueError, OverflowError) as error:
             self._warn(f"a step was not recorded: {error}")
             return
+        low, high = STEP_TIME_RANGE
+        if not low <= seconds <= high:
+            self._warn(
+                f"step_time {seconds!r} is not a duration of {low:g} s to a day; the time "
+                "between steps is used instead"
+            )
+            seconds = since if low <= since <= high else math.nan
         with self._cond:
             w = self._window
             w.steps += 1
-            w.time_s += seconds
+            if not math.isnan(seconds):
+                w.timed += 1
+                w.time_s += seconds
             w.batch = global_batch
             w.loss, w.grad_sqr, w.grad_var = (
                 new if new is not None else old
@@ -153,7 +180,7 @@ class Reporter:
             self._total_steps += 1
             self._total_samples += used
             # the first step of a window starts the thread's timer; a due one wakes it
-            if w.steps == 1 or time.monotonic() - self._last_sent >= self.min_interval_s:
+            if w.timed == 1 or time.monotonic() - self._last_sent >= self.min_interval_s:
                 self._cond.notify()
 
     def close(self) -> None:
@@ -175,7 +202,7 @@ class Reporter:
     def _take(self) -> dict[str, Any] | None:
         """The body for the steps since the last report (and a fresh window), or None."""
         w = self._window
-        if w.steps == 0:
+        if w.timed == 0:  # (a first step without a duration waits for the next one's)
             return None
         self._window = _Window(
             loss=w.loss, grad_sqr=w.grad_sqr, grad_var=w.grad_var, remaining=w.remaining
@@ -184,8 +211,8 @@ class Reporter:
         return {
             **self._fixed,
             "batch": w.batch,
-            "step_time": w.time_s / w.steps,
-            "steps": w.steps,
+            "step_time": w.time_s / w.timed,
+            "steps": w.timed,
             "step": self._total_steps,
             "samples": self._total_samples,
             "loss": w.loss,
@@ -199,9 +226,9 @@ class Reporter:
             with self._cond:
                 while True:
                     due = self._last_sent + self.min_interval_s - time.monotonic()
-                    if self._closing or (self._window.steps and due <= 0):
+                    if self._closing or (self._window.timed and due <= 0):
                         break
-                    self._cond.wait(timeout=max(due, 0.05) if self._window.steps else None)
+                    self._cond.wait(timeout=max(due, 0.05) if self._window.timed else None)
                 body = self._take()
                 last = self._closing
             if body is not None:

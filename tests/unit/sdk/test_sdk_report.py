@@ -179,3 +179,35 @@ def test_an_unreachable_server_is_harmless(
     reporter.close()
     err = capsys.readouterr().err
     assert err.count("trainyard.sdk:") == 1 and "failed" in err
+
+
+def test_a_step_time_that_is_not_a_duration_is_measured_instead(
+    server: Recorder, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Found by an outside review: one NaN, negative or huge step time went into the
+    window's mean, the server refused the whole report (422), progress stopped, and the
+    training job was killed as hung. Now such a time is replaced by the time between steps,
+    measured here, and the step counts; values the server refuses are never sent."""
+    reporter = sdk.Reporter(min_interval_s=3600.0)
+    reporter.step(float("nan"), batch=8)  # the first: the time since the reporter started
+    time.sleep(0.05)
+    for bad in (float("nan"), -0.2, 1e9, 0.0):
+        reporter.step(bad, batch=8, grad_sqr=-1.0, grad_var=float("inf"), samples=-5)
+        time.sleep(0.05)
+    reporter.step(0.1, batch=8)
+    reporter.close()
+    (body,) = server.bodies()
+    assert body["step"] == 6 and body["steps"] == 6
+    assert 0.03 <= body["step_time"] <= 5.0  # measured: about 0.05 s a step, and 0.1 given
+    assert body["grad_sqr"] is None and body["grad_var"] is None and body["samples"] == 16
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1 and "is not a duration" in lines[0], lines
+
+
+def test_a_batch_below_one_drops_the_step(server: Recorder) -> None:
+    reporter = sdk.Reporter(min_interval_s=3600.0)
+    reporter.step(0.1, batch=0)
+    reporter.step(0.1, batch=4)
+    reporter.close()
+    (body,) = server.bodies()
+    assert body["step"] == 1 and body["batch"] == 4

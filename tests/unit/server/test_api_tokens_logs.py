@@ -273,6 +273,11 @@ def test_logs_by_rank_all_ranks_and_bad_ranks_or_attempts(
         422, "attempt",
     )  # fmt: skip
     assert _error(client.get(f"/v1/jobs/{job_id}/logs?rank=-1", headers=ada))[0] == 422
+    # an attempt that ran more ranks than the spec's `workers` (an elastic job grown 2 -> 4,
+    # found by an outside review: its ranks 2 and 3 were refused) is read by its own files
+    _write_log(runs, job_id, 0, 3, "r3 of a grown run\n")
+    assert client.get(f"/v1/jobs/{job_id}/logs?rank=3", headers=ada).text == "r3 of a grown run\n"
+    assert _error(client.get(f"/v1/jobs/{job_id}/logs?rank=4", headers=ada)) == (422, "rank")
 
 
 def test_a_job_token_reads_its_own_logs_only(

@@ -362,3 +362,40 @@ def test_a_drained_node_evicts_its_jobs_which_run_again_after_undrain(
     _drive(platform, factory, job, lambda j: j.state == S.RUNNING)
     _cancel(factory, job)
     _drive(platform, factory, job, lambda j: j.state == S.CANCELLED)
+
+
+def test_recover_relaunches_a_resize_whose_run_stopped_while_down(
+    factory: sessionmaker[Session], session: Session, world: World, root: Path
+) -> None:
+    """Found by an outside review: the server was killed while an elastic job resized; its
+    run stopped (checkpoint, exit) while no server watched. `recover` moved it RESIZING ->
+    STARTING, but only `step` launches a resize, and no later step did: the job sat in
+    STARTING, its GPUs booked, nothing running, until the next restart."""
+    first = _platform(factory, root)
+    spec = {"name": "el", "command": [sys.executable, "-c", "import time; time.sleep(60)"],
+            "gpus": 2, "workers": 2, "elastic": {"min_gpus": 1, "max_gpus": 2}}  # fmt: skip
+    job = world.job(
+        session, now=time.time(), gpus=2, spec=spec, max_restarts=0, min_gpus=1, max_gpus=2,
+        topology="node",
+    )  # fmt: skip
+    session.commit()
+    _drive(first, factory, job.id, lambda j: j.state == S.RUNNING)
+    with factory() as s:  # the core shrinks it 2 -> 1 (what `elastic.write_resizes` stores)
+        row = s.get(Job, job.id)
+        assert row is not None and row.placement is not None
+        row.resize_to = [{"node": "box", "devices": [0]}]
+        transition(s, row, S.RESIZING, reason="resize 2 -> 1", now=time.time())
+        s.commit()
+    handle = first._runs[job.id]
+    first.executor.request_stop(handle, reason="resize")  # then the server is killed
+    deadline = time.monotonic() + 10
+    while not first.executor.poll(handle).settled:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    second = _platform(factory, root)
+    report = second.recover()
+    assert report.resized == [job.id] and report.launched == [job.id]
+    relaunched = _drive(second, factory, job.id, lambda j: j.state == S.RUNNING)
+    assert relaunched.gpus == 1 and _attempt_dirs(root, job.id) == ["attempt-0", "attempt-1"]
+    _cancel(factory, job.id)
+    _drive(second, factory, job.id, lambda j: j.state == S.CANCELLED)

@@ -197,3 +197,41 @@ def test_the_work_a_job_says_it_has_left_reaches_the_core(
     with factory() as s:
         (running,) = load_snapshot(s, NOW + 40).running
     assert running.job.elastic is not None and running.job.elastic.remaining == 640_000.0
+
+
+def test_a_job_shrinking_for_a_waiting_job_does_not_stop_the_scheduler(
+    factory: sessionmaker[Session], session: Session, world: World
+) -> None:
+    """Found by an outside review: while an elastic job shrank 4 -> 2 for a rigid job, the
+    rigid job was STARTING on two of the devices the shrinking job still held (the union of
+    its old and new ones), and every round failed ("device n0:2 is already held by another
+    running job") until the shrinking job had stopped. The resizing job now holds its new
+    devices and the old ones nobody was given."""
+    elastic_id = _elastic(session, world, gpus=4, low=1, high=4)
+    rigid = world.job(session, now=1700.0, gpus=2, topology="node")
+    session.commit()
+    nodes = lambda *devices: [{"node": "n0", "devices": list(devices)}]  # noqa: E731
+    with factory() as s:
+        shrinking, waiting = s.get(Job, elastic_id), s.get(Job, rigid.id)
+        assert shrinking is not None and waiting is not None
+        shrinking.state, shrinking.placement, shrinking.gpus = S.RESIZING, nodes(0, 1, 2, 3), 4
+        shrinking.resize_to = nodes(0, 1)
+        waiting.state, waiting.placement = S.STARTING, nodes(2, 3)
+        s.commit()
+    with factory() as s:
+        snap = load_snapshot(s, NOW)
+    held = {r.job.id: [d for nd in r.placement for d in nd.devices] for r in snap.running}
+    assert held == {rigid.id: [2, 3], elastic_id: [0, 1]}
+    assert {r.job.id: r.job.gpus for r in snap.running} == {rigid.id: 2, elastic_id: 2}
+    run_once(factory, now=NOW, metrics=platform_metrics())  # a round runs: it raised before
+    # growing, the resizing job holds its old devices and its new ones, as before
+    with factory() as s:
+        waiting = s.get(Job, rigid.id)
+        grower = s.get(Job, elastic_id)
+        assert waiting is not None and grower is not None
+        waiting.state, waiting.placement = S.SUCCEEDED, None
+        grower.placement, grower.resize_to = nodes(0, 1, 2, 3), nodes(0, 1, 2, 3)
+        s.commit()
+    with factory() as s:
+        (resizing,) = load_snapshot(s, NOW + 1).running
+    assert [d for nd in resizing.placement for d in nd.devices] == [0, 1, 2, 3]

@@ -216,7 +216,8 @@ class Platform:
         """At server start: re-attach to the runs of STARTING / RUNNING / PREEMPTED jobs and
         apply what happened while no server watched (live: kept; ended: its outcome;
         missing: failed, then requeued while restarts remain). A STARTING job scheduled but
-        never launched (a crash in between) is launched now."""
+        never launched (a crash in between), or a RESIZING one whose run has stopped, is
+        launched now."""
         now = self.clock() if now is None else now
         report = StepReport(now)
         self.sync_nodes(now, force=True)
@@ -233,6 +234,10 @@ class Platform:
                 self._guarded(job_id, report, lambda s, row, out: self._launch(s, row, now, out))
                 continue
             self._guarded(job_id, report, lambda s, row, out: self._observe(s, row, now, out))
+        # a resize whose run stopped while no server watched: relaunch it at its new size now
+        # (`step` launches what it resizes; nothing later would launch these)
+        for job_id in report.resized:
+            self._guarded(job_id, report, lambda s, row, out: self._launch(s, row, now, out))
         return report
 
     def _adopt_strays(self, active: set[str]) -> None:

@@ -13,7 +13,9 @@ Decisions taken here:
   `now`). STARTING, RESIZING and PREEMPTED jobs hold their devices too, but cannot be evicted
   now (no lifecycle edge from them to PREEMPTED), so they are given as non-preemptible. A
   PREEMPTED job is still stopping: it holds whatever of its devices no STARTING / RUNNING job
-  has been given in the meantime (see the next point).
+  has been given in the meantime (see the next point). A RESIZING job holds its new devices
+  and those of its old ones nobody was given: a job it shrinks for may be STARTING on the
+  rest while it stops.
 - `after_evictions`: a placement whose devices are being freed by evictions moves the job to
   STARTING at once, with its placement stored, so the next cycle sees the devices as taken
   and cannot give them (or more victims) to anyone else. The executor is NOT told to launch
@@ -128,6 +130,18 @@ class Applied:
 def placement_json(nodes: Iterable[NodeDevices]) -> list[dict[str, Any]]:
     """The `Job.placement` document of a placement."""
     return [{"node": nd.node, "devices": [int(d) for d in nd.devices]} for nd in nodes]
+
+
+def _kept(
+    placement: tuple[NodeDevices, ...], claimed: set[tuple[str, int]], own: set[tuple[str, int]]
+) -> tuple[NodeDevices, ...]:
+    """`placement` less the devices in `claimed` that are not in `own`."""
+    out = []
+    for nd in placement:
+        devices = tuple(d for d in nd.devices if (nd.node, d) in own or (nd.node, d) not in claimed)
+        if devices:
+            out.append(NodeDevices(nd.node, devices))
+    return tuple(out)
 
 
 def _placement(doc: list[Any] | None) -> tuple[NodeDevices, ...]:
@@ -250,10 +264,22 @@ def load_snapshot(
     reported = reports.observations(session, (r.id for r in holding if elastic.movable(r)))
     taken: set[tuple[str, int]] = set()
     running: list[core.RunningJob] = []
-    for row in holding:  # jobs starting or running first: they own devices a victim frees
-        if row.state == S.PREEMPTED or not row.placement:
+    # Jobs starting or running first: they own the devices a stopping job frees. Then the
+    # resizing jobs: each holds its new devices and those of its old ones nobody was given
+    # (a job it shrinks for may be STARTING on the rest, waiting for it to stop). Then the
+    # preempted victims, likewise.
+    ordered = [r for r in holding if r.state not in (S.PREEMPTED, S.RESIZING)]
+    resizing = [r for r in holding if r.state == S.RESIZING]
+    targets = {(nd.node, d) for r in resizing for nd in _placement(r.resize_to) for d in nd.devices}
+    for row in ordered + resizing:
+        if not row.placement:
             continue
         placement = _placement(row.placement)
+        if row.state == S.RESIZING:
+            own = {(nd.node, d) for nd in _placement(row.resize_to) for d in nd.devices}
+            placement = _kept(placement, taken | targets, own)
+            if not placement:
+                continue
         taken.update((nd.node, d) for nd in placement for d in nd.devices)
         started = row.started_at if row.started_at is not None else row.state_changed_at
         service = row.attained_service
@@ -266,7 +292,7 @@ def load_snapshot(
             size = {"min_gpus": row.min_gpus, "max_gpus": row.max_gpus, "elastic": facts,
                     "restarts": max(0, row.attempt - 1)}  # fmt: skip
         elif row.state == S.RESIZING:  # holds its old and new devices until relaunched
-            size["gpus"] = elastic.gpus_of(row.placement)
+            size["gpus"] = sum(len(nd.devices) for nd in placement)
         job = _job(
             row, queue_names[row.queue_id], attained_service=service, preemptible=preemptible,
             **size,

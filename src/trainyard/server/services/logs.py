@@ -82,12 +82,6 @@ def open_logs(
     job = own_job(session, who, job_id)
     if source is None:
         raise ApiError(404, "this server runs no executor, so it keeps no job logs", field=None)
-    workers = int((job.spec or {}).get("workers", 1) or 1)
-    if rank is not None and rank >= workers:
-        raise ApiError(
-            422, f"job {job.id} has ranks 0..{workers - 1}; rank {rank} does not exist",
-            field="rank",
-        )  # fmt: skip
     latest = max(0, job.attempt - 1)
     if attempt is not None and attempt > latest:
         raise ApiError(
@@ -95,6 +89,17 @@ def open_logs(
             field="attempt",
         )  # fmt: skip
     followed = latest if attempt is None else attempt
+    # the spec's ranks, or more: an elastic job runs a rank per GPU it holds (grown past its
+    # spec's `workers`), and an attempt's own rank files say what it ran
+    workers = int((job.spec or {}).get("workers", 1) or 1)
+    if job.max_gpus is not None:
+        workers = max(workers, job.gpus or 0)
+    workers = max(workers, 1 + max(source.paths(job.id, None, followed), default=-1))
+    if rank is not None and rank >= workers:
+        raise ApiError(
+            422, f"job {job.id} has ranks 0..{workers - 1}; rank {rank} does not exist",
+            field="rank",
+        )  # fmt: skip
     live = follow and followed == latest and job.state in _LIVE
     if not live and tail_bytes is None:
         lines = source.read(job.id, rank, followed)
