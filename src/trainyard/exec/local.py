@@ -400,7 +400,7 @@ class LocalExecutor:
             self._signal(h, signal.SIGKILL)  # a requested stop past its grace period
         if settled and h.cgroup is not None:
             cgroups.JobCgroup(h.cgroup).remove()
-        return RunStatus(state, codes, first, settled, reason)
+        return RunStatus(state, codes, first, settled, reason, ended_at=last_end)
 
     def _escalate(self, h: RunHandle, now: float) -> None:
         if h.term_sent_at is None:

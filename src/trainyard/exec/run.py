@@ -124,6 +124,9 @@ class RunStatus:
     # the run ended because the infrastructure failed it (a node or a rank's supervisor was
     # lost), not because of the job's own code: it costs the job no restart
     infra: bool = False
+    # when the last rank ended (its exit record), once every rank has: a run that ended while
+    # no server watched is billed to then, not to when a server saw it
+    ended_at: float | None = None
 
     @property
     def finished(self) -> bool:

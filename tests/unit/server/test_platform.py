@@ -197,9 +197,15 @@ def test_recover_applies_an_outcome_reached_while_down(
     _drive(first, factory, job_id, lambda j: j.state == S.RUNNING)
     time.sleep(1.0)  # it ends while no server watches
     second = _platform(factory, root)
+    recovered_at = time.time()
     report = second.recover()
     assert report.succeeded == [job_id]
-    assert read_job(factory, job_id).state == S.SUCCEEDED
+    job = read_job(factory, job_id)
+    assert job.state == S.SUCCEEDED
+    # it ended about 0.3 s after it started, a second before the server saw it: its time
+    # (and GPU time) is counted to its exit record, not to the restart (an outside review)
+    assert job.finished_at is not None and job.started_at is not None
+    assert job.started_at <= job.finished_at < recovered_at - 0.5
 
 
 def test_recover_fails_and_requeues_a_missing_run(

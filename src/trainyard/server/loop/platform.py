@@ -392,7 +392,11 @@ class Platform:
         self._fail(s, row, RunStatus("failed", {}, None, False, why, infra=True), now, out)
 
     def _ended(self, s: Session, row: Job, status: RunStatus, now: float, out: _Out) -> None:
-        """A run that ended by itself: SUCCEEDED when every rank exited 0, else FAILED."""
+        """A run that ended by itself: SUCCEEDED when every rank exited 0, else FAILED; at
+        the time its last rank ended, when that is known (it may have ended while no server
+        watched: its GPU time is counted to then)."""
+        if status.ended_at is not None and row.state_changed_at <= status.ended_at < now:
+            now = status.ended_at
         if status.state == "succeeded":
             transition(s, row, S.SUCCEEDED, reason="all ranks exited with code 0",
                        now=now, details={"exit_code": 0, "message": status.reason})  # fmt: skip
