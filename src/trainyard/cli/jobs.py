@@ -189,6 +189,34 @@ def _extra_rows(job: dict[str, Any]) -> list[tuple[str, str]]:
     after = job.get("after") or []
     if after:
         rows.append(("after", ", ".join(f"{d['job']}:{d['condition']}" for d in after)))
+    return rows + _progress_rows(job.get("progress"))
+
+
+def _progress_rows(progress: dict[str, Any] | None) -> list[tuple[str, str]]:
+    """What a job's reports said (trainyard.sdk's `Reporter`): its latest report, then its
+    measured step time at each size it ran (what the scheduler's goodput model is fitted on).
+    `step` counts the steps reported by the current attempt."""
+    if not progress:
+        return []
+    rows: list[tuple[str, str]] = []
+    if progress.get("step") is not None:
+        parts = [f"step {progress['step']:,} of attempt {progress.get('attempt')}",
+                 f"{progress.get('samples') or 0:,} samples"]  # fmt: skip
+        if progress.get("loss") is not None:
+            parts.append(f"loss {progress['loss']:.4g}")
+        if progress.get("remaining_samples") is not None:
+            parts.append(f"{progress['remaining_samples']:,} samples left")
+        when = progress.get("reported_at")
+        rows.append(("progress", ", ".join(parts) + (f" ({relative(when)})" if when else "")))
+    for o in progress.get("observed") or []:
+        rate = o.get("samples_per_s")
+        rows.append(
+            (
+                "step time",
+                f"{o['step_time']:.3g} s on {o['gpus']} GPUs ({o['nodes']} node(s)), batch "
+                f"{o['batch']}" + (f", {rate:,.1f} samples/s" if rate else ""),
+            )
+        )
     return rows
 
 
