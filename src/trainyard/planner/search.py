@@ -263,7 +263,6 @@ def search(
     when one exists, the smallest GPU count that would fit).
     """
     _check_inputs(model, num_gpus, gpu, nodes_of, top)
-    flash_attention = flash_attention and has_fused_attention(gpu)
     shapes = _shapes(model, num_gpus, nodes_of)
     if not shapes:
         tps = _tp_options(model, nodes_of)
@@ -355,6 +354,7 @@ def _enumerate(
     `context_parallel=False`: its group topologies know tp, dp and pp only). `timer` must depend
     on a layout only through the fields of `_Key` (results are cached on those).
     """
+    flash_attention = flash_attention and has_fused_attention(gpu)  # (Volta has none)
     budget = budgets(gpu)
     times: dict[_Key, StepTime] = {}
     plans: list[Plan] = []

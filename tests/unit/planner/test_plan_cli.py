@@ -364,6 +364,8 @@ def test_volta_plans_in_fp16_without_fused_attention() -> None:
     assert "FLASH_ATTENTION=0" in launch.stdout and "(flash attention)" not in launch.stdout
     fp8 = runner.invoke(app, [*args, "--precision", "fp8"])
     assert "no fp8 tensor cores; planned in fp16" in fp8.output
+    placed = runner.invoke(app, ["plan", "-m", "gpt3-13b", "--allocation", "8", "-g", "V100"])
+    assert placed.exit_code == 0 and "flash attention" not in placed.stdout  # same search
     a100 = runner.invoke(app, ["plan", "-m", "gpt3-13b", "-n", "8", "-g", "A100", "--launch"])
     assert "--bf16" in a100.stdout and "(flash attention)" in a100.stdout
 
