@@ -10,6 +10,7 @@ and exit 2.
 from __future__ import annotations
 
 import json
+import math
 import sys
 import time
 from pathlib import Path
@@ -84,6 +85,10 @@ def links_command(
 ) -> None:
     """Run a job that times all-reduce and all-gather on the GPUs it is given and store the
     result for `trainyard plan --links`."""
+    if not math.isfinite(timeout):  # nan and inf pass typer's min: a wait without end
+        fail(f"--timeout: {timeout} is not a number of seconds")
+    if out.is_dir() or not out.parent.is_dir():  # said before the job runs, not after
+        fail(f"--out: {out} must be a file in a folder that exists")
     body = spec(workers, workers if gpus is None else gpus, max_bytes, queue)
     with connect(url, token) as client:
         job = client.post("/v1/jobs", body)

@@ -8,19 +8,20 @@ local executor (`node_name` set) `devices` are the devices on this machine.
 
 `job_token` issues the token of attempt N (the job's user, scoped to the job); `fence_tokens`
 revokes the tokens of the job's earlier attempts, so a rank of an old attempt that is still
-alive somewhere cannot report progress or checkpoints as the new one.
+alive somewhere cannot report progress or checkpoints as the new one. `deferred` says
+whether a STARTING job waits for the jobs evicted for it to stop.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from sqlalchemy import update
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from trainyard.exec.run import Host, LaunchSpec
 from trainyard.jobspec import spec_from_dict
-from trainyard.server.db import ApiToken, Job
+from trainyard.server.db import ApiToken, Job, JobEvent, JobState
 from trainyard.server.db.tokens import issue_token
 
 
@@ -87,3 +88,16 @@ def fence_tokens(s: Session, row: Job, attempt: int, now: float) -> None:
         )
         .values(revoked_at=now)
     )
+
+
+def deferred(session: Session, row: Job) -> bool:
+    """Whether a STARTING job waits for evicted jobs (`scheduling.ready_to_launch`)."""
+    if row.state != JobState.STARTING:
+        return False
+    event = session.scalars(
+        select(JobEvent)
+        .where(JobEvent.job_id == row.id, JobEvent.to_state == JobState.STARTING)
+        .order_by(JobEvent.id.desc())
+        .limit(1)
+    ).first()
+    return bool(event is not None and (event.details or {}).get("after_evictions"))

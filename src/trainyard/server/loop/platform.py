@@ -4,10 +4,12 @@
 
 1. Observe: every STARTING / RUNNING / PREEMPTED job (and every FAILED job that still has
    restarts) is matched with its run (`LocalExecutor.poll`). A run found for a STARTING job
-   moves it to RUNNING; a run that ended moves a RUNNING job to SUCCEEDED (all ranks exited 0)
-   or FAILED (the exit code and the first failed rank in the event; a lost run fails too),
-   and a FAILED job with restarts left goes back to PENDING with back-off once no process of
-   its run is left. A PREEMPTED job goes back to PENDING once its run has stopped.
+   moves it to RUNNING; a run that ended, once no process of it is left, moves a RUNNING
+   job to SUCCEEDED (all ranks exited 0) or FAILED (the exit code and the first failed rank
+   in the event; a lost run fails too): until then it holds its devices. A run that reports
+   no progress for `progress_timeout_s` is stopped and fails as hung. A FAILED job with
+   restarts left goes back to PENDING with back-off. A PREEMPTED job goes back to PENDING
+   once its run has stopped.
    Runs of jobs that no longer need them (CANCELLED, SUCCEEDED, ...) are stopped.
 2. Schedule: `scheduling.run_once` (again, a few times, when it asks for a retry).
 3. Act: the runs of evicted jobs are asked to stop (SIGTERM now, SIGKILL from a later step
@@ -52,7 +54,7 @@ from trainyard.exec.base import Executor
 from trainyard.exec.gpuhealth import GpuHealth
 from trainyard.exec.gpus import GpuInventory
 from trainyard.exec.run import DeviceBusy, NodeGone, RunHandle, RunStatus
-from trainyard.server.db import Job, JobEvent, JobState
+from trainyard.server.db import Job, JobState
 from trainyard.server.lifecycle import (
     DEFAULT_RETRY,
     IllegalTransition,
@@ -139,6 +141,7 @@ class Platform:
         self.progress_timeout_s = progress_timeout_s  # 0: hung ranks are not looked for
         self._hung_at = float("-inf")
         self._hung_check = False
+        self._hung: dict[str, str] = {}  # RUNNING jobs stopped as hung -> why
 
     # ---- node --------------------------------------------------------------------------
 
@@ -223,7 +226,7 @@ class Platform:
         self.sync_nodes(now, force=True)
         with self.session_factory() as s:
             rows = list(s.scalars(select(Job).where(Job.state.in_(_ACTIVE)).order_by(Job.id)))
-            jobs = [(r.id, S(r.state), self._attempt(r), self._deferred(s, r)) for r in rows]
+            jobs = [(r.id, S(r.state), self._attempt(r), launching.deferred(s, r)) for r in rows]
         self._adopt_strays({job_id for job_id, *_rest in jobs})
         for job_id, state, attempt, deferred in jobs:
             handle = self.executor.adopt(job_id)
@@ -260,19 +263,6 @@ class Platform:
     @staticmethod
     def _attempt(row: Job) -> int:
         return max(0, row.attempt - 1)
-
-    @staticmethod
-    def _deferred(session: Session, row: Job) -> bool:
-        """Whether a STARTING job waits for evicted jobs (`scheduling.ready_to_launch`)."""
-        if row.state != S.STARTING:
-            return False
-        event = session.scalars(
-            select(JobEvent)
-            .where(JobEvent.job_id == row.id, JobEvent.to_state == S.STARTING)
-            .order_by(JobEvent.id.desc())
-            .limit(1)
-        ).first()
-        return bool(event is not None and (event.details or {}).get("after_evictions"))
 
     def _watched(self) -> list[str]:
         left = or_(Job.restart_count < Job.max_restarts, Job.recover_first.is_(True))
@@ -341,15 +331,9 @@ class Platform:
             if handle is None:
                 self._fail(s, row, None, now, out)
                 return
-            status = self.executor.poll(handle)
-            if status.state == "running":
-                hung = self._hung_check and recovery.stalled(s, row, now, self.progress_timeout_s)
-                if hung:
-                    self.executor.request_stop(handle, reason="hung")
-                    status = RunStatus("failed", status.exit_codes, None, False, hung)
-                    self._fail(s, row, status, now, out)
-                return
-            self._ended(s, row, status, now, out)
+            ended = self._settled(s, row, handle, now, out)
+            if ended is not None:
+                self._ended(s, row, ended, now, out)
         elif state == S.PREEMPTED:
             if handle is not None:
                 status = self.executor.poll(handle)
@@ -390,6 +374,30 @@ class Platform:
             self.executor.request_stop(handle, reason="node lost")
         why = f"node {node} lost"
         self._fail(s, row, RunStatus("failed", {}, None, False, why, infra=True), now, out)
+
+    def _settled(
+        self, s: Session, row: Job, handle: RunHandle, now: float, out: _Out
+    ) -> RunStatus | None:
+        """A RUNNING job's run once it has ended and no process of it is left, else None:
+        until then the job holds its devices (a rank that failed while the others stop, a
+        hung run checkpointing on its stop notice). A run that reports no progress for
+        `progress_timeout_s` is asked to stop and ends failed as hung, also when it exits
+        cleanly on the notice (the reason is in its `stop.json`, so across a restart too)."""
+        status = self.executor.poll(handle)
+        hung = self._hung.get(row.id) or recovery.hung_stop(handle.run_dir)
+        if not hung and status.state == "running":
+            if self._hung_check:
+                hung = recovery.stalled(s, row, now, self.progress_timeout_s)
+            if not hung:
+                return None
+            self._hung[row.id] = hung
+            status = self.executor.request_stop(handle, reason=hung)
+            out.append(("stopped", row.id))
+        if not status.settled:
+            return None
+        self._hung.pop(row.id, None)
+        codes, end = status.exit_codes, status.ended_at
+        return RunStatus("failed", codes, None, True, hung, ended_at=end) if hung else status
 
     def _ended(self, s: Session, row: Job, status: RunStatus, now: float, out: _Out) -> None:
         """A run that ended by itself: SUCCEEDED when every rank exited 0, else FAILED; at

@@ -14,6 +14,9 @@
   counts as hung when no report came for `timeout_s` (from the later of its last report in
   this attempt and its start), else "". Jobs that never reported are not judged (a
   SIGSTOPped or deadlocked rank of such a job is found by the operator, not here).
+  The run is then asked to stop with that reason, and the job holds its devices until no
+  process of the run is left; `hung_stop(run_dir)` reads the reason back from the run's
+  `stop.json` (after a server restart too).
 - `on_lost_nodes(session)`: RUNNING jobs placed on a node the executor reports LOST. Their
   runs are stopped everywhere and they fail as the infrastructure's failure, even when the
   engine has not (yet) reported their ranks gone (a node cut off keeps its processes).
@@ -21,14 +24,18 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from trainyard.exec import jobdirs
 from trainyard.exec.run import RunStatus
 from trainyard.server.db import Health, Job, JobProgress, Node
 from trainyard.server.loop import drain
+
+HUNG = "hung:"  # how the reason of a stop for a stalled run begins
 
 
 def failure(row: Job, status: RunStatus | None, attempt: int) -> tuple[str, dict[str, Any]]:
@@ -99,7 +106,13 @@ def stalled(session: Session, row: Job, now: float, timeout_s: float) -> str:
     since = max(got[1], row.started_at) if got[0] == attempt else row.started_at
     if now - since < timeout_s:
         return ""
-    return f"hung: no progress reported for {now - since:.0f} s (timeout {timeout_s:g} s)"
+    return f"{HUNG} no progress reported for {now - since:.0f} s (timeout {timeout_s:g} s)"
+
+
+def hung_stop(run_dir: Path) -> str:
+    """The reason of a stop sent to the run because it was hung (`stalled`), else ""."""
+    stop = jobdirs.stop_record(run_dir)
+    return stop[1] if stop is not None and stop[1].startswith(HUNG) else ""
 
 
 def on_lost_nodes(session: Session) -> dict[str, str]:
