@@ -313,6 +313,7 @@ def main(argv: list[str] | None = None) -> int:
         from trainyard import sdk
 
         reporter = sdk.Reporter(min_interval_s=args.report_every)
+        reporter.resume(start_step)  # reported steps go on from the checkpoint's
     step_began = time.monotonic()
     try:
         while step < args.steps:

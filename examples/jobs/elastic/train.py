@@ -185,6 +185,7 @@ class Job:
         step, state = found
         self.model.load_state_dict(state["model"])
         self.opt.load_state_dict(state["opt"])
+        self.reporter.resume(step, samples=step * self.args.global_batch)
         self.log(f"resumed from step {step} t={time.time():.3f}")
         return step, float(state.get("loss", float("nan")))
 

@@ -10,6 +10,8 @@ from rich.table import Table
 
 from trainyard.core import PROFILES, UnknownNameError
 
+MAX_GPUS = 1_048_576  # a hundred times the issue's largest cluster
+MAX_JOBS = 1_000_000
 bench_app = typer.Typer(help="Benchmarks that print JSON (recorded in docs/benchmarks.md).")
 
 
@@ -26,9 +28,16 @@ def scheduler(
     """Time scheduling cycles on a half-occupied synthetic cluster (virtual devices)."""
     from trainyard.sim.timing import run
 
-    if gpus < 8 or pending < 0 or arrivals < 1 or repeats < 0:
-        typer.echo("error: --gpus must be >= 8, --pending >= 0, --arrivals >= 1", err=True)
-        raise typer.Exit(2)
+    bounds = (
+        ("--gpus", gpus, 8, MAX_GPUS),
+        ("--pending", pending, 0, MAX_JOBS),
+        ("--arrivals", arrivals, 1, MAX_JOBS),
+        ("--repeats", repeats, 0, 1_000),
+    )
+    for flag, value, low, high in bounds:  # the cluster is built in memory: bounded
+        if not low <= value <= high:
+            typer.echo(f"error: {flag} must be {low:,} to {high:,}, got {value:,}", err=True)
+            raise typer.Exit(2)
     try:
         PROFILES.get(profile)
     except UnknownNameError as exc:

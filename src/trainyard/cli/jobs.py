@@ -195,12 +195,13 @@ def _extra_rows(job: dict[str, Any]) -> list[tuple[str, str]]:
 def _progress_rows(progress: dict[str, Any] | None) -> list[tuple[str, str]]:
     """What a job's reports said (trainyard.sdk's `Reporter`): its latest report, then its
     measured step time at each size it ran (what the scheduler's goodput model is fitted on).
-    `step` counts the steps reported by the current attempt."""
+    `step` is the reporter's total: the current attempt's steps, from the checkpoint's step
+    when the job says it resumed (`Reporter.resume`)."""
     if not progress:
         return []
     rows: list[tuple[str, str]] = []
     if progress.get("step") is not None:
-        parts = [f"step {progress['step']:,} of attempt {progress.get('attempt')}",
+        parts = [f"step {progress['step']:,} (attempt {progress.get('attempt')})",
                  f"{progress.get('samples') or 0:,} samples"]  # fmt: skip
         if progress.get("loss") is not None:
             parts.append(f"loss {progress['loss']:.4g}")

@@ -114,6 +114,11 @@ _FLAGS: Final = {
     "gpu": "--gpu-type",
     "gpu_type": "--gpu-type",
     "links": "--links",
+    "tokens": "--tokens",
+    "price_per_gpu_hour": "--price",
+    "deadline_hours": "--deadline",
+    "objective": "--objective",
+    "max_gpus": "--max-gpus",
 }
 
 

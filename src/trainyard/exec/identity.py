@@ -17,20 +17,29 @@ Policies (`trainyard up --job-user`, `JobUsers.create`):
 - any other value names an account (`/etc/passwd`); every job runs as it. Jobs are apart
   from the server, but not from each other.
 
-The allocation counter is `<runs>/next-uid` (one server per home holds `server.lock`, so no
-other writer exists).
+Uids are allocated machine-wide: the next one is kept in `UID_REGISTRY`
+(`/var/lib/trainyard/next-uid`, or `$TRAINYARD_UID_REGISTRY`), under an exclusive `flock`,
+so that two servers on one machine (two homes, a test server beside a real one) never give
+the same uid to two jobs: that would let their jobs read each other's files and signal each
+other's processes, and a server would kill the other's processes as strays of its own job.
+`<runs>/next-uid` keeps the home's own count too; the larger of the two is used, so uids
+given before the registry existed are not given again.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import pwd
 import stat
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 DEFAULT_UID_BASE = 2_000_000_000  # far above any account a system or directory creates
+UID_REGISTRY = Path("/var/lib/trainyard/next-uid")  # machine-wide (module docstring)
 UID_SPAN = 2**31  # uids stay below 2**32 - 1 ("no user")
 
 
@@ -85,6 +94,11 @@ class JobUsers:
                     )
                 return cls("server", note="jobs run as the server's user (it is not root)")
             blocked = first_unreachable(needed, uid_base, uid_base, (), ours)
+            registry = _registry_problem()
+            if blocked is None and registry:
+                if setting == "dynamic":
+                    raise IdentityError(f"--job-user dynamic: {registry}")
+                return cls("server", note=f"WARNING: jobs run as root, not isolated: {registry}")
             if blocked is None:
                 return cls("dynamic", uid_base=uid_base)
             why = (
@@ -132,13 +146,52 @@ class JobUsers:
         return Identity(uid, uid, f"trainyard-{uid}")
 
     def _next_uid(self, runs_dir: Path) -> int:
-        counter = runs_dir / "next-uid"
-        try:
-            offset = int(counter.read_text().strip())
-        except (FileNotFoundError, ValueError):
-            offset = 1
-        write_private(counter, f"{offset + 1}\n")
+        """A uid no job of any server on this machine was given (module docstring)."""
+        counter, registry = runs_dir / "next-uid", uid_registry()
+        with machine_lock(registry):
+            offset = max(1, _number(counter), _number(registry) - self.uid_base)
+            write_private(registry, f"{self.uid_base + offset + 1}\n")
+            write_private(counter, f"{offset + 1}\n")
         return self.uid_base + offset % UID_SPAN
+
+
+def _registry_problem() -> str:
+    """Why this machine's uid registry cannot be used, or "" (it can)."""
+    registry = uid_registry()
+    try:
+        with machine_lock(registry):
+            pass
+    except OSError as exc:
+        return (
+            f"the machine's job-uid registry {registry} cannot be used ({exc.strerror or exc}); "
+            "make its folder writable by root, or set TRAINYARD_UID_REGISTRY to a file on a "
+            "local disk that every trainyard server on this machine uses"
+        )
+    return ""
+
+
+def uid_registry() -> Path:
+    """Where this machine's next job uid is kept (module docstring)."""
+    return Path(os.environ.get("TRAINYARD_UID_REGISTRY") or UID_REGISTRY)
+
+
+@contextlib.contextmanager
+def machine_lock(registry: Path) -> Iterator[None]:
+    """An exclusive lock on `registry`'s lock file, made with its folder (root's, 0700)."""
+    registry.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    fd = os.open(registry.with_name(f"{registry.name}.lock"), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _number(path: Path) -> int:
+    try:
+        return int(path.read_text().strip())
+    except (FileNotFoundError, ValueError):
+        return 0
 
 
 def write_private(path: Path, text: str) -> None:

@@ -62,6 +62,10 @@ __all__ = [
 ]
 
 _PRECISIONS = ("bf16", "fp16", "fp8", "fp32")
+# the range of a catalogue figure (TFLOP/s, GB, TB/s, GB/s, us, counts): a thousandth of
+# the slowest part to a million times the fastest
+_SMALLEST: Final = 1e-3
+_LARGEST: Final = 1e9
 
 
 @dataclass(frozen=True)
@@ -110,6 +114,10 @@ class GPU:
                 raise PlannerError(f.name, f"must be a number, got {value!r}")
             if not math.isfinite(value) or value < 0:
                 raise PlannerError(f.name, f"must be a finite number >= 0, got {value!r}")
+            if value > _LARGEST or 0 < value < _SMALLEST:  # keeps every figure printable
+                raise PlannerError(
+                    f.name, f"must be 0 or {_SMALLEST:g} to {_LARGEST:g}, got {value!r}"
+                )
         if self.fp8_backward_slowdown < 1:
             raise PlannerError(
                 "fp8_backward_slowdown",

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
+from typing import Final, Literal
 
 from trainyard.planner.collectives import LinkSet
 from trainyard.planner.errors import PlannerError
@@ -72,6 +72,13 @@ def _real(value: object) -> float | None:
     return float(value)
 
 
+# Bounds that keep every figure printable: a thousand times the largest training runs
+# published (tens of trillions of tokens), a million per GPU-hour, a century.
+MAX_TOKENS: Final = 1e17
+MAX_PRICE: Final = 1e6
+MAX_HOURS: Final = 876_600.0
+
+
 def _check(
     tokens: object,
     objective: object,
@@ -81,8 +88,10 @@ def _check(
     deadline: object,
 ) -> None:
     t = _real(tokens)
-    if t is None or not math.isfinite(t) or t <= 0:
-        raise PlannerError("tokens", f"must be a finite number of tokens > 0, got {tokens!r}")
+    if t is None or not math.isfinite(t) or t <= 0 or t > MAX_TOKENS:
+        raise PlannerError(
+            "tokens", f"must be a number of tokens > 0 and <= {MAX_TOKENS:.0e}, got {tokens!r}"
+        )
     if objective not in OBJECTIVES:
         raise PlannerError(
             "objective", f"must be one of {', '.join(OBJECTIVES)}, got {objective!r}"
@@ -91,14 +100,18 @@ def _check(
     _positive_int("nodes_of", nodes_of)
     if price is not None:
         p = _real(price)
-        if p is None or not math.isfinite(p) or p < 0:
+        if p is None or not math.isfinite(p) or p < 0 or p > MAX_PRICE:
             raise PlannerError(
-                "price_per_gpu_hour", f"must be a finite price >= 0 per GPU-hour, got {price!r}"
+                "price_per_gpu_hour",
+                f"must be a price >= 0 and <= {MAX_PRICE:,.0f} per GPU-hour, got {price!r}",
             )
     if deadline is not None:
         d = _real(deadline)
-        if d is None or not math.isfinite(d) or d <= 0:
-            raise PlannerError("deadline_hours", f"must be a number of hours > 0, got {deadline!r}")
+        if d is None or not math.isfinite(d) or d <= 0 or d > MAX_HOURS:
+            raise PlannerError(
+                "deadline_hours",
+                f"must be a number of hours > 0 and <= {MAX_HOURS:,.0f}, got {deadline!r}",
+            )
 
 
 def candidate_counts(model: Model, max_gpus: int, nodes_of: int = 8) -> list[int]:

@@ -15,11 +15,13 @@ last one at `Reporter.close` (also called at interpreter exit)::
 ``TRAINYARD_RANK_DEVICES`` or else ``CUDA_VISIBLE_DEVICES`` entries, at least 1); ``nodes``
 is ``GROUP_WORLD_SIZE``; ``batch`` the global batch of the last step; ``step_time`` the mean
 seconds per step over the ``steps`` aggregated; ``step`` and ``samples`` the totals since the
-reporter started; ``loss``, ``grad_sqr`` and ``grad_var`` the last values given (null when
-never given or not finite); ``remaining_samples`` the last number of samples the job said it
-still has to train (null when it never said: a loop that knows its total steps passes
-``(total_steps - step) * batch``; the scheduler then gives GPUs first where they bring a job
-nearest its end, `core/actions/rebalance.py`).
+reporter started, added to those of the checkpoint the job resumed from when it says so
+(`Reporter.resume`: then they do not fall back to 0 on a restart or resize); ``loss``,
+``grad_sqr`` and ``grad_var`` the last values given (null when never given or not finite);
+``remaining_samples`` the last number of samples the job said it still has to train (null
+when it never said: a loop that knows its total steps passes ``(total_steps - step) *
+batch``; the scheduler then gives GPUs first where they bring a job nearest its end,
+`core/actions/rebalance.py`).
 
 Only rank 0 reports. Outside trainyard (`env.under_trainyard` false) every call is a no-op
 and the constructor says so in one line on stderr. Reports never raise into the training
@@ -93,6 +95,7 @@ class Reporter:
         self._window = _Window()
         self._total_steps = 0
         self._total_samples = 0
+        self._base = (0, 0)  # the totals of the checkpoint resumed from (`resume`)
         self._closing = False
         self._closed = False
         self._warned = False
@@ -183,6 +186,23 @@ class Reporter:
             if w.timed == 1 or time.monotonic() - self._last_sent >= self.min_interval_s:
                 self._cond.notify()
 
+    def resume(self, step: int, samples: int | None = None) -> None:
+        """Continue the totals (`step`, `samples`) from a checkpoint: call it after loading
+        one, with its step and, when the job keeps it, the samples trained to it. Then the
+        reported step does not fall back to 0 on every restart or resize. Never raises; a
+        value that is not a count is told once on stderr and left out."""
+        if not self.enabled:
+            return
+        try:
+            steps, seen = int(step), None if samples is None else int(samples)
+            if steps < 0 or (seen is not None and seen < 0):
+                raise ValueError(f"step and samples must be >= 0, got {step}, {samples}")
+        except (TypeError, ValueError, OverflowError) as error:
+            self._warn(f"resume was not recorded: {error}")
+            return
+        with self._cond:  # what this process counts is added to the checkpoint's totals
+            self._base = (steps, seen if seen is not None else self._base[1])
+
     def close(self) -> None:
         """Send what is left and stop the thread (waits at most a little over the POST
         timeout). Later calls, and `step` after it, do nothing."""
@@ -213,8 +233,8 @@ class Reporter:
             "batch": w.batch,
             "step_time": w.time_s / w.timed,
             "steps": w.timed,
-            "step": self._total_steps,
-            "samples": self._total_samples,
+            "step": self._base[0] + self._total_steps,
+            "samples": self._base[1] + self._total_samples,
             "loss": w.loss,
             "grad_sqr": w.grad_sqr,
             "grad_var": w.grad_var,

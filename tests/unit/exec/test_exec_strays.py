@@ -10,6 +10,7 @@ uid, not as the root wrapper."""
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -52,6 +53,7 @@ def root_executor() -> Iterator[LocalExecutor]:
     yield ex
     for h in ex.handles():
         ex.stop(h, grace_s=0.5)
+    shutil.rmtree(top, ignore_errors=True)  # made outside pytest's tmp_path: ours to remove
 
 
 def _daemon(ex: LocalExecutor, h: RunHandle) -> int:

@@ -111,6 +111,10 @@ def test_yaml_overrides_and_adds(tmp_path: Path) -> None:
         ("- a\n- b\n", "catalogue"),
         ("H200: [1, 2]\n", "H200"),
         ("H200: {a: [\n", "catalogue"),
+        # absurd but finite: refused, not a plan of 100-digit figures
+        ("H200: {nvlink_gb_s: 1.0e-300}\n", "H200.nvlink_gb_s"),
+        ("H200: {network_gb_s: 1.0e+300}\n", "H200.network_gb_s"),
+        ("H200: {network_latency_us: 1.0e+12}\n", "H200.network_latency_us"),
     ],
 )
 def test_yaml_errors_name_the_field(tmp_path: Path, text: str, field: str) -> None:

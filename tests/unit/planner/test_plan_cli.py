@@ -126,7 +126,14 @@ def test_other_bad_inputs_exit_2(tmp_path: Path) -> None:
         (["-m", "gpt3-1.3b", "-n", "8", "-g", "H900"], "error: --gpu-type: unknown GPU"),
         (["-m", "gpt3-175b", "-n", "8", "-g", "H100"], "smallest GPU count that fits"),
         (["-m", str(tmp_path / "missing.yaml"), "-n", "8", "-g", "H100"], "not found"),
-    ]
+        # sizing's fields by their flags; absurd but finite goals refused
+        (["-m", "gpt3-1.3b", "-g", "H100", "--max-gpus", "8", "--tokens", "1e308"],
+         "error: --tokens: must be a number of tokens > 0 and <= 1e+17"),
+        (["-m", "gpt3-1.3b", "-g", "H100", "--max-gpus", "8", "--tokens", "1e9",
+          "--price", "1e300"], "error: --price: must be a price >= 0"),
+        (["-m", "gpt3-1.3b", "-g", "H100", "--max-gpus", "8", "--tokens", "1e9",
+          "--deadline", "-1"], "error: --deadline: must be a number of hours > 0"),
+    ]  # fmt: skip
     for args, expected in cases:
         result = runner.invoke(app, ["plan", *args])
         assert result.exit_code == 2, (args, result.output)

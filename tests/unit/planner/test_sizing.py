@@ -115,6 +115,10 @@ def test_nothing_fits_says_the_smallest_count() -> None:
         ("objective", {"objective": "speed"}),
         ("nodes_of", {"nodes_of": 0}),
         ("deadline_hours", {"deadline_hours": 0}),
+        # absurd but finite: refused, not printed as 100-digit hours
+        ("tokens", {"tokens": 1e308}),
+        ("price_per_gpu_hour", {"price_per_gpu_hour": 1e300}),
+        ("deadline_hours", {"deadline_hours": 1e12}),
     ],
 )
 def test_bad_input_names_the_field(field: str, kwargs: dict[str, object]) -> None:

@@ -211,3 +211,27 @@ def test_a_batch_below_one_drops_the_step(server: Recorder) -> None:
     reporter.close()
     (body,) = server.bodies()
     assert body["step"] == 1 and body["batch"] == 4
+
+
+def test_resume_continues_the_totals_of_the_checkpoint(server: Recorder) -> None:
+    """A job restarted (or resized) from its checkpoint at step 1,200 reports steps 1,201 on,
+    not 1 on; `resume` twice is the same as once, and a bad value leaves the totals alone."""
+    reporter = sdk.Reporter(min_interval_s=3600.0)
+    reporter.resume(1200, samples=307_200)
+    reporter.resume(1200, samples=307_200)
+    reporter.resume(-1)  # told once on stderr, not recorded
+    for _ in range(10):
+        reporter.step(0.5, batch=256)
+    reporter.close()
+    body = server.bodies()[-1]
+    assert body["step"] == 1210 and body["samples"] == 307_200 + 2560
+    assert body["steps"] == 10
+
+
+def test_resume_without_samples_continues_the_step_only(server: Recorder) -> None:
+    reporter = sdk.Reporter(min_interval_s=3600.0)
+    reporter.resume(40)
+    reporter.step(0.5, batch=8)
+    reporter.close()
+    body = server.bodies()[-1]
+    assert body["step"] == 41 and body["samples"] == 8

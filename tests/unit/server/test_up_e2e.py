@@ -102,7 +102,15 @@ def up(tmp_path: Path, db_url: str) -> Iterator[Up]:
     finally:
         server.stop()
         print(server.output())
+        print_job_logs(home)  # shown when the test failed: why a run failed under load
         shutil.rmtree(home, ignore_errors=True)
+
+
+def print_job_logs(home: Path, lines: int = 25) -> None:
+    """The last lines of every rank's log of every attempt under `home`."""
+    for path in sorted(home.glob("**/attempt-*/**/*.log")):
+        tail = path.read_text(errors="replace").splitlines()[-lines:]
+        print(f"--- {path.relative_to(home)}", *tail, sep="\n")
 
 
 def wait_for(what: str, check: Any, up: Up, timeout: float = 300.0) -> Any:
