@@ -2,17 +2,20 @@
 
 Thin shell over `trainyard.server.services.admin`: `tenant add|list`, `user add|list|role|disable|
 enable`, `token issue|revoke`, `queue add|set|list|rm`. `--home PATH` (default
-`$TRAINYARD_HOME` or ~/.trainyard) and `--db URL` (default the home's SQLite file) go after
-the command or right after `admin`. The database is migrated to head first and, when empty,
-bootstrapped as `trainyard up` would (tenant `default`, user `admin`, shared queue `default`;
-the admin token goes to `<home>/admin-token`). Each command is one transaction: input errors
-print one `error: FIELD: ...` line on stderr, exit with code 2 and leave the database as it was.
+`$TRAINYARD_HOME` or ~/.trainyard) and `--db URL` (default `$TRAINYARD_DB`, as `trainyard up`
+reads it, else the home's SQLite file) go after the command or right after `admin`. A home
+whose server runs on another database is refused rather than given a new SQLite file. The
+database is migrated to head first and, when empty, bootstrapped as `trainyard up` would
+(tenant `default`, user `admin`, shared queue `default`; the admin token goes to
+`<home>/admin-token`). Each command is one transaction: input errors print one `error:
+FIELD: ...` line on stderr, exit with code 2 and leave the database as it was.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -27,7 +30,7 @@ from rich.table import Table
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
-from trainyard.server.config import ServerConfig, default_home
+from trainyard.server.config import ServerConfig, default_db, default_home
 from trainyard.server.db.session import shown_url
 from trainyard.server.services import admin as svc
 from trainyard.server.services import audit
@@ -53,7 +56,10 @@ Home = Annotated[
     typer.Option("--home", help="Server home (default $TRAINYARD_HOME or ~/.trainyard)."),
 ]
 Db = Annotated[
-    str | None, typer.Option("--db", metavar="URL", help="Database (default HOME/trainyard.db).")
+    str | None,
+    typer.Option(
+        "--db", metavar="URL", help="Database (default $TRAINYARD_DB, else HOME/trainyard.db)."
+    ),
 ]
 _GROUP_OPTIONS: dict[str, Any] = {}  # `trainyard admin --home/--db`, for the command that follows
 Json = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
@@ -87,14 +93,29 @@ def _first_line(error: BaseException) -> str:
 
 
 @contextmanager
+def _private_files() -> Iterator[None]:
+    old = os.umask(0o077)
+    try:
+        yield
+    finally:
+        os.umask(old)
+
+
+@contextmanager
 def _database(home: Path | None, db: str | None) -> Iterator[Session]:
     """One transaction on the migrated (and bootstrapped) database; AdminError -> exit 2."""
     from trainyard.server.bootstrap import bootstrap, write_secret
     from trainyard.server.db import init_db, make_session_factory
 
-    config = ServerConfig(home=_home(home), db_url=db or _GROUP_OPTIONS.get("db"))
+    url = db or _GROUP_OPTIONS.get("db") or default_db()  # as `trainyard up` reads it
+    config = ServerConfig(home=_home(home), db_url=url)
+    if url is None and config.state_file.exists() and not Path(config.database).exists():
+        # a server runs on this home, but not on its SQLite file: not a database to create
+        _fail("--db", f"the server of {config.home} does not use {config.database}; give its "
+              "database with --db URL or $TRAINYARD_DB, as `trainyard up` got it")  # fmt: skip
     try:
-        engine = init_db(config.database)
+        with _private_files():  # a SQLite file made here is the server's: 0600
+            engine = init_db(config.database)
     except Exception as error:  # a bad URL, an unreachable server, a newer schema
         _fail("--db", f"cannot open database {shown_url(config.database)}: {_first_line(error)}")
     try:

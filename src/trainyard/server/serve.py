@@ -47,7 +47,7 @@ from trainyard.core import Profile, get_profile
 from trainyard.exec.base import Executor
 from trainyard.exec.gpuhealth import GpuHealth
 from trainyard.exec.gpus import GpuInventory, discover
-from trainyard.exec.identity import IdentityError, JobUsers
+from trainyard.exec.identity import IdentityError, JobUsers, uid_registry
 from trainyard.exec.local import LocalExecutor
 from trainyard.exec.watch import ExitWatcher
 from trainyard.jobspec import Limits
@@ -442,7 +442,10 @@ def _describe(nodes: list[Any]) -> str:
 
 def _isolation(users: JobUsers) -> str:
     if users.mode == "dynamic":
-        return f"jobs run as uids of their own (from {users.uid_base + 1}), not as root"
+        return (
+            f"jobs run as uids of their own ({users.uid_base + 1:,} and up, each unique on "
+            f"this machine: {uid_registry()}), not as root"
+        )
     if users.mode == "named":
         return f"jobs run as {users.account!r}"
     return "jobs run as the server's user"

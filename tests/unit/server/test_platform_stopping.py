@@ -17,7 +17,8 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from trainyard.exec.base import NodeInfo
 from trainyard.exec.fake import FakeExecutor
-from trainyard.server.db import JobEvent, JobProgress, JobState, make_session_factory
+from trainyard.server.db import Job, JobEvent, JobProgress, JobState, make_session_factory
+from trainyard.server.lifecycle import transition
 from trainyard.server.loop.platform import Platform
 
 S = JobState
@@ -136,3 +137,33 @@ def test_a_failed_rank_keeps_the_gpus_booked_while_the_other_ranks_stop(
     assert _failure(factory, a).reason == "rank 0 exited with code 1"
     assert read_job(factory, b).state in (S.STARTING, S.RUNNING)  # a has no restart left
     assert [spec.job_id for spec in fake.launched] == [a, b]
+
+
+def test_a_cancelled_job_keeps_its_gpus_booked_until_its_run_has_stopped(
+    factory: sessionmaker[Session], fake: FakeExecutor, session: Session, world: World
+) -> None:
+    """Found by an outside review: a cancel moved RUNNING to CANCELLED, which holds nothing,
+    so the next round placed a job on GPUs whose ranks were still in their grace period
+    (the executor's ledger refused it, as a bug signal)."""
+    t0 = time.time()
+    platform = _platform(factory, fake)
+    a = _job(session, world, "a", t0)
+    platform.step(now=t0)
+    fake.slow.add(a)  # its ranks take their grace period to go
+    with factory() as s:
+        row = s.get(Job, a)
+        assert row is not None
+        transition(s, row, S.CANCELLED, reason="cancelled by its user", now=t0 + 1)
+        s.commit()
+    b = _job(session, world, "b", t0 + 1)
+    report = platform.step(now=t0 + 2)
+    assert a in report.stopped
+    assert read_job(factory, b).state == S.PENDING  # a's run still holds the 4 GPUs
+    assert [spec.job_id for spec in fake.launched] == [a]
+    platform.step(now=t0 + 3)
+    assert read_job(factory, b).state == S.PENDING
+    fake.finish(a, {0: -15, 1: -15, 2: -15, 3: -15})  # gone
+    platform.step(now=t0 + 4)
+    assert read_job(factory, b).state in (S.STARTING, S.RUNNING)
+    assert [spec.job_id for spec in fake.launched] == [a, b]
+    assert b not in platform._blocked  # never placed on a's GPUs, so never refused there

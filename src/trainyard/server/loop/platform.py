@@ -10,7 +10,8 @@
    no progress for `progress_timeout_s` is stopped and fails as hung. A FAILED job with
    restarts left goes back to PENDING with back-off. A PREEMPTED job goes back to PENDING
    once its run has stopped.
-   Runs of jobs that no longer need them (CANCELLED, SUCCEEDED, ...) are stopped.
+   Runs of jobs that no longer need them (CANCELLED, SUCCEEDED, ...) are stopped; while
+   one still has processes, the round counts its devices as taken.
 2. Schedule: `scheduling.run_once` (again, a few times, when it asks for a retry).
 3. Act: the runs of evicted jobs are asked to stop (SIGTERM now, SIGKILL from a later step
    once the grace period is over; the loop never waits for it); placed jobs
@@ -42,7 +43,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 from sqlalchemy import and_, or_, select
 from sqlalchemy.orm import Session
@@ -68,6 +68,7 @@ from trainyard.server.loop.fairshare import FairShare
 from trainyard.server.loop.nodewatch import NodeWatch
 from trainyard.server.loop.pending import PendingCache
 from trainyard.server.loop.spares import Spares
+from trainyard.server.loop.step_report import StepReport, _Out
 from trainyard.server.metrics import PLATFORM, PlatformMetrics
 
 __all__ = ["Platform", "StepReport"]
@@ -77,30 +78,7 @@ log = logging.getLogger(__name__)
 S = JobState
 _ACTIVE = (S.STARTING, S.RUNNING, S.PREEMPTED, S.RESIZING)
 _KEEP_RUN = frozenset({S.STARTING, S.RUNNING, S.PREEMPTED, S.RESIZING, S.FAILED})
-_Out = list[tuple[str, str]]
 HUNG_EVERY_S = 5.0  # how often running jobs are looked at for a stalled progress report
-
-
-@dataclass
-class StepReport:
-    """What one `step` (or `recover`) did, by job id."""
-
-    now: float
-    started: list[str] = field(default_factory=list)  # STARTING -> RUNNING when observed
-    launched: list[str] = field(default_factory=list)
-    succeeded: list[str] = field(default_factory=list)
-    failed: list[str] = field(default_factory=list)
-    requeued: list[str] = field(default_factory=list)
-    stopped: list[str] = field(default_factory=list)  # stop requested (or done)
-    resized: list[str] = field(default_factory=list)  # RESIZING -> STARTING: relaunch now
-    blocked: list[str] = field(default_factory=list)  # launch refused: a device is busy
-    adopted: list[str] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
-    applied: scheduling.Applied | None = None
-
-    def _merge(self, out: _Out) -> None:
-        for kind, job_id in out:
-            getattr(self, kind).append(job_id)
 
 
 class Platform:
@@ -139,9 +117,9 @@ class Platform:
         self.budgets = Budgets()
         self.spares = Spares(spares)  # hot spares for recovering jobs (loop/spares.py)
         self.progress_timeout_s = progress_timeout_s  # 0: hung ranks are not looked for
-        self._hung_at = float("-inf")
-        self._hung_check = False
+        self._hung_at, self._hung_check = float("-inf"), False
         self._hung: dict[str, str] = {}  # RUNNING jobs stopped as hung -> why
+        self._stopping: frozenset[str] = frozenset()  # ended jobs whose runs still stop
 
     # ---- node --------------------------------------------------------------------------
 
@@ -192,6 +170,7 @@ class Platform:
             return scheduling.run_once(
                 factory, self.profile, now=now, cache=cache, metrics=metrics,
                 fairshare=self.fairshare, budgets=self.budgets, spares=self.spares,
+                stopping=self._stopping,
             )  # fmt: skip
 
         applied = round_()
@@ -298,7 +277,9 @@ class Platform:
         report._merge(out)
 
     def _sweep(self, report: StepReport) -> None:
-        """Stop the runs of jobs that no longer need them; forget settled runs of such jobs."""
+        """Stop the runs of jobs that no longer need them; forget settled runs of such jobs.
+        Those still stopping hold their devices in the scheduling round (`_stopping`)."""
+        self._stopping = frozenset()
         if not self._runs:
             return
         with self.session_factory() as s:
@@ -314,10 +295,12 @@ class Platform:
                 continue
             status = self.executor.poll(handle)
             if not status.settled:
-                status = self.executor.request_stop(handle, reason=f"job is {state or 'gone'}")
-                report.stopped.append(job_id)
+                out: _Out = []
+                status = self._stop(handle, f"job is {state or 'gone'}", job_id, out)
+                report._merge(out)
             if status.settled:
                 del self._runs[job_id]
+        self._stopping = frozenset(j for j in self._runs if states.get(j) not in _KEEP_RUN)
 
     def _observe(self, s: Session, row: Job, now: float, out: _Out) -> None:
         state = S(row.state)
@@ -338,8 +321,7 @@ class Platform:
             if handle is not None:
                 status = self.executor.poll(handle)
                 if not status.settled:
-                    status = self.executor.request_stop(handle, reason="preempted")
-                    out.append(("stopped", row.id))
+                    status = self._stop(handle, "preempted", row.id, out)
                 if not status.settled:
                     return  # still stopping: it holds its devices until then
             transition(s, row, S.PENDING, reason="preempted: run stopped", now=now,
@@ -352,14 +334,19 @@ class Platform:
                     self._ended(s, row, status, now, out)  # it ended before the resize
                     return
                 if not status.settled:
-                    status = self.executor.request_stop(handle, reason="resize")
-                    out.append(("stopped", row.id))
+                    status = self._stop(handle, "resize", row.id, out)
                 if not status.settled:
                     return  # still stopping: it holds its old and new devices until then
             if elastic.relaunch(s, row, now):
                 out.append(("resized", row.id))
         elif state == S.FAILED:
             self._requeue(s, row, handle, now, out)
+
+    def _stop(self, handle: RunHandle, reason: str, job_id: str, out: _Out) -> RunStatus:
+        """Ask the run to stop (again: idempotent); reported as stopped the first time only."""
+        if jobdirs.stop_record(handle.run_dir) is None:
+            out.append(("stopped", job_id))
+        return self.executor.request_stop(handle, reason=reason)
 
     def _lost_work(self, node: str, now: float) -> Callable[[Session, Job, _Out], None]:
         return lambda s, row, out: self._node_lost(s, row, node, now, out)
@@ -378,11 +365,10 @@ class Platform:
     def _settled(
         self, s: Session, row: Job, handle: RunHandle, now: float, out: _Out
     ) -> RunStatus | None:
-        """A RUNNING job's run once it has ended and no process of it is left, else None:
-        until then the job holds its devices (a rank that failed while the others stop, a
-        hung run checkpointing on its stop notice). A run that reports no progress for
-        `progress_timeout_s` is asked to stop and ends failed as hung, also when it exits
-        cleanly on the notice (the reason is in its `stop.json`, so across a restart too)."""
+        """A RUNNING job's run once it ended and no process of it is left, else None (the
+        job holds its devices until then). A run that reports no progress for
+        `progress_timeout_s` is stopped and ends failed as hung, even when it exits cleanly
+        on the notice (the reason is in its `stop.json`: across a restart too)."""
         status = self.executor.poll(handle)
         hung = self._hung.get(row.id) or recovery.hung_stop(handle.run_dir)
         if not hung and status.state == "running":

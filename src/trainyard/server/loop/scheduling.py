@@ -6,16 +6,16 @@ and returns an `Applied` saying which jobs the executor must launch and which it
 
 Decisions taken here:
 
-- Devices: a node offers one device per index `0..max(index)`; devices that are not healthy
-  (or missing indices) are `unavailable`. A node that is not healthy or not `schedulable` is
-  given to the core as not schedulable (its running jobs still hold their devices).
+- Nodes and queues as `loop/cluster_rows.py` reads them (devices not healthy are
+  `unavailable`; a node not healthy or not `schedulable` takes no new work).
 - Jobs that hold devices: RUNNING jobs are `RunningJob`s (attained service grown up to
   `now`). STARTING, RESIZING and PREEMPTED jobs hold their devices too, but cannot be evicted
   now (no lifecycle edge from them to PREEMPTED), so they are given as non-preemptible. A
   PREEMPTED job is still stopping: it holds whatever of its devices no STARTING / RUNNING job
   has been given in the meantime (see the next point). A RESIZING job holds its new devices
   and those of its old ones nobody was given: a job it shrinks for may be STARTING on the
-  rest while it stops.
+  rest while it stops. A job cancelled or failed while its run still has processes (the
+  platform's `stopping`) holds its devices as a PREEMPTED one does, until the run is gone.
 - `after_evictions`: a placement whose devices are being freed by evictions moves the job to
   STARTING at once, with its placement stored, so the next cycle sees the devices as taken
   and cannot give them (or more victims) to anyone else. The executor is NOT told to launch
@@ -44,7 +44,7 @@ Decisions taken here:
   rolls the whole transaction back and returns `Applied(retry=True, ...)`; the caller runs a
   fresh round.
 - Topology levels are not stored in the database yet: `load_snapshot` takes a `Topology`, or
-  names the levels `level0`, `level1`, ... after the length of the nodes' `topology_path`.
+  `cluster_rows.topology_of` names them after the length of the nodes' `topology_path`.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import Table, bindparam, func, select, update
+from sqlalchemy import ColumnElement, Table, bindparam, func, or_, select, update
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.exc import StaleDataError
 
@@ -63,13 +63,12 @@ from trainyard import core
 from trainyard.core import Decision, NodeDevices, Snapshot, Topology
 from trainyard.core.audit import booking_conflicts
 from trainyard.runtime import gc_paused
-from trainyard.server.db import Health, JobEvent, JobState
 from trainyard.server.db import Job as JobRow
-from trainyard.server.db import Node as NodeRow
-from trainyard.server.db import Queue as QueueRow
+from trainyard.server.db import JobEvent, JobState
 from trainyard.server.lifecycle import HOLDS_DEVICES, IllegalTransition, transition
-from trainyard.server.loop import elastic, parking
+from trainyard.server.loop import cluster_rows, elastic, parking
 from trainyard.server.loop.budgets import Budgets
+from trainyard.server.loop.cluster_rows import topology_of
 from trainyard.server.loop.fairshare import FairShare
 from trainyard.server.loop.gauges import refresh_gauges
 from trainyard.server.loop.pending import PendingCache
@@ -160,53 +159,6 @@ def split_reason(text: str | None) -> tuple[str, str]:
     return "", text
 
 
-def _nodes(session: Session) -> tuple[tuple[core.Node, ...], int]:
-    out = []
-    depth = 0
-    for row in session.scalars(select(NodeRow).order_by(NodeRow.name)):
-        devices = list(row.devices)
-        count = max((d.index for d in devices), default=-1) + 1
-        healthy = {d.index for d in devices if d.health == Health.HEALTHY}
-        first = devices[0] if devices else None
-        path = tuple(str(p) for p in row.topology_path or ())
-        depth = max(depth, len(path))
-        out.append(
-            core.Node(
-                name=row.name,
-                gpus=count,
-                gpu_type=first.gpu_type if first else "gpu",
-                gpu_memory_gb=first.memory_gb if first else 0.0,
-                cpus=row.cpus,
-                memory_gb=row.memory_gb,
-                path=path,
-                island_size=row.island_size,
-                schedulable=row.schedulable and row.health == Health.HEALTHY,
-                unavailable=tuple(i for i in range(count) if i not in healthy),
-                virtual=row.virtual or any(d.virtual for d in devices),
-            )
-        )
-    return tuple(out), depth
-
-
-def _queues(
-    session: Session, usage: dict[int, float]
-) -> tuple[tuple[core.Queue, ...], dict[int, str]]:
-    rows = list(session.scalars(select(QueueRow).order_by(QueueRow.id)))
-    names = {q.id: q.name for q in rows}
-    queues = tuple(
-        core.Queue(
-            name=q.name,
-            parent=names.get(q.parent_id) if q.parent_id is not None else None,
-            guaranteed=q.guaranteed,
-            limit=q.limit,
-            weight=q.weight,
-            usage=usage.get(q.id, 0.0) if usage else q.usage,
-        )
-        for q in rows
-    )
-    return queues, names
-
-
 def _job(row: Any, queue: str, **changes: Any) -> core.Job:
     """The core's view of a job row (an ORM `Job` or a plain row with the same names)."""
     values: dict[str, Any] = {
@@ -234,11 +186,6 @@ def _job(row: Any, queue: str, **changes: Any) -> core.Job:
     return core.Job(**values)
 
 
-def topology_of(depth: int) -> Topology:
-    """The topology of nodes whose `topology_path` has `depth` parts: levels `level0`, ..."""
-    return Topology(levels=tuple(f"level{i}" for i in range(depth)))
-
-
 def load_snapshot(
     session: Session,
     now: float,
@@ -247,20 +194,24 @@ def load_snapshot(
     fairshare: FairShare | None = None,
     budgets: Budgets | None = None,
     spares: Spares | None = None,
+    stopping: frozenset[str] = frozenset(),
 ) -> Snapshot:
     """The cluster as the core sees it at `now` (see the module docstring for the rules).
     Pending jobs come from `cache` (`pending.PendingCache`, kept across rounds) when given;
     each queue's usage history from `fairshare` (`fairshare.FairShare`) when given; hot
-    spares are marked by `spares` (`spares.Spares`) when given."""
-    nodes, depth = _nodes(session)
+    spares are marked by `spares` (`spares.Spares`) when given. `stopping`: jobs that left
+    the states that hold devices (cancelled, failed) while their run still has processes:
+    they hold their devices, as a preempted victim does, until the platform sees it gone."""
+    nodes, depth = cluster_rows.nodes(session)
     total = sum(n.gpus for n in nodes)
     usage = fairshare.shares(session, now, total) if fairshare is not None else {}
-    queues, queue_names = _queues(session, usage)
+    queues, queue_names = cluster_rows.queues(session, usage)
     if topology is None:
         topology = topology_of(depth)
-    holding = list(
-        session.scalars(select(JobRow).where(JobRow.state.in_(HOLDS_DEVICES)).order_by(JobRow.id))
-    )
+    holds: ColumnElement[bool] = JobRow.state.in_(HOLDS_DEVICES)
+    if stopping:
+        holds = or_(holds, JobRow.id.in_(list(stopping)))
+    holding = list(session.scalars(select(JobRow).where(holds).order_by(JobRow.id)))
     reported = reports.observations(session, (r.id for r in holding if elastic.movable(r)))
     taken: set[tuple[str, int]] = set()
     running: list[core.RunningJob] = []
@@ -268,7 +219,7 @@ def load_snapshot(
     # resizing jobs: each holds its new devices and those of its old ones nobody was given
     # (a job it shrinks for may be STARTING on the rest, waiting for it to stop). Then the
     # preempted victims, likewise.
-    ordered = [r for r in holding if r.state not in (S.PREEMPTED, S.RESIZING)]
+    ordered = [r for r in holding if r.state in HOLDS_DEVICES - {S.PREEMPTED, S.RESIZING}]
     resizing = [r for r in holding if r.state == S.RESIZING]
     targets = {(nd.node, d) for r in resizing for nd in _placement(r.resize_to) for d in nd.devices}
     for row in ordered + resizing:
@@ -298,9 +249,11 @@ def load_snapshot(
             **size,
         )  # fmt: skip
         running.append(core.RunningJob(job=job, placement=placement, started_at=started))
-    for row in holding:  # stopping victims hold what nobody was given yet
-        if row.state != S.PREEMPTED or not row.placement:
+    for row in holding:  # stopping runs hold what nobody was given yet
+        if row.state in HOLDS_DEVICES - {S.PREEMPTED} or not row.placement:
             continue
+        if row.queue_id not in queue_names:
+            continue  # its queue was deleted: nothing can be placed by it, nor fairly counted
         left = []
         for nd in _placement(row.placement):
             devices = tuple(d for d in nd.devices if (nd.node, d) not in taken)
@@ -472,12 +425,15 @@ def run_once(
     fairshare: FairShare | None = None,
     budgets: Budgets | None = None,
     spares: Spares | None = None,
+    stopping: frozenset[str] = frozenset(),
 ) -> Applied:
     """One scheduling round: load, decide, apply; observes the cycle latency and refreshes the
-    gauges. A `retry` result wrote nothing; run again."""
+    gauges. A `retry` result wrote nothing; run again. `stopping`: see `load_snapshot`."""
     began = time.perf_counter()
     with session_factory() as session:
-        snapshot = load_snapshot(session, now, topology, cache, fairshare, budgets, spares)
+        snapshot = load_snapshot(
+            session, now, topology, cache, fairshare, budgets, spares, stopping
+        )
         with gc_paused():
             decision, parked = parking.decide(snapshot, profile)
         session.info[_PARKED] = parked

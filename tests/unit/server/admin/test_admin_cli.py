@@ -333,3 +333,36 @@ def test_database_failure_mid_command_is_one_line(
     assert result.exit_code == 2 and "Traceback" not in result.output
     assert result.stderr.splitlines()[-1].startswith("error: --db: database error")
     assert "database is locked" in result.stderr
+
+
+def test_the_database_of_trainyard_db_is_the_one_changed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As `trainyard up` reads it: before, admin changed a new SQLite file in the home (and
+    overwrote the server's admin token) while the server ran on $TRAINYARD_DB."""
+    home, db = tmp_path / "home", tmp_path / "elsewhere.db"
+    monkeypatch.setenv("TRAINYARD_HOME", str(home))
+    monkeypatch.setenv("TRAINYARD_DB", str(db))
+    result = CliRunner().invoke(app, ["admin", "tenant", "add", "acme"])
+    assert result.exit_code == 0, result.output
+    assert db.is_file() and not (home / "trainyard.db").exists()
+    assert stat.S_IMODE(os.stat(db).st_mode) == 0o600  # made here: the server's, private
+    listed = CliRunner().invoke(app, ["admin", "tenant", "list", "--json"])
+    assert "acme" in [t["name"] for t in json.loads(listed.stdout)]
+
+
+def test_a_home_whose_server_uses_another_database_is_not_given_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "server.json").write_text('{"url": "http://127.0.0.1:8765", "pid": 1}')
+    (home / "admin-token").write_text("the server's\n")
+    monkeypatch.setenv("TRAINYARD_HOME", str(home))
+    monkeypatch.delenv("TRAINYARD_DB", raising=False)
+    result = CliRunner().invoke(app, ["admin", "tenant", "add", "acme"])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert result.stderr.startswith(f"error: --db: the server of {home} does not use")
+    assert "$TRAINYARD_DB" in result.stderr
+    assert not (home / "trainyard.db").exists()
+    assert (home / "admin-token").read_text() == "the server's\n"

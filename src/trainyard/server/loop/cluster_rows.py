@@ -1,0 +1,75 @@
+"""The cluster's nodes and queues as the scheduling core sees them, read from the database.
+
+- `nodes(session)`: every node, with one device per index `0..max(index)`; devices that are
+  not healthy (or missing indices) are `unavailable`, and a node that is not healthy or not
+  `schedulable` is given as not schedulable (its running jobs still hold their devices).
+  Also the depth of the nodes' `topology_path`.
+- `queues(session, usage)`: every queue with its parent's name, guarantee, limit, weight and
+  usage (the fair-share history when given, else the stored figure), and id -> name.
+- `topology_of(depth)`: topology levels are not stored yet: `level0`, `level1`, ...
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from trainyard import core
+from trainyard.core import Topology
+from trainyard.server.db import Health
+from trainyard.server.db import Node as NodeRow
+from trainyard.server.db import Queue as QueueRow
+
+__all__ = ["nodes", "queues", "topology_of"]
+
+
+def nodes(session: Session) -> tuple[tuple[core.Node, ...], int]:
+    out = []
+    depth = 0
+    for row in session.scalars(select(NodeRow).order_by(NodeRow.name)):
+        devices = list(row.devices)
+        count = max((d.index for d in devices), default=-1) + 1
+        healthy = {d.index for d in devices if d.health == Health.HEALTHY}
+        first = devices[0] if devices else None
+        path = tuple(str(p) for p in row.topology_path or ())
+        depth = max(depth, len(path))
+        out.append(
+            core.Node(
+                name=row.name,
+                gpus=count,
+                gpu_type=first.gpu_type if first else "gpu",
+                gpu_memory_gb=first.memory_gb if first else 0.0,
+                cpus=row.cpus,
+                memory_gb=row.memory_gb,
+                path=path,
+                island_size=row.island_size,
+                schedulable=row.schedulable and row.health == Health.HEALTHY,
+                unavailable=tuple(i for i in range(count) if i not in healthy),
+                virtual=row.virtual or any(d.virtual for d in devices),
+            )
+        )
+    return tuple(out), depth
+
+
+def queues(
+    session: Session, usage: dict[int, float]
+) -> tuple[tuple[core.Queue, ...], dict[int, str]]:
+    rows = list(session.scalars(select(QueueRow).order_by(QueueRow.id)))
+    names = {q.id: q.name for q in rows}
+    queues = tuple(
+        core.Queue(
+            name=q.name,
+            parent=names.get(q.parent_id) if q.parent_id is not None else None,
+            guaranteed=q.guaranteed,
+            limit=q.limit,
+            weight=q.weight,
+            usage=usage.get(q.id, 0.0) if usage else q.usage,
+        )
+        for q in rows
+    )
+    return queues, names
+
+
+def topology_of(depth: int) -> Topology:
+    """The topology of nodes whose `topology_path` has `depth` parts: levels `level0`, ..."""
+    return Topology(levels=tuple(f"level{i}" for i in range(depth)))
