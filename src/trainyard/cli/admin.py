@@ -206,8 +206,9 @@ def tenant_list(home: Home = None, db: Db = None, as_json: Json = False) -> None
 def _budget(t: svc.TenantInfo) -> str:
     if t.budget_gpu_hours is None:
         return "none"
-    days = (t.budget_period_s or 30 * 86_400.0) / 86_400.0
-    return f"{t.budget_gpu_hours:g} GPU-hours / {days:g} days"
+    seconds = t.budget_period_s or 30 * 86_400.0
+    period = f"{seconds / 86_400.0:g} days" if seconds >= 86_400.0 else f"{seconds / 3600:g} hours"
+    return f"{t.budget_gpu_hours:g} GPU-hours / {period}"
 
 
 @tenant_app.command("budget")
@@ -336,7 +337,7 @@ def token_issue(
     now = time.time()
 
     def work(session: Session) -> svc.IssuedToken:
-        seconds = svc.parse_duration(expires_in, "--expires-in") if expires_in else None
+        seconds = None if expires_in is None else svc.parse_duration(expires_in, "--expires-in")
         return svc.issue_user_token(session, user, now=now, name=name, expires_in_s=seconds)
 
     issued = _run(home, db, work, ("token.issue", user, {"name": name}))

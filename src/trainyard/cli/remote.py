@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import time
 from collections.abc import Iterator
@@ -119,9 +120,13 @@ def parse_when(text: str, option: str, now: float) -> float:
     `option`. Every client command's `--since`/`--until` reads times so."""
     value = text.strip()
     try:
-        return float(value)
+        seconds = float(value)
     except ValueError:
         pass
+    else:
+        if math.isnan(seconds):  # (max(0, nan) is 0: it read as 1970)
+            fail(f"{option}: {text!r} is not a time")
+        return seconds
     units = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
     if value[-1:] in units and value[:-1].replace(".", "", 1).isdigit():
         return now - float(value[:-1]) * units[value[-1]]

@@ -360,7 +360,8 @@ def _banner(config: ServerConfig, started: Started, token: str | None, link: str
         console.print(f"  no admin token at {config.admin_token_file}: issue one with "
                       "`trainyard admin token issue admin`")  # fmt: skip
     console.print(f"  look: `trainyard jobs`, `trainyard describe JOB`, `trainyard logs JOB -f`, "
-                  f"{config.url}/metrics; Ctrl-C stops the server (jobs keep running)")  # fmt: skip
+                  f"{config.url}/metrics (the admin token); Ctrl-C stops the server (jobs keep "
+                  "running)")  # fmt: skip
 
 
 def _login(config: ServerConfig, token: str) -> None:

@@ -6,8 +6,9 @@ import pytest
 from api_fixtures import NOW, ApiWorld, api
 from sqlalchemy import select
 
-from trainyard.server.db import ApiToken, User, make_session_factory
-from trainyard.server.db.tokens import revoke_token
+from trainyard.server.db import ApiToken, Tenant, User, make_session_factory
+from trainyard.server.db.base import Role
+from trainyard.server.db.tokens import issue_token, revoke_token
 from trainyard.server.metrics import PLATFORM
 
 __all__ = ["api"]  # the fixture, imported for pytest
@@ -196,7 +197,19 @@ def test_metrics_health_openapi(api: ApiWorld) -> None:
     accepted = PLATFORM.submissions.value(outcome="accepted")
     _submit(api)
     assert PLATFORM.submissions.value(outcome="accepted") == accepted + 1
-    metrics = api.client.get("/metrics")  # no token needed
+    # every tenant's usage is in it: the platform's operator only (found by an outside
+    # review: it was open to anyone, a job of another tenant included)
+    assert api.client.get("/metrics").status_code == 401
+    for user in ("root", "ada"):  # acme's admin, a member
+        assert api.client.get("/metrics", headers=api.auth(user)).status_code == 403
+    with make_session_factory(api.engine)() as s:
+        home = Tenant(name="default", created_at=NOW)
+        operator = User(tenant=home, name="admin", role=Role.ADMIN, created_at=NOW)
+        s.add_all([home, operator])
+        s.flush()
+        _, token = issue_token(s, operator, now=NOW)
+        s.commit()
+    metrics = api.client.get("/metrics", headers={"Authorization": f"Bearer {token}"})
     assert metrics.status_code == 200
     assert metrics.headers["content-type"].startswith("text/plain; version=0.0.4")
     assert "# TYPE trainyard_job_submissions_total counter" in metrics.text

@@ -235,3 +235,39 @@ def test_a_job_shrinking_for_a_waiting_job_does_not_stop_the_scheduler(
     with factory() as s:
         (resizing,) = load_snapshot(s, NOW + 1).running
     assert [d for nd in resizing.placement for d in nd.devices] == [0, 1, 2, 3]
+
+
+def test_a_tenant_over_its_budget_may_not_grow_its_elastic_jobs(
+    factory: sessionmaker[Session], session: Session, world: World
+) -> None:
+    """Found by an outside review: a budget held the tenant's new jobs, but its running
+    elastic job grew from 1 to 4 GPUs into idle ones (a growth is new consumption)."""
+    from trainyard.server.loop.budgets import Budgets
+
+    blocker = world.job(session, now=1500.0, gpus=3, topology="node")
+    session.commit()
+    run_once(factory, now=NOW, metrics=platform_metrics())
+    mark_running(factory, blocker.id, NOW + 1)
+    job_id = _elastic(session, world, gpus=4, low=1, high=4)
+    run_once(factory, now=NOW + 2, metrics=platform_metrics())
+    mark_running(factory, job_id, NOW + 3)
+    with factory() as s:
+        row = s.get(Job, blocker.id)
+        assert row is not None
+        transition(s, row, S.SUCCEEDED, reason="done", now=NOW + 10)
+        world.tenant.budget_gpu_hours = 0.001  # spent: 3 GPUs for a few seconds
+        s.merge(world.tenant)
+        s.commit()
+    budgets = Budgets()
+    with factory() as s:
+        (running,) = load_snapshot(s, NOW + 4000, budgets=budgets).running
+    assert (running.job.gpus, running.job.min_gpus, running.job.max_gpus) == (1, 1, 1)
+    later = run_once(factory, now=NOW + 4000, metrics=platform_metrics(), budgets=budgets)
+    assert later.decision is not None and not later.decision.resizes  # 3 GPUs stay idle
+    with factory() as s:
+        world.tenant.budget_gpu_hours = None
+        s.merge(world.tenant)
+        s.commit()
+    with factory() as s:  # within budget again: it may grow
+        (running,) = load_snapshot(s, NOW + 4000, budgets=Budgets()).running
+    assert running.job.max_gpus == 4

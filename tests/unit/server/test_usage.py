@@ -13,6 +13,7 @@ from api_fixtures import NOW, ApiWorld, api
 from sqlalchemy import select
 
 from trainyard.server.db import Job, JobState, Queue, User, make_session_factory
+from trainyard.server.db.tokens import issue_token
 from trainyard.server.lifecycle import submit, transition
 
 __all__ = ["api"]
@@ -105,7 +106,29 @@ def test_bad_usage_queries_name_the_field(
 
 def test_an_empty_window_has_no_usage(api: ApiWorld, history: dict[str, str]) -> None:
     assert _usage(api, "ada", since=T0 + 50, until=T0 + 50)["rows"] == []
+    # (one that ends before it starts too: the schema cannot say that the two are bound)
     assert _usage(api, "ada", since=T0 + 50, until=T0)["rows"] == []
+
+
+def test_a_jobs_own_token_reads_its_jobs_usage_only(api: ApiWorld, history: dict[str, str]) -> None:
+    """Found by an outside review: a job's token (`TRAINYARD_TOKEN`, "reads this job only")
+    read the usage of every job and user of its tenant."""
+    with make_session_factory(api.engine)() as s:
+        ada = s.scalars(select(User).where(User.name == "ada")).one()
+        other = _job(s, "ada", "research", gpus=1)
+        _run(s, other, T0 + 500, None, S.RUNNING)  # a job's token works while it runs
+        _, token = issue_token(s, ada, now=NOW, job_id=other.id, name="job token")
+        s.commit()
+    job = {"Authorization": f"Bearer {token}"}
+    answer = api.client.get("/v1/usage", params={"by": "job"}, headers=job)
+    assert answer.status_code == 200, answer.text
+    rows = answer.json()["rows"]
+    assert [r["key"] for r in rows] == [other.id]
+    by_user = api.client.get("/v1/usage", params={"by": "user"}, headers=job).json()["rows"]
+    assert [r["key"] for r in by_user] == ["ada"] and by_user[0]["jobs"] == 1
+    everything = {r["key"]: r for r in _usage(api, "ada", by="job")["rows"]}
+    assert set(everything) == {history["ada"], other.id}  # ada herself reads both
+    assert rows[0]["gpu_seconds"] == pytest.approx(everything[other.id]["gpu_seconds"], abs=30)
 
 
 def test_the_cli_prints_the_same_figures(

@@ -9,7 +9,7 @@ from typing import Annotated, Any, get_args, get_origin
 
 from fastapi import APIRouter, Depends, Header, Query, Request, Response, Security
 from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import PlainTextResponse, StreamingResponse
+from fastapi.responses import StreamingResponse
 from fastapi.security import HTTPBearer
 from prometheus_client import CollectorRegistry
 from sqlalchemy import text
@@ -25,7 +25,8 @@ import trainyard.server.services.usage as usage
 from trainyard.jobspec import Limits
 from trainyard.server.api.auth import Principal, TokenCache, authenticate, authorization, bearer
 from trainyard.server.api.errors import ApiError
-from trainyard.server.db.base import JobState
+from trainyard.server.bootstrap import DEFAULT_TENANT
+from trainyard.server.db.base import JobState, Role
 from trainyard.server.metrics import PLATFORM
 from trainyard.server.services import depends, reports
 from trainyard.server.services.admission import Admission
@@ -394,11 +395,12 @@ def get_usage(
     by: Annotated[str, Query(pattern="^(tenant|user|queue|job)$")] = "tenant",
 ) -> schemas.UsageOut:
     """GPU/CPU/memory-seconds of the caller's tenant in [since, until), by tenant, user,
-    queue or job: every run interval, preempted and failed attempts included."""
+    queue or job: every run interval, preempted and failed attempts included. A job's own
+    token reads its job's usage only, as it reads no other job."""
     with ctx.unit(request) as (session, who, now):
         end = now if until is None else until
         rows = usage.usage(session, tenant_id=who.tenant_id, since=since, until=end, by=by,
-                           now=now)  # fmt: skip
+                           now=now, job_id=who.job_id)  # fmt: skip
     return schemas.UsageOut(
         since=since, until=end, by=by,
         rows=[
@@ -448,11 +450,28 @@ def whoami(request: Request, ctx: Ctx) -> schemas.WhoAmI:
         return schemas.WhoAmI(user=who.user_name, tenant=who.tenant_name, role=who.role)
 
 
-@ops.get("/metrics", response_class=PlainTextResponse)
+_METRICS_TYPES: dict[str, Any] = {
+    media: {"schema": {"type": "string"}}
+    for media in ("text/plain", "application/openmetrics-text")
+}
+
+
+@ops.get(
+    "/metrics",
+    response_class=Response,  # (no media type: the errors are stated as JSON, as they are)
+    dependencies=[Security(_bearer)],
+    responses={200: {"content": _METRICS_TYPES}, **{c: _ERRORS[c] for c in (401, 403)}},
+)
 def metrics(request: Request, ctx: Ctx) -> Response:
-    """Prometheus metrics (the text format, or OpenMetrics when asked for); no
-    authentication: the platform's gauges and counters, process metrics, accounting."""
-    with ctx.sessions() as session:
+    """Prometheus metrics (the text format, or OpenMetrics when asked for): the platform's
+    gauges and counters, process metrics, accounting. They hold every tenant's usage, so
+    only the platform's operator reads them: a token of an admin of tenant `default` (for a
+    scraper: `trainyard admin token issue admin --name prometheus`)."""
+    with ctx.unit(request) as (session, who, _now):
+        if who.tenant_name != DEFAULT_TENANT or who.role != Role.ADMIN or who.job_id:
+            raise ApiError(403, "only the platform's operator (an admin of tenant "
+                           f"{DEFAULT_TENANT!r}) reads /metrics: it holds every tenant's "
+                           "usage")  # fmt: skip
         jobs.refresh_job_gauges(session)
     body, media = PLATFORM.render(request.headers.get("accept", ""), ctx.usage_metrics)
     return Response(body, media_type=media)

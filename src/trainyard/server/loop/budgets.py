@@ -5,7 +5,8 @@ per rolling period. Its usage is the accounting's (`services/usage.py`: every ru
 open ones of running jobs included, inside [now - period, now)). While it is at or above the
 budget, its pending jobs are left out of the scheduling round with the reason
 `budget: tenant T used U of its H GPU-hours in the last P; new work waits until ...` (jobs
-already running go on: a budget holds new work, it does not kill). As old intervals leave
+already running go on: a budget holds new work, it does not kill; an elastic one may shrink
+but not grow, `scheduling.load_snapshot`). As old intervals leave
 the window, usage falls and the jobs start again. Recomputed at most every `refresh_s`.
 """
 

@@ -30,6 +30,7 @@ Decisions taken here:
 - Elastic jobs (`min_gpus`/`max_gpus` set): a pending one may start at any size in its range
   (the STARTING event's details say `gpus: {asked, started}`); a RUNNING one is given with
   its range and measured steps, and the core's resizes are carried out (`loop/elastic.py`).
+  A tenant over its budget may not grow one: its top is its current size.
 - Pending reasons are stored as `"<code>: <message>"` (`split_reason` reads them back).
 - Dependencies and array throttles (`services/depends.py`): pending jobs whose `after:` is
   not met, or beyond their array's `%N`, are left out of the round with their reason, as a
@@ -213,6 +214,7 @@ def load_snapshot(
         holds = or_(holds, JobRow.id.in_(list(stopping)))
     holding = list(session.scalars(select(JobRow).where(holds).order_by(JobRow.id)))
     reported = reports.observations(session, (r.id for r in holding if elastic.movable(r)))
+    over = budgets.over(session, now) if budgets is not None else {}
     taken: set[tuple[str, int]] = set()
     running: list[core.RunningJob] = []
     # Jobs starting or running first: they own the devices a stopping job frees. Then the
@@ -240,7 +242,11 @@ def load_snapshot(
         size: dict[str, Any] = {"min_gpus": None, "max_gpus": None}  # held at its size
         if elastic.movable(row):  # RUNNING and elastic: the core may resize it
             facts = elastic.elastic_of(row, reported.get(row.id))
-            size = {"min_gpus": row.min_gpus, "max_gpus": row.max_gpus, "elastic": facts,
+            top = row.max_gpus  # a tenant over its budget may shrink, not grow (budgets.py)
+            if row.tenant_id in over:
+                now_gpus = sum(len(nd.devices) for nd in placement)
+                top = now_gpus if top is None else min(top, now_gpus)
+            size = {"min_gpus": row.min_gpus, "max_gpus": top, "elastic": facts,
                     "restarts": max(0, row.attempt - 1)}  # fmt: skip
         elif row.state == S.RESIZING:  # holds its old and new devices until relaunched
             size["gpus"] = sum(len(nd.devices) for nd in placement)
@@ -273,7 +279,6 @@ def load_snapshot(
     pending_cache = cache if cache is not None else PendingCache()  # (an empty one is falsy)
     pending, seen = pending_cache.load(session, now, queue_names, _job)
     session.info[_SEEN] = seen
-    over = budgets.over(session, now) if budgets is not None else {}
     held: dict[str, str] = {}
     if over:  # tenants that spent their budget start nothing new (loop/budgets.py)
         rows = session.execute(

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 
+from trainyard.fields import MAX_DURATION_S
 from trainyard.server.db import ApiToken, Queue, Role, Tenant, User
 from trainyard.server.db.tokens import issue_token, revoke_token
 from trainyard.server.services.admin_common import (
@@ -227,8 +228,10 @@ def issue_user_token(
         )
     if len(name) > TOKEN_NAME_MAX:
         raise AdminError("name", f"a token name has at most {TOKEN_NAME_MAX} characters")
-    if expires_in_s is not None and not (expires_in_s > 0 and math.isfinite(expires_in_s)):
-        raise AdminError("expires_in", f"must be a positive number of seconds, got {expires_in_s}")
+    if expires_in_s is not None and not 0 < expires_in_s <= MAX_DURATION_S:  # as the API's
+        raise AdminError(
+            "expires_in", f"must be up to ten years (3650d), got {expires_in_s:g} seconds"
+        )
     expires_at = now + expires_in_s if expires_in_s is not None else None
     token_row, token = issue_token(session, row, now=now, name=name, expires_at=expires_at)
     role = Role(row.role).value

@@ -1,5 +1,11 @@
 """Queue administration on the database (`trainyard admin queue add|set|list|rm`): the tree
-rules of `services/admin.py`'s docstring, checked before anything is written."""
+rules of `services/admin.py`'s docstring, checked before anything is written.
+
+A change of the tree takes its lock first (`_lock_tree`: a PostgreSQL advisory lock for the
+transaction; on SQLite the database's write lock, taken by a write that changes nothing), so
+that two operators' changes are checked one after the other: read and checked at once, two
+`queue set qa --parent qb` / `queue set qb --parent qa` both passed and stored a cycle, and
+every scheduling round then failed."""
 
 from __future__ import annotations
 
@@ -8,7 +14,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import and_, delete, func, or_, select
+from sqlalchemy import and_, delete, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from trainyard.server.db import Device, Health, Job, JobState, Node, Queue, Tenant
@@ -147,6 +153,17 @@ def _queue_infos(session: Session, rows: list[Queue]) -> list[QueueInfo]:
     return out
 
 
+QUEUE_TREE_LOCK_ID = 0x7472_7175_6575  # PostgreSQL advisory lock of the queue tree
+
+
+def _lock_tree(session: Session) -> None:
+    """Hold the queue tree for this transaction, before anything of it is read."""
+    if session.get_bind().dialect.name == "postgresql":
+        session.execute(select(func.pg_advisory_xact_lock(QUEUE_TREE_LOCK_ID)))
+    else:  # SQLite: BEGIN and the write lock, so the reads below see the latest tree
+        session.execute(update(Queue).where(Queue.id < 0).values(weight=Queue.weight))
+
+
 def _resolve(session: Session, name: str | None, field: str, kind: str) -> int | None:
     if name is None:
         return None
@@ -162,6 +179,7 @@ def create_queue(
     """A new queue under `parent` (None: a root), of `tenant` (None: shared by all), whose
     jobs may ask for a priority up to `max_priority` (None: no limit of its own)."""
     check_name("name", name, "queue")
+    _lock_tree(session)
     if session.scalar(select(Queue.id).where(Queue.name == name)) is not None:
         raise AdminError("name", f"queue {name!r} already exists; change it with `queue set`")
     parent_id = _resolve(session, parent, "parent", "queue")
@@ -188,6 +206,7 @@ def update_queue(
     """Change what is given (`UNSET`/None: keep); `parent=None` makes a root, `tenant=None`
     makes it shared, `limit=None` removes the limit, `max_priority=None` its priority limit
     (jobs already queued keep their priority)."""
+    _lock_tree(session)
     row = _find(session, Queue, name, "queue")
     parent_id = row.parent_id if parent is UNSET else _resolve(session, parent, "parent", "queue")
     tenant_id = row.tenant_id if tenant is UNSET else _resolve(session, tenant, "tenant", "tenant")
@@ -289,6 +308,7 @@ def _live_job() -> Any:
 def delete_queue(session: Session, name: str, *, purge_finished: bool = False) -> int:
     """Delete a queue without child queues and live jobs; its finished jobs (and their events)
     go with it only when `purge_finished`. Returns how many finished jobs were deleted."""
+    _lock_tree(session)
     row = _find(session, Queue, name, "queue")
     children = sorted(session.scalars(select(Queue.name).where(Queue.parent_id == row.id)))
     if children:

@@ -171,10 +171,17 @@ def list_jobs(
     if who.job_id is not None:
         query = query.where(Job.id == who.job_id)
     jobs = list(session.scalars(query.offset(offset).limit(limit + 1)))
+    if not jobs and where.array is not None and not _array_exists(session, who, where.array):
+        raise not_found(f"array {where.array!r}")  # a mistyped id, not an empty array
     return schemas.JobList(
         jobs=[schemas.JobSummary(**_summary_fields(j)) for j in jobs[:limit]],
         more=len(jobs) > limit,
     )
+
+
+def _array_exists(session: Session, who: Principal, array_id: str) -> bool:
+    query = select(Job.id).where(Job.array_id == array_id, Job.tenant_id == who.tenant_id)
+    return session.scalar(query.limit(1)) is not None
 
 
 def cancel_array(

@@ -49,13 +49,16 @@ class Interval:
 
 
 def intervals(
-    session: Session, *, tenant_id: int | None, since: float, until: float, now: float
-) -> list[Interval]:
+    session: Session, *, tenant_id: int | None, since: float, until: float, now: float,
+    job_id: str | None = None,
+) -> list[Interval]:  # fmt: skip
     """Every run interval that overlaps [since, until), the open ones of running jobs
-    included (ending at `now`)."""
+    included (ending at `now`); of one job when `job_id` is given."""
     query = select(UsageRecord).where(UsageRecord.ended_at > since, UsageRecord.started_at < until)
     if tenant_id is not None:
         query = query.where(UsageRecord.tenant_id == tenant_id)
+    if job_id is not None:
+        query = query.where(UsageRecord.job_id == job_id)
     out = [
         Interval(
             r.job_id,
@@ -73,6 +76,8 @@ def intervals(
     running = select(Job).where(Job.state == JobState.RUNNING, Job.started_at < until)
     if tenant_id is not None:
         running = running.where(Job.tenant_id == tenant_id)
+    if job_id is not None:
+        running = running.where(Job.id == job_id)
     for j in session.scalars(running):
         assert j.started_at is not None
         out.append(
@@ -117,13 +122,17 @@ def usage(
     until: float,
     by: str,
     now: float,
+    job_id: str | None = None,
 ) -> list[UsageRow]:
-    """Usage in [since, until) grouped `by` tenant, user, queue or job, largest first."""
+    """Usage in [since, until) grouped `by` tenant, user, queue or job, largest first; of
+    one job when `job_id` is given (what a job's own token may read)."""
     if by not in BY:
         raise ApiError(422, f"unknown grouping {by!r}; use one of {', '.join(BY)}", field="by")
     if not until > since:
         return []  # an empty window holds no usage
-    spans = intervals(session, tenant_id=tenant_id, since=since, until=until, now=now)
+    spans = intervals(
+        session, tenant_id=tenant_id, since=since, until=until, now=now, job_id=job_id
+    )
     names = _names(session, by)
     rows: dict[str, UsageRow] = {}
     for iv in spans:

@@ -18,6 +18,9 @@ def test_the_admin_command_sets_lists_and_audits_budgets(admin: AdminCli) -> Non
     listed = {t["name"]: t for t in admin.json("tenant", "list")}
     assert (listed["acme"]["budget_gpu_hours"], listed["acme"]["budget_period_s"]) == (100, 7 * DAY)
     assert "100 GPU-hours / 7 days" in admin.ok("tenant", "list")
+    hourly = admin.ok("tenant", "budget", "acme", "--gpu-hours", "0.5", "--period", "1h")
+    assert hourly.strip() == "tenant acme: budget 0.5 GPU-hours / 1 hours"  # not 0.0417 days
+    admin.ok("tenant", "budget", "acme", "--gpu-hours", "100", "--period", "7d")
     admin.fail("--gpu-hours", "tenant", "budget", "acme")
     admin.fail("gpu_hours", "tenant", "budget", "acme", "--gpu-hours", "-1")
     admin.fail("--period", "tenant", "budget", "acme", "--gpu-hours", "1", "--period", "soon")
@@ -27,4 +30,4 @@ def test_the_admin_command_sets_lists_and_audits_budgets(admin: AdminCli) -> Non
     assert listed["acme"]["budget_gpu_hours"] is None
     trail = json.loads(admin.ok("audit", "--json"))["events"]
     budget = [e for e in trail if e["action"] == "tenant.budget"]
-    assert [e["details"]["gpu_hours"] for e in budget] == [100, None]
+    assert [e["details"]["gpu_hours"] for e in budget] == [100, 0.5, 100, None]

@@ -254,6 +254,8 @@ def test_bad_input_prints_one_line_and_changes_nothing(admin: AdminCli) -> None:
         ("user", ["user", "enable", "nobody"], "no user"),
         ("user", ["token", "issue", "nobody"], "no user"),
         ("--expires-in", ["token", "issue", "ada", "--expires-in", "soon"], "30d"),
+        ("--expires-in", ["token", "issue", "ada", "--expires-in", ""], "30d"),  # not "never"
+        ("expires_in", ["token", "issue", "ada", "--expires-in", "3651d"], "ten years"),
         ("token_id", ["token", "revoke", "ada", "--token-id", "abc"], "no live"),
         ("guaranteed", ["queue", "add", "x", "--guaranteed", "-1"], "0 to 2147483647"),
         ("guaranteed", ["queue", "add", "x", "--guaranteed", "9" * 20], "0 to 2147483647"),

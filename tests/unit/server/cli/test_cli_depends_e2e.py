@@ -112,6 +112,8 @@ def test_an_array_runs_each_index_at_most_two_at_once(
         (member, array, k) for k, member in enumerate(members)
     ]
     assert {j["state"] for j in jobs} == {"SUCCEEDED"}
+    unknown = cli("jobs", "--array", "a-" + "0" * 20, token=token)  # not an empty array
+    assert unknown.exit_code == 2 and "not found" in unknown.output, unknown.output
     for k, member in enumerate(members):
         logs = cli("logs", member, token=token)
         assert logs.exit_code == 0, logs.output
