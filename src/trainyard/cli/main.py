@@ -53,7 +53,14 @@ COMMANDS: dict[str, str] = {
     "admin": "admin",
 }
 # modules that add subcommands to `admin` when imported
-ADMIN_PARTS = ("admin_audit", "admin_gc", "admin_jobs", "admin_nodes", "admin_queues")
+ADMIN_PARTS = (
+    "admin_audit",
+    "admin_gc",
+    "admin_jobs",
+    "admin_nodes",
+    "admin_queues",
+    "admin_usage",
+)
 COMPLETION_VAR = "_TRAINYARD_COMPLETE"
 
 EPILOG = (

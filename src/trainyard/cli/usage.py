@@ -3,7 +3,9 @@
 `--since`/`--until` take a date or time (ISO 8601, UTC unless it says otherwise), epoch
 seconds, or a duration meaning "that long ago" (`7d`, `12h`); `--by tenant|user|queue|job`;
 `--format table|csv|json`. The figures come from `GET /v1/usage`: every run interval of every
-job, preempted and failed attempts included, counted to the second inside the window.
+job, preempted and failed attempts included, counted to the second inside the window. The
+operator reads every tenant's with `trainyard admin usage` (the same options and output,
+`checked` and `render` here, straight from the database).
 """
 
 from __future__ import annotations
@@ -40,6 +42,16 @@ def usage_command(
     token: TokenOption = None,
 ) -> None:
     """GPU/CPU/memory usage of your tenant in a window, to the second."""
+    output, params = checked(since, until, by, output, as_json)
+    with connect(url, token) as client:
+        out = client.get("/v1/usage", **params)
+    render(out, by, output)
+
+
+def checked(
+    since: str, until: str | None, by: str, output: str, as_json: bool
+) -> tuple[str, dict[str, Any]]:
+    """The output format and the query (`since`, `until` when given, `by`), or exit 2."""
     output = "json" if as_json else output
     if by not in ("tenant", "user", "queue", "job"):
         fail(f"--by: unknown grouping {by!r}; use tenant, user, queue or job")
@@ -51,8 +63,11 @@ def usage_command(
         params["until"] = parse_when(until, "--until", now)
         if params["until"] <= params["since"]:
             fail("--until: must be after --since")
-    with connect(url, token) as client:
-        out = client.get("/v1/usage", **params)
+    return output, params
+
+
+def render(out: dict[str, Any], by: str, output: str) -> None:
+    """`GET /v1/usage`'s answer as a table, CSV or JSON."""
     rows: list[dict[str, Any]] = out["rows"]
     if output == "json":
         typer.echo(json.dumps(out, indent=2))

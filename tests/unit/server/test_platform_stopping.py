@@ -17,7 +17,14 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from trainyard.exec.base import NodeInfo
 from trainyard.exec.fake import FakeExecutor
-from trainyard.server.db import Job, JobEvent, JobProgress, JobState, make_session_factory
+from trainyard.server.db import (
+    Job,
+    JobEvent,
+    JobProgress,
+    JobState,
+    UsageRecord,
+    make_session_factory,
+)
 from trainyard.server.lifecycle import transition
 from trainyard.server.loop.platform import Platform
 
@@ -167,3 +174,7 @@ def test_a_cancelled_job_keeps_its_gpus_booked_until_its_run_has_stopped(
     assert read_job(factory, b).state in (S.STARTING, S.RUNNING)
     assert [spec.job_id for spec in fake.launched] == [a, b]
     assert b not in platform._blocked  # never placed on a's GPUs, so never refused there
+    # and its run is billed until it stopped, not until the cancel (the review's M4)
+    with factory() as s:
+        (record,) = s.scalars(select(UsageRecord).where(UsageRecord.job_id == a)).all()
+        assert (record.started_at, record.ended_at) == (t0, t0 + 4)

@@ -70,6 +70,7 @@ from trainyard.server.loop.pending import PendingCache
 from trainyard.server.loop.spares import Spares
 from trainyard.server.loop.step_report import StepReport, _Out
 from trainyard.server.metrics import PLATFORM, PlatformMetrics
+from trainyard.server.services import usage
 
 __all__ = ["Platform", "StepReport"]
 
@@ -150,7 +151,7 @@ class Platform:
         self._hung_check = self.progress_timeout_s > 0 and now - self._hung_at >= HUNG_EVERY_S
         if self._hung_check:
             self._hung_at = now
-        self._sweep(report)
+        self._sweep(report, now)
         for job_id in self._watched():
             self._guarded(job_id, report, lambda s, row, out: self._observe(s, row, now, out))
         with self.session_factory() as s:
@@ -276,9 +277,10 @@ class Platform:
                 return
         report._merge(out)
 
-    def _sweep(self, report: StepReport) -> None:
-        """Stop the runs of jobs that no longer need them; forget settled runs of such jobs.
-        Those still stopping hold their devices in the scheduling round (`_stopping`)."""
+    def _sweep(self, report: StepReport, now: float) -> None:
+        """Stop the runs of jobs that no longer need them; forget settled runs of such jobs
+        (billed until they stopped). Those still stopping hold their devices in the
+        scheduling round (`_stopping`)."""
         self._stopping = frozenset()
         if not self._runs:
             return
@@ -300,6 +302,9 @@ class Platform:
                 report._merge(out)
             if status.settled:
                 del self._runs[job_id]
+                with self.session_factory() as s:
+                    self._billed_to_stop(s, handle, status, now)
+                    s.commit()
         self._stopping = frozenset(j for j in self._runs if states.get(j) not in _KEEP_RUN)
 
     def _observe(self, s: Session, row: Job, now: float, out: _Out) -> None:
@@ -324,6 +329,7 @@ class Platform:
                     status = self._stop(handle, "preempted", row.id, out)
                 if not status.settled:
                     return  # still stopping: it holds its devices until then
+                self._billed_to_stop(s, handle, status, now)
             transition(s, row, S.PENDING, reason="preempted: run stopped", now=now,
                        retry=self.retry)  # fmt: skip
             out.append(("requeued", row.id))
@@ -337,10 +343,16 @@ class Platform:
                     status = self._stop(handle, "resize", row.id, out)
                 if not status.settled:
                     return  # still stopping: it holds its old and new devices until then
+                self._billed_to_stop(s, handle, status, now)
             if elastic.relaunch(s, row, now):
                 out.append(("resized", row.id))
         elif state == S.FAILED:
             self._requeue(s, row, handle, now, out)
+
+    def _billed_to_stop(self, s: Session, handle: RunHandle, status: RunStatus, now: float) -> None:
+        """The run's usage interval goes on to its stop (`usage.extend_to_stop`)."""
+        end = min(now, status.ended_at if status.ended_at is not None else now)
+        usage.extend_to_stop(s, handle.job_id, handle.attempt, end, self.executor.grace_s + 30)
 
     def _stop(self, handle: RunHandle, reason: str, job_id: str, out: _Out) -> RunStatus:
         """Ask the run to stop (again: idempotent); reported as stopped the first time only."""

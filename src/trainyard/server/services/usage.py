@@ -2,11 +2,12 @@
 
 Every interval a job spent RUNNING is a `UsageRecord` (written by `lifecycle.transition` when
 the job leaves RUNNING: finished, failed, preempted, cancelled, node lost), so preempted and
-failed attempts count as well; a job running now adds its open interval up to `now`. Each
-interval counts for the part inside [since, until) (`accounting.overlap`); an empty window
-has no usage. A caller sees its
-own tenant (an operator reads every tenant with `trainyard admin usage`). Served by
-`GET /v1/usage` and printed by `trainyard usage` (table, CSV or JSON).
+failed attempts count as well, each until its run stopped (`extend_to_stop`: a cancelled,
+preempted or resized run holds its GPUs through its grace period); a job running now adds
+its open interval up to `now`. Each interval counts for the part inside [since, until)
+(`accounting.overlap`); an empty window has no usage. A caller sees its own tenant (an
+operator reads every tenant with `trainyard admin usage`). Served by `GET /v1/usage` and
+printed by `trainyard usage` (table, CSV or JSON).
 """
 
 from __future__ import annotations
@@ -94,6 +95,23 @@ def intervals(
             )
         )
     return out
+
+
+def extend_to_stop(
+    session: Session, job_id: str, attempt: int, ended_at: float, at_most_s: float
+) -> None:
+    """A run that went on after its job left RUNNING (a cancel, a preemption or a resize
+    stops it through its grace period, holding its GPUs) is billed until it stopped: the
+    interval of that attempt ends at `ended_at`, at most `at_most_s` after it was closed (a
+    run whose end is not recorded is seen to stop only when a server looks)."""
+    record = session.scalars(
+        select(UsageRecord)
+        .where(UsageRecord.job_id == job_id, UsageRecord.attempt == attempt)
+        .order_by(UsageRecord.id.desc())
+        .limit(1)
+    ).first()
+    if record is not None and ended_at > record.ended_at:
+        record.ended_at = min(ended_at, record.ended_at + at_most_s)
 
 
 def totals_by_tenant(session: Session) -> list[tuple[str, float, float, float]]:
