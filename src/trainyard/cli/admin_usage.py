@@ -6,9 +6,8 @@ defaults to `tenant`, and user, queue and job names are unique across tenants.""
 from __future__ import annotations
 
 import time
-from typing import Annotated, Any
+from typing import Any
 
-import typer
 from sqlalchemy.orm import Session
 
 from trainyard.cli import usage as usage_cli
@@ -32,11 +31,11 @@ def _read(session: Session, params: dict[str, Any]) -> dict[str, Any]:
 
 @admin_app.command("usage")
 def usage_all(
-    since: Annotated[str, typer.Option(help="start: a date, epoch seconds or 7d (ago)")] = "30d",
-    until: Annotated[str | None, typer.Option(help="end (default: now)")] = None,
-    by: Annotated[str, typer.Option(help="group by tenant, user, queue or job")] = "tenant",
-    output: Annotated[str, typer.Option("--format", help="table, csv or json")] = "table",
-    as_json: Annotated[bool, typer.Option("--json", help="The same as --format json.")] = False,
+    since: usage_cli.Since = "30d",
+    until: usage_cli.Until = None,
+    by: usage_cli.By = "tenant",
+    output: usage_cli.Output = "table",
+    as_json: usage_cli.AsJson = False,
     home: Home = None,
     db: Db = None,
 ) -> None:

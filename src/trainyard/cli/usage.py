@@ -32,12 +32,20 @@ def register(app: typer.Typer) -> None:
     app.command("usage")(usage_command)
 
 
+# the options `trainyard usage` and `trainyard admin usage` share
+Since = Annotated[str, typer.Option(help="start: a date, epoch seconds or 7d (ago)")]
+Until = Annotated[str | None, typer.Option(help="end (default: now)")]
+By = Annotated[str, typer.Option(help="group by tenant, user, queue or job")]
+Output = Annotated[str, typer.Option("--format", help="table, csv or json")]
+AsJson = Annotated[bool, typer.Option("--json", help="The same as --format json.")]
+
+
 def usage_command(
-    since: Annotated[str, typer.Option(help="start: a date, epoch seconds or 7d (ago)")] = "30d",
-    until: Annotated[str | None, typer.Option(help="end (default: now)")] = None,
-    by: Annotated[str, typer.Option(help="group by tenant, user, queue or job")] = "user",
-    output: Annotated[str, typer.Option("--format", help="table, csv or json")] = "table",
-    as_json: Annotated[bool, typer.Option("--json", help="The same as --format json.")] = False,
+    since: Since = "30d",
+    until: Until = None,
+    by: By = "user",
+    output: Output = "table",
+    as_json: AsJson = False,
     url: UrlOption = None,
     token: TokenOption = None,
 ) -> None:
