@@ -152,12 +152,31 @@ def _run(
     """`work` in one transaction; a change is recorded in the audit trail in the same one
     (`audit_as`: action, target, details), by the OS login running the command."""
     with _database(home, db) as session:
+        before = _concerns(session, audit_as)  # (a queue deleted by `work` is gone after it)
         out = work(session)
         if audit_as is not None:
             action, target, details = audit_as
+            tenant_id = _concerns(session, audit_as) or before
             audit.record(session, actor=audit.operator(), action=action, target=target,
-                         details=details, now=time.time())  # fmt: skip
+                         details=details, now=time.time(), tenant_id=tenant_id)  # fmt: skip
         return out
+
+
+def _concerns(session: Session, audit_as: tuple[str, str, Any] | None) -> int | None:
+    """The tenant an operator's change concerns (its admins read it in `GET /v1/audit`):
+    the tenant named, the user's, the queue's; None for shared queues and nodes."""
+    from sqlalchemy import select
+
+    from trainyard.server.db import Queue, Tenant, User
+
+    kind, target = (audit_as[0].split(".")[0], audit_as[1]) if audit_as else ("", "")
+    column = {"tenant": Tenant.id, "user": User.tenant_id, "token": User.tenant_id,
+              "queue": Queue.tenant_id}.get(kind)  # fmt: skip
+    if column is None:
+        return None
+    table = column.class_
+    found: int | None = session.scalar(select(column).where(table.name == target))
+    return found
 
 
 def _when(ts: float | None) -> str:

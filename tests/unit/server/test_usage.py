@@ -186,3 +186,14 @@ def test_the_operator_reads_every_tenants_usage(
     assert by_user.exit_code == 0 and "ada" in by_user.stdout and "gus" in by_user.stdout
     bad = CliRunner().invoke(app, ["admin", "usage", "--by", "planet", "--db", url])
     assert bad.exit_code == 2 and "--by" in bad.stderr
+
+
+def test_a_deleted_queue_is_named_as_such(api: ApiWorld, history: dict[str, str]) -> None:
+    """Usage records outlive the queue they name (`admin queue rm --purge-finished`)."""
+    from trainyard.server.services.usage import Interval, _names
+
+    with make_session_factory(api.engine)() as s:
+        name = _names(s, "queue")
+        gone = Interval("j-x", 1, None, 987_654, 0.0, 1.0, 1, 0.0, 0.0)
+        assert name(gone) == "#987654 (deleted queue)"
+        assert _names(s, "user")(gone) == "(deleted user)"

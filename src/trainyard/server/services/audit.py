@@ -5,7 +5,9 @@ fall together): through the API, job submits (with the group commit), cancels, t
 creation and revocation; through `trainyard admin`, every command that changes something
 (tenants, users and their roles, enabling and disabling, tokens, queues, node drains).
 Rows are never updated or deleted (database triggers refuse it). Read with `GET /v1/audit`
-(an admin sees its tenant's entries) and `trainyard admin audit` (every entry).
+(an admin sees its tenant's entries: an operator's change is its tenant's when it concerns
+the tenant, one of its users or their tokens, or one of its queues) and `trainyard admin
+audit` (every entry).
 """
 
 from __future__ import annotations

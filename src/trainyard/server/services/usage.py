@@ -179,7 +179,7 @@ def _names(session: Session, by: str) -> Callable[[Interval], str]:
         ident = getattr(iv, attr)
         if ident is None:
             return "(deleted user)"
-        return str(known.get(ident, f"#{ident}"))
+        return str(known.get(ident, f"#{ident} (deleted {by})"))  # usage outlives the row
 
     return name
 
