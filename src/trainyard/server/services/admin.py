@@ -230,7 +230,8 @@ def issue_user_token(
         raise AdminError("name", f"a token name has at most {TOKEN_NAME_MAX} characters")
     if expires_in_s is not None and not 0 < expires_in_s <= MAX_DURATION_S:  # as the API's
         raise AdminError(
-            "expires_in", f"must be up to ten years (3650d), got {expires_in_s:g} seconds"
+            "expires_in",
+            f"must be a positive number of seconds up to ten years (3650d), got {expires_in_s:g}",
         )
     expires_at = now + expires_in_s if expires_in_s is not None else None
     token_row, token = issue_token(session, row, now=now, name=name, expires_at=expires_at)
