@@ -205,6 +205,8 @@ def queue_list(
     for q in queues:
         if q.parent is None or q.parent not in by_name:
             walk(q, 0)
+    shown = {q.name for _depth, q in ordered}
+    ordered += [(0, q) for q in queues if q.name not in shown]  # on a cycle of parents
     rows = [
         (
             "  " * depth + q.name,

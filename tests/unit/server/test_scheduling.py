@@ -270,3 +270,31 @@ def test_split_reason_reads_back_what_is_stored() -> None:
         "restart 1 of 3 after lost: waiting",
     )
     assert split_reason(None) == ("", "")
+
+
+def test_a_cycle_of_queue_parents_in_the_database_does_not_stop_the_rounds(
+    factory: sessionmaker[Session], session: Session, world: World
+) -> None:
+    """A tree stored before queue changes took a lock (an outside review stored one with two
+    crossed `queue set --parent`): the core refuses such a snapshot, so every round failed
+    and nothing anywhere started. Those queues are now scheduled as roots."""
+    from trainyard.server.db import Queue
+    from trainyard.server.loop.cluster_rows import in_cycles
+
+    qa = Queue(name="qa", created_at=1000.0)
+    qb = Queue(name="qb", parent=qa, created_at=1000.0)
+    session.add_all([qa, qb])
+    session.flush()
+    qa.parent_id = qb.id  # qa -> qb -> qa
+    session.commit()
+    elsewhere = _submit(session, world, gpus=2)
+    cycled = world.job(session, now=1500.0, gpus=2)
+    cycled.queue_id = qa.id
+    session.commit()
+    applied = run_once(factory, now=NOW, metrics=platform_metrics())
+    assert not applied.retry
+    assert {launch.job_id for launch in applied.launch} == {elsewhere, cycled.id}
+    with factory() as s:
+        queues = {q.name: q.parent for q in load_snapshot(s, NOW + 1).queues}
+    assert queues["qa"] is None and queues["qb"] is None and queues["research"] == "root"
+    assert in_cycles({1: 2, 2: 3, 3: 2, 4: None, 5: 4}) == {2, 3}  # 1 only leads into it

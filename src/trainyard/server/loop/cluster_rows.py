@@ -5,11 +5,15 @@
   `schedulable` is given as not schedulable (its running jobs still hold their devices).
   Also the depth of the nodes' `topology_path`.
 - `queues(session, usage)`: every queue with its parent's name, guarantee, limit, weight and
-  usage (the fair-share history when given, else the stored figure), and id -> name.
+  usage (the fair-share history when given, else the stored figure), and id -> name. Queues
+  on a cycle of parents (`in_cycles`) are given as roots, with an error in the log: a bad
+  tree must not stop every round.
 - `topology_of(depth)`: topology levels are not stored yet: `level0`, `level1`, ...
 """
 
 from __future__ import annotations
+
+import logging
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -20,7 +24,9 @@ from trainyard.server.db import Health
 from trainyard.server.db import Node as NodeRow
 from trainyard.server.db import Queue as QueueRow
 
-__all__ = ["nodes", "queues", "topology_of"]
+__all__ = ["in_cycles", "nodes", "queues", "topology_of"]
+
+log = logging.getLogger(__name__)
 
 
 def nodes(session: Session) -> tuple[tuple[core.Node, ...], int]:
@@ -56,10 +62,15 @@ def queues(
 ) -> tuple[tuple[core.Queue, ...], dict[int, str]]:
     rows = list(session.scalars(select(QueueRow).order_by(QueueRow.id)))
     names = {q.id: q.name for q in rows}
+    cut = in_cycles({q.id: q.parent_id for q in rows})
+    if cut:
+        log.error("queue tree: %s form a cycle of parents; scheduled as roots until an admin "
+                  "fixes it (trainyard admin queue set NAME --parent ...)",
+                  ", ".join(sorted(names[i] for i in cut)))  # fmt: skip
     queues = tuple(
         core.Queue(
             name=q.name,
-            parent=names.get(q.parent_id) if q.parent_id is not None else None,
+            parent=names.get(q.parent_id) if q.parent_id is not None and q.id not in cut else None,
             guaranteed=q.guaranteed,
             limit=q.limit,
             weight=q.weight,
@@ -68,6 +79,21 @@ def queues(
         for q in rows
     )
     return queues, names
+
+
+def in_cycles(parents: dict[int, int | None]) -> set[int]:
+    """The queues on a cycle of parents (a tree stored before changes of it were locked,
+    `services/admin_queues.py`): the core refuses such a snapshot, so every round failed."""
+    cut: set[int] = set()
+    for start in parents:
+        path: list[int] = []
+        node: int | None = start
+        while node is not None and node not in path and node not in cut:
+            path.append(node)
+            node = parents.get(node)
+        if node is not None and node in path:
+            cut.update(path[path.index(node) :])
+    return cut
 
 
 def topology_of(depth: int) -> Topology:

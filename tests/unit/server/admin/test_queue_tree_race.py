@@ -66,3 +66,25 @@ def test_guarantees_added_at_once_cannot_exceed_the_parent(
     session.commit()
     thread.join(30)
     assert out == {"result": "guaranteed"}
+
+
+def test_queues_on_a_cycle_stored_before_the_lock_are_listed(
+    engine: Engine, session: Session, tmp_path: object
+) -> None:
+    """`admin queue list` walked the tree from its roots, so queues on a cycle vanished from
+    it: the operator could not see what to fix."""
+    from typer.testing import CliRunner
+
+    from trainyard.cli.main import app
+    from trainyard.server.db import Queue
+
+    svc.create_queue(session, "qa", now=NOW)
+    svc.create_queue(session, "qb", now=NOW, parent="qa")
+    session.commit()
+    qa = session.query(Queue).filter_by(name="qa").one()
+    qa.parent_id = session.query(Queue).filter_by(name="qb").one().id  # as the race left it
+    session.commit()
+    url = engine.url.render_as_string(hide_password=False)
+    out = CliRunner().invoke(app, ["admin", "queue", "list", "--db", url, "--home", str(tmp_path)])
+    assert out.exit_code == 0, out.output
+    assert "qa" in out.stdout and "qb" in out.stdout
