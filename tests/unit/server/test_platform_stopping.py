@@ -178,3 +178,20 @@ def test_a_cancelled_job_keeps_its_gpus_booked_until_its_run_has_stopped(
     with factory() as s:
         (record,) = s.scalars(select(UsageRecord).where(UsageRecord.job_id == a)).all()
         assert (record.started_at, record.ended_at) == (t0, t0 + 4)
+
+
+def test_a_run_that_ended_by_itself_is_billed_to_its_end_only(
+    factory: sessionmaker[Session], fake: FakeExecutor, session: Session, world: World
+) -> None:
+    """Only a run stopped on request goes on past its job's state change; one that ended by
+    itself (the Ray executor gives no end time) is not billed to when a server next looked."""
+    t0 = time.time()
+    platform = _platform(factory, fake)
+    a = _job(session, world, "a", t0, restarts=0)
+    platform.step(now=t0)
+    fake.finish(a, {0: 0, 1: 0, 2: 0, 3: 0})
+    platform.step(now=t0 + 5)  # SUCCEEDED at t0 + 5
+    platform.step(now=t0 + 20)  # the sweep forgets its settled run
+    with factory() as s:
+        (record,) = s.scalars(select(UsageRecord).where(UsageRecord.job_id == a)).all()
+        assert (record.started_at, record.ended_at) == (t0, t0 + 5)

@@ -350,7 +350,10 @@ class Platform:
             self._requeue(s, row, handle, now, out)
 
     def _billed_to_stop(self, s: Session, handle: RunHandle, status: RunStatus, now: float) -> None:
-        """The run's usage interval goes on to its stop (`usage.extend_to_stop`)."""
+        """A run stopped on request (cancel, preemption, resize) is billed to its stop
+        (`usage.extend_to_stop`); one that ended by itself was billed to its end."""
+        if jobdirs.stop_record(handle.run_dir) is None:
+            return
         end = min(now, status.ended_at if status.ended_at is not None else now)
         usage.extend_to_stop(s, handle.job_id, handle.attempt, end, self.executor.grace_s + 30)
 
