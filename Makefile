@@ -13,12 +13,15 @@ SRC    := $(shell find src -type f -not -path '*/__pycache__/*' -not -path '*.eg
 
 $(STAMP): $(SRC)
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@# the stamp takes the time the install began: a source changed while it runs is newer
+	@# than the stamp, so the next make installs again (it was kept stale before)
+	@touch $(STAMP).began
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	@# setuptools builds from build/lib*, which keeps modules that were renamed or removed
 	@# since; they would be installed again beside their new names
 	rm -rf build/lib* src/trainyard.egg-info
 	$(BIN)/python -m pip install --quiet -c constraints.txt '.[dev,torch,ray]'
-	@touch $(STAMP)
+	@mv $(STAMP).began $(STAMP)
 
 venv: $(STAMP)
 
