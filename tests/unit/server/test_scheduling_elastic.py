@@ -48,6 +48,21 @@ def _elastic(session: Session, world: World, gpus: int, low: int, high: int) -> 
     return job.id
 
 
+def _running_beside_rigid(
+    factory: sessionmaker[Session], session: Session, world: World, rigid_gpus: int, gpus: int
+) -> tuple[str, str]:
+    """A rigid job of `rigid_gpus` on the 4-GPU node, then an elastic one (1 to 4, asking
+    `gpus`) started on what is left; both RUNNING. Their ids."""
+    rigid = world.job(session, now=1500.0, gpus=rigid_gpus, topology="node")
+    session.commit()
+    run_once(factory, now=NOW, metrics=platform_metrics())
+    mark_running(factory, rigid.id, NOW + 1)
+    job_id = _elastic(session, world, gpus=gpus, low=1, high=4)
+    run_once(factory, now=NOW + 2, metrics=platform_metrics())
+    mark_running(factory, job_id, NOW + 3)
+    return rigid.id, job_id
+
+
 def test_an_elastic_job_starts_at_a_size_in_its_range_and_keeps_it(
     factory: sessionmaker[Session], session: Session, world: World
 ) -> None:
@@ -153,17 +168,11 @@ def test_reported_speedup_decides_whether_a_running_job_grows(
     step on 1 GPU and 0.5 s on 2 (linear) grows into idle GPUs; one measured at 2 s on 2
     (synchronisation costs more than the second GPU gives) does not grow (it may shrink
     back to the size it ran fastest at)."""
-    rigid = world.job(session, now=1500.0, gpus=2, topology="node")
-    session.commit()
-    run_once(factory, now=NOW, metrics=platform_metrics())
-    mark_running(factory, rigid.id, NOW + 1)
-    job_id = _elastic(session, world, gpus=2, low=1, high=4)
-    run_once(factory, now=NOW + 2, metrics=platform_metrics())
-    mark_running(factory, job_id, NOW + 3)
+    rigid, job_id = _running_beside_rigid(factory, session, world, rigid_gpus=2, gpus=2)
     _report(factory, job_id, 1, 1.0, NOW + 500)
     _report(factory, job_id, 2, at_two, NOW + 600)
     with factory() as s:
-        row = s.get(Job, rigid.id)
+        row = s.get(Job, rigid)
         assert row is not None
         transition(s, row, S.SUCCEEDED, reason="done", now=NOW + 700)
         s.commit()
@@ -244,15 +253,9 @@ def test_a_tenant_over_its_budget_may_not_grow_its_elastic_jobs(
     elastic job grew from 1 to 4 GPUs into idle ones (a growth is new consumption)."""
     from trainyard.server.loop.budgets import Budgets
 
-    blocker = world.job(session, now=1500.0, gpus=3, topology="node")
-    session.commit()
-    run_once(factory, now=NOW, metrics=platform_metrics())
-    mark_running(factory, blocker.id, NOW + 1)
-    job_id = _elastic(session, world, gpus=4, low=1, high=4)
-    run_once(factory, now=NOW + 2, metrics=platform_metrics())
-    mark_running(factory, job_id, NOW + 3)
+    blocker, _elastic_id = _running_beside_rigid(factory, session, world, rigid_gpus=3, gpus=4)
     with factory() as s:
-        row = s.get(Job, blocker.id)
+        row = s.get(Job, blocker)
         assert row is not None
         transition(s, row, S.SUCCEEDED, reason="done", now=NOW + 10)
         world.tenant.budget_gpu_hours = 0.001  # spent: 3 GPUs for a few seconds

@@ -385,7 +385,9 @@ class Platform:
         `progress_timeout_s` is stopped and ends failed as hung, even when it exits cleanly
         on the notice (the reason is in its `stop.json`: across a restart too)."""
         status = self.executor.poll(handle)
-        hung = self._hung.get(row.id) or recovery.hung_stop(handle.run_dir)
+        hung = self._hung.get(row.id, "")
+        if not hung and status.state != "running":  # (a stop recorded makes it not running)
+            hung = recovery.hung_stop(handle.run_dir)  # sent by an earlier server
         if not hung and status.state == "running":
             if self._hung_check:
                 hung = recovery.stalled(s, row, now, self.progress_timeout_s)

@@ -244,8 +244,7 @@ def load_snapshot(
             facts = elastic.elastic_of(row, reported.get(row.id))
             top = row.max_gpus  # a tenant over its budget may shrink, not grow (budgets.py)
             if row.tenant_id in over:
-                now_gpus = sum(len(nd.devices) for nd in placement)
-                top = now_gpus if top is None else min(top, now_gpus)
+                top = row.gpus if top is None else min(top, row.gpus)
             size = {"min_gpus": row.min_gpus, "max_gpus": top, "elastic": facts,
                     "restarts": max(0, row.attempt - 1)}  # fmt: skip
         elif row.state == S.RESIZING:  # holds its old and new devices until relaunched
