@@ -3,6 +3,8 @@ on both databases and with the in-memory executor (`exec/fake.py`): a job stoppe
 (no progress report for `progress_timeout_s`) while it checkpoints on its stop notice, and a
 job one of whose ranks failed while the others are being stopped. Only then does it fail
 (as hung: with that reason, also after a server restart) and the waiting job get its GPUs.
+A job cancelled while its run stops holds its GPUs likewise, also when the cancel lands
+between the step's sweep and its scheduling round.
 """
 
 from __future__ import annotations
@@ -178,6 +180,47 @@ def test_a_cancelled_job_keeps_its_gpus_booked_until_its_run_has_stopped(
     with factory() as s:
         (record,) = s.scalars(select(UsageRecord).where(UsageRecord.job_id == a)).all()
         assert (record.started_at, record.ended_at) == (t0, t0 + 4)
+
+
+def test_a_job_cancelled_between_the_sweep_and_the_round_keeps_its_gpus_booked(
+    factory: sessionmaker[Session],
+    fake: FakeExecutor,
+    session: Session,
+    world: World,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The cancel lands after the step looked at the runs and before its scheduling round
+    read the jobs (an API request served meanwhile): the round itself asks whether the run
+    still has processes, so the waiting job is not placed on GPUs still in use."""
+    t0 = time.time()
+    platform = _platform(factory, fake)
+    a = _job(session, world, "a", t0)
+    platform.step(now=t0)
+    fake.slow.add(a)
+    b = _job(session, world, "b", t0 + 1)
+    sweep = platform._sweep
+
+    def sweep_then_cancel(report: object, now: float) -> None:
+        sweep(report, now)  # type: ignore[arg-type]
+        with factory() as s:
+            row = s.get(Job, a)
+            assert row is not None
+            if row.state == S.RUNNING:
+                transition(s, row, S.CANCELLED, reason="cancelled by its user", now=now)
+                s.commit()
+
+    monkeypatch.setattr(platform, "_sweep", sweep_then_cancel)
+    platform.step(now=t0 + 2)
+    assert read_job(factory, a).state == S.CANCELLED
+    assert read_job(factory, b).state == S.PENDING  # a's ranks still hold the 4 GPUs
+    assert b not in platform._blocked
+    platform.step(now=t0 + 3)  # the sweep stops a's run now; it takes its grace period
+    assert read_job(factory, b).state == S.PENDING
+    fake.finish(a, {0: -15, 1: -15, 2: -15, 3: -15})
+    platform.step(now=t0 + 4)
+    assert read_job(factory, b).state in (S.STARTING, S.RUNNING)
+    assert [spec.job_id for spec in fake.launched] == [a, b]
+    assert b not in platform._blocked  # never placed on a's GPUs, so never refused there
 
 
 def test_a_run_that_ended_by_itself_is_billed_to_its_end_only(

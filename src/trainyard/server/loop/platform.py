@@ -120,7 +120,6 @@ class Platform:
         self.progress_timeout_s = progress_timeout_s  # 0: hung ranks are not looked for
         self._hung_at, self._hung_check = float("-inf"), False
         self._hung: dict[str, str] = {}  # RUNNING jobs stopped as hung -> why
-        self._stopping: frozenset[str] = frozenset()  # ended jobs whose runs still stop
 
     # ---- node --------------------------------------------------------------------------
 
@@ -171,7 +170,7 @@ class Platform:
             return scheduling.run_once(
                 factory, self.profile, now=now, cache=cache, metrics=metrics,
                 fairshare=self.fairshare, budgets=self.budgets, spares=self.spares,
-                stopping=self._stopping,
+                stopping=frozenset(self._runs), live=self._live,
             )  # fmt: skip
 
         applied = round_()
@@ -277,11 +276,16 @@ class Platform:
                 return
         report._merge(out)
 
+    def _live(self, job_id: str) -> bool:
+        """Whether the run of `job_id` still has processes: asked by the scheduling round of
+        a job with a run whose state holds no devices (cancelled after the sweep too)."""
+        handle = self._runs.get(job_id)
+        return handle is not None and not self.executor.poll(handle).settled
+
     def _sweep(self, report: StepReport, now: float) -> None:
         """Stop the runs of jobs that no longer need them; forget settled runs of such jobs
         (billed until they stopped). Those still stopping hold their devices in the
-        scheduling round (`_stopping`)."""
-        self._stopping = frozenset()
+        scheduling round (`_live`)."""
         if not self._runs:
             return
         with self.session_factory() as s:
@@ -305,7 +309,6 @@ class Platform:
                 with self.session_factory() as s:
                     self._billed_to_stop(s, handle, status, now)
                     s.commit()
-        self._stopping = frozenset(j for j in self._runs if states.get(j) not in _KEEP_RUN)
 
     def _observe(self, s: Session, row: Job, now: float, out: _Out) -> None:
         state = S(row.state)

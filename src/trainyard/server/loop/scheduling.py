@@ -196,13 +196,17 @@ def load_snapshot(
     budgets: Budgets | None = None,
     spares: Spares | None = None,
     stopping: frozenset[str] = frozenset(),
+    live: Callable[[str], bool] | None = None,
 ) -> Snapshot:
     """The cluster as the core sees it at `now` (see the module docstring for the rules).
     Pending jobs come from `cache` (`pending.PendingCache`, kept across rounds) when given;
     each queue's usage history from `fairshare` (`fairshare.FairShare`) when given; hot
     spares are marked by `spares` (`spares.Spares`) when given. `stopping`: jobs that left
     the states that hold devices (cancelled, failed) while their run still has processes:
-    they hold their devices, as a preempted victim does, until the platform sees it gone."""
+    they hold their devices, as a preempted victim does, until the platform sees it gone.
+    With `live`, `stopping` may name every job with a run and `live(job_id)` is asked, after
+    the job states are read, whether a run of a job in another state still has processes:
+    a job cancelled after the platform last looked at its run is held all the same."""
     nodes, depth = cluster_rows.nodes(session)
     total = sum(n.gpus for n in nodes)
     usage = fairshare.shares(session, now, total) if fairshare is not None else {}
@@ -213,6 +217,8 @@ def load_snapshot(
     if stopping:
         holds = or_(holds, JobRow.id.in_(list(stopping)))
     holding = list(session.scalars(select(JobRow).where(holds).order_by(JobRow.id)))
+    if live is not None:
+        holding = [r for r in holding if r.state in HOLDS_DEVICES or live(r.id)]
     reported = reports.observations(session, (r.id for r in holding if elastic.movable(r)))
     over = budgets.over(session, now) if budgets is not None else {}
     taken: set[tuple[str, int]] = set()
@@ -430,13 +436,15 @@ def run_once(
     budgets: Budgets | None = None,
     spares: Spares | None = None,
     stopping: frozenset[str] = frozenset(),
+    live: Callable[[str], bool] | None = None,
 ) -> Applied:
     """One scheduling round: load, decide, apply; observes the cycle latency and refreshes the
-    gauges. A `retry` result wrote nothing; run again. `stopping`: see `load_snapshot`."""
+    gauges. A `retry` result wrote nothing; run again. `stopping`, `live`: see
+    `load_snapshot`."""
     began = time.perf_counter()
     with session_factory() as session:
         snapshot = load_snapshot(
-            session, now, topology, cache, fairshare, budgets, spares, stopping
+            session, now, topology, cache, fairshare, budgets, spares, stopping, live
         )
         with gc_paused():
             decision, parked = parking.decide(snapshot, profile)
