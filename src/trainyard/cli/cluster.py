@@ -117,7 +117,7 @@ def nodes_command(
             name,
             escape(n["executor"]),
             escape(n["health"]),
-            "yes" if n["schedulable"] else "no",
+            _schedulable(n),
             f"{n['cpus']:g}",
             f"{n['memory_gb']:.0f} GB",
             escape(devices_text(n["devices"])),
@@ -129,3 +129,12 @@ def nodes_command(
             "note: VIRTUAL devices are declared, not real GPUs (no GPU was found); "
             "jobs placed on them run on the CPU"
         )
+
+
+def _schedulable(node: dict[str, Any]) -> str:
+    """The SCHEDULABLE column: the operator's flag, and "no" for a node that is not healthy
+    whatever the flag says (with its health)."""
+    health = str(node.get("health", "healthy"))
+    if health != "healthy":
+        return f"no ({escape(health)})"
+    return "yes" if node["schedulable"] else "no"

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from trainyard.server.config import (
     DEFAULT_HOST,
@@ -41,7 +42,8 @@ def register(app: typer.Typer) -> None:
 
 
 def _fail(message: str) -> None:
-    Console(stderr=True, highlight=False).print(f"[red]error:[/red] {message}")
+    # the message is text, not markup: `pip install 'trainyard[ray]'` keeps its brackets
+    Console(stderr=True, highlight=False).print(f"[red]error:[/red] {escape(message)}")
     raise typer.Exit(2)
 
 
@@ -277,8 +279,9 @@ class _Watch:
                 body: dict[str, Any] = answer.json()
                 if answer.status_code != 201:
                     error = body.get("error", {})
-                    console.print(f"[red]{path}: rejected: {error.get('field') or ''} "
-                                  f"{error.get('message')}[/red]")  # fmt: skip
+                    why = escape(f"{path}: rejected: {error.get('field') or ''} "
+                                 f"{error.get('message')}")  # fmt: skip
+                    console.print(f"[red]{why}[/red]")
                     continue
                 with self._lock:
                     self.names[body["id"]] = path.parent.name if path.stem == "job" else path.stem

@@ -184,7 +184,7 @@ def _drained(cycle: Cycle, job: Job) -> tuple[str, bool]:
         if node.gpu_memory_gb < job.gpu_memory_gb or not node.gpus:
             continue
         if not node.schedulable:
-            out.append(f"{node.name} ({node.gpus} GPUs) is drained")
+            out.append(f"{node.name} ({node.gpus} GPUs) is {node.down or 'drained'}")
             temporary = True
         elif node.spare:
             out.append(f"{node.name} ({node.gpus} GPUs) is a hot spare, kept for recovering jobs")
@@ -242,7 +242,7 @@ def _on_drained(cycle: Cycle, job: Job) -> str:
     index = cycle.state_of(DrainedIndex)
     if index.nodes is None:
         snapshot = cycle.snapshot
-        drained = {n.name for n in snapshot.nodes if not n.schedulable and n.gpus}
+        drained = {n.name for n in snapshot.nodes if not n.schedulable and not n.down and n.gpus}
         used: dict[str, int] = dict.fromkeys(drained, 0)
         if drained:
             for r in snapshot.running:

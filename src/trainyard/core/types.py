@@ -60,6 +60,9 @@ class Node:
     `unavailable` lists device indices that must not be used (failed or drained GPUs).
     `spare`: a hot spare, kept idle for jobs recovering from a failure (`Job.recovering`),
     which try the spares before any other node (`core/spares.py`); no other job goes there.
+    `down`: why a node that is not `schedulable` takes no work when it is not an operator's
+    drain or cordon ("" then), e.g. "lost": reasons say so, and do not offer its GPUs as
+    ones an operator could give back.
     """
 
     name: str
@@ -74,6 +77,7 @@ class Node:
     unavailable: tuple[int, ...] = ()
     virtual: bool = False  # devices are declared, not discovered (no real GPU behind them)
     spare: bool = False
+    down: str = ""
 
 
 @dataclass(frozen=True, slots=True)

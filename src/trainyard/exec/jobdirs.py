@@ -101,6 +101,12 @@ def known_jobs(root_dir: Path) -> list[str]:
     return sorted(p.name for p in jobs.iterdir() if p.is_dir()) if jobs.is_dir() else []
 
 
+def attempts(base: Path) -> list[int]:
+    """The attempt numbers that have a folder under `base` (`attempt-<N>`), ascending."""
+    names = (p.name.split("-", 1)[1] for p in base.glob("attempt-*")) if base.is_dir() else ()
+    return sorted(int(n) for n in names if n.isdigit())
+
+
 def attempt_dir(base: Path, attempt: int | None) -> Path | None:
     """`base/attempt-<attempt>`, or the highest-numbered one when `attempt` is None (None:
     there is none)."""

@@ -85,6 +85,7 @@ NODE: dict[str, Spec] = {
     "unavailable": ("ints", 0),
     "virtual": ("bool", None),
     "spare": ("bool", None),
+    "down": ("str", None),
 }
 QUEUE: dict[str, Spec] = {
     "name": ("str", None),

@@ -5,6 +5,7 @@ stop with a notice, adoption by a new executor, and fencing of an older attempt.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -183,3 +184,49 @@ def test_gpu_probes_run_on_each_node_and_say_why_checks_are_off(
         assert all(v == [] for v in ex.gpu_problems().values())
     finally:
         ex.close()
+
+
+def _ppid(pid: int) -> int:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[1])
+
+
+def test_a_stop_reaches_a_rank_whose_supervisor_does_not_answer(executor: Any) -> None:
+    """Outside review 6 (M3): a cancel while the rank's supervisor actor hung left the rank
+    running and its GPUs held for good; a requested stop now ends, as a failing run's does,
+    with Ray killing the actors that do not answer (the rank dies with its actor)."""
+    handle = executor.launch(_spec("j-hung", SLEEPER, (Host("w1", (3,), 1),)))
+    _wait_output(executor, handle, 0, "up")
+    rank = handle.ranks[0].pid
+    supervisor = _ppid(rank)
+    os.kill(supervisor, signal.SIGSTOP)
+    try:
+        executor.request_stop(handle, reason="cancelled by its user")
+        status = _settle(executor, handle, timeout_s=90.0)
+        assert status.settled and status.exit_codes[0] is None  # its actor was killed
+        deadline = time.monotonic() + 10
+        while procfs.alive(rank, None):
+            assert time.monotonic() < deadline, "the rank outlived its killed supervisor"
+            time.sleep(0.05)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(supervisor, signal.SIGCONT)
+
+
+def test_a_rank_nobody_can_reach_stops_when_the_next_attempt_is_fenced(
+    executor: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Outside review 6 (H2): a node frozen or cut off is declared dead by Ray while its
+    ranks live on, out of reach of the actor kills that fence an old attempt. Here the kills
+    are switched off, as if Ray no longer listed the actors: the rank of attempt 0 reads the
+    job's fence in the shared directory and is gone before attempt 1 starts beside it."""
+    first = executor.launch(_spec("j-cut", SLEEPER, (Host("w1", (2,), 1),)))
+    _wait_output(executor, first, 0, "up")
+    monkeypatch.setattr(executor, "_fence", lambda job_id, attempt: None)
+    second = executor.launch(_spec("j-cut", SLEEPER, (Host("w2", (2,), 1),), attempt=1))
+    assert not procfs.alive(first.ranks[0].pid, None)  # gone before attempt 1 started
+    status = _settle(executor, first)
+    assert status.exit_codes == {0: -signal.SIGKILL}
+    _wait_output(executor, first, 0, "attempt 1 of this job started: this rank was killed")
+    _wait_output(executor, second, 0, "up")
+    assert executor.poll(second).state == "running"

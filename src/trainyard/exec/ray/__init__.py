@@ -1,10 +1,11 @@
 """`RayExecutor`: a job's ranks as Ray actors, each on exactly the node and devices the core
 chose (install with `pip install 'trainyard[ray]'`).
 
-Connecting: `ray.init(address=...)` (an existing cluster: `ray://` or `host:port`; None
-with no cluster running starts a local Ray, which tests do not use: they start
-`ray.cluster_utils.Cluster`). Nodes come from `ray.nodes()` (`nodes.from_ray`: names, GPUs,
-types, topology labels); the platform stores them and marks those Ray lost as LOST.
+Connecting: `ray.init(address=...)` (an existing cluster: the head's `host:port`, checked
+first by `connect.check_address`; None with no cluster running starts a local Ray, which
+tests do not use: they start `ray.cluster_utils.Cluster`). Nodes come from `ray.nodes()`
+(`nodes.from_ray`: names, GPUs, types, topology labels); the platform stores them and
+marks those Ray lost as LOST.
 
 Launch: one `RankSupervisor` actor per rank (`actor.py`), detached, named
 `<job>.<attempt>.<rank>` in the namespace `trainyard`, pinned with
@@ -18,8 +19,10 @@ server's `runs` directory: on a real cluster it must be a shared filesystem moun
 same path on every node (docs/ray.md).
 
 Fencing: before attempt N of a job starts, every actor of an earlier attempt that Ray still
-knows is killed and waited for; a rank's process dies with its actor (parent-death signal),
-so no rank of an old attempt outlives it.
+knows is killed and waited for; a rank's process dies with its actor (parent-death signal).
+A rank on a node cut off from Ray outlives what Ray knows: the job's fence file names
+attempt N first, every supervisor kills its rank once it reads a later attempt there, and
+attempt N waits for them to read it when an earlier rank may be such a one (`fence.py`).
 
 Status: each rank's `wait` is an object ref; `poll` looks at them without blocking. A rank
 whose actor died (its node left, its process was killed) is *lost*: the run fails with
@@ -50,11 +53,13 @@ from trainyard.exec import jobdirs, jobenv, procfs
 from trainyard.exec.base import NodeInfo
 from trainyard.exec.gpuhealth import GpuProblem
 from trainyard.exec.jobdirs import job_dir, private_dir, server_user
+from trainyard.exec.ray import fence
 from trainyard.exec.ray.actor import RankSupervisor
+from trainyard.exec.ray.connect import RayMissing, check_address
 from trainyard.exec.ray.health import Probes
 from trainyard.exec.ray.logfile import relay
-from trainyard.exec.ray.nodes import from_ray
-from trainyard.exec.ray.runs import RayRun, attempt_of, judge, lost_reason
+from trainyard.exec.ray.nodes import duplicates, from_ray, report_clashes
+from trainyard.exec.ray.runs import RayRun, judge, lost_reason
 from trainyard.exec.ray.watch import Watcher
 from trainyard.exec.run import (
     DeviceBusy,
@@ -71,10 +76,7 @@ from trainyard.exec.run import (
 NAMESPACE = "trainyard"
 DEFAULT_LOG_CAP = 64 * 1024 * 1024
 START_TIMEOUT_S = 60.0
-
-
-class RayMissing(RuntimeError):
-    """Ray is not installed, or the cluster cannot be reached (the message says which)."""
+UNRESPONSIVE_S = 10.0  # after SIGKILL was asked: a supervisor this slow is killed by Ray
 
 
 def _ray() -> Any:
@@ -114,6 +116,7 @@ class RayExecutor:
         self.namespace = namespace
         self._owns_ray = not ray.is_initialized()
         if self._owns_ray:
+            check_address(address)  # ray.init would wait for ever where nothing listens
             try:
                 ray.init(
                     address=address,
@@ -129,6 +132,7 @@ class RayExecutor:
         self._runs: dict[tuple[str, int], RayRun] = {}
         self._latest: dict[str, RayRun] = {}
         self._node_ids: dict[str, str] = {}  # node name -> Ray node id (alive nodes)
+        self._clashes: dict[str, list[str]] = {}  # names two live nodes claim (logged)
         self._lock = threading.Lock()
         self._watcher: Watcher | None = None
         # GPU health on each node (health.py): None checks nodes with real GPUs only
@@ -140,8 +144,11 @@ class RayExecutor:
     # ---- nodes -------------------------------------------------------------------------
 
     def nodes(self) -> list[NodeInfo]:
-        """The cluster's nodes now (dead ones with `alive=False`)."""
-        found = from_ray(self._ray.nodes(), self.virtual_gpus)
+        """The cluster's nodes now (dead ones with `alive=False`); two live nodes claiming
+        one name are logged as an error once per clash (`nodes.duplicates`)."""
+        records = self._ray.nodes()
+        found = from_ray(records, self.virtual_gpus, prefer=self._node_ids)
+        self._clashes = report_clashes(duplicates(records), found, self._clashes)
         self._node_ids = {n.name: n.engine_id for n in found if n.alive}
         self._found = found
         return found
@@ -161,6 +168,9 @@ class RayExecutor:
         return [
             f"Ray executor on {where}: ranks run as the Ray workers' user, without cgroup "
             "limits of trainyard's (the runs directory must be shared by every node)",
+            "WARNING: Ray has no access control between jobs: any job can reach the cluster, "
+            "act on other jobs' ranks and run code on every node; give one Ray cluster to "
+            "tenants that trust each other (docs/ray.md, Security)",
             "GPU health checks: off (the GPUs are virtual)"
             if self._probes is None or (self.virtual_gpus and not self._probes.always)
             else "GPU health checks: a probe on each node with real GPUs reads NVML there",
@@ -187,17 +197,23 @@ class RayExecutor:
         missing = [h.node for h in spec.hosts if h.node not in self._node_ids]
         if missing:
             raise NodeGone(f"node {missing[0]} is not in the Ray cluster (lost or never joined)")
+        jd = self.job_dir(spec.job_id)
+        for d in (self.root_dir, self.root_dir / "jobs", jd):
+            private_dir(d, 0o711)
+        earlier = [n for n in jobdirs.attempts(jd) if n < spec.attempt]
+        seen = {n: run for (job, n), run in self._runs.items() if job == spec.job_id}
+        unsure = fence.unsure(earlier, seen)
+        fence.write(jd, spec.attempt)  # ranks of earlier attempts that read it stop
         self._fence(spec.job_id, spec.attempt)
+        if unsure:  # ranks that may live where nobody can reach them: give them time to read
+            time.sleep(fence.WAIT_S)
         busy = self._busy(spec)
         if busy:
             raise DeviceBusy(spec.job_id, busy)
-        jd = self.job_dir(spec.job_id)
         run_dir = jd / f"attempt-{spec.attempt}"
         if (run_dir / "run.json").exists():
             raise FileExistsError(f"{spec.job_id} attempt {spec.attempt} was already launched")
         log_dir = jd / "logs" / f"attempt-{spec.attempt}"
-        for d in (self.root_dir, self.root_dir / "jobs", jd):
-            private_dir(d, 0o711)
         for d in (run_dir, jd / "logs", log_dir, jd / "checkpoints", jd / "home", jd / "tmp"):
             private_dir(d, 0o700)
         jobdirs.clear_notice(jd)
@@ -271,7 +287,10 @@ class RayExecutor:
                 "TRAINYARD_RANK_DEVICES": ",".join(map(str, positions(shown, devices))),
                 "TRAINYARD_NODE": host.node,
             }
-            starts[rank] = (run.actors[rank].start.remote(list(spec.command), env, cwd), devices)
+            start = run.actors[rank].start.remote(
+                list(spec.command), env, cwd, str(fence.fence_file(jd)), spec.attempt
+            )
+            starts[rank] = (start, devices)
             log = log_dir / f"rank-{rank}.log"
             log.touch(mode=0o600)
             run.handle.ranks += (RankInfo(rank, 0, None, log, devices, host.node),)
@@ -304,25 +323,10 @@ class RayExecutor:
 
     def _fence(self, job_id: str, attempt: int) -> None:
         """Kill every actor of an earlier attempt of `job_id` that Ray still knows."""
-        ray = self._ray
         for (job, number), run in list(self._runs.items()):
             if job == job_id and number < attempt and not run.settled:
                 self._kill_all(run)
-        prefix = f"{job_id}."
-        names = [
-            n for n in ray.util.list_named_actors() if isinstance(n, str) and n.startswith(prefix)
-        ]
-        old = [n for n in names if attempt_of(n, prefix) is not None]
-        old = [n for n in old if (attempt_of(n, prefix) or 0) < attempt]
-        for name in old:
-            with contextlib.suppress(ValueError, ray.exceptions.RayError):
-                ray.kill(ray.get_actor(name, namespace=self.namespace), no_restart=True)
-        deadline = time.monotonic() + 10.0
-        while old and time.monotonic() < deadline:
-            alive = set(ray.util.list_named_actors())
-            old = [n for n in old if n in alive]
-            if old:
-                time.sleep(0.05)
+        fence.kill_named(self._ray, self.namespace, job_id, attempt)
 
     def _track(self, run: RayRun) -> None:
         h = run.handle
@@ -392,8 +396,12 @@ class RayExecutor:
         verdict = judge(run, stop)
         if verdict.failing:
             self._escalate(run, time.monotonic())
-        elif stop is not None and not run.settled and time.time() - stop[0] >= self.grace_s:
-            self._signal(run, signal.SIGKILL)  # a requested stop past its grace period
+        elif stop is not None and not run.settled:  # a requested stop past its grace period:
+            past = time.time() - stop[0] - self.grace_s
+            if past >= 0:
+                self._signal(run, signal.SIGKILL)
+            if past >= UNRESPONSIVE_S:  # actors that do not answer: killed by Ray
+                self._kill_all(run)
         if run.settled:
             self._release(run)
         return RunStatus(verdict.state, run.exit_codes(), verdict.first, run.settled,
@@ -413,7 +421,7 @@ class RayExecutor:
             self._signal(run, signal.SIGTERM)
         elif now - h.term_sent_at >= self.grace_s:
             self._signal(run, signal.SIGKILL)
-            if now - h.term_sent_at >= self.grace_s + 10.0:  # unresponsive actors
+            if now - h.term_sent_at >= self.grace_s + UNRESPONSIVE_S:  # unresponsive actors
                 self._kill_all(run)
 
     def _release(self, run: RayRun) -> None:

@@ -11,6 +11,11 @@ node is lost, Ray kills it), the rank dies with it and cannot go on writing chec
 beside a new attempt. The parent-death signal follows the *thread* that started the child,
 so the child is started from a thread of this class that lives until the child has exited.
 
+That does not reach a rank whose node is cut off or frozen rather than dead: Ray declares
+the node dead while this process lives on. So a thread of this class also reads the job's
+fence in the shared runs directory and kills the rank when a later attempt is named there
+(`fence.py`).
+
 Output (stdout and stderr together) is read by another thread into a buffer that `read`
 empties; the executor appends it to the rank's log file on the server. The buffer keeps at
 most `BUFFER_CAP` unread bytes (the oldest are dropped, and a line says how many).
@@ -26,6 +31,8 @@ import socket
 import subprocess
 import threading
 import time
+
+from trainyard.exec.ray import fence
 
 BUFFER_CAP = 8 * 1024 * 1024
 _PR_SET_PDEATHSIG = 1
@@ -63,13 +70,29 @@ class RankSupervisor:
             s.bind(("", 0))
             return int(s.getsockname()[1])
 
-    def start(self, argv: list[str], env: dict[str, str], cwd: str | None) -> dict[str, object]:
-        """Start the rank (once); its pid and the time it started, or the error."""
+    def start(
+        self,
+        argv: list[str],
+        env: dict[str, str],
+        cwd: str | None,
+        fence_path: str | None = None,
+        attempt: int = 0,
+    ) -> dict[str, object]:
+        """Start the rank (once); its pid and the time it started, or the error. With
+        `fence_path`, the rank is killed once that fence names an attempt after `attempt`."""
         if self._thread is None:
             self._thread = threading.Thread(
                 target=self._run, args=(argv, env, cwd), name="rank", daemon=True
             )
             self._thread.start()
+            self._started.wait()
+            if fence_path is not None and self._proc is not None:
+                threading.Thread(
+                    target=fence.watch,
+                    args=(fence_path, attempt, self._done.wait, self._fenced),
+                    name="fence",
+                    daemon=True,
+                ).start()
         self._started.wait()
         proc = self._proc
         return {"pid": proc.pid if proc else 0, "error": self._error, "at": time.time()}
@@ -105,6 +128,12 @@ class RankSupervisor:
         return {"pid": proc.pid if proc else 0, "exited": self._done.is_set(), "code": self._code}
 
     # ---- inside the actor --------------------------------------------------------------
+
+    def _fenced(self, later: int) -> None:
+        """A later attempt of the job has started: this rank must not go on."""
+        if self.signal(signal.SIGKILL):
+            note = f"[trainyard] attempt {later} of this job started: this rank was killed\n"
+            self._append(note.encode())
 
     def _run(self, argv: list[str], env: dict[str, str], cwd: str | None) -> None:
         try:

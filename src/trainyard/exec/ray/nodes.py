@@ -18,15 +18,21 @@ without Ray). What each field comes from, labels first (`ray start --labels`, or
 
 The head node (Ray's `node:__internal_head__` resource) is skipped when it offers no GPUs:
 it runs the server, not jobs. A node Ray reports dead is kept with `alive=False`, unless
-a live node of the same name exists (it restarted).
+a live node of the same name exists (it restarted). Two live nodes claiming one name (a
+mistyped label, or a machine posing as another to be sent its jobs) are not merged: the
+one already known under the name keeps it (`prefer`), else the smaller Ray node id, the
+same choice on every call, and `duplicates` lists the clash for the executor to report.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from trainyard.exec.base import NodeInfo
+
+log = logging.getLogger(__name__)
 
 LABEL = "trainyard.io/"
 VIRTUAL_MEMORY_GB = 80.0
@@ -60,8 +66,13 @@ def _truthy(value: object) -> bool:
     return str(value).strip().lower() in ("1", "true", "yes")
 
 
-def from_ray(records: Iterable[Mapping[str, Any]], virtual: bool = False) -> list[NodeInfo]:
-    """`NodeInfo`s of `ray.nodes()` records, by name (see the module docstring)."""
+def from_ray(
+    records: Iterable[Mapping[str, Any]],
+    virtual: bool = False,
+    prefer: Mapping[str, str] | None = None,
+) -> list[NodeInfo]:
+    """`NodeInfo`s of `ray.nodes()` records, by name (see the module docstring); `prefer`:
+    the Ray node id each name was given to before."""
     found: dict[str, NodeInfo] = {}
     for rec in records:
         resources: Mapping[str, float] = rec.get("Resources") or {}
@@ -92,7 +103,45 @@ def from_ray(records: Iterable[Mapping[str, Any]], virtual: bool = False) -> lis
             labels={str(k): str(v) for k, v in labels.items()},
             engine_id=str(rec.get("NodeID", "")),
         )
-        old = found.get(info.name)
-        if old is None or (info.alive and not old.alive):
+        if _takes_over(info, found.get(info.name), prefer or {}):
             found[info.name] = info
     return sorted(found.values(), key=lambda n: n.name)
+
+
+def _takes_over(new: NodeInfo, old: NodeInfo | None, prefer: Mapping[str, str]) -> bool:
+    """Whether `new` is the node of its name rather than `old` (module docstring): a live
+    node over a dead one; of two live ones, the one known under the name, else the smaller
+    Ray node id."""
+    if old is None or new.alive != old.alive:
+        return old is None or new.alive
+    if not new.alive:
+        return False
+    known = prefer.get(new.name)
+    if known in (new.engine_id, old.engine_id):
+        return known == new.engine_id
+    return new.engine_id < old.engine_id
+
+
+def duplicates(records: Iterable[Mapping[str, Any]]) -> dict[str, list[str]]:
+    """Names claimed by more than one live node: name -> each claimant's "<node id> at
+    <address>", sorted."""
+    claims: dict[str, list[str]] = {}
+    for rec in records:
+        if rec.get("Alive"):
+            where = f"{str(rec.get('NodeID', ''))[:12]} at {rec.get('NodeManagerAddress', '?')}"
+            claims.setdefault(node_name(rec), []).append(where)
+    return {name: sorted(c) for name, c in claims.items() if len(c) > 1}
+
+
+def report_clashes(
+    clashes: dict[str, list[str]], found: list[NodeInfo], logged: dict[str, list[str]]
+) -> dict[str, list[str]]:
+    """Log each clash of `duplicates` not in `logged` (the last call's) as an error naming
+    the node kept; the clashes to pass as `logged` next time."""
+    for name, claims in clashes.items():
+        if logged.get(name) != claims:
+            kept = next((n.engine_id[:12] for n in found if n.name == name), "?")
+            log.error("two live Ray nodes claim the name %s (%s): jobs go to %s only; give the "
+                      "other a label trainyard.io/node of its own", name, ", ".join(claims),
+                      kept)  # fmt: skip
+    return clashes

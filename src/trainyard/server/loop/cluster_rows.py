@@ -52,6 +52,7 @@ def nodes(session: Session) -> tuple[tuple[core.Node, ...], int]:
                 schedulable=row.schedulable and row.health == Health.HEALTHY,
                 unavailable=tuple(i for i in range(count) if i not in healthy),
                 virtual=row.virtual or any(d.virtual for d in devices),
+                down="lost" if row.health == Health.LOST else "",
             )
         )
     return tuple(out), depth

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sqlalchemy import select, update
+from sqlalchemy import delete, select, update
 from sqlalchemy.orm import Session
 
 from trainyard.exec.run import Host, LaunchSpec
@@ -67,7 +67,8 @@ def launch_spec(
 
 def job_token(s: Session, row: Job, attempt: int, now: float) -> str:
     """A token of the job's user scoped to this job: it reads this job only and works
-    while the job runs (`verify_token`); it is committed with the job's RUNNING state."""
+    while the job is STARTING or RUNNING (`verify_token`). The platform commits it before
+    the executor starts the ranks, so no database lock is held while the executor works."""
     user = row.user
     if user is None:
         return ""
@@ -75,6 +76,13 @@ def job_token(s: Session, row: Job, attempt: int, now: float) -> str:
         s, user, now=now, name=f"job {row.id} attempt {attempt}", job_id=row.id
     )
     return token
+
+
+def drop_token(s: Session, row: Job, attempt: int) -> None:
+    """Delete the token made for `attempt` of the job (a launch the executor refused: no
+    process ever had it; a new one is made when the launch is tried again)."""
+    name = f"job {row.id} attempt {attempt}"
+    s.execute(delete(ApiToken).where(ApiToken.job_id == row.id, ApiToken.name == name))
 
 
 def fence_tokens(s: Session, row: Job, attempt: int, now: float) -> None:

@@ -460,12 +460,14 @@ class Platform:
         attempt = self._attempt(row)
         handle = self._handle(row.id, attempt)  # launched before a crash: do not launch twice
         if handle is None:
+            token = launching.job_token(s, row, attempt, now)
+            launching.fence_tokens(s, row, attempt, now)
+            s.commit()  # the executor's call may block (Ray): no database lock held meanwhile
             try:
-                token = launching.job_token(s, row, attempt, now)
-                launching.fence_tokens(s, row, attempt, now)
                 spec = launching.launch_spec(row, attempt, token, self._local, self.virtual)
                 handle = self.executor.launch(spec)
             except DeviceBusy as busy:
+                launching.drop_token(s, row, attempt)
                 self._refused(s, row, busy, out)
                 return
             except NodeGone as gone:  # a node left since the decision: requeued at no cost
@@ -486,8 +488,7 @@ class Platform:
 
     def _refused(self, s: Session, row: Job, busy: DeviceBusy, out: _Out) -> None:
         """The executor would not start `row` on devices a live run holds: it waits (its
-        token is not committed) and is tried again every step; logged once per cause."""
-        s.rollback()
+        token dropped) and is tried again every step; logged once per cause."""
         held = ", ".join(f"{d} (job {j})" for d, (j, _a) in sorted(busy.holders.items()))
         reason = f"waiting for devices still held by live runs: {held}"
         if self._blocked.get(row.id) != reason:

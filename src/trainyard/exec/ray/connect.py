@@ -1,0 +1,61 @@
+"""Connecting the Ray executor to its cluster, with errors that say what to do.
+
+`ray.init` against an address where nothing listens retries for ever: Ray 2.60 prints its
+own warnings and never returns (outside review 6: `trainyard up --ray-address 127.0.0.1:1`
+still hung after 10 minutes). So the address is read and its port tried over TCP first
+(`check_address`), with errors naming `--ray-address` and the fix. `ray://` (Ray Client)
+is refused: it needs `ray[client]`, which the `ray` extra does not install, and the
+executor drives the cluster as one of its drivers (detached actors, node ids), which is
+what a server on a machine of the cluster does.
+"""
+
+from __future__ import annotations
+
+import socket
+from typing import Final
+
+__all__ = ["PROBE_TIMEOUT_S", "RayMissing", "check_address"]
+
+PROBE_TIMEOUT_S: Final = 10.0
+
+
+class RayMissing(RuntimeError):
+    """Ray is not installed, or the cluster cannot be reached (the message says which)."""
+
+
+def check_address(address: str | None) -> None:
+    """Refuse an address that names no reachable Ray head (None and `auto`: Ray's own
+    search, left to `ray.init`)."""
+    if address is None:
+        return
+    text = address.strip()
+    if not text:
+        raise RayMissing(
+            "--ray-address is empty: give the head's host:port (`ray start --head` prints it)"
+        )
+    if text.startswith("ray://"):
+        raise RayMissing(
+            f"--ray-address {text}: Ray Client (ray://) is not supported; run the server on "
+            "a machine of the cluster and give the head's host:port"
+        )
+    if text == "auto":
+        return
+    host, sep, port = text.rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise RayMissing(f"--ray-address {text}: expected the head's host:port, e.g. 10.0.0.5:6379")
+    try:
+        socket.create_connection((host, int(port)), timeout=PROBE_TIMEOUT_S).close()
+    except ConnectionRefusedError:
+        raise RayMissing(
+            f"--ray-address {text}: nothing listens there (connection refused); start the "
+            f"head there (ray start --head --port {port}) or fix the address"
+        ) from None
+    except TimeoutError:
+        raise RayMissing(
+            f"--ray-address {text}: no answer within {PROBE_TIMEOUT_S:g} s; check the host, "
+            "the port and the firewall between them"
+        ) from None
+    except OSError as error:  # unknown host, no route
+        why = error.strerror or str(error)
+        raise RayMissing(f"--ray-address {text}: cannot reach it ({why})") from None
