@@ -119,8 +119,8 @@ def up_command(
         str,
         typer.Option(
             "--job-user",
-            help="who jobs run as: auto (a uid of their own when the server is root), "
-            "dynamic, server, or an account name (docs/security.md)",
+            help="who jobs run as: auto (a uid of their own when the server is root; on "
+            "Ray the workers' user), dynamic, server, or an account name (docs/security.md)",
         ),
     ] = "auto",
     job_env: Annotated[

@@ -122,10 +122,7 @@ class Server:
         if self._umask is None:
             self._umask = umask
         cfg.home.mkdir(parents=True, exist_ok=True)
-        try:
-            users = JobUsers.create(cfg.job_user, cfg.runs_dir, ours=(cfg.home,))
-        except IdentityError as error:
-            raise ServerError(str(error)) from None
+        users = job_users(cfg)
         cfg.home.chmod(0o700 if users.mode == "server" else 0o711)
         self._lock_home()
         check_port(cfg.host, cfg.port)
@@ -204,6 +201,7 @@ class Server:
                     virtual_gpus=cfg.virtual_gpus is not None,
                     job_env=cfg.job_env,
                     log_cap_bytes=int(cfg.log_cap_mb * 1024 * 1024),
+                    users=users,
                 )
             except RayMissing as error:
                 raise ServerError(f"--executor ray: {error}") from None
@@ -438,6 +436,18 @@ def _describe(nodes: list[Any]) -> str:
     names = ", ".join(f"{n.name} ({n.gpus})" for n in alive[:8])
     more = f", and {len(alive) - 8} more" if len(alive) > 8 else ""
     return f"{len(alive)} Ray nodes, {gpus}{kind}: {names}{more}"
+
+
+def job_users(cfg: ServerConfig) -> JobUsers:
+    """Who the server's jobs run as (`--job-user`). On Ray, `auto` is the Ray workers' user:
+    per-job uids there need root Ray workers and a shared filesystem on which root may chown
+    (docs/ray.md, Security), so they are asked for with `dynamic`."""
+    if cfg.executor == "ray" and cfg.job_user == "auto":
+        return JobUsers("server")
+    try:
+        return JobUsers.create(cfg.job_user, cfg.runs_dir, ours=(cfg.home,))
+    except IdentityError as error:
+        raise ServerError(str(error)) from None
 
 
 def _isolation(users: JobUsers) -> str:

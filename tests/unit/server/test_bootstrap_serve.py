@@ -5,9 +5,12 @@ its loop steps, the heartbeat, and a clean close)."""
 from __future__ import annotations
 
 import dataclasses
+import os
+import shutil
 import socket
 import stat
 import sys
+import tempfile
 import threading
 import time
 import warnings
@@ -41,7 +44,7 @@ from trainyard.server.db import (
     make_session_factory,
 )
 from trainyard.server.db.tokens import verify_token
-from trainyard.server.serve import Server, ServerError
+from trainyard.server.serve import Server, ServerError, job_users
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
@@ -324,3 +327,25 @@ def test_resize_knobs_given_to_the_server_reach_its_profile(tmp_path: Path, db_u
         assert profile.resize_min_gain == stock.resize_min_gain
     finally:
         srv.close()
+
+
+def test_job_users_on_ray_are_the_workers_user_unless_dynamic_is_asked(tmp_path: Path) -> None:
+    """On Ray `--job-user auto` keeps the Ray workers' user (per-job uids need root workers
+    and a filesystem that lets root chown: docs/ray.md); `dynamic` is honoured there, and
+    refused with its reason where it cannot work; the local executor's `auto` is unchanged."""
+    home = tmp_path / "home"
+    ray = dataclasses.replace(_config(home, "sqlite://"), executor="ray")
+    assert job_users(ray).mode == "server"
+    local = _config(home, "sqlite://")
+    assert job_users(local).mode == job_users(dataclasses.replace(local, job_user="auto")).mode
+    if os.geteuid() != 0:
+        with pytest.raises(ServerError, match="--job-user dynamic needs root"):
+            job_users(dataclasses.replace(ray, job_user="dynamic"))
+    else:
+        top = Path(tempfile.mkdtemp(prefix="trainyard-rayusers-", dir="/tmp"))
+        try:
+            top.chmod(0o755)  # a job's uid passes through to its own folders
+            passable = dataclasses.replace(ray, home=top / "home", job_user="dynamic")
+            assert job_users(passable).mode == "dynamic"
+        finally:
+            shutil.rmtree(top, ignore_errors=True)

@@ -8,8 +8,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -230,3 +232,56 @@ def test_a_rank_nobody_can_reach_stops_when_the_next_attempt_is_fenced(
     _wait_output(executor, first, 0, "attempt 1 of this job started: this rank was killed")
     _wait_output(executor, second, 0, "up")
     assert executor.poll(second).state == "running"
+
+
+UID_PROBE = (
+    "import os, sys\n"
+    "open(os.path.join(os.environ['TRAINYARD_CHECKPOINT_DIR'], 'r' + os.environ['RANK']), 'w')"
+    ".write('x')\n"
+    "print(os.getuid(), os.getgid(), os.getgroups(), oct(os.umask(0)), flush=True)\n"
+    "try:\n    open(sys.argv[1]).read()\n    print('read it', flush=True)\n"
+    "except OSError as error:\n    print('denied', error.errno, flush=True)\n"
+)
+
+
+def test_with_dynamic_job_users_ranks_run_as_the_jobs_own_uid(ray_nodes: Any) -> None:
+    """`--job-user dynamic` on Ray (outside review 6, H1: every rank ran as the Ray workers'
+    root and read what root reads): each rank of a two-node job runs as the job's uid, with
+    no supplementary group and umask 077, writes its checkpoints folder (chowned to it) and
+    cannot read a file private to the server's user."""
+    from trainyard.exec.identity import JobUsers
+    from trainyard.exec.ray import RayExecutor
+
+    if os.geteuid() != 0:
+        if os.environ.get("CI") == "true":
+            pytest.fail("the uid tests must run as root in CI", pytrace=False)
+        pytest.skip("running jobs as other uids needs root")
+    top = Path(tempfile.mkdtemp(prefix="trainyard-rayuid-", dir="/tmp"))
+    try:
+        top.chmod(0o755)  # the job's uid passes through to its own folders
+        secret = top / "secret"
+        secret.write_text("the server's")
+        secret.chmod(0o600)
+        runs = top / "runs"
+        users = JobUsers.create("dynamic", runs)
+        ex = RayExecutor(runs, address=ray_nodes.address, virtual_gpus=True, users=users)
+        try:
+            spec = LaunchSpec(
+                "j-uid", [sys.executable, "-c", UID_PROBE, str(secret)],
+                hosts=(Host("w1", (1,), 1), Host("w3", (1,), 1)), virtual_gpus=True,
+            )  # fmt: skip
+            handle = ex.launch(spec)
+            status = _settle(ex, handle)
+            assert status.state == "succeeded", [r.log.read_text() for r in handle.ranks]
+            uid = int((ex.job_dir("j-uid") / "uid").read_text())
+            assert uid != 0
+            for rank in handle.ranks:
+                lines = rank.log.read_text().splitlines()
+                assert lines[0] == f"{uid} {uid} [] 0o77" and lines[1] == "denied 13", lines
+                assert (ex.job_dir("j-uid") / "checkpoints" / f"r{rank.rank}").exists()
+            assert (ex.job_dir("j-uid") / "checkpoints").stat().st_uid == uid
+            assert any("ranks run as uids of their own" in n for n in handle.notes)
+        finally:
+            ex.close()
+    finally:
+        shutil.rmtree(top, ignore_errors=True)  # made outside pytest's tmp_path: ours to remove

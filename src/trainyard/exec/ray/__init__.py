@@ -16,7 +16,8 @@ core's choice, as the local executor sets it). The environment is the local exec
 `GROUP_RANK`, `LOCAL_RANK`, `LOCAL_WORLD_SIZE`, `MASTER_ADDR` = rank 0's node and
 `MASTER_PORT` a port free there. The job's directory (checkpoints, home, notice file) is the
 server's `runs` directory: on a real cluster it must be a shared filesystem mounted at the
-same path on every node (docs/ray.md).
+same path on every node (docs/ray.md). Ranks run as the Ray workers' user, or with
+`users` in mode dynamic (`--job-user dynamic`) as the job's own uid (its folders chowned).
 
 Fencing: before attempt N of a job starts, every actor of an earlier attempt that Ray still
 knows is killed and waited for; a rank's process dies with its actor (parent-death signal).
@@ -34,10 +35,10 @@ ends or the set of live nodes changes.
 GPU health: a probe actor on each node with real GPUs reads NVML there (`health.py`);
 `gpu_problems` is what the platform's checks ask (loop/nodewatch.py).
 
-Parts: `actor.py` (the rank supervisor), `nodes.py` (Ray's nodes as trainyard's),
-`health.py` (the GPU probes),
-`runs.py` (what is known of an attempt and how it is judged), `watch.py` (the watcher
-thread), `logfile.py` (relayed output, capped as local logs are).
+Parts: `actor.py` (the rank supervisor), `nodes.py` (Ray's nodes as trainyard's), `health.py`
+(the GPU probes), `runs.py` (what is known of an attempt and how it is judged), `watch.py`
+(the watcher thread), `logfile.py` (relayed output, capped as local logs are), `fence.py`,
+`connect.py` (the address check).
 """
 
 from __future__ import annotations
@@ -52,10 +53,11 @@ from typing import Any
 from trainyard.exec import jobdirs, jobenv, procfs
 from trainyard.exec.base import NodeInfo
 from trainyard.exec.gpuhealth import GpuProblem
-from trainyard.exec.jobdirs import job_dir, private_dir, server_user
+from trainyard.exec.identity import Identity, JobUsers
+from trainyard.exec.jobdirs import job_dir, owned_dir, private_dir, server_user
 from trainyard.exec.ray import fence
 from trainyard.exec.ray.actor import RankSupervisor
-from trainyard.exec.ray.connect import RayMissing, check_address
+from trainyard.exec.ray.connect import RayMissing, check_address, run_notes
 from trainyard.exec.ray.health import Probes
 from trainyard.exec.ray.logfile import relay
 from trainyard.exec.ray.nodes import duplicates, from_ray, report_clashes
@@ -104,6 +106,7 @@ class RayExecutor:
         job_env: tuple[str, ...] = (),
         log_cap_bytes: int = DEFAULT_LOG_CAP,
         namespace: str = NAMESPACE,
+        users: JobUsers | None = None,
     ) -> None:
         ray = _ray()
         self._ray = ray
@@ -114,6 +117,7 @@ class RayExecutor:
         self.job_env = job_env
         self.log_cap_bytes = log_cap_bytes
         self.namespace = namespace
+        self.users = users if users is not None else JobUsers("server")
         self._owns_ray = not ray.is_initialized()
         if self._owns_ray:
             check_address(address)  # ray.init would wait for ever where nothing listens
@@ -164,17 +168,8 @@ class RayExecutor:
         return dict(self._probes.off) if self._probes is not None else {}
 
     def notes(self) -> list[str]:
-        where = self.address or "a local Ray"
-        return [
-            f"Ray executor on {where}: ranks run as the Ray workers' user, without cgroup "
-            "limits of trainyard's (the runs directory must be shared by every node)",
-            "WARNING: Ray has no access control between jobs: any job can reach the cluster, "
-            "act on other jobs' ranks and run code on every node; give one Ray cluster to "
-            "tenants that trust each other (docs/ray.md, Security)",
-            "GPU health checks: off (the GPUs are virtual)"
-            if self._probes is None or (self.virtual_gpus and not self._probes.always)
-            else "GPU health checks: a probe on each node with real GPUs reads NVML there",
-        ]
+        checked = self._probes is not None and (not self.virtual_gpus or self._probes.always)
+        return run_notes(self.address, self.users.mode != "server", checked)
 
     def job_dir(self, job_id: str) -> Path:
         return job_dir(self.root_dir, job_id)
@@ -214,8 +209,11 @@ class RayExecutor:
         if (run_dir / "run.json").exists():
             raise FileExistsError(f"{spec.job_id} attempt {spec.attempt} was already launched")
         log_dir = jd / "logs" / f"attempt-{spec.attempt}"
-        for d in (run_dir, jd / "logs", log_dir, jd / "checkpoints", jd / "home", jd / "tmp"):
+        for d in (run_dir, jd / "logs", log_dir):
             private_dir(d, 0o700)
+        who = self.users.for_job(jd)  # the server's user, or the job's own uid (dynamic)
+        for d in (jd / "checkpoints", jd / "home", jd / "tmp"):
+            owned_dir(d, who)
         jobdirs.clear_notice(jd)
         world = sum(h.workers for h in spec.hosts)
         handle = RunHandle(spec.job_id, spec.attempt, 0, 0, run_dir, (), tuple(self.notes()))
@@ -223,7 +221,7 @@ class RayExecutor:
         procfs.write_json_atomic(run_dir / "run.json", record(handle))
         run = RayRun(handle)
         try:
-            self._start(spec, run, log_dir, world)
+            self._start(spec, run, log_dir, world, who)
         except BaseException:
             self._kill_all(run)
             raise
@@ -231,7 +229,9 @@ class RayExecutor:
         self._track(run)
         return handle
 
-    def _start(self, spec: LaunchSpec, run: RayRun, log_dir: Path, world: int) -> None:
+    def _start(
+        self, spec: LaunchSpec, run: RayRun, log_dir: Path, world: int, who: Identity
+    ) -> None:
         ray = self._ray
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -266,7 +266,7 @@ class RayExecutor:
             own=own,
             home=(jd / "home").resolve(),
             tmp=(jd / "tmp").resolve(),
-            user=server_user(),
+            user=who.name or server_user(),
             passthrough=self.job_env,
         )
         cwd = str(spec.cwd) if spec.cwd else None
@@ -287,8 +287,9 @@ class RayExecutor:
                 "TRAINYARD_RANK_DEVICES": ",".join(map(str, positions(shown, devices))),
                 "TRAINYARD_NODE": host.node,
             }
+            user = (who.uid, who.gid) if who.uid is not None and who.gid is not None else None
             start = run.actors[rank].start.remote(
-                list(spec.command), env, cwd, str(fence.fence_file(jd)), spec.attempt
+                list(spec.command), env, cwd, str(fence.fence_file(jd)), spec.attempt, user
             )
             starts[rank] = (start, devices)
             log = log_dir / f"rank-{rank}.log"
@@ -459,21 +460,19 @@ class RayExecutor:
     def stop(self, handle: RunHandle, grace_s: float | None = None, reason: str = "") -> RunStatus:
         grace = self.grace_s if grace_s is None else grace_s
         status = self.request_stop(handle, reason)
-        deadline = time.monotonic() + grace
-        while not status.settled and time.monotonic() < deadline:
-            time.sleep(0.05)
-            status = self.poll(handle)
-        if not status.settled:
-            run = self._runs[(handle.job_id, handle.attempt)]
-            self._signal(run, signal.SIGKILL)
-            end = time.monotonic() + 5.0
-            while not status.settled and time.monotonic() < end:
+        run = self._runs.get((handle.job_id, handle.attempt))
+        for wait_s, then in ((grace, signal.SIGKILL), (5.0, None)):
+            deadline = time.monotonic() + wait_s
+            while not status.settled and time.monotonic() < deadline:
                 time.sleep(0.05)
                 status = self.poll(handle)
-            if not status.settled:
-                self._kill_all(run)
-                status = self.poll(handle)
-        return status
+            if status.settled or run is None:
+                return status
+            if then is not None:
+                self._signal(run, then)
+        if run is not None:
+            self._kill_all(run)  # actors that did not answer
+        return self.poll(handle)
 
     # ---- waking the loop ---------------------------------------------------------------
 

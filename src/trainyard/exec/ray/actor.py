@@ -77,12 +77,15 @@ class RankSupervisor:
         cwd: str | None,
         fence_path: str | None = None,
         attempt: int = 0,
+        user: tuple[int, int] | None = None,
     ) -> dict[str, object]:
         """Start the rank (once); its pid and the time it started, or the error. With
-        `fence_path`, the rank is killed once that fence names an attempt after `attempt`."""
+        `fence_path`, the rank is killed once that fence names an attempt after `attempt`;
+        with `user` (uid, gid) it runs as that account, with no supplementary groups and
+        umask 077 (the job's own uid: `--job-user dynamic`), which needs a root worker."""
         if self._thread is None:
             self._thread = threading.Thread(
-                target=self._run, args=(argv, env, cwd), name="rank", daemon=True
+                target=self._run, args=(argv, env, cwd, user), name="rank", daemon=True
             )
             self._thread.start()
             self._started.wait()
@@ -135,8 +138,16 @@ class RankSupervisor:
             note = f"[trainyard] attempt {later} of this job started: this rank was killed\n"
             self._append(note.encode())
 
-    def _run(self, argv: list[str], env: dict[str, str], cwd: str | None) -> None:
+    def _run(
+        self, argv: list[str], env: dict[str, str], cwd: str | None, user: tuple[int, int] | None
+    ) -> None:
+        uid, gid = user if user is not None else (None, None)
         try:
+            if user is not None and os.geteuid() != 0:
+                raise PermissionError(
+                    f"the Ray worker on {socket.gethostname()} is not root, so it cannot run "
+                    f"the job as uid {user[0]} (--job-user dynamic needs root Ray workers)"
+                )
             self._proc = subprocess.Popen(
                 argv,
                 stdin=subprocess.DEVNULL,
@@ -145,7 +156,11 @@ class RankSupervisor:
                 env=env,
                 cwd=cwd,
                 start_new_session=True,
-                preexec_fn=_die_with_parent,
+                preexec_fn=_die_with_parent,  # runs after the uid change, so it holds
+                user=uid,
+                group=gid,
+                extra_groups=[] if user is not None else None,
+                umask=0o077 if user is not None else -1,
             )
         except OSError as error:
             self._error = f"cannot start {argv[:1]}: {error}"

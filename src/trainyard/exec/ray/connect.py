@@ -7,6 +7,9 @@ still hung after 10 minutes). So the address is read and its port tried over TCP
 is refused: it needs `ray[client]`, which the `ray` extra does not install, and the
 executor drives the cluster as one of its drivers (detached actors, node ids), which is
 what a server on a machine of the cluster does.
+
+`run_notes`: what the executor says of itself in every run's notes (`trainyard describe`)
+and in the server's banner, the warning that Ray does not isolate jobs included.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from __future__ import annotations
 import socket
 from typing import Final
 
-__all__ = ["PROBE_TIMEOUT_S", "RayMissing", "check_address"]
+__all__ = ["PROBE_TIMEOUT_S", "RayMissing", "check_address", "run_notes"]
 
 PROBE_TIMEOUT_S: Final = 10.0
 
@@ -59,3 +62,19 @@ def check_address(address: str | None) -> None:
     except OSError as error:  # unknown host, no route
         why = error.strerror or str(error)
         raise RayMissing(f"--ray-address {text}: cannot reach it ({why})") from None
+
+
+def run_notes(address: str, own_uids: bool, gpu_checks: bool) -> list[str]:
+    """The executor's notes: where it runs jobs and as whom, that Ray does not isolate
+    them (docs/ray.md, Security), and whether GPU health is checked."""
+    who = "uids of their own" if own_uids else "the Ray workers' user"
+    return [
+        f"Ray executor on {address or 'a local Ray'}: ranks run as {who}, without cgroup "
+        "limits of trainyard's (the runs directory must be shared by every node)",
+        "WARNING: Ray has no access control between jobs: any job can reach the cluster, "
+        "act on other jobs' ranks and run code on every node; give one Ray cluster to "
+        "tenants that trust each other (docs/ray.md, Security)",
+        "GPU health checks: a probe on each node with real GPUs reads NVML there"
+        if gpu_checks
+        else "GPU health checks: off (the GPUs are virtual)",
+    ]
