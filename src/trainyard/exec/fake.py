@@ -72,7 +72,7 @@ class FakeExecutor:
     def launch(self, spec: LaunchSpec) -> RunHandle:
         for host in spec.hosts:
             if host.node in self.gone:
-                raise NodeGone(f"node {host.node} is gone")
+                raise NodeGone(f"node {host.node} is gone", host.node)
         self.launched.append(spec)
         ranks = tuple(
             RankInfo(i, 0, None, Path("/dev/null"), (), h.node)

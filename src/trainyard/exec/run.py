@@ -28,7 +28,12 @@ class DeviceBusy(RuntimeError):
 
 class NodeGone(RuntimeError):
     """A launch named a node the engine no longer has (lost since the decision), or a rank
-    could not start there. Nothing of the run is left; the job is requeued at no cost."""
+    could not start there (`node`, when known). Nothing of the run is left; the job is
+    requeued at no cost."""
+
+    def __init__(self, message: str, node: str = "") -> None:
+        super().__init__(message)
+        self.node = node
 
 
 @dataclass(frozen=True)

@@ -116,7 +116,19 @@ class Server:
     # ---- start ---------------------------------------------------------------------------
 
     def prepare(self) -> Started:
-        """Everything before serving: lock, database, bootstrap, node, executor, recovery."""
+        """Everything before serving: lock, database, bootstrap, node, executor, recovery;
+        a failure undoes what it did (the home's lock, the engine, the process's umask)."""
+        try:
+            return self._prepare()
+        except BaseException:
+            if self._lock_file is not None:
+                self.close()  # the home is ours: its lock and state file, the engine, the umask
+            elif self._umask is not None:
+                os.umask(self._umask)
+                self._umask = None
+            raise
+
+    def _prepare(self) -> Started:
         cfg = self.config
         umask = os.umask(0o077)  # state files 0600, directories 0700 (jobs get their own)
         if self._umask is None:

@@ -349,3 +349,26 @@ def test_job_users_on_ray_are_the_workers_user_unless_dynamic_is_asked(tmp_path:
             assert job_users(passable).mode == "dynamic"
         finally:
             shutil.rmtree(top, ignore_errors=True)
+
+
+def test_a_failed_prepare_leaves_the_process_and_the_home_as_they_were(
+    tmp_path: Path, db_url: str
+) -> None:
+    """A server whose database cannot be reached left the process's umask at 077 and held
+    its home's lock: a later test of the same process made "0755" folders a job's uid could
+    not enter, and a second server there would have been refused."""
+    home = tmp_path / "home"
+    before = os.umask(0o022)
+    try:
+        broken = Server(_config(home, "postgresql+psycopg://u:secret@127.0.0.1:1/none"))
+        with pytest.raises(ServerError, match="database"):
+            broken.prepare()
+        assert os.umask(0o022) == 0o022  # restored
+        again = Server(_config(home, db_url), clock=Clock())  # the home is free again
+        try:
+            again.prepare()
+        finally:
+            again.close()
+        assert os.umask(0o022) == 0o022
+    finally:
+        os.umask(before)

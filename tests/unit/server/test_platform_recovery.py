@@ -16,7 +16,7 @@ from trainyard.exec.base import NodeInfo
 from trainyard.exec.fake import FakeExecutor
 from trainyard.server.db import Health, JobState, Node, make_session_factory
 from trainyard.server.lifecycle import RetryPolicy
-from trainyard.server.loop.platform import Platform
+from trainyard.server.loop.platform import GONE_HOLD_S, Platform
 
 S = JobState
 
@@ -148,6 +148,32 @@ def test_a_launch_on_a_node_that_left_is_requeued_at_no_cost(
     platform.step()
     assert read_job(factory, job_id).state in (S.STARTING, S.RUNNING)
     assert len(fake.launched) == 1
+
+
+def test_a_node_a_launch_found_gone_gets_no_work_while_its_loss_is_not_yet_reported(
+    factory: sessionmaker[Session], session: Session, world: World
+) -> None:
+    """Outside review 6 (L3): Ray may still list a dead node as alive for a second or two;
+    each round placed the requeued job there again, each try an attempt number. The node
+    now takes no new work for `GONE_HOLD_S` after a launch found it gone, and the reason
+    says why; then it is used again (it may have been a passing fault)."""
+    fake = FakeExecutor()
+    fake.set_nodes([_node("n1")])
+    platform = Platform(factory, fake, nodes_every_s=0)
+    t0 = time.time()
+    fake.gone = {"n1"}  # dead, though the executor's node list still says alive
+    job_id = _job(session, world, "g")
+    platform.step(now=t0)
+    assert read_job(factory, job_id).state == S.PENDING
+    platform.step(now=t0 + 1)
+    platform.step(now=t0 + 2)
+    job = read_job(factory, job_id)
+    assert job.state == S.PENDING and job.attempt == 1  # not placed there again
+    assert "n1 (4 GPUs) is unreachable" in (job.pending_reason or "")
+    fake.gone = set()
+    platform.step(now=t0 + GONE_HOLD_S + 1)
+    assert read_job(factory, job_id).state in (S.STARTING, S.RUNNING)
+    assert read_job(factory, job_id).attempt == 2
 
 
 def test_a_hot_spare_takes_the_job_a_lost_node_held_and_nothing_else(

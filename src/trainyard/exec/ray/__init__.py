@@ -191,7 +191,8 @@ class RayExecutor:
             self.nodes()
         missing = [h.node for h in spec.hosts if h.node not in self._node_ids]
         if missing:
-            raise NodeGone(f"node {missing[0]} is not in the Ray cluster (lost or never joined)")
+            why = f"node {missing[0]} is not in the Ray cluster (lost or never joined)"
+            raise NodeGone(why, missing[0])
         jd = self.job_dir(spec.job_id)
         for d in (self.root_dir, self.root_dir / "jobs", jd):
             private_dir(d, 0o711)
@@ -254,7 +255,7 @@ class RayExecutor:
             port = int(ray.get(run.actors[0].free_port.remote(), timeout=START_TIMEOUT_S))
         except (ray.exceptions.RayError, TimeoutError) as error:
             where_ = spec.hosts[0].node
-            raise NodeGone(f"rank 0 could not start on node {where_}: {error}") from None
+            raise NodeGone(f"rank 0 could not start on node {where_}: {error}", where_) from None
         h.port = port
         own = jobenv.launch_variables(
             spec, world=world, nnodes=len(spec.hosts), master=str(where["address"]), port=port,
@@ -302,7 +303,7 @@ class RayExecutor:
                 got = ray.get(ref, timeout=START_TIMEOUT_S)
             except (ray.exceptions.RayError, TimeoutError) as error:
                 why = f"rank {info.rank} could not start on {info.node}: {error}"
-                raise NodeGone(why) from None
+                raise NodeGone(why, info.node) from None
             ranks.append(RankInfo(info.rank, int(got["pid"]), None, info.log, info.devices,
                                   info.node))  # fmt: skip
         h.ranks = tuple(ranks)

@@ -9,20 +9,25 @@ local executor (`node_name` set) `devices` are the devices on this machine.
 `job_token` issues the token of attempt N (the job's user, scoped to the job); `fence_tokens`
 revokes the tokens of the job's earlier attempts, so a rank of an old attempt that is still
 alive somewhere cannot report progress or checkpoints as the new one. `deferred` says
-whether a STARTING job waits for the jobs evicted for it to stop.
+whether a STARTING job waits for the jobs evicted for it to stop. `refused` is a launch the
+executor's device ledger turned down (the job waits in STARTING, a bug signal logged once).
 """
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from sqlalchemy import delete, select, update
 from sqlalchemy.orm import Session
 
-from trainyard.exec.run import Host, LaunchSpec
+from trainyard.exec.run import DeviceBusy, Host, LaunchSpec
 from trainyard.jobspec import spec_from_dict
 from trainyard.server.db import ApiToken, Job, JobEvent, JobState
 from trainyard.server.db.tokens import issue_token
+from trainyard.server.metrics import PlatformMetrics
+
+log = logging.getLogger(__name__)
 
 
 def launch_spec(
@@ -109,3 +114,21 @@ def deferred(session: Session, row: Job) -> bool:
         .limit(1)
     ).first()
     return bool(event is not None and (event.details or {}).get("after_evictions"))
+
+
+def refused(
+    s: Session, row: Job, busy: DeviceBusy, blocked: dict[str, str], metrics: PlatformMetrics
+) -> None:
+    """The executor would not start `row` on devices a live run holds: it waits in STARTING
+    (its token dropped) with the reason, and is tried again every step. A bug signal of the
+    scheduler's, logged and counted once per cause (`blocked`: job -> its last reason)."""
+    held = ", ".join(f"{d} (job {j})" for d, (j, _a) in sorted(busy.holders.items()))
+    reason = f"waiting for devices still held by live runs: {held}"
+    if blocked.get(row.id) != reason:
+        metrics.booking_conflicts.inc(stage="launch")
+        log.error("bug signal: job %s was placed on devices a live run holds (%s); it "
+                  "waits until they are free", row.id, held)  # fmt: skip
+    blocked[row.id] = reason
+    fresh = s.get(Job, row.id)
+    if fresh is not None and fresh.state == JobState.STARTING:
+        fresh.pending_reason = reason

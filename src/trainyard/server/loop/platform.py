@@ -80,6 +80,10 @@ S = JobState
 _ACTIVE = (S.STARTING, S.RUNNING, S.PREEMPTED, S.RESIZING)
 _KEEP_RUN = frozenset({S.STARTING, S.RUNNING, S.PREEMPTED, S.RESIZING, S.FAILED})
 HUNG_EVERY_S = 5.0  # how often running jobs are looked at for a stalled progress report
+# A node a launch found gone (`NodeGone`) takes no new work for this long: Ray may report a
+# dead node alive for a second or two (its health checks, docs/ray.md), and each round would
+# place the job there again, each try an attempt number of its own (outside review 6, L3).
+GONE_HOLD_S = 5.0
 
 
 class Platform:
@@ -120,6 +124,7 @@ class Platform:
         self.progress_timeout_s = progress_timeout_s  # 0: hung ranks are not looked for
         self._hung_at, self._hung_check = float("-inf"), False
         self._hung: dict[str, str] = {}  # RUNNING jobs stopped as hung -> why
+        self._gone: dict[str, float] = {}  # nodes a launch found gone -> avoided until
 
     # ---- node --------------------------------------------------------------------------
 
@@ -166,11 +171,14 @@ class Platform:
         metrics = self.metrics
         factory = self.session_factory
 
+        self._gone = {node: until for node, until in self._gone.items() if until > now}
+        avoid = frozenset(self._gone)
+
         def round_() -> scheduling.Applied:
             return scheduling.run_once(
                 factory, self.profile, now=now, cache=cache, metrics=metrics,
                 fairshare=self.fairshare, budgets=self.budgets, spares=self.spares,
-                stopping=frozenset(self._runs), live=self._live,
+                stopping=frozenset(self._runs), live=self._live, avoid=avoid,
             )  # fmt: skip
 
         applied = round_()
@@ -468,9 +476,12 @@ class Platform:
                 handle = self.executor.launch(spec)
             except DeviceBusy as busy:
                 launching.drop_token(s, row, attempt)
-                self._refused(s, row, busy, out)
+                launching.refused(s, row, busy, self._blocked, self.metrics)
+                out.append(("blocked", row.id))
                 return
             except NodeGone as gone:  # a node left since the decision: requeued at no cost
+                if gone.node:  # kept out of the next rounds until membership says so
+                    self._gone[gone.node] = now + GONE_HOLD_S
                 transition(s, row, S.FAILED, reason="launch failed: node gone", now=now,
                            details={"message": str(gone), "infra": True})  # fmt: skip
                 out.append(("failed", row.id))
@@ -485,18 +496,3 @@ class Platform:
             self._runs[row.id] = handle
         self._blocked.pop(row.id, None)
         self._to_running(s, row, handle, now, out, "launched")
-
-    def _refused(self, s: Session, row: Job, busy: DeviceBusy, out: _Out) -> None:
-        """The executor would not start `row` on devices a live run holds: it waits (its
-        token dropped) and is tried again every step; logged once per cause."""
-        held = ", ".join(f"{d} (job {j})" for d, (j, _a) in sorted(busy.holders.items()))
-        reason = f"waiting for devices still held by live runs: {held}"
-        if self._blocked.get(row.id) != reason:
-            self.metrics.booking_conflicts.inc(stage="launch")
-            log.error("bug signal: job %s was placed on devices a live run holds (%s); it "
-                      "waits until they are free", row.id, held)  # fmt: skip
-        self._blocked[row.id] = reason
-        fresh = s.get(Job, row.id)
-        if fresh is not None and fresh.state == S.STARTING:
-            fresh.pending_reason = reason
-        out.append(("blocked", row.id))

@@ -53,7 +53,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sqlalchemy import ColumnElement, Table, bindparam, func, or_, select, update
@@ -197,6 +197,7 @@ def load_snapshot(
     spares: Spares | None = None,
     stopping: frozenset[str] = frozenset(),
     live: Callable[[str], bool] | None = None,
+    avoid: frozenset[str] = frozenset(),
 ) -> Snapshot:
     """The cluster as the core sees it at `now` (see the module docstring for the rules).
     Pending jobs come from `cache` (`pending.PendingCache`, kept across rounds) when given;
@@ -206,8 +207,14 @@ def load_snapshot(
     they hold their devices, as a preempted victim does, until the platform sees it gone.
     With `live`, `stopping` may name every job with a run and `live(job_id)` is asked, after
     the job states are read, whether a run of a job in another state still has processes:
-    a job cancelled after the platform last looked at its run is held all the same."""
+    a job cancelled after the platform last looked at its run is held all the same. Nodes
+    in `avoid` (a launch found them gone) take no new work this round."""
     nodes, depth = cluster_rows.nodes(session)
+    if avoid:
+        nodes = tuple(
+            replace(n, schedulable=False, down=n.down or "unreachable") if n.name in avoid else n
+            for n in nodes
+        )
     total = sum(n.gpus for n in nodes)
     usage = fairshare.shares(session, now, total) if fairshare is not None else {}
     queues, queue_names = cluster_rows.queues(session, usage)
@@ -437,14 +444,15 @@ def run_once(
     spares: Spares | None = None,
     stopping: frozenset[str] = frozenset(),
     live: Callable[[str], bool] | None = None,
+    avoid: frozenset[str] = frozenset(),
 ) -> Applied:
     """One scheduling round: load, decide, apply; observes the cycle latency and refreshes the
-    gauges. A `retry` result wrote nothing; run again. `stopping`, `live`: see
+    gauges. A `retry` result wrote nothing; run again. `stopping`, `live`, `avoid`: see
     `load_snapshot`."""
     began = time.perf_counter()
     with session_factory() as session:
         snapshot = load_snapshot(
-            session, now, topology, cache, fairshare, budgets, spares, stopping, live
+            session, now, topology, cache, fairshare, budgets, spares, stopping, live, avoid
         )
         with gc_paused():
             decision, parked = parking.decide(snapshot, profile)
