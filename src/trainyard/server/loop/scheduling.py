@@ -56,7 +56,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from sqlalchemy import ColumnElement, Table, bindparam, func, or_, select, update
+from sqlalchemy import Table, bindparam, func, select, update
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.exc import StaleDataError
 
@@ -220,12 +220,16 @@ def load_snapshot(
     queues, queue_names = cluster_rows.queues(session, usage)
     if topology is None:
         topology = topology_of(depth)
-    holds: ColumnElement[bool] = JobRow.state.in_(HOLDS_DEVICES)
-    if stopping:
-        holds = or_(holds, JobRow.id.in_(list(stopping)))
+    holds = JobRow.state.in_(HOLDS_DEVICES)
     holding = list(session.scalars(select(JobRow).where(holds).order_by(JobRow.id)))
-    if live is not None:
-        holding = [r for r in holding if r.state in HOLDS_DEVICES or live(r.id)]
+    # of the jobs with a run, those in another state (few; one id per live run would make the
+    # query grow with the cluster), after the others, held while the run has processes
+    ended = sorted(stopping - {r.id for r in holding})
+    for first in range(0, len(ended), 500):
+        chunk = JobRow.id.in_(ended[first : first + 500])
+        for row in session.scalars(select(JobRow).where(chunk).order_by(JobRow.id)):
+            if row.state not in HOLDS_DEVICES and (live is None or live(row.id)):
+                holding.append(row)
     reported = reports.observations(session, (r.id for r in holding if elastic.movable(r)))
     over = budgets.over(session, now) if budgets is not None else {}
     taken: set[tuple[str, int]] = set()
