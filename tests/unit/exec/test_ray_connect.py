@@ -1,19 +1,23 @@
 """`--ray-address` is checked before `ray.init`, which would retry for ever where nothing
 listens (outside review 6, M2): each bad address gets an error naming the flag and the fix,
-at once; `trainyard up` says so and exits 2."""
+at once; `trainyard up` says so and exits 2. And the errors the cluster publishes reach the
+server's log as one line each, not its output as a raylet's log (L2)."""
 
 from __future__ import annotations
 
+import inspect
+import logging
 import os
 import socket
 import subprocess
 import sys
 import time
+import types
 from pathlib import Path
 
 import pytest
 
-from trainyard.exec.ray.connect import RayMissing, check_address
+from trainyard.exec.ray.connect import RayMissing, check_address, quiet_driver_errors
 
 
 def _closed_port() -> int:
@@ -73,3 +77,34 @@ def test_up_with_a_closed_port_exits_with_the_error_not_a_hang(tmp_path: Path) -
     assert "--ray-address 127.0.0.1:" in run.stderr and "connection refused" in run.stderr
     assert "Traceback" not in run.stderr
     assert time.monotonic() - began < 120
+
+
+def test_errors_the_cluster_publishes_are_logged_as_one_line_not_printed(
+    caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Outside review 6 (L2): one node's death printed 40 lines of a raylet's log, with
+    colour codes, on the server's output; the server now logs the first line of it."""
+    dead = (
+        "Raylet is terminated. Termination is unexpected. Possible reasons include: (1) SIGKILL"
+        "\n    [state-dump] NodeManager.CheckForUnexpectedWorkerDisconnects - 1 total\n" * 20
+    )
+    worker = types.SimpleNamespace(print_to_stdstream=print)
+    ray = types.SimpleNamespace(_private=types.SimpleNamespace(worker=worker))
+    assert quiet_driver_errors(ray)
+    with caplog.at_level(logging.WARNING, logger="trainyard.exec.ray.connect"):
+        worker.print_to_stdstream({"lines": [dead], "pid": "raylet", "is_err": False},
+                                  ignore_prefix=False)  # fmt: skip
+    (record,) = caplog.records
+    assert record.getMessage().startswith("Ray (raylet): Raylet is terminated.")
+    assert "state-dump" not in record.getMessage()
+    assert capsys.readouterr().out == ""
+    assert not quiet_driver_errors(types.SimpleNamespace())  # another Ray: left alone
+
+
+def test_the_pinned_ray_prints_the_clusters_errors_where_they_are_replaced() -> None:
+    """What `quiet_driver_errors` relies on in Ray 2.60: its error listener prints through
+    the module's `print_to_stdstream` (an upgrade that changes this fails here)."""
+    import ray._private.worker as ray_worker
+
+    assert callable(ray_worker.print_to_stdstream)
+    assert "print_to_stdstream(" in inspect.getsource(ray_worker.listen_error_messages)

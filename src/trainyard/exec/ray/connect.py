@@ -8,16 +8,23 @@ is refused: it needs `ray[client]`, which the `ray` extra does not install, and 
 executor drives the cluster as one of its drivers (detached actors, node ids), which is
 what a server on a machine of the cluster does.
 
+`quiet_driver_errors`: Ray's driver prints every error the cluster publishes on the server's
+output (a dead raylet's last 20 log lines, with colour codes: outside review 6, L2); the
+server logs the first line of each instead.
+
 `run_notes`: what the executor says of itself in every run's notes (`trainyard describe`)
 and in the server's banner, the warning that Ray does not isolate jobs included.
 """
 
 from __future__ import annotations
 
+import logging
 import socket
-from typing import Final
+from typing import Any, Final
 
-__all__ = ["PROBE_TIMEOUT_S", "RayMissing", "check_address", "run_notes"]
+__all__ = ["PROBE_TIMEOUT_S", "RayMissing", "check_address", "quiet_driver_errors", "run_notes"]
+
+log = logging.getLogger(__name__)
 
 PROBE_TIMEOUT_S: Final = 10.0
 
@@ -78,3 +85,23 @@ def run_notes(address: str, own_uids: bool, gpu_checks: bool) -> list[str]:
         if gpu_checks
         else "GPU health checks: off (the GPUs are virtual)",
     ]
+
+
+def quiet_driver_errors(ray: Any) -> bool:
+    """In a process that owns its Ray driver (the server), log the first line of each error
+    the cluster publishes instead of Ray printing all of it. Ray 2.60's error listener
+    (`ray._private.worker.listen_error_messages`) prints through the module's
+    `print_to_stdstream`, which is replaced here (the driver's own log relay is off:
+    `log_to_driver=False`). False where that function is not there (another Ray)."""
+    worker = getattr(getattr(ray, "_private", None), "worker", None)
+    if worker is None or not callable(getattr(worker, "print_to_stdstream", None)):
+        return False
+
+    def first_line(data: dict[str, Any], *_args: Any, **_kwargs: Any) -> None:
+        for text in data.get("lines") or ():
+            line = str(text).strip().splitlines()[0] if str(text).strip() else ""
+            if line:
+                log.warning("Ray (%s): %s", data.get("pid", "?"), line[:300])
+
+    worker.print_to_stdstream = first_line
+    return True
