@@ -5,7 +5,6 @@ server's log as one line each, not its output as a raylet's log (L2)."""
 
 from __future__ import annotations
 
-import inspect
 import logging
 import os
 import socket
@@ -103,8 +102,13 @@ def test_errors_the_cluster_publishes_are_logged_as_one_line_not_printed(
 
 def test_the_pinned_ray_prints_the_clusters_errors_where_they_are_replaced() -> None:
     """What `quiet_driver_errors` relies on in Ray 2.60: its error listener prints through
-    the module's `print_to_stdstream` (an upgrade that changes this fails here)."""
-    import ray._private.worker as ray_worker
-
-    assert callable(ray_worker.print_to_stdstream)
-    assert "print_to_stdstream(" in inspect.getsource(ray_worker.listen_error_messages)
+    the module's `print_to_stdstream` (an upgrade that changes this fails here). Looked at
+    in a child process: importing Ray here would fix its cluster settings for this process
+    before the Ray tests' fixture sets them (their nodes would bind the host's address)."""
+    check = (
+        "import inspect, ray._private.worker as w\n"
+        "assert callable(w.print_to_stdstream)\n"
+        "assert 'print_to_stdstream(' in inspect.getsource(w.listen_error_messages)\n"
+    )
+    run = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
