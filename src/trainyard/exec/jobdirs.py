@@ -113,12 +113,8 @@ def attempt_dir(base: Path, attempt: int | None) -> Path | None:
     if attempt is not None:
         d = base / f"attempt-{attempt}"
         return d if d.is_dir() else None
-    found = [
-        (int(p.name.split("-", 1)[1]), p)
-        for p in (base.glob("attempt-*") if base.is_dir() else [])
-        if p.name.split("-", 1)[1].isdigit()
-    ]
-    return max(found)[1] if found else None
+    found = attempts(base)
+    return base / f"attempt-{found[-1]}" if found else None
 
 
 STOP_FILE = "stop.json"

@@ -332,12 +332,13 @@ def test_resize_knobs_given_to_the_server_reach_its_profile(tmp_path: Path, db_u
 def test_job_users_on_ray_are_the_workers_user_unless_dynamic_is_asked(tmp_path: Path) -> None:
     """On Ray `--job-user auto` keeps the Ray workers' user (per-job uids need root workers
     and a filesystem that lets root chown: docs/ray.md); `dynamic` is honoured there, and
-    refused with its reason where it cannot work; the local executor's `auto` is unchanged."""
+    refused with its reason where it cannot work, as any other setting is."""
     home = tmp_path / "home"
     ray = dataclasses.replace(_config(home, "sqlite://"), executor="ray")
     assert job_users(ray).mode == "server"
-    local = _config(home, "sqlite://")
-    assert job_users(local).mode == job_users(dataclasses.replace(local, job_user="auto")).mode
+    # any other setting on Ray is resolved as for the local executor: an account is checked
+    with pytest.raises(ServerError, match="no such account"):
+        job_users(dataclasses.replace(ray, job_user="no-such-account-ty"))
     if os.geteuid() != 0:
         with pytest.raises(ServerError, match="--job-user dynamic needs root"):
             job_users(dataclasses.replace(ray, job_user="dynamic"))

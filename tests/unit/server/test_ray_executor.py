@@ -189,7 +189,8 @@ def test_gpu_probes_run_on_each_node_and_say_why_checks_are_off(
 
 
 def _ppid(pid: int) -> int:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    fields = procfs.stat_fields(pid)
+    assert fields is not None
     return int(fields[1])
 
 

@@ -84,18 +84,11 @@ class RankSupervisor:
         with `user` (uid, gid) it runs as that account, with no supplementary groups and
         umask 077 (the job's own uid: `--job-user dynamic`), which needs a root worker."""
         if self._thread is None:
+            watch = (fence_path, attempt) if fence_path is not None else None
             self._thread = threading.Thread(
-                target=self._run, args=(argv, env, cwd, user), name="rank", daemon=True
+                target=self._run, args=(argv, env, cwd, user, watch), name="rank", daemon=True
             )
             self._thread.start()
-            self._started.wait()
-            if fence_path is not None and self._proc is not None:
-                threading.Thread(
-                    target=fence.watch,
-                    args=(fence_path, attempt, self._done.wait, self._fenced),
-                    name="fence",
-                    daemon=True,
-                ).start()
         self._started.wait()
         proc = self._proc
         return {"pid": proc.pid if proc else 0, "error": self._error, "at": time.time()}
@@ -139,7 +132,12 @@ class RankSupervisor:
             self._append(note.encode())
 
     def _run(
-        self, argv: list[str], env: dict[str, str], cwd: str | None, user: tuple[int, int] | None
+        self,
+        argv: list[str],
+        env: dict[str, str],
+        cwd: str | None,
+        user: tuple[int, int] | None,
+        watch: tuple[str, int] | None,
     ) -> None:
         uid, gid = user if user is not None else (None, None)
         try:
@@ -170,6 +168,9 @@ class RankSupervisor:
             self._done.set()
             return
         self._started.set()
+        if watch is not None:  # the fence (fence.py): killed once a later attempt is named
+            args = (*watch, self._done.wait, self._fenced)
+            threading.Thread(target=fence.watch, args=args, name="fence", daemon=True).start()
         proc = self._proc
         assert proc.stdout is not None
         while chunk := os.read(proc.stdout.fileno(), 65536):

@@ -480,7 +480,7 @@ class Platform:
                 out.append(("blocked", row.id))
                 return
             except NodeGone as gone:  # a node left since the decision: requeued at no cost
-                if gone.node:  # kept out of the next rounds until membership says so
+                if gone.node:  # no new work there for GONE_HOLD_S (Ray may still list it)
                     self._gone[gone.node] = now + GONE_HOLD_S
                 transition(s, row, S.FAILED, reason="launch failed: node gone", now=now,
                            details={"message": str(gone), "infra": True})  # fmt: skip
