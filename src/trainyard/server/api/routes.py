@@ -399,6 +399,14 @@ def get_usage(
     token reads its job's usage only, as it reads no other job."""
     with ctx.unit(request) as (session, who, now):
         end = now if until is None else until
+        if end < since:
+            raise ApiError(
+                422,
+                f"the window ends ({end:.0f}) before it starts (since={since:.0f}); "
+                + ("give an until after since, or swap the two" if until is not None
+                   else "since is later than the server's clock; give an earlier since"),
+                field="until" if until is not None else "since",
+            )  # fmt: skip
         rows = usage.usage(session, tenant_id=who.tenant_id, since=since, until=end, by=by,
                            now=now, job_id=who.job_id)  # fmt: skip
     return schemas.UsageOut(
