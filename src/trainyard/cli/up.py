@@ -214,6 +214,12 @@ def up_command(
         _fail(f"--executor: unknown executor {executor!r}; choose local or ray")
     if ray_address and executor != "ray":
         _fail("--ray-address needs --executor ray")
+    from trainyard.exec.jobenv import check_passthrough
+
+    try:
+        check_passthrough(job_env or ())
+    except ValueError as error:
+        _fail(str(error))
     config = ServerConfig(
         home=(home or default_home()).expanduser().resolve(),
         db_url=db or default_db(),

@@ -15,9 +15,12 @@ A rank sees exactly:
   token), which a spec cannot override (`launch_variables`: the part every executor sets).
 
 Nothing else of the server's environment reaches a job: its database URL, credentials,
-tokens and whatever its shell exported stay with it. The local executor hands this
-environment to a rank's command through a pipe (`send_environment`), never to the rank
-wrapper, which runs as the server's user (exec/rankwrap.py).
+tokens and whatever its shell exported stay with it. `--job-env` cannot name the platform's
+own credentials either (`check_passthrough`): Ray's token, which would let every job drive
+the cluster, and the server's `TRAINYARD_*` settings (its database URL among them). The
+local executor hands this environment to a rank's command through a pipe
+(`send_environment`), never to the rank wrapper, which runs as the server's user
+(exec/rankwrap.py).
 """
 
 from __future__ import annotations
@@ -32,6 +35,30 @@ from trainyard.exec.jobdirs import notice_path
 from trainyard.exec.run import LaunchSpec
 
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
+
+# what `--job-env` may not pass: the keys to the platform itself, with why
+_CREDENTIALS = {
+    "RAY_AUTH_TOKEN": "the Ray cluster's token: a job holding it can run tasks on every node "
+    "and kill other jobs' ranks (docs/ray.md, Security)",
+    "RAY_AUTH_TOKEN_PATH": "where the Ray cluster's token is kept (docs/ray.md, Security)",
+}
+_NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
+
+
+def check_passthrough(names: Iterable[str]) -> None:
+    """Refuse a `--job-env` name that is not a variable name or that would hand every job
+    the platform's own credentials (ValueError, naming the flag, the variable and why)."""
+    for name in names:
+        if not name or name[0].isdigit() or not set(name) <= _NAME_CHARS:
+            raise ValueError(
+                f"--job-env {name!r}: not a variable name (letters, digits and _, "
+                "not starting with a digit)"
+            )
+        why = _CREDENTIALS.get(name)
+        if why is None and name.startswith("TRAINYARD_"):
+            why = "a setting of the server's own (TRAINYARD_DB holds its database URL)"
+        if why is not None:
+            raise ValueError(f"--job-env {name}: not passed to jobs, it is {why}")
 
 
 def interpreter_first(path: str) -> str:

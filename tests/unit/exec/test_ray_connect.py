@@ -1,7 +1,8 @@
 """`--ray-address` is checked before `ray.init`, which would retry for ever where nothing
 listens (outside review 6, M2): each bad address gets an error naming the flag and the fix,
 at once; `trainyard up` says so and exits 2. And the errors the cluster publishes reach the
-server's log as one line each, not its output as a raylet's log (L2)."""
+server's log as one line each, not its output as a raylet's log (L2). A cluster that wants
+Ray's token, met without one, is named as such."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from trainyard.exec.ray.connect import RayMissing, check_address, quiet_driver_errors
+from trainyard.exec.ray.connect import RayMissing, check_address, quiet_driver_errors, refusal
 
 
 def _closed_port() -> int:
@@ -112,3 +113,38 @@ def test_the_pinned_ray_prints_the_clusters_errors_where_they_are_replaced() -> 
     )
     run = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
+
+
+class AuthenticationError(Exception):
+    """Stands in for ray.exceptions.AuthenticationError (matched by name: Ray not imported)."""
+
+
+def _chained(inner: BaseException) -> ConnectionError:
+    try:
+        try:
+            raise inner
+        except Exception as cause:
+            raise ConnectionError("Failed to connect to Ray cluster at 10.0.0.5:6379") from cause
+    except ConnectionError as error:
+        return error
+
+
+@pytest.mark.parametrize(
+    "inner",
+    [
+        # what Ray 2.60 raises without RAY_AUTH_MODE (the refused call quoted in the text) ...
+        RuntimeError("Failed to connect to GCS ... ray.exceptions.AuthenticationError: RPC "
+                     "error: InvalidAuthToken: Authentication token is missing or incorrect."),
+        # ... and with RAY_AUTH_MODE=token but no token anywhere
+        AuthenticationError("Token authentication is enabled but no token was found"),
+    ],
+)  # fmt: skip
+def test_a_refused_token_is_named_with_the_fix(inner: BaseException) -> None:
+    said = refusal("10.0.0.5:6379", _chained(inner))
+    assert said.startswith("cannot connect to Ray at 10.0.0.5:6379: the cluster runs Ray's token")
+    assert "RAY_AUTH_TOKEN" in said and "docs/ray.md" in said
+
+
+def test_other_failures_keep_rays_words() -> None:
+    said = refusal(None, _chained(RuntimeError("GCS has not started")))
+    assert said == "cannot connect to Ray at auto: " + str(_chained(RuntimeError("x")))

@@ -55,7 +55,7 @@ from trainyard.exec.base import NodeInfo
 from trainyard.exec.gpuhealth import GpuProblem
 from trainyard.exec.identity import Identity, JobUsers
 from trainyard.exec.jobdirs import job_dir, owned_dir, private_dir, server_user
-from trainyard.exec.ray import fence
+from trainyard.exec.ray import connect, fence
 from trainyard.exec.ray.actor import RankSupervisor
 from trainyard.exec.ray.connect import RayMissing, check_address, quiet_driver_errors, run_notes
 from trainyard.exec.ray.health import Probes
@@ -130,7 +130,7 @@ class RayExecutor:
                     configure_logging=False,
                 )
             except Exception as error:  # ConnectionError, ValueError, RuntimeError ...
-                raise RayMissing(f"cannot connect to Ray at {address or 'auto'}: {error}") from None
+                raise RayMissing(connect.refusal(address, error)) from None
             quiet_driver_errors(ray)
         self.address = address or ""
         self._actor = ray.remote(max_concurrency=4, num_cpus=0, max_restarts=0)(RankSupervisor)

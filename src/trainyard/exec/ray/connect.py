@@ -12,6 +12,10 @@ what a server on a machine of the cluster does.
 output (a dead raylet's last 20 log lines, with colour codes: outside review 6, L2); the
 server logs the first line of each instead.
 
+`refusal`: what `ray.init`'s failure means, in words; a cluster that runs Ray's token
+authentication and a server without its token is named as such (Ray's own error says only
+that it failed to connect).
+
 `run_notes`: what the executor says of itself in every run's notes (`trainyard describe`)
 and in the server's banner, the warning that Ray does not isolate jobs included.
 """
@@ -22,7 +26,14 @@ import logging
 import socket
 from typing import Any, Final
 
-__all__ = ["PROBE_TIMEOUT_S", "RayMissing", "check_address", "quiet_driver_errors", "run_notes"]
+__all__ = [
+    "PROBE_TIMEOUT_S",
+    "RayMissing",
+    "check_address",
+    "quiet_driver_errors",
+    "refusal",
+    "run_notes",
+]
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +80,26 @@ def check_address(address: str | None) -> None:
     except OSError as error:  # unknown host, no route
         why = error.strerror or str(error)
         raise RayMissing(f"--ray-address {text}: cannot reach it ({why})") from None
+
+
+def refusal(address: str | None, error: BaseException) -> str:
+    """The error `trainyard up` prints when `ray.init(address)` raised `error`."""
+    where = f"cannot connect to Ray at {address or 'auto'}"
+    seen: set[int] = set()
+    cause: BaseException | None = error
+    while cause is not None and id(cause) not in seen:  # Ray chains the real reason
+        seen.add(id(cause))
+        # Ray 2.60 raises it, or quotes it in a RuntimeError's text (a refused GCS call)
+        text = str(cause)
+        if type(cause).__name__ == "AuthenticationError" or "InvalidAuthToken" in text:
+            return (
+                f"{where}: the cluster runs Ray's token authentication and this server has "
+                "no valid token; give the server the cluster's token as `ray start` has it "
+                "(RAY_AUTH_MODE=token with RAY_AUTH_TOKEN, or RAY_AUTH_TOKEN_PATH naming a file "
+                "only root may read; docs/ray.md, Security)"
+            )
+        cause = cause.__cause__ or cause.__context__
+    return f"{where}: {error}"
 
 
 def run_notes(address: str, own_uids: bool, gpu_checks: bool) -> list[str]:
