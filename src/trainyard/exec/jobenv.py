@@ -17,10 +17,10 @@ A rank sees exactly:
 Nothing else of the server's environment reaches a job: its database URL, credentials,
 tokens and whatever its shell exported stay with it. `--job-env` cannot name the platform's
 own credentials either (`check_passthrough`): Ray's token, which would let every job drive
-the cluster, and the server's `TRAINYARD_*` settings (its database URL among them). The
-local executor hands this environment to a rank's command through a pipe
-(`send_environment`), never to the rank wrapper, which runs as the server's user
-(exec/rankwrap.py).
+the cluster, and any `TRAINYARD_*` name (the server's settings, its database URL among
+them, and the job's own variables). The local executor hands this environment to a rank's
+command through a pipe (`send_environment`), never to the rank wrapper, which runs as the
+server's user (exec/rankwrap.py).
 """
 
 from __future__ import annotations
@@ -56,7 +56,10 @@ def check_passthrough(names: Iterable[str]) -> None:
             )
         why = _CREDENTIALS.get(name)
         if why is None and name.startswith("TRAINYARD_"):
-            why = "a setting of the server's own (TRAINYARD_DB holds its database URL)"
+            why = (
+                "a TRAINYARD_* name, the platform's own: the server's settings (TRAINYARD_DB "
+                "holds its database URL) or a job's variables, which the executor sets"
+            )
         if why is not None:
             raise ValueError(f"--job-env {name}: not passed to jobs, it is {why}")
 
