@@ -114,7 +114,8 @@ def integer(
     if low is not None and raw < low:
         raise error(where, f"must be >= {low:g}, got {raw}")
     if bounds is not None and not bounds[0] <= raw <= bounds[1]:
-        raise error(where, f"is out of range: must be between {bounds[0]} and {bounds[1]}")
+        least = bounds[0] if low is None else max(bounds[0], math.ceil(low))
+        raise error(where, f"is out of range: must be between {least} and {bounds[1]}")
     return raw
 
 

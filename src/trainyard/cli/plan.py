@@ -141,6 +141,12 @@ def _allocation(text: str) -> list[int]:
         raise PlannerError(
             "--allocation", f"write GPUs per node separated by commas, e.g. 8,4,4; got {text!r}"
         ) from None
+    for k, count in enumerate(counts):
+        if count < 1:  # said here, with the flag's name (the planner names its own field)
+            raise PlannerError(
+                "--allocation", f"node {k} has {count} GPUs; give each node's count, >= 1 "
+                "(leave out a node with none), e.g. 8,4,4",
+            )  # fmt: skip
     return counts
 
 

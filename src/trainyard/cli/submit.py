@@ -294,7 +294,8 @@ def submit_command(
         print_json(out)
     else:
         typer.echo(out["id"])
-        what = f"array {out['id']} of {len(ids)} jobs" if out.get("array_ids") else "job"
+        count = f"{len(ids)} job{'s' if len(ids) != 1 else ''}"
+        what = f"array {out['id']} of {count}" if out.get("array_ids") else "job"
         first = out["id"] if not out.get("array_ids") else ids[0]
         shown = label if spec_file is not None else "the command"
         typer.echo(

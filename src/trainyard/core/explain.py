@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
 from trainyard.core.placement import devices_of
 from trainyard.core.types import (
+    OPERATOR_HOLDS,
     Decision,
     Eviction,
     Job,
+    Node,
     NodeDevices,
     PendingCode,
     PendingReason,
@@ -184,7 +186,7 @@ def _drained(cycle: Cycle, job: Job) -> tuple[str, bool]:
         if node.gpu_memory_gb < job.gpu_memory_gb or not node.gpus:
             continue
         if not node.schedulable:
-            out.append(f"{node.name} ({node.gpus} GPUs) is {node.down or 'drained'}")
+            out.append(f"{node.name} ({node.gpus} GPUs) is {_held_as(node)}")
             temporary = True
         elif node.spare:
             out.append(f"{node.name} ({node.gpus} GPUs) is a hot spare, kept for recovering jobs")
@@ -233,6 +235,7 @@ class DrainedIndex:
     class), listed once per cycle."""
 
     nodes: list[tuple[str, int, int]] | None = None
+    words: dict[str, str] = field(default_factory=dict)  # name -> "drained" / "cordoned"
 
 
 def _on_drained(cycle: Cycle, job: Job) -> str:
@@ -242,7 +245,11 @@ def _on_drained(cycle: Cycle, job: Job) -> str:
     index = cycle.state_of(DrainedIndex)
     if index.nodes is None:
         snapshot = cycle.snapshot
-        drained = {n.name for n in snapshot.nodes if not n.schedulable and not n.down and n.gpus}
+        drained = {
+            n.name: _held_as(n)
+            for n in snapshot.nodes
+            if not n.schedulable and n.down in OPERATOR_HOLDS and n.gpus
+        }
         used: dict[str, int] = dict.fromkeys(drained, 0)
         if drained:
             for r in snapshot.running:
@@ -255,6 +262,7 @@ def _on_drained(cycle: Cycle, job: Job) -> str:
             for i, n in enumerate(snapshot.nodes)
             if n.name in drained and n.gpus - len(n.unavailable) - used[n.name] > 0
         ]
+        index.words = drained
     idle = _of_classes(cycle, job, index.nodes)
     if not idle:
         return ""
@@ -262,9 +270,16 @@ def _on_drained(cycle: Cycle, job: Job) -> str:
     holds = [name for name, k in idle if k >= per]
     if len(holds) == 1 and job.nodes <= 1 and job.gpus <= max(k for _n, k in idle):
         k = max(k for _n, k in idle)
-        return f"; the only node with {k} free GPU{'s' if k != 1 else ''} is drained ({holds[0]})"
+        word = index.words[holds[0]]
+        return f"; the only node with {k} free GPU{'s' if k != 1 else ''} is {word} ({holds[0]})"
     total = sum(k for _n, k in idle)
-    return f"; {total} more free on drained nodes ({_names(idle)})"
+    words = sorted({index.words[name] for name, _k in idle})
+    return f"; {total} more free on {' or '.join(words)} nodes ({_names(idle)})"
+
+
+def _held_as(node: Node) -> str:
+    """How a node that is not schedulable is said to be: its `down`, or "drained"."""
+    return node.down or "drained"
 
 
 def _of_classes(cycle: Cycle, job: Job, nodes: list[tuple[str, int, int]]) -> list[tuple[str, int]]:

@@ -51,6 +51,10 @@ class Topology:
         return None
 
 
+# `Node.down` words that name an operator's hold (the node comes back when undrained)
+OPERATOR_HOLDS: tuple[str, ...] = ("", "drained", "cordoned")
+
+
 @dataclass(frozen=True, slots=True)
 class Node:
     """A machine with `gpus` identical devices (homogeneous nodes are the norm in GPU clusters).
@@ -60,9 +64,10 @@ class Node:
     `unavailable` lists device indices that must not be used (failed or drained GPUs).
     `spare`: a hot spare, kept idle for jobs recovering from a failure (`Job.recovering`),
     which try the spares before any other node (`core/spares.py`); no other job goes there.
-    `down`: why a node that is not `schedulable` takes no work when it is not an operator's
-    drain or cordon ("" then), e.g. "lost": reasons say so, and do not offer its GPUs as
-    ones an operator could give back.
+    `down`: why a node that is not `schedulable` takes no work, as reasons say it. An
+    operator's hold is "" (read as "drained"), "drained" or "cordoned" (`OPERATOR_HOLDS`):
+    its free GPUs are offered as ones an undrain gives back. Any other word is a cause no
+    operator can undo that way, e.g. "lost": its GPUs are not offered.
     """
 
     name: str

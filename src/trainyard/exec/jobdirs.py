@@ -89,6 +89,33 @@ def write_notice(job_dir: Path, reason: str) -> None:
     os.replace(tmp, path)
 
 
+def collected_path(job_dir: Path) -> Path:
+    """`<job dir>/collected`: when retention (`admin gc`) removed the job's runs and logs."""
+    return job_dir / "collected"
+
+
+def mark_collected(job_dir: Path, when: float) -> None:
+    """Record that retention removed the job's runs and logs at `when` (epoch seconds), so
+    that an empty log is not mistaken for a job that printed nothing. The server's file, as
+    the notice is."""
+    job_dir.mkdir(parents=True, exist_ok=True)
+    tmp = job_dir / f".collected.{os.getpid()}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+    try:
+        os.write(fd, f"{when:.0f}\n".encode())
+    finally:
+        os.close(fd)
+    os.replace(tmp, collected_path(job_dir))
+
+
+def collected_at(job_dir: Path) -> float | None:
+    """When retention removed the job's runs and logs, or None."""
+    try:
+        return float(collected_path(job_dir).read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
 def clear_notice(job_dir: Path) -> None:
     """Remove an earlier run's notice (at launch)."""
     with contextlib.suppress(FileNotFoundError):

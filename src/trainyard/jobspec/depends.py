@@ -97,7 +97,7 @@ def parse_after(raw: object, where: str = "after") -> tuple[Dependency, ...]:
 
 def parse_array(raw: object, where: str, max_size: int | None) -> ArraySpec:
     """``array:``: `0-9`, `1,3,5`, `0-99:2` (a step), any of them with `%N` (at most N at
-    once); the indexes in order, without repeats."""
+    once); the indexes in order, without repeats (as Slurm, a repeated index is one job)."""
     if isinstance(raw, bool) or not isinstance(raw, str | int):
         raise JobSpecError(where, f"must be a range like 0-9 or 0-99%8, got {describe(raw)}")
     spec = str(raw).replace(" ", "")
@@ -119,7 +119,9 @@ def parse_array(raw: object, where: str, max_size: int | None) -> ArraySpec:
         first = int(match.group(1))
         last = int(match.group(2)) if match.group(2) else first
         step = int(match.group(3)) if match.group(3) else 1
-        if last < first or step < 1:
+        if step < 1:
+            raise JobSpecError(where, f"{spec!r}: {part!r} steps by 0; give a step >= 1 (0-9:2)")
+        if last < first:
             raise JobSpecError(where, f"{spec!r}: {part!r} must count up (e.g. 0-9)")
         if last > 2**31 - 1:
             raise JobSpecError(where, f"{spec!r}: indexes must be below 2147483648")

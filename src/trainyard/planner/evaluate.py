@@ -26,8 +26,10 @@ Comparison conventions:
 * Rows whose TP/PP split is read from their ``model_parallel_size`` (`rows`) are marked
   "(split from mp)" and summarised apart as well as with the rest.
 * Skipped with the reason: rows without a published figure, without the model's shape or the
-  TP/PP split (nor a model-parallel size that gives it), and rows whose layout the planner
-  rejects (its error names the field).
+  TP/PP split (nor a model-parallel size that gives it), rows whose layout the planner
+  rejects (its error names the field), and rows whose shape gives a parameter count more than
+  `PARAMS_TOLERANCE` times off the ``params_billion`` they state (a typo in the shape, which
+  would otherwise be scored and move the statistics; the published rows are within 13 %).
 
 error = (predicted - published) / published.
 """
@@ -394,6 +396,8 @@ def _case(raw: Mapping[str, str | None], table: str, name: str) -> Case | str:
     if isinstance(inputs, str):
         return inputs
     model, layout, device = inputs
+    if (mismatch := _params_mismatch(raw, model)) is not None:
+        return mismatch
     target = row_target(raw, device)
     if target is None:
         return (
@@ -413,6 +417,22 @@ def _case(raw: Mapping[str, str | None], table: str, name: str) -> Case | str:
 
 
 _REASONS_SHOWN: Final = 5  # skipped rows named when none could be evaluated
+PARAMS_TOLERANCE: Final = 1.5  # how far the shape's parameters may be from params_billion
+
+
+def _params_mismatch(raw: Mapping[str, str | None], model: Model) -> str | None:
+    """Why the row's shape and its stated size cannot both be right, or None."""
+    try:
+        stated = float(row_cell(raw, "params_billion"))
+    except ValueError:
+        return None  # not stated (or not a number: the shape alone is read)
+    shaped = model.params / 1e9
+    if not stated > 0 or 1 / PARAMS_TOLERANCE <= shaped / stated <= PARAMS_TOLERANCE:
+        return None
+    return (
+        f"params_billion: the row says {stated:g}B parameters, and its shape (layers, "
+        f"hidden size, heads, vocabulary, ...) gives {shaped:,.1f}B; one of them is wrong"
+    )
 
 
 def evaluate(path: str | Path | None = None, calibration: Calibration = CALIBRATION) -> Evaluation:

@@ -13,7 +13,8 @@ It owns, for its lifetime:
   (`interval_s`); it records the local node's heartbeat;
 - the REST API (uvicorn), which reads job logs from the executor's files, and refuses specs
   this machine cannot run as written (`local_limits`: the local executor starts every rank
-  here, so `nodes` is at most 1; with Ray a job may span nodes).
+  here, so `nodes` is at most 1 and a `working_dir` must exist here; with Ray a job may span
+  nodes).
 
 At start, before serving, `Platform.recover()` re-adopts the runs that outlived a previous
 server process (runs are never children of a particular server: they are re-attached by pid
@@ -171,9 +172,11 @@ class Server:
             notes.append(self._gpu_checks(inventory))
             self.limits = local_limits(inventory)
         else:
+            from trainyard.exec.ray.nodes import summary
+
             self.platform.sync_nodes(self.clock(), force=True)
             node = f"Ray at {cfg.ray_address or 'a local Ray'}"
-            devices = _describe(executor.nodes() or [])
+            devices = summary(executor.nodes() or [])
             self.limits = Limits()
             set_waker = getattr(executor, "set_waker", None)
             if set_waker is not None:
@@ -256,6 +259,7 @@ class Server:
             clock=self.clock,
             work_roots=self.config.work_roots,
             private=(self.config.home,),
+            dirs_here=self.config.executor == "local",
             max_queued=self.config.max_queued_jobs,
             console=ConsoleSettings(
                 sim_reports=self.config.sim_report_dirs,
@@ -437,17 +441,6 @@ class Server:
         if self._umask is not None:
             os.umask(self._umask)
             self._umask = None
-
-
-def _describe(nodes: list[Any]) -> str:
-    """One line on the nodes of a Ray cluster, saying when their GPUs are declared."""
-    alive = [n for n in nodes if n.alive]
-    gpus = sum(n.gpus for n in alive)
-    virtual = any(n.virtual for n in alive)
-    kind = " VIRTUAL GPUs (declared, not real: jobs on them run on the CPU)" if virtual else " GPUs"
-    names = ", ".join(f"{n.name} ({n.gpus})" for n in alive[:8])
-    more = f", and {len(alive) - 8} more" if len(alive) > 8 else ""
-    return f"{len(alive)} Ray nodes, {gpus}{kind}: {names}{more}"
 
 
 def job_users(cfg: ServerConfig) -> JobUsers:

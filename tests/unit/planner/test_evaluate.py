@@ -454,3 +454,18 @@ def test_unstated_sharding_is_the_distributed_optimizer_of_todays_stacks() -> No
     legacy = row_inputs({**ROW, "table_id": "SC21_T1", "num_gpus": "8", "data_parallel": "8",
                          "global_batch_size": "64"})  # fmt: skip
     assert not isinstance(legacy, str) and legacy[1].zero == 0
+
+
+def test_a_shape_far_from_the_stated_size_is_a_skip_not_a_score(tmp_path: Path) -> None:
+    """Outside review 7: a typo in a row's shape (hidden 2304 written 23040: 154B parameters
+    where the row says 1.7B) was scored (+51 %) and moved the median and max."""
+    inputs = row_inputs(ROW)
+    assert not isinstance(inputs, str)
+    shaped = inputs[0].params / 1e9
+    near = {**ROW, "model": "near", "params_billion": f"{shaped * 1.3:.4f}"}
+    typo = {**ROW, "model": "typo", "params_billion": f"{shaped / 2:.4f}"}
+    result = evaluate(write(tmp_path, [near, typo], extra=["params_billion"]))
+    assert [row.model for row in result.rows] == ["near"]
+    ((_, model, reason),) = result.skipped
+    assert model == "typo" and reason.startswith("params_billion: the row says")
+    assert "one of them is wrong" in reason

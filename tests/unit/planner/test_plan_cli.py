@@ -254,7 +254,8 @@ def test_max_gpus_sizes_for_a_goal() -> None:
         (["--gpus", "8", "--max-gpus", "8"], "only one of"),
         (["--allocation", "8,x"], "--allocation"),
         (["--allocation", "8,,8"], "--allocation"),  # a typo, not two nodes
-        (["--allocation", "8,0"], "gpus_per_node"),
+        (["--allocation", "8,0"], "--allocation: node 1 has 0 GPUs"),  # the flag, not a field
+        (["--allocation", "8,-1"], "--allocation: node 1 has -1 GPUs"),
         (["--max-gpus", "64", "--objective", "fastest"], "objective"),
         (["--max-gpus", "64", "--tokens", "-5"], "tokens"),
         (["--max-gpus", "64", "--price", "-1", "--objective", "cost"], "price"),

@@ -106,3 +106,27 @@ def test_working_dir_is_confined(engine: Engine, tmp_path: Path) -> None:
             assert status == 422, (where, body)
             assert body["error"]["field"] == "working_dir"
             assert words in body["error"]["message"], body
+
+
+def test_a_working_dir_missing_on_this_machine_is_refused_at_submit(
+    engine: Engine, tmp_path: Path
+) -> None:
+    """Outside review 7: `submit --workdir /nonexistent` was accepted, then failed at launch
+    on every restart. With the local executor (`dirs_here`) the directory must exist at
+    submit, unless the job waits for others, which may make it; with Ray (ranks on other
+    machines) it is not looked for here."""
+    with make_session_factory(engine)() as session:
+        tokens = seed(session)
+    missing = str(tmp_path / "nowhere")
+    headers = {"Authorization": f"Bearer {tokens['ada']}"}
+    for here, expected in ((True, 422), (False, 201)):
+        with TestClient(create_app(engine, dirs_here=here), raise_server_exceptions=False) as c:
+            answer = c.post("/v1/jobs", json={**SPEC, "working_dir": missing}, headers=headers)
+            assert answer.status_code == expected, answer.text
+            if expected == 422:
+                error = answer.json()["error"]
+                assert error["field"] == "working_dir" and "not a directory" in error["message"]
+                first = c.post("/v1/jobs", json=SPEC, headers=headers).json()["id"]
+                later = {**SPEC, "working_dir": missing, "after": [first]}
+                answer = c.post("/v1/jobs", json=later, headers=headers)
+                assert answer.status_code == 201, answer.text  # its dependency may make it

@@ -350,3 +350,36 @@ def test_follow_from_before_the_launch_sees_the_run(
     assert sorted(answer.text.splitlines()) == [
         "[rank 0] rank zero done", "[rank 0] rank zero up", "[rank 1] rank one up",
     ]  # fmt: skip
+
+
+def test_logs_removed_by_retention_are_a_410_that_says_so(
+    api: ApiWorld, logs_client: tuple[TestClient, Path]
+) -> None:
+    """Outside review 7: after `admin gc` a job's logs answered 200 with nothing, as if the
+    job had printed nothing."""
+    from trainyard.server.services import retention
+
+    client, runs = logs_client
+    job_id = _submit(api)
+    _start(api, job_id)
+    _write_log(runs, job_id, 0, 0, "the output\n")
+    _finish(api, job_id)
+    ada = api.auth("ada")
+    assert client.get(f"/v1/jobs/{job_id}/logs", headers=ada).text == "the output\n"
+    with make_session_factory(api.engine)() as s:
+        report = retention.collect(
+            s,
+            runs,
+            now=NOW + 86_400 * 60,
+            runs_age_s=86_400 * 30,
+            checkpoints_age_s=86_400 * 30,
+            tokens_age_s=86_400 * 30,
+        )
+        s.commit()  # fmt: skip
+    assert report.runs == [job_id]
+    for query in ("", "?follow=true", "?rank=0"):
+        answer = client.get(f"/v1/jobs/{job_id}/logs{query}", headers=ada)
+        assert answer.status_code == 410, (query, answer.text)
+        assert "removed by retention (trainyard admin gc)" in answer.json()["error"]["message"]
+    other = _submit(api)  # a job that has not run yet: no logs, and none removed
+    assert client.get(f"/v1/jobs/{other}/logs", headers=ada).status_code == 200

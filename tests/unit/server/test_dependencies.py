@@ -3,8 +3,9 @@ databases, without an executor (services/depends.py, wired in loop/scheduling.py
 
 - a job waiting on `ok` stays PENDING, with the reason `dependency: waiting for job X to
   succeed (it is STATE)`, until X SUCCEEDED; then it is placed;
-- an `ok` dependency that FAILED (or was CANCELLED) cancels the waiting job in the round,
-  the reason (`dependency failed: X FAILED`) in its event;
+- an `ok` dependency that FAILED with no restart left (or was CANCELLED) cancels the waiting
+  job in the round, the reason (`dependency failed: X FAILED`) in its event; one FAILED with
+  restarts left is waited for (it will run again);
 - an `any` dependency is met once the job ended, failed included;
 - a dependency on an array id waits for every member;
 - an array's `%N` throttle lets at most N members hold devices at once, the others PENDING
@@ -109,7 +110,7 @@ def test_ok_dependency_holds_until_it_succeeded(
 def test_failed_ok_dependency_cancels_the_dependent(
     factory: sessionmaker[Session], session: Session, world: World
 ) -> None:
-    first = _submit(session, world, gpus=1)
+    first = _submit(session, world, gpus=1, max_restarts=0)  # its failure is final
     second = _submit(session, world, gpus=1, after=_after(first, "ok"))
     third = _submit(session, world, gpus=1, after=_after(second))  # a chain: cancelled too
     assert _round(factory, NOW) == [first]
@@ -129,7 +130,7 @@ def test_failed_ok_dependency_cancels_the_dependent(
 def test_any_dependency_starts_after_a_failure(
     factory: sessionmaker[Session], session: Session, world: World
 ) -> None:
-    first = _submit(session, world, gpus=1)
+    first = _submit(session, world, gpus=1, max_restarts=0)
     second = _submit(session, world, gpus=1, after=_after(first, "any"))
     assert _round(factory, NOW) == [first]
     assert read_job(factory, second).pending_reason == (
@@ -137,6 +138,28 @@ def test_any_dependency_starts_after_a_failure(
     )
     _run_and_end(factory, first, S.FAILED, NOW + 1, exit_code=1)
     assert _round(factory, NOW + 5) == [second]
+
+
+def test_a_failure_with_restarts_left_is_waited_for_not_a_failed_dependency(
+    factory: sessionmaker[Session], session: Session, world: World
+) -> None:
+    """Found by an outside review: a job FAILED with restarts left waits out its back-off and
+    runs again, but its `ok` dependent was cancelled as if it had failed for good, and an
+    `any` dependent started before it had ended."""
+    first = _submit(session, world, gpus=1, max_restarts=1)
+    needs_ok = _submit(session, world, gpus=1, after=_after(first, "ok"))
+    needs_end = _submit(session, world, gpus=1, after=_after(first, "any"))
+    assert _round(factory, NOW) == [first]
+    _run_and_end(factory, first, S.FAILED, NOW + 1, exit_code=1)  # 1 restart left
+    assert _round(factory, NOW + 5) == []
+    for job in (needs_ok, needs_end):
+        held = read_job(factory, job)
+        assert held.state is S.PENDING, held.state
+        assert (held.pending_reason or "").endswith("(it is FAILED, to be restarted)")
+    _move(factory, first, S.PENDING, NOW + 6)  # the restart
+    assert _round(factory, NOW + 7) == [first]
+    _run_and_end(factory, first, S.SUCCEEDED, NOW + 8)
+    assert sorted(_round(factory, NOW + 10)) == sorted([needs_ok, needs_end])
 
 
 def test_a_dependency_on_an_array_waits_for_every_member(
@@ -165,7 +188,9 @@ def test_a_failed_array_member_cancels_an_ok_dependent(
     factory: sessionmaker[Session], session: Session, world: World
 ) -> None:
     members = [
-        _submit(session, world, at=1500.0 + k, gpus=1, array_id="a-test2", array_index=k)
+        _submit(
+            session, world, at=1500.0 + k, gpus=1, array_id="a-test2", array_index=k, max_restarts=0
+        )
         for k in range(2)
     ]
     after = _submit(session, world, at=1600.0, gpus=1, after=_after("a-test2"))
@@ -257,7 +282,48 @@ def test_submit_refuses_a_bad_array(api: ApiWorld, bad: object) -> None:
     assert error["message"]
 
 
+def test_array_errors_say_what_is_wrong() -> None:
+    """Outside review 7: `0-9:0` was told it "must count up"; a too large count named the
+    database's lowest integer as its bound where the field's is 0."""
+    from trainyard.jobspec import JobSpecError, parse_job_spec
+
+    with pytest.raises(JobSpecError) as step:
+        parse_job_spec({"name": "t", "command": ["x"], "array": "0-9:0"})
+    assert "steps by 0" in step.value.message
+    with pytest.raises(JobSpecError) as big:
+        parse_job_spec({"name": "t", "command": ["x"], "max_restarts": 10**12})
+    assert big.value.field == "max_restarts" and "between 0 and 2147483647" in big.value.message
+
+
 def test_submit_refuses_a_bad_dependency_condition(api: ApiWorld) -> None:
     answer = _post(api, "ada", after=[{"job": "j-abc", "condition": "maybe"}])
     assert answer.status_code == 422
     assert answer.json()["error"]["field"] == "after[0].condition"
+
+
+def test_submit_refuses_an_ok_dependency_that_can_never_be_met(api: ApiWorld) -> None:
+    """Outside review 7: `--after J:ok` on a job that had already failed for good was
+    accepted, then cancelled in the next round; a script learnt of it only later. A job
+    FAILED with restarts left may still succeed, and `:any` is always accepted."""
+    jobs = [_post(api, "ada").json()["id"] for _ in range(3)]
+    with make_session_factory(api.engine)() as s:
+        for job_id, restarts, end in ((jobs[0], 0, S.FAILED), (jobs[1], 2, S.FAILED),
+                                      (jobs[2], 0, S.CANCELLED)):  # fmt: skip
+            row = s.get(Job, job_id)
+            assert row is not None
+            row.max_restarts = restarts
+            if end is S.FAILED:
+                row.placement = [{"node": "n0", "devices": [0]}]
+                transition(s, row, S.STARTING, reason="scheduled", now=NOW)
+                transition(s, row, S.FAILED, reason="exited", now=NOW + 1)
+            else:
+                transition(s, row, S.CANCELLED, reason="cancelled", now=NOW)
+        s.commit()
+    for dead, word in ((jobs[0], "FAILED"), (jobs[2], "CANCELLED")):
+        answer = _post(api, "ada", after=[f"{dead}:ok"])
+        assert answer.status_code == 422, answer.text
+        error = answer.json()["error"]
+        assert error["field"] == "after[0].job" and f"already ended {word}" in error["message"]
+        assert f"{dead}:any" in error["message"]
+        assert _post(api, "ada", after=[f"{dead}:any"]).status_code == 201
+    assert _post(api, "ada", after=[f"{jobs[1]}:ok"]).status_code == 201  # it will restart

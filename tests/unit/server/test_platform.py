@@ -337,6 +337,7 @@ def test_a_drained_node_evicts_its_jobs_which_run_again_after_undrain(
     there (PREEMPTED, `node NODE drained`; notice `preempt`, SIGTERM), which are requeued
     without costing a restart; with no other node they wait; undrain lets them run again.
     `cordon` alone leaves running jobs alone."""
+    from trainyard.server.loop import cluster_rows
     from trainyard.server.services import nodes
 
     platform = _platform(factory, root)
@@ -349,9 +350,16 @@ def test_a_drained_node_evicts_its_jobs_which_run_again_after_undrain(
         s.commit()
     platform.step()
     assert read_job(factory, job).state == S.RUNNING
+
+    def said() -> str:  # how the core's reasons name the node (outside review 7)
+        with factory() as s:
+            return next(n.down for n in cluster_rows.nodes(s)[0] if n.name == node)
+
+    assert said() == "cordoned"
     with factory() as s:
         nodes.drain(s, node, time.time())
         s.commit()
+    assert said() == ""  # drained: the core's own word
     requeued = _drive(platform, factory, job, lambda j: j.state == S.PENDING, timeout_s=30)
     assert requeued.restart_count == 0  # an eviction, not a failure
     with factory() as s:

@@ -210,3 +210,12 @@ def test_a_deleted_queue_is_named_as_such(api: ApiWorld, history: dict[str, str]
         gone = Interval("j-x", 1, None, 987_654, 0.0, 1.0, 1, 0.0, 0.0)
         assert name(gone) == "#987654 (deleted queue)"
         assert _names(s, "user")(gone) == "(deleted user)"
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-Infinity"])
+def test_a_number_that_is_not_finite_is_called_so(api: ApiWorld, value: str) -> None:
+    """Outside review 7: `since=nan` was told "less than or equal to 1000000000000"."""
+    answer = api.client.get("/v1/usage", params={"since": value}, headers=api.auth("ada"))
+    assert answer.status_code == 422, answer.text
+    error = answer.json()["error"]
+    assert error["field"] == "since" and error["message"].startswith("must be a finite number")

@@ -83,6 +83,10 @@ def test_philly_option_errors(tmp_path: Path) -> None:
         ("2017-10-09 07:01:55,5.0,1.5,5.0,aaa\n", "num_gpus"),
         ("2017-10-09 07:01:55,5.0,x,5.0,aaa\n", "num_gpus"),
         ("2017-10-09 07:01:55,inf,1,5.0,aaa\n", "duration"),
+        # outside review 7: finite but past any trace; its GPU-seconds overflowed a queue's
+        # share of the demand to infinity (a traceback from `simulate`)
+        ("2017-10-09 07:01:55,1e308,1,1e308,aaa\n", "duration"),
+        ("2017-10-09 07:01:55,2e9,1,2e9,aaa\n", "duration"),
         ("2017-10-09 07:01:60,5.0,1,5.0,aaa\n", "timestamp"),
         ("2017-10-09 07:01:55:00,5.0,1,5.0,aaa\n", "timestamp"),
         ("2017-10-09 07:01:55,5.0,1,5.0\n", "cluster"),
@@ -135,6 +139,7 @@ def test_pollux_rows_become_jobs(tmp_path: Path) -> None:
         ("x-9,12,resnet,1,64\n", "application"),
         ("x-9,abc,ncf,1,64\n", "time"),
         ("x-9,-1,ncf,1,64\n", "time"),
+        ("x-9,1e308,ncf,1,64\n", "time"),
         ("x-9,12,ncf,-2,64\n", "num_replicas"),
         ("x-9,12,ncf,2,big\n", "batch_size"),
         ("x-9,12,ncf,2\n", "batch_size"),

@@ -145,3 +145,15 @@ def report_clashes(
                       "other a label trainyard.io/node of its own", name, ", ".join(claims),
                       kept)  # fmt: skip
     return clashes
+
+
+def summary(nodes: Iterable[NodeInfo]) -> str:
+    """One line on the nodes of a Ray cluster (the server's banner), saying when their GPUs
+    are declared."""
+    alive = [n for n in nodes if n.alive]
+    gpus = sum(n.gpus for n in alive)
+    virtual = any(n.virtual for n in alive)
+    kind = " VIRTUAL GPUs (declared, not real: jobs on them run on the CPU)" if virtual else " GPUs"
+    names = ", ".join(f"{n.name} ({n.gpus})" for n in alive[:8])
+    more = f", and {len(alive) - 8} more" if len(alive) > 8 else ""
+    return f"{len(alive)} Ray nodes, {gpus}{kind}: {names}{more}"

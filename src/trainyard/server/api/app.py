@@ -45,12 +45,14 @@ def create_app(
     private: tuple[Path, ...] = (),
     max_queued: int | None = DEFAULT_MAX_QUEUED,
     console: ConsoleSettings | None = None,
+    dirs_here: bool = False,
 ) -> FastAPI:
     """The API over the database behind `engine_or_url` (already migrated: `init_db`).
     `notify` is called after each submit and cancel (the server wakes its scheduler loop);
     `logs` serves job logs (None: `/v1/jobs/{id}/logs` answers 404). Submissions pass
     `services.admission` against the cluster in the database, with `work_roots` (empty: any
-    directory) and `private` (the server's state, never a working directory)."""
+    directory), `private` (the server's state, never a working directory) and `dirs_here`
+    (jobs run on this machine: a working directory must exist here at submit)."""
     engine = engine_or_url if isinstance(engine_or_url, Engine) else make_engine(engine_or_url)
     app = FastAPI(
         title="trainyard",
@@ -69,7 +71,11 @@ def create_app(
         notify=notify or (lambda: None),
         logs=logs,
         admission=Admission(
-            sessions, work_roots=work_roots, private=private, max_queued=max_queued
+            sessions,
+            work_roots=work_roots,
+            private=private,
+            max_queued=max_queued,
+            dirs_here=dirs_here,
         ),
         usage_metrics=_usage_registry(sessions),
     )

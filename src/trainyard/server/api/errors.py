@@ -68,4 +68,10 @@ def validation_error(errors: Sequence[Any]) -> ApiError:
     if first.get("type") == "string_pattern_mismatch":
         pattern = str((first.get("ctx") or {}).get("pattern"))
         message = schemas.PATTERN_MESSAGES.get(pattern, message)
+    value = first.get("input")
+    if isinstance(value, str | float) and str(value).strip().lower().lstrip("+-") in _NOT_FINITE:
+        message = f"must be a finite number, got {value!r} ({message.lower()})"
     return ApiError(422, message, field=field)
+
+
+_NOT_FINITE = ("nan", "inf", "infinity")

@@ -335,7 +335,10 @@ def cancel_job(request: Request, ctx: Ctx, job_id: str) -> schemas.SubmitOut:
 @v1.get(
     "/jobs/{job_id}/logs",
     response_class=StreamingResponse,
-    responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}},
+    responses={
+        200: {"content": {"text/plain": {"schema": {"type": "string"}}}},
+        410: {"description": "the job's logs were removed by retention (`admin gc`)"},
+    },
 )
 def job_logs_route(
     request: Request,

@@ -52,7 +52,7 @@ def nodes(session: Session) -> tuple[tuple[core.Node, ...], int]:
                 schedulable=row.schedulable and row.health == Health.HEALTHY,
                 unavailable=tuple(i for i in range(count) if i not in healthy),
                 virtual=row.virtual or any(d.virtual for d in devices),
-                down="lost" if row.health == Health.LOST else "",
+                down=_down(row),
             )
         )
     return tuple(out), depth
@@ -100,3 +100,11 @@ def in_cycles(parents: dict[int, int | None]) -> set[int]:
 def topology_of(depth: int) -> Topology:
     """The topology of nodes whose `topology_path` has `depth` parts: levels `level0`, ..."""
     return Topology(levels=tuple(f"level{i}" for i in range(depth)))
+
+
+def _down(row: NodeRow) -> str:
+    """How reasons name a node that takes no work (`core.Node.down`): lost, cordoned (not
+    schedulable, its jobs left running), or "" (drained, or schedulable)."""
+    if row.health == Health.LOST:
+        return "lost"
+    return "cordoned" if not row.schedulable and row.drained_at is None else ""

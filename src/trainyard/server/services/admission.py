@@ -88,8 +88,12 @@ class Admission:
         private: tuple[Path, ...] = (),
         ttl_s: float = 5.0,
         max_queued: int | None = DEFAULT_MAX_QUEUED,
+        dirs_here: bool = False,
     ) -> None:
         self.sessions = sessions
+        # jobs run on this machine (the local executor): a working_dir must exist here now,
+        # unless the job waits for others (which may make it)
+        self.dirs_here = dirs_here
         self.max_queued = max_queued
         self._queued: dict[int, tuple[float, int]] = {}  # tenant -> (read at, count since)
         self.work_roots = tuple(p.resolve() for p in work_roots)
@@ -142,7 +146,7 @@ class Admission:
     def check(self, spec: JobSpec) -> None:
         """Raise `ApiError` (422) if the site cannot accept `spec`."""
         if spec.working_dir is not None:
-            self._check_working_dir(spec.working_dir)
+            self._check_working_dir(spec.working_dir, exists=self.dirs_here and not spec.after)
         shape = self.shape()
         if shape is None or not shape.nodes:
             return
@@ -156,7 +160,7 @@ class Admission:
         if not spec.wait_for_capacity:
             _check_capacity(spec, shape)
 
-    def _check_working_dir(self, text: str) -> None:
+    def _check_working_dir(self, text: str, *, exists: bool) -> None:
         path = Path(text).expanduser()
         if not path.is_absolute():
             raise ApiError(
@@ -182,6 +186,12 @@ class Admission:
                 "or start the server with --work-root naming its directory",
                 field="working_dir",
             )
+        if exists and not real.is_dir():
+            raise ApiError(
+                422, f"{text!r} is not a directory on the server's machine, where the job "
+                "runs; create it, or submit from a directory that exists",
+                field="working_dir",
+            )  # fmt: skip
 
 
 def _check_capacity(spec: JobSpec, shape: ClusterShape) -> None:

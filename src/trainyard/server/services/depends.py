@@ -2,7 +2,9 @@
 
 At submit (`check`), every job or array a spec's ``after:`` names must exist in the
 submitter's tenant (else 422 on `after[i].job`: a tenant cannot learn of, or wait on,
-another tenant's jobs). Each round, before the core runs (`gate`), the loop:
+another tenant's jobs), and an `ok` dependency must still be able to succeed (a job that
+already FAILED with no restart left, or was CANCELLED, is a 422 naming `:any`). Each round,
+before the core runs (`gate`), the loop:
 - holds a pending job whose dependencies are not met yet, with the reason
   `dependency: waiting for job J to succeed (it is RUNNING)`;
 - cancels a pending job whose `ok` dependency can no longer be met (the job failed or was
@@ -50,6 +52,7 @@ def check(sessions: sessionmaker[Session], who: Principal, after: list[dict[str,
                 .distinct()
             )
         )
+        found = _states(s, ids)
     for k, dep in enumerate(after):
         if dep["job"] not in jobs and dep["job"] not in arrays:
             raise ApiError(
@@ -58,6 +61,15 @@ def check(sessions: sessionmaker[Session], who: Principal, after: list[dict[str,
                 "submit` printed (see `trainyard jobs`)",
                 field=f"after[{k}].job",
             )
+        states = found.get(dep["job"], [])
+        if dep["condition"] == "ok" and _outcome([st for _j, st in states], "ok") == "failed":
+            j, st = next((j, st) for j, st in states if st in (S.FAILED, S.CANCELLED))
+            raise ApiError(
+                422,
+                f"job {j} already ended {S(st).value}, so a dependency on its success can "
+                f"never be met; use {dep['job']}:any to run after it anyway, or resubmit it",
+                field=f"after[{k}].job",
+            )  # as Slurm refuses a dependency that can never be satisfied
 
 
 @dataclass
@@ -68,31 +80,45 @@ class Gate:
     cancel: dict[str, str] = field(default_factory=dict)
 
 
-def _outcome(states: list[JobState], condition: str) -> str:
-    """`met`, `failed` or `waiting` for a dependency whose job(s) are in `states`."""
+# a FAILED job with restarts left is waiting out its back-off: it will run again
+RETRYING = "restarting"
+
+
+def _ended(state: JobState | str) -> bool:
+    return state in ENDED
+
+
+def _outcome(states: list[JobState | str], condition: str) -> str:
+    """`met`, `failed` or `waiting` for a dependency whose job(s) are in `states` (a job
+    FAILED with restarts left is `RETRYING`: not ended)."""
     if not states:
         return "met" if condition == "any" else "failed"  # gone: ended, outcome unknown
     if condition == "ok" and any(s in (S.FAILED, S.CANCELLED) for s in states):
         return "failed"
     if condition == "ok":
         return "met" if all(s == S.SUCCEEDED for s in states) else "waiting"
-    return "met" if all(s in ENDED for s in states) else "waiting"
+    return "met" if all(_ended(s) for s in states) else "waiting"
 
 
-def _states(session: Session, ids: Iterable[str]) -> dict[str, list[tuple[str, JobState]]]:
-    """Dependency id -> [(job id, state)] of the job, or of an array's members."""
+def _states(session: Session, ids: Iterable[str]) -> dict[str, list[tuple[str, JobState | str]]]:
+    """Dependency id -> [(job id, state)] of the job, or of an array's members; a job FAILED
+    with restarts left is `RETRYING` (found by an outside review: an `ok` dependent was
+    cancelled while its dependency waited to be restarted)."""
     wanted = sorted(set(ids))
-    out: dict[str, list[tuple[str, JobState]]] = defaultdict(list)
+    out: dict[str, list[tuple[str, JobState | str]]] = defaultdict(list)
     if not wanted:
         return out
-    query = select(Job.id, Job.state, Job.array_id).where(
+    query = select(Job.id, Job.state, Job.array_id, Job.restart_count, Job.max_restarts).where(
         Job.id.in_(wanted) | Job.array_id.in_(wanted)
     )
-    for job_id, state, array_id in session.execute(query):
+    for job_id, state, array_id, restarts, most in session.execute(query):
+        seen: JobState | str = JobState(state)
+        if seen == S.FAILED and restarts < most:
+            seen = RETRYING
         if job_id in wanted:
-            out[job_id].append((job_id, JobState(state)))
+            out[job_id].append((job_id, seen))
         if array_id in wanted:
-            out[array_id].append((job_id, JobState(state)))
+            out[array_id].append((job_id, seen))
     return out
 
 
@@ -111,19 +137,20 @@ def gate(session: Session, pending: Iterable[str] | None = None) -> Gate:
             found = deps.get(dep["job"], [])
             verdict = _outcome([state for _j, state in found], dep["condition"])
             if verdict == "failed":
-                bad = next((f"{j} {s.value}" for j, s in found if s in (S.FAILED, S.CANCELLED)),
+                bad = next((f"{j} {S(s).value}" for j, s in found if s in (S.FAILED, S.CANCELLED)),
                            f"{dep['job']} (no longer stored)")  # fmt: skip
                 out.cancel[job_id] = f"dependency failed: {bad}"
                 break
             if verdict == "waiting":
-                first = next(((j, s) for j, s in found if s not in ENDED), found[0])
+                first = next(((j, s) for j, s in found if not _ended(s)), found[0])
                 need = "succeed" if dep["condition"] == "ok" else "end"
                 what = f"job {first[0]}" if first[0] == dep["job"] else (
                     f"array {dep['job']} (job {first[0]})"
                 )  # fmt: skip
-                out.held[job_id] = (
-                    f"dependency: waiting for {what} to {need} (it is {first[1].value})"
-                )
+                shown = first[1] if isinstance(first[1], str) else first[1].value
+                if shown == RETRYING:
+                    shown = "FAILED, to be restarted"
+                out.held[job_id] = f"dependency: waiting for {what} to {need} (it is {shown})"
                 break
     _throttle(session, out)
     return out

@@ -10,12 +10,14 @@ the files, this one serves them, `cli/logs.py` prints them.)
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from sqlalchemy.orm import Session, sessionmaker
 
 from trainyard.exec import logs
+from trainyard.exec.jobdirs import collected_at
 from trainyard.exec.local import log_paths
 from trainyard.server.api.auth import Principal
 from trainyard.server.api.errors import ApiError
@@ -36,6 +38,10 @@ class JobLogs:
 
     def paths(self, job_id: str, rank: int | None, attempt: int | None) -> dict[int, Path]:
         return log_paths(self.runs_dir, job_id, rank, attempt)
+
+    def collected(self, job_id: str) -> float | None:
+        """When retention (`admin gc`) removed the job's logs, or None."""
+        return collected_at(self.runs_dir / "jobs" / job_id)
 
     def read(self, job_id: str, rank: int | None, attempt: int | None) -> Iterator[str]:
         paths = self.paths(job_id, rank, attempt)
@@ -101,6 +107,13 @@ def open_logs(
             field="rank",
         )  # fmt: skip
     live = follow and followed == latest and job.state in _LIVE
+    removed = None if live else source.collected(job.id)
+    if removed is not None and not source.paths(job.id, rank, followed):
+        when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(removed))
+        raise ApiError(
+            410, f"the logs of job {job.id} were removed by retention (trainyard admin gc) "
+            f"on {when}; its events and accounting are kept (trainyard describe)", field=None,
+        )  # fmt: skip
     if not live and tail_bytes is None:
         lines = source.read(job.id, rank, followed)
     else:

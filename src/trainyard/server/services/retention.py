@@ -2,7 +2,8 @@
 
 - **Runs** of jobs that ended (SUCCEEDED, CANCELLED, or FAILED with no restart left) more than
   `runs_age_s` ago: their run records and per-rank logs (`<runs>/jobs/<id>/attempt-*`,
-  `logs/`) and the job's home and temporary directories.
+  `logs/`) and the job's home and temporary directories. A `collected` file in the job's
+  directory records when, and the logs API says so instead of answering an empty log.
 - **Checkpoints** of such jobs, once they ended more than `checkpoints_age_s` ago.
 - **Tokens**: job tokens of jobs that ended (they stopped working then) and personal tokens
   revoked or expired more than `tokens_age_s` ago (console sessions included), and the
@@ -22,6 +23,7 @@ from pathlib import Path
 from sqlalchemy import delete, or_, select
 from sqlalchemy.orm import Session
 
+from trainyard.exec.jobdirs import mark_collected
 from trainyard.server.db import ApiToken, Job, JobState, LoginCode
 
 S = JobState
@@ -81,13 +83,20 @@ def collect(
             if present:
                 report.runs.append(job_id)
                 report.bytes_freed += sum(_remove(p, dry_run) for p in present)
+                if not dry_run:
+                    mark_collected(job_dir, now)  # `logs` then says why there are none
         if finished < now - checkpoints_age_s and (job_dir / "checkpoints").exists():
             report.bytes_freed += _remove(job_dir / "checkpoints", dry_run)
             report.checkpoints.append(job_id)
         if (
-            not dry_run and job_dir.is_dir() and not any(p.name != "uid" for p in job_dir.iterdir())
-        ):  # nothing left but the uid record: the directory goes (the uid is never reused)
-            shutil.rmtree(job_dir)
+            not dry_run
+            and job_dir.is_dir()
+            and not any(p.name not in ("uid", "collected") for p in job_dir.iterdir())
+        ):  # nothing left but the uid record: the directory goes (the uid is never reused),
+            # but for the record of the collection itself
+            for leftover in job_dir.iterdir():
+                if leftover.name == "uid":
+                    leftover.unlink()
     finished_jobs = select(Job.id).where(ended)
     stale = or_(
         ApiToken.job_id.in_(finished_jobs),

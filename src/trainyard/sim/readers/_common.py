@@ -38,8 +38,14 @@ def positive_int_option(options: Mapping[str, str], name: str, default: int) -> 
     return value
 
 
+# the longest time a trace's row may give (about 31.7 years): beyond it a job's GPU-seconds
+# overflow to infinity in the sums a simulation makes (a queue's share of the demand)
+MAX_SECONDS = 1e9
+
+
 def parse_float(text: str, where: str, what: str, *, minimum: float | None = None) -> float:
-    """A finite float, optionally > `minimum` (exclusive), else a WorkloadError at `where`."""
+    """A finite number of seconds up to `MAX_SECONDS`, optionally > `minimum` (exclusive),
+    else a WorkloadError at `where`."""
     try:
         value = float(text)
     except ValueError:
@@ -52,6 +58,11 @@ def parse_float(text: str, where: str, what: str, *, minimum: float | None = Non
         raise WorkloadError(
             where, f"{what} must be > {minimum:g}, got {text!r}; fix or drop the row"
         )
+    if abs(value) > MAX_SECONDS:
+        raise WorkloadError(
+            where, f"{what} must be at most {MAX_SECONDS:g} s (about 31 years), got {text!r}; "
+            "fix or drop the row",
+        )  # fmt: skip
     return value
 
 

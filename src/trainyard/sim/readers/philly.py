@@ -10,10 +10,10 @@ Rules:
 * options: ``clusters`` (comma-separated hashes to keep), ``start``/``end`` (ISO datetimes on
   the trace's clock; ``start`` inclusive, ``end`` exclusive), ``limit`` (keep the earliest N
   selected jobs);
-* a row with a non-numeric, non-finite or non-positive ``duration``, a ``num_gpus`` that is
-  not a whole number >= 1, a bad ``timestamp`` or an empty ``cluster`` is an error
-  (`WorkloadError` at ``file:line:column``), never silently dropped. The shipped file has
-  none: its shortest run time is 1 s. ``gpu_time`` is not read (it is duration x num_gpus).
+* a row with a non-numeric, non-finite, non-positive or over 1e9 s ``duration``, a
+  ``num_gpus`` that is not a whole number >= 1, a bad ``timestamp`` or an empty ``cluster``
+  is an error (`WorkloadError` at ``file:line:column``), never silently dropped. The shipped
+  file has none: its shortest run time is 1 s. ``gpu_time`` is not read (it is duration x num_gpus).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from trainyard.sim.readers._common import (
+    MAX_SECONDS,
     check_options,
     csv_rows,
     parse_float,
@@ -132,7 +133,7 @@ def read_philly(path: Path, *, load: float, options: Mapping[str, str], source: 
                 duration = float(text)
             except ValueError:
                 duration = math.nan
-            if not (0.0 < duration < math.inf):
+            if not (0.0 < duration <= MAX_SECONDS):
                 duration = parse_float(text, f"{name}:{line}:duration", "duration", minimum=0.0)
             text = row[i_gpu]
             gpus = int(text) if text.isdigit() else 0

@@ -55,7 +55,8 @@ def test_gc_removes_what_the_policy_no_longer_keeps(admin: AdminCli) -> None:
     assert (jobs / old / "checkpoints" / "ckpt").exists()
     out = admin.ok("gc", "--checkpoints", "1d")
     assert out.startswith("removed: runs and logs of 1 job(s), checkpoints of 2, 2 token(s)")
-    assert not (jobs / old).exists()  # nothing of it is left
+    # nothing of it is left but the record of the collection (the logs API says so)
+    assert [p.name for p in (jobs / old).iterdir()] == ["collected"]
     assert (jobs / recent / "logs" / "attempt-0" / "rank-0.log").exists()  # kept 30 days
     assert not (jobs / recent / "checkpoints").exists()  # --checkpoints 1d
     assert (jobs / live / "checkpoints" / "ckpt").exists()  # a live job is never touched
