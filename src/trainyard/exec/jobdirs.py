@@ -89,29 +89,30 @@ def write_notice(job_dir: Path, reason: str) -> None:
     os.replace(tmp, path)
 
 
-def collected_path(job_dir: Path) -> Path:
-    """`<job dir>/collected`: when retention (`admin gc`) removed the job's runs and logs."""
-    return job_dir / "collected"
+def collected_path(root_dir: Path, job_id: str) -> Path:
+    """`<root>/collected/<job id>`: when retention (`admin gc`) removed the job's runs and
+    logs. Kept out of `jobs/`, whose folders the server walks at every start."""
+    return root_dir / "collected" / job_id
 
 
-def mark_collected(job_dir: Path, when: float) -> None:
+def mark_collected(root_dir: Path, job_id: str, when: float) -> None:
     """Record that retention removed the job's runs and logs at `when` (epoch seconds), so
-    that an empty log is not mistaken for a job that printed nothing. The server's file, as
-    the notice is."""
-    job_dir.mkdir(parents=True, exist_ok=True)
-    tmp = job_dir / f".collected.{os.getpid()}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+    that an empty log is not mistaken for a job that printed nothing (the server's file)."""
+    path = collected_path(root_dir, job_id)
+    path.parent.mkdir(mode=0o700, exist_ok=True)
+    tmp = path.with_name(f".{job_id}.{os.getpid()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
     try:
         os.write(fd, f"{when:.0f}\n".encode())
     finally:
         os.close(fd)
-    os.replace(tmp, collected_path(job_dir))
+    os.replace(tmp, path)
 
 
-def collected_at(job_dir: Path) -> float | None:
+def collected_at(root_dir: Path, job_id: str) -> float | None:
     """When retention removed the job's runs and logs, or None."""
     try:
-        return float(collected_path(job_dir).read_text().strip())
+        return float(collected_path(root_dir, job_id).read_text().strip())
     except (OSError, ValueError):
         return None
 

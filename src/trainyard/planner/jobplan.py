@@ -34,7 +34,7 @@ from trainyard.planner.launch import LaunchSettings, launch_settings
 from trainyard.planner.model import Model
 from trainyard.planner.presets import load_model, model_from_mapping, preset
 from trainyard.planner.search import Plan, best
-from trainyard.planner.sizing import SizingOption, size_for_tokens
+from trainyard.planner.sizing import MAX_TOKENS, SizingOption, size_for_tokens
 
 __all__ = ["PLANNER_KEYS", "JobPlan", "model_from_spec", "plan_job_spec"]
 
@@ -183,6 +183,12 @@ def plan_job_spec(spec: Mapping[str, Any], base_dir: Path | None = None) -> JobP
             )
         tokens = _number(section, "tokens")
         objective = section.get("objective", "time")
+        if tokens is None and not model.tokens_per_iteration <= MAX_TOKENS:
+            raise PlannerError(  # (the default below: one iteration's tokens)
+                "model.global_batch",
+                f"global_batch x seq_len gives {model.tokens_per_iteration:.3g} tokens an "
+                f"iteration, more than {MAX_TOKENS:.0e}; give smaller ones",
+            )
         try:
             found = size_for_tokens(
                 model,

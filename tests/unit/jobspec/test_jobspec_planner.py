@@ -208,3 +208,17 @@ def test_tokens_give_the_expected_duration() -> None:
     given = resolve(parse_job_spec(text + "expected_duration_s: 60\n"))
     assert given.expected_duration_s == 60.0
     assert resolve(parse_job_spec(PLANNED)).expected_duration_s is None
+
+
+def test_a_derived_token_count_too_large_names_the_fields_written() -> None:
+    """Outside review 7: a huge batch and sequence with no `planner.tokens` was told about
+    `planner.tokens`, which the user never wrote (it defaults to one iteration's tokens)."""
+    spec = parse_job_spec(
+        "name: a\ncommand: x\n"
+        "model: {preset: gpt3-125m, global_batch: 1000000000, seq_len: 1000000000}\n"
+        "gpu_type: H100\nplanner: {max_gpus: 4}\n"
+    )
+    with pytest.raises(JobSpecError) as exc:
+        resolve(spec)
+    assert exc.value.field == "model.global_batch"
+    assert "global_batch x seq_len" in exc.value.message and "planner.tokens" not in str(exc.value)

@@ -41,7 +41,7 @@ class JobLogs:
 
     def collected(self, job_id: str) -> float | None:
         """When retention (`admin gc`) removed the job's logs, or None."""
-        return collected_at(self.runs_dir / "jobs" / job_id)
+        return collected_at(self.runs_dir, job_id)
 
     def read(self, job_id: str, rank: int | None, attempt: int | None) -> Iterator[str]:
         paths = self.paths(job_id, rank, attempt)

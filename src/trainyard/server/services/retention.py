@@ -2,8 +2,8 @@
 
 - **Runs** of jobs that ended (SUCCEEDED, CANCELLED, or FAILED with no restart left) more than
   `runs_age_s` ago: their run records and per-rank logs (`<runs>/jobs/<id>/attempt-*`,
-  `logs/`) and the job's home and temporary directories. A `collected` file in the job's
-  directory records when, and the logs API says so instead of answering an empty log.
+  `logs/`) and the job's home and temporary directories. `<runs>/collected/<job id>` records
+  when, and the logs API says so instead of answering an empty log.
 - **Checkpoints** of such jobs, once they ended more than `checkpoints_age_s` ago.
 - **Tokens**: job tokens of jobs that ended (they stopped working then) and personal tokens
   revoked or expired more than `tokens_age_s` ago (console sessions included), and the
@@ -84,19 +84,14 @@ def collect(
                 report.runs.append(job_id)
                 report.bytes_freed += sum(_remove(p, dry_run) for p in present)
                 if not dry_run:
-                    mark_collected(job_dir, now)  # `logs` then says why there are none
+                    mark_collected(runs_dir, job_id, now)  # `logs` then says why none
         if finished < now - checkpoints_age_s and (job_dir / "checkpoints").exists():
             report.bytes_freed += _remove(job_dir / "checkpoints", dry_run)
             report.checkpoints.append(job_id)
         if (
-            not dry_run
-            and job_dir.is_dir()
-            and not any(p.name not in ("uid", "collected") for p in job_dir.iterdir())
-        ):  # nothing left but the uid record: the directory goes (the uid is never reused),
-            # but for the record of the collection itself
-            for leftover in job_dir.iterdir():
-                if leftover.name == "uid":
-                    leftover.unlink()
+            not dry_run and job_dir.is_dir() and not any(p.name != "uid" for p in job_dir.iterdir())
+        ):  # nothing left but the uid record: the directory goes (the uid is never reused)
+            shutil.rmtree(job_dir)
     finished_jobs = select(Job.id).where(ended)
     stale = or_(
         ApiToken.job_id.in_(finished_jobs),

@@ -55,8 +55,9 @@ def test_gc_removes_what_the_policy_no_longer_keeps(admin: AdminCli) -> None:
     assert (jobs / old / "checkpoints" / "ckpt").exists()
     out = admin.ok("gc", "--checkpoints", "1d")
     assert out.startswith("removed: runs and logs of 1 job(s), checkpoints of 2, 2 token(s)")
-    # nothing of it is left but the record of the collection (the logs API says so)
-    assert [p.name for p in (jobs / old).iterdir()] == ["collected"]
+    assert not (jobs / old).exists()  # nothing of it is left
+    assert (admin.home / "runs" / "collected" / old).is_file()  # but when it went (logs: 410)
+    assert not (admin.home / "runs" / "collected" / recent).exists()
     assert (jobs / recent / "logs" / "attempt-0" / "rank-0.log").exists()  # kept 30 days
     assert not (jobs / recent / "checkpoints").exists()  # --checkpoints 1d
     assert (jobs / live / "checkpoints" / "ckpt").exists()  # a live job is never touched
