@@ -24,6 +24,7 @@ two seconds and the submissions accepted since are added to it.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from dataclasses import dataclass
@@ -187,11 +188,23 @@ class Admission:
                 field="working_dir",
             )
         if exists and not real.is_dir():
+            why = "not a directory" if _reachable(real.parent) else "not a directory it can reach"
             raise ApiError(
-                422, f"{text!r} is not a directory on the server's machine, where the job "
-                "runs; create it, or submit from a directory that exists",
+                422, f"{text!r} is {why} on the server's machine, where the job runs; create "
+                "it (or let the server's user pass through it), or submit from one that exists",
                 field="working_dir",
             )  # fmt: skip
+
+
+def _reachable(folder: Path) -> bool:
+    """Can this process look into `folder` (or is it missing for everyone)?"""
+    try:
+        folder.stat()
+    except PermissionError:
+        return False
+    except OSError:
+        return True  # missing: "not a directory" is the answer
+    return os.access(folder, os.X_OK)
 
 
 def _check_capacity(spec: JobSpec, shape: ClusterShape) -> None:
