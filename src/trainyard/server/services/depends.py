@@ -84,10 +84,6 @@ class Gate:
 RETRYING = "restarting"
 
 
-def _ended(state: JobState | str) -> bool:
-    return state in ENDED
-
-
 def _outcome(states: list[JobState | str], condition: str) -> str:
     """`met`, `failed` or `waiting` for a dependency whose job(s) are in `states` (a job
     FAILED with restarts left is `RETRYING`: not ended)."""
@@ -97,7 +93,7 @@ def _outcome(states: list[JobState | str], condition: str) -> str:
         return "failed"
     if condition == "ok":
         return "met" if all(s == S.SUCCEEDED for s in states) else "waiting"
-    return "met" if all(_ended(s) for s in states) else "waiting"
+    return "met" if all(s in ENDED for s in states) else "waiting"
 
 
 def _states(session: Session, ids: Iterable[str]) -> dict[str, list[tuple[str, JobState | str]]]:
@@ -142,14 +138,12 @@ def gate(session: Session, pending: Iterable[str] | None = None) -> Gate:
                 out.cancel[job_id] = f"dependency failed: {bad}"
                 break
             if verdict == "waiting":
-                first = next(((j, s) for j, s in found if not _ended(s)), found[0])
+                first = next(((j, s) for j, s in found if s not in ENDED), found[0])
                 need = "succeed" if dep["condition"] == "ok" else "end"
                 what = f"job {first[0]}" if first[0] == dep["job"] else (
                     f"array {dep['job']} (job {first[0]})"
                 )  # fmt: skip
-                shown = first[1] if isinstance(first[1], str) else first[1].value
-                if shown == RETRYING:
-                    shown = "FAILED, to be restarted"
+                shown = "FAILED, to be restarted" if first[1] == RETRYING else str(first[1])
                 out.held[job_id] = f"dependency: waiting for {what} to {need} (it is {shown})"
                 break
     _throttle(session, out)
