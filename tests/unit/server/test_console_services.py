@@ -163,6 +163,32 @@ def test_the_cookie_works_on_the_api_and_its_writes_need_the_csrf_token(api: Api
     )
 
 
+def test_the_cookie_takes_a_console_session_only(api: ApiWorld) -> None:
+    """An API token or a job's own token set as the cookie by hand is refused (found by an
+    outside review: a job's token read its whole tenant's usage through the Usage page)."""
+    with _session(api) as s:
+        ids = _ids(s)
+        job = Job(tenant_id=ids["acme"], user_id=ids["ada"], queue_id=ids["research"], name="j",
+                  submitted_at=NOW, state_changed_at=NOW, state=JobState.RUNNING)  # fmt: skip
+        s.add(job)
+        s.flush()
+        ada = s.scalars(select(User).where(User.name == "ada")).one()
+        _row, job_token = issue_token(s, ada, now=NOW, job_id=job.id)
+        s.commit()
+    # the job's token still reads its own job through the API, in the header
+    assert api.client.get("/v1/usage", headers={"Authorization": f"Bearer {job_token}"}).json()
+    for credential in (job_token, api.tokens["ada"]):
+        refused = _as(api, credential).get("/v1/whoami")
+        assert refused.status_code == 401, credential
+        assert "console session" in refused.json()["error"]["message"]
+        page = _as(api, credential).get("/usage?by=user", follow_redirects=False)
+        assert page.status_code == 303 and page.headers["location"].startswith("/login")
+        assert "Totals by user" not in page.text
+    session = _login(api, api.tokens["ada"])
+    assert _as(api, session).get("/v1/whoami").json()["user"] == "ada"
+    assert "Totals by user" in _as(api, session).get("/usage?by=user").text
+
+
 def test_logout_revokes_the_session_only(api: ApiWorld) -> None:
     cookie = _login(api, api.tokens["ada"])
     refused = _as(api, cookie).post("/logout", data={"csrf": "nope"}, follow_redirects=False)

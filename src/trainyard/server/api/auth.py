@@ -11,9 +11,13 @@ within `ttl_s`. Job-scoped tokens are never cached: they end with their job.
 
 The web console's browsers send their session token (an API token, `services/logins.py`) in
 the HttpOnly cookie `SESSION_COOKIE` instead of the header: `authorization` turns it into
-the same `Bearer` credential, so the console is the API's callers with the API's rules. A
-write (any method but GET, HEAD, OPTIONS) made with the cookie must carry the session's
-CSRF token in `CSRF_HEADER` and must not come from another origin; otherwise 403.
+the same `Bearer` credential, so the console is the API's callers with the API's rules. The
+cookie holds a console session and nothing else (`check_cookie`): an API token or a job's own
+token set as the cookie by hand is refused with 401, so a job-scoped token cannot reach the
+console's pages, which show what the tenant may read (found by an outside review: a job's
+token read its tenant's usage through the Usage page). A write (any method but GET, HEAD,
+OPTIONS) made with the cookie must carry the session's CSRF token in `CSRF_HEADER` and must
+not come from another origin; otherwise 403.
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ _WRITE_ROLES = frozenset({Role.MEMBER, Role.ADMIN})
 SESSION_COOKIE = "trainyard_session"
 CSRF_HEADER = "X-CSRF-Token"
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+# The name of the API token a console login issues (`services/logins.py`).
+CONSOLE_SESSION = "console session"
 
 
 @dataclass(frozen=True)
@@ -45,6 +51,7 @@ class Principal:
     tenant_name: str
     role: Role
     job_id: str | None = None  # set for a job-scoped token
+    console_session: bool = False  # the token is a console session (`services/logins.py`)
 
     def require_write(self, action: str) -> None:
         if self.role not in _WRITE_ROLES:
@@ -70,6 +77,18 @@ def authorization(request: HTTPConnection) -> str | None:
     if method not in SAFE_METHODS:
         check_csrf(request, token)
     return f"Bearer {token}"
+
+
+def check_cookie(request: HTTPConnection, who: Principal) -> None:
+    """A 401 `ApiError` when the credential came in the session cookie and is not a console
+    session (an API token or a job's token put there by hand)."""
+    if request.headers.get("authorization") or not request.cookies.get(SESSION_COOKIE):
+        return
+    if not who.console_session:
+        raise unauthorized(
+            f"the {SESSION_COOKIE} cookie holds only a console session: open a login link "
+            "(`trainyard console`); an API token goes in the Authorization header"
+        )
 
 
 def same_origin(request: HTTPConnection) -> bool:
@@ -167,6 +186,7 @@ def authenticate(
         tenant_name=user.tenant.name,
         role=Role(user.role),
         job_id=row.job_id,
+        console_session=row.name == CONSOLE_SESSION and row.job_id is None,
     )
     if cache is not None:
         cache.put(token, who, expires_at=row.expires_at, now=now)

@@ -23,7 +23,14 @@ import trainyard.server.services.logs as logs
 import trainyard.server.services.tokens as tokens
 import trainyard.server.services.usage as usage
 from trainyard.jobspec import Limits
-from trainyard.server.api.auth import Principal, TokenCache, authenticate, authorization, bearer
+from trainyard.server.api.auth import (
+    Principal,
+    TokenCache,
+    authenticate,
+    authorization,
+    bearer,
+    check_cookie,
+)
 from trainyard.server.api.errors import ApiError
 from trainyard.server.bootstrap import DEFAULT_TENANT
 from trainyard.server.db.base import JobState, Role
@@ -63,6 +70,7 @@ class ApiContext:
             try:
                 header = authorization(request)
                 who = authenticate(session, header, now=now, cache=self.tokens)
+                check_cookie(request, who)
                 yield session, who, now
                 session.commit()
             except BaseException:
@@ -82,6 +90,7 @@ class ApiContext:
         who = self.tokens.get(bearer(header), now=now)
         if who is None:
             who = await run_in_threadpool(self.authenticate, header, now)
+        check_cookie(request, who)
         return who
 
 

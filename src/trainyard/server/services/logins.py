@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
+from trainyard.server.api.auth import CONSOLE_SESSION
 from trainyard.server.api.errors import ApiError, unauthorized
 from trainyard.server.db.base import Role
 from trainyard.server.db.logins import LoginCode
@@ -36,7 +37,6 @@ from trainyard.server.services import audit
 CODE_PREFIX = "tyc_"
 CODE_TTL_S = 15 * 60.0
 SESSION_TTL_S = 12 * 3600.0
-CONSOLE_SESSION = "console session"
 _CSRF_LABEL = b"trainyard console csrf v1"
 
 
