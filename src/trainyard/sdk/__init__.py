@@ -5,7 +5,7 @@ A plain DDP training loop, with the lines the SDK adds (see docs/sdk.md)::
     import torch.distributed as dist
     from trainyard import sdk
 
-    dist.init_process_group(sdk.backend())
+    sdk.init_distributed()                        # gloo or nccl; also run plainly
     model = build_model().to(sdk.device())
     ddp = DistributedDataParallel(model)
     ckpt = sdk.AsyncCheckpointer(keep=3)          # TRAINYARD_CHECKPOINT_DIR
@@ -40,6 +40,7 @@ from trainyard.sdk.env import (
     backend,
     checkpoint_dir,
     device,
+    init_distributed,
     job_id,
     local_rank,
     local_world_size,
@@ -69,6 +70,7 @@ __all__ = [
     "checkpoint_name",
     "device",
     "exit_after_checkpoint",
+    "init_distributed",
     "job_id",
     "local_batch",
     "local_rank",

@@ -17,8 +17,9 @@ counts as absent; one that should be an integer and is not raises `ValueError` n
 from __future__ import annotations
 
 import os
+import socket
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import torch
@@ -175,3 +176,28 @@ def backend() -> str:
     """The torch.distributed backend that fits `device`: ``nccl`` on real CUDA, else
     ``gloo``. Works without torch (``gloo``)."""
     return "nccl" if _real_cuda() else "gloo"
+
+
+# What a launcher (torchrun, trainyard's executors) sets and a plain `python train.py` lacks.
+_ONE_RANK = {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "LOCAL_WORLD_SIZE": "1"}
+
+
+def init_distributed(**kwargs: Any) -> str:
+    """``torch.distributed.init_process_group`` with `backend` (``env://`` rendezvous), also
+    when no launcher started the process: without ``WORLD_SIZE`` it is one rank (the
+    variables of `_ONE_RANK`, ``MASTER_ADDR`` 127.0.0.1 and a free ``MASTER_PORT``, set only
+    where absent), so a script run plainly (``python train.py``) works as rank 0 of 1.
+    `kwargs` go to ``init_process_group`` (a ``backend`` there wins). Returns the backend."""
+    import torch.distributed as dist
+
+    if _text("WORLD_SIZE") is None:
+        for name, value in _ONE_RANK.items():
+            os.environ.setdefault(name, value)
+        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+        if _text("MASTER_PORT") is None:
+            with socket.socket() as probe:  # a port free now; one process binds it next
+                probe.bind(("127.0.0.1", 0))
+                os.environ["MASTER_PORT"] = str(probe.getsockname()[1])
+    chosen = str(kwargs.pop("backend", None) or backend())
+    dist.init_process_group(backend=chosen, **kwargs)
+    return chosen

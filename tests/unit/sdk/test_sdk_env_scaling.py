@@ -145,3 +145,34 @@ def test_the_sdk_imports_and_works_without_torch(tmp_path: Path) -> None:
     assert result.stderr.splitlines() == [
         "trainyard.sdk: not running under trainyard; reports are off"
     ]
+
+
+PLAIN = """
+import torch
+import torch.distributed as dist
+from trainyard import sdk
+
+print(sdk.init_distributed(), dist.get_world_size(), dist.get_rank())
+total = torch.ones(1)
+dist.all_reduce(total)
+print(int(total.item()))
+dist.destroy_process_group()
+"""
+
+
+def test_init_distributed_runs_a_plain_script_as_rank_0_of_1() -> None:
+    """Found by an outside review: docs/sdk.md promised that a script using the SDK runs
+    unchanged when started plainly, yet `init_process_group`'s env:// rendezvous stops
+    without `RANK`. `sdk.init_distributed` sets one rank's variables where none are set."""
+    clean = {k: v for k, v in os.environ.items()
+             if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
+                          "MASTER_ADDR", "MASTER_PORT")}  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-c", PLAIN],
+        env={**clean, "PYTHONPATH": SRC, "CUDA_VISIBLE_DEVICES": ""},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["gloo", "1", "0", "1"]

@@ -142,7 +142,9 @@ def _report(
     remaining: int | None = None,
 ) -> None:  # fmt: skip
     """The job reports `step_time` seconds per step of 64 samples at `gpus` GPUs (and the
-    samples it has left, when given)."""
+    samples it has left, when given). A report names the GPUs the job holds, so for a size
+    below its own the job is first put on that many of its devices, as when it ran there,
+    and given back its placement after."""
     from trainyard.server.api.auth import Principal
     from trainyard.server.api.schemas import ReportIn
     from trainyard.server.db.base import Role
@@ -156,7 +158,15 @@ def _report(
         body = ReportIn(attempt=0, gpus=gpus, nodes=1, world_size=gpus, batch=64,
                         step_time=step_time, steps=50, step=50, samples=3200,
                         remaining_samples=remaining)  # fmt: skip
+        full = job.placement
+        if full is not None:
+            devices = [(part["node"], d) for part in full for d in part["devices"]][:gpus]
+            job.placement = [
+                {"node": node, "devices": [d for n, d in devices if n == node]}
+                for node in dict.fromkeys(n for n, _d in devices)
+            ]
         reports.record(s, who, job_id, body, now=now)
+        job.placement = full
         s.commit()
 
 
@@ -206,6 +216,45 @@ def test_the_work_a_job_says_it_has_left_reaches_the_core(
     with factory() as s:
         (running,) = load_snapshot(s, NOW + 40).running
     assert running.job.elastic is not None and running.job.elastic.remaining == 640_000.0
+
+
+def test_a_report_must_come_from_the_running_attempt_and_its_gpus(
+    factory: sessionmaker[Session], session: Session, world: World
+) -> None:
+    """Found by an outside review: a job's code could report, with its own token, step times
+    at 4,096 GPUs on a 4-GPU cluster, or as attempt 7, and they reached the goodput model
+    and the hang detector. A report of another attempt, of GPUs the job does not hold or of
+    more nodes than it spans is refused (409 naming the field) and stores nothing."""
+    from trainyard.server.api.auth import Principal
+    from trainyard.server.api.errors import ApiError
+    from trainyard.server.api.schemas import ReportIn
+    from trainyard.server.db.base import Role
+    from trainyard.server.db.reports import JobObservation, JobProgress
+    from trainyard.server.services import reports
+
+    job_id = _elastic(session, world, gpus=2, low=1, high=4)
+    run_once(factory, now=NOW, metrics=platform_metrics())
+    mark_running(factory, job_id, NOW + 1)
+    good = {"attempt": 0, "gpus": 2, "nodes": 1, "world_size": 2, "batch": 64,
+            "step_time": 0.5, "steps": 10, "step": 10, "samples": 640}  # fmt: skip
+    for change, field in (({"attempt": 7}, "attempt"), ({"gpus": 4096}, "gpus"),
+                          ({"gpus": 1}, "gpus"), ({"nodes": 2}, "nodes")):  # fmt: skip
+        with factory() as s:
+            job = s.get(Job, job_id)
+            assert job is not None and job.state == S.RUNNING
+            who = Principal(user_id=job.user_id or 0, user_name="u", tenant_id=job.tenant_id,
+                            tenant_name="t", role=Role.MEMBER, job_id=job_id)  # fmt: skip
+            with pytest.raises(ApiError) as refused:
+                reports.record(s, who, job_id, ReportIn(**(good | change)), now=NOW + 5)
+            assert refused.value.status == 409 and refused.value.field == field, change
+            s.rollback()
+            assert s.get(JobProgress, job_id) is None
+            assert not s.scalars(select(JobObservation)).all()
+    _report(factory, job_id, 2, 0.5, NOW + 10)  # the running attempt at its own size
+    with factory() as s:
+        (running,) = load_snapshot(s, NOW + 20).running
+    assert running.job.elastic is not None
+    assert [(x.gpus, x.step_time) for x in running.job.elastic.samples] == [(2, 0.5)]
 
 
 def test_a_job_shrinking_for_a_waiting_job_does_not_stop_the_scheduler(

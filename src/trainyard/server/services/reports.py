@@ -14,8 +14,14 @@ train. `record` keeps:
   attempt, and one whenever the world size changes, for the console's charts (`history`).
 `observations` gives them back as the core's `Elastic` for the scheduling round, so the
 goodput model fits the job's measured throughput rather than its prior.
-Only a RUNNING job reports (409 otherwise); a job's token may report for that job only, a
-member or admin of its tenant for any of the tenant's jobs (404 for other tenants' jobs).
+Only a RUNNING job reports (409 otherwise), and only for the run it is in: the report's
+`attempt` must be the running attempt and, for a job that holds GPUs, its `gpus` the GPUs
+the job holds and its `nodes` no more than the nodes they are on (409 naming the field
+otherwise). So neither a stale report nor a made-up one (a job's own code may send any body
+with its token) can put step times at sizes the job never ran into its goodput model, nor
+make the hang detector take another attempt's report for this one's (found by an outside
+review). A job's token may report for that job only, a member or admin of its tenant for
+any of the tenant's jobs (404 for other tenants' jobs).
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from trainyard import core
 from trainyard.server.api.auth import Principal
 from trainyard.server.api.errors import ApiError
 from trainyard.server.db.base import JobState
+from trainyard.server.db.jobs import Job
 from trainyard.server.db.reports import JobObservation, JobProgress, JobReportSample
 from trainyard.server.services.jobs import own_job
 
@@ -52,6 +59,7 @@ def record(
         raise ApiError(
             409, f"job {job.id} is {job.state.value}: only a running job reports", field="state"
         )
+    _check_run(job, report)
     key = (job.id, report.gpus, report.nodes, report.batch)
     obs = session.get(JobObservation, key)
     if obs is None:
@@ -83,6 +91,30 @@ def record(
             if value is None and name in ("grad_sqr", "grad_var", "remaining_samples"):
                 continue  # measured now and then: the last measurement stands
             setattr(progress, name, value)
+
+
+def _check_run(job: Job, report: schemas.ReportIn) -> None:
+    """A 409 naming the field when the report is not of the job's running attempt or names
+    GPUs or nodes the job does not hold."""
+    running = max(0, job.attempt - 1)
+    if report.attempt != running:
+        raise ApiError(
+            409, f"job {job.id} runs attempt {running}, not {report.attempt}: a report "
+            "comes from the running attempt (TRAINYARD_ATTEMPT)", field="attempt",
+        )  # fmt: skip
+    placement = job.placement or []
+    held = sum(len(part.get("devices", [])) for part in placement)
+    if held and report.gpus != held:
+        raise ApiError(
+            409, f"job {job.id} holds {held} GPU(s), not {report.gpus}: a report gives the "
+            "GPUs its run trains on", field="gpus",
+        )  # fmt: skip
+    if held and report.nodes > len(placement):
+        raise ApiError(
+            409,
+            f"job {job.id} runs on {len(placement)} node(s), not {report.nodes}",
+            field="nodes",
+        )
 
 
 def _sample(
