@@ -129,6 +129,15 @@ def _gpus_text(job: dict[str, Any]) -> str:
     return f"{job['gpus']} (elastic {low}-{high})"
 
 
+def _first_run(job: dict[str, Any]) -> float | None:
+    """When the job first started running (its first move to RUNNING among its events);
+    `started_at` is its current run's start, which a restart or a resize moves."""
+    for event in job.get("events") or []:
+        if event.get("to_state") == "RUNNING" and isinstance(event.get("time"), int | float):
+            return float(event["time"])
+    return None
+
+
 def render_job(job: dict[str, Any], virtual: dict[str, set[int]] | None, colour: bool) -> str:
     """The human form of a `JobDetail` answer."""
     state = job["state"]
@@ -141,7 +150,12 @@ def render_job(job: dict[str, Any], virtual: dict[str, set[int]] | None, colour:
         ("submitted", relative(job["submitted_at"])),
     ]
     if job.get("started_at") is not None:
-        rows.append(("started", relative(job["started_at"])))
+        first = _first_run(job)
+        if first is not None and first < job["started_at"]:
+            rows.append(("started", relative(first)))
+            rows.append(("this run", f"since {relative(job['started_at'])}"))
+        else:
+            rows.append(("started", relative(job["started_at"])))
     if job.get("finished_at") is not None:
         rows.append(("finished", relative(job["finished_at"])))
     rows.append(("placement", placement_text(job.get("placement"), virtual)))
@@ -246,21 +260,34 @@ def cancel_command(
     token: TokenOption = None,
 ) -> None:
     """Cancel jobs (their processes are stopped); an array id cancels every member that has
-    not ended."""
-    answers = []
+    not ended. Every id is tried: one that cannot be cancelled (unknown, already ended) is
+    reported on stderr and the command exits 2 once it has tried the rest, as scancel does."""
+    paths = [
+        f"/v1/arrays/{checked_id(job)}/cancel" if job.startswith("a-") else job_path(job, "/cancel")
+        for job in jobs
+    ]  # every id checked before anything is cancelled
+    answers: list[dict[str, Any]] = []
+    failed = 0
     with connect(url, token) as client:
-        for job in jobs:
-            if job.startswith("a-"):
-                out = client.post(f"/v1/arrays/{checked_id(job)}/cancel")
-                if not as_json:
-                    typer.echo(
-                        f"array {out['id']}: {len(out['cancelled'])} jobs cancelled, "
-                        f"{len(out['ended'])} had ended"
-                    )
-            else:
-                out = client.post(job_path(job, "/cancel"))
-                if not as_json:
-                    typer.echo(f"job {out['id']}: {out['state']}")
+        for job, path in zip(jobs, paths, strict=True):
+            try:
+                out = client.post(path)
+            except ClientError as error:  # the server's message names the job
+                failed += 1
+                typer.echo(f"error: {error.message}", err=True)
+                answers.append({"id": job, "error": error.message})
+                continue
             answers.append(out)
+            if as_json:
+                continue
+            if job.startswith("a-"):
+                typer.echo(
+                    f"array {out['id']}: {len(out['cancelled'])} jobs cancelled, "
+                    f"{len(out['ended'])} had ended"
+                )
+            else:
+                typer.echo(f"job {out['id']}: {out['state']}")
     if as_json:
         print_json(answers[0] if len(answers) == 1 else answers)
+    if failed:
+        raise typer.Exit(2)

@@ -2,9 +2,9 @@
 
 Reasons are rendered once per distinct situation (job shape x code) on the final state of the
 cycle, so explaining 20,000 pending jobs costs little more than explaining a handful. A
-reason names the numbers a person needs: what the job asks for, what is free, the largest
-block in the domain it needs, the queue and quota that block it, the reserved job it must not
-delay, and the estimated start when one is known.
+reason names the numbers a person needs: what the job asks for (an elastic job: its smallest
+size), what is free, the largest block in the domain it needs, the queue and quota that
+block it, the reserved job it must not delay, and the estimated start when one is known.
 """
 
 from __future__ import annotations
@@ -361,23 +361,24 @@ def _served_first(cycle: Cycle) -> None:
 def _quota(cycle: Cycle, job: Job, st: Status) -> str:
     name = cycle.queues.name(st.blocker)
     rule, used, bound = st.quota
+    tail = f"({used}/{bound} GPUs; job needs {job.gpus})"
     if rule == "limit":
-        return f"queue {name} is at its limit ({used}/{bound} GPUs; job needs {job.gpus})"
-    return (
-        f"non-preemptible jobs must fit in the guaranteed quota of queue {name} "
-        f"({used}/{bound} GPUs; job needs {job.gpus})"
-    )
+        return f"queue {name} is at its limit {tail}"
+    return f"non-preemptible jobs must fit in the guaranteed quota of queue {name} {tail}"
 
 
 def _reason(cycle: Cycle, job: Job, st: Status, start: float | None) -> PendingReason:
     code: PendingCode = st.code
+    # an elastic job starts at any size that fits (an outside review: it "needed" its gpus)
+    low = max(1, job.min_gpus or 1) if job.is_elastic and job.nodes <= 1 else job.gpus
+    small = job.with_gpus(low) if low < job.gpus and st.code != "order" else job
     if st.code == "quota":
-        msg = _quota(cycle, job, st)
+        msg = _quota(cycle, small, st)
     elif st.code == "order":
         head = f" behind job {st.other_job}" if st.other_job else ""
         msg = f"strict order: waiting{head}, the head of the line"
     else:
-        code, msg = _capacity(cycle, job)
+        code, msg = _capacity(cycle, small)
         if st.code == "reservation":
             code = "reservation"
             msg = f"would delay job {st.other_job}, which holds a reservation; {msg}"
@@ -398,6 +399,8 @@ def _reason(cycle: Cycle, job: Job, st: Status, start: float | None) -> PendingR
         )
         if start is None or end < start:
             start = end
+    if small is not job:
+        msg = f"even at its smallest size (min_gpus {low}): {msg}"
     return PendingReason(code, msg, start)
 
 

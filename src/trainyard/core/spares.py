@@ -13,12 +13,17 @@ action alone (greedy, in the profile's job order, where the recovering are first
 
 The profile's cycle then runs on the snapshot with those placements applied, spares closed,
 so a recovering job that found no room competes, first in line, for the rest of the cluster
-(by reclaim or preemption as any job). When that cycle evicted jobs and recovering jobs
-still wait (the evictions may have lowered their queue's use below its quota, or freed a
-spare a job ran on), the spare passes run once more on what it left, nodes holding a
-reservation aside; a placement on a victim's node then waits for the victims there to
-stop (`after_evictions`). The decision
-is all of them: the first spare passes first, the last ones last.
+(by reclaim or preemption as any job). A job the passes placed is not resized by that cycle,
+but it may be preempted there by the profile's own rules, as the cycle after would preempt
+it (a placement of the second pass holds ordinary GPUs too): its placement is then taken
+back (`_take_back`), so the decision never starts a job it stops, and the next cycle does
+not undo it (found by the stability property: a waiting job of higher priority, or less
+served under `tiresias`, preempted such a job the cycle after it started). When that cycle
+evicted jobs and recovering jobs still wait (the evictions may have lowered their queue's
+use below its quota, freed a spare a job ran on, or taken back a job's placement), the
+spare passes run once more on what it left, nodes holding a reservation aside; a placement
+on a victim's node then waits for the victims there to stop (`after_evictions`). The
+decision is all of them: the first spare passes first, the last ones last.
 
 Spares trade utilisation for time to recover: a job that loses a node restarts at once on
 a warm, idle node instead of waiting for one to free up (the shell chooses which nodes are
@@ -34,7 +39,7 @@ from trainyard.core.apply import apply_decision
 from trainyard.core.framework import Profile
 from trainyard.core.snapshot import Snapshot
 from trainyard.core.topology import Layout
-from trainyard.core.types import Decision, Job, Node, Placement
+from trainyard.core.types import Decision, Job, Node, PendingReason, Placement
 
 Decide = Callable[[Snapshot, Profile, Layout | None], Decision]
 
@@ -54,13 +59,11 @@ def _waiting_for(placement: Placement, leaving: dict[str, list[str]]) -> Placeme
 
 
 def _settled(snapshot: Snapshot, found: Decision) -> Snapshot:
-    """`snapshot` with the jobs `found` placed held as placed: the cycle after the passes
-    neither evicts nor resizes a job that this decision starts."""
+    """`snapshot` with the jobs `found` placed held at their size: the cycle after the
+    passes does not resize a job that this decision starts (it may preempt it: `_take_back`)."""
     ids = {p.job_id for p in found.placements}
     running = tuple(
-        replace(r, job=replace(r.job, preemptible=False, min_gpus=None, max_gpus=None))
-        if r.job.id in ids
-        else r
+        replace(r, job=replace(r.job, min_gpus=None, max_gpus=None)) if r.job.id in ids else r
         for r in snapshot.running
     )
     return replace(snapshot, running=running)
@@ -100,20 +103,46 @@ def recovering_first(
     after, placed = _passes(snapshot, waiting, profile, decide)
     rest = decide(after, profile, layout)
     evicted = {e.job_id for e in rest.evictions}
-    done = {p.job_id for p in placed} | evicted  # a spare placement the cycle took back too
+    undone = evicted & {p.job_id for p in placed}  # placed by the passes, then preempted
+    base = apply_decision(after, rest)  # the cluster the decision leaves (undone ones gone)
+    if undone:
+        placed, rest = _take_back(placed, rest)  # pending again: offered the passes below
+    done = {p.job_id for p in placed} | (evicted - undone)
     left = tuple(j for j in waiting if j.id in rest.pending and j.id not in done)
-    if rest.evictions and left:  # they may have lowered a recovering job's queue below its
-        # quota: offer the spares again; what lands on a victim's node waits for the victim
+    if evicted and left:  # they may have lowered a recovering job's queue below its quota,
+        # or taken a recovering job's GPUs: offer the spares again on what the decision
+        # leaves; what lands on a victim's node waits for the victim
         leaving: dict[str, list[str]] = {}
         for r in after.running:
-            if r.job.id in evicted:
+            if r.job.id in evicted - undone:
                 for nd in r.placement:
                     leaving.setdefault(nd.node, []).append(r.job.id)
         reserved = frozenset(nd.node for r in rest.reservations for nd in r.nodes)
-        _after, more = _passes(apply_decision(after, rest), left, profile, decide, reserved)
+        _after, more = _passes(base, left, profile, decide, reserved)
         if more:
             more = tuple(_waiting_for(p, leaving) for p in more)
             taken = {p.job_id for p in more}
             pending = {k: v for k, v in rest.pending.items() if k not in taken}
             rest = replace(rest, placements=rest.placements + more, pending=pending)
     return replace(rest, placements=placed + rest.placements) if placed else rest
+
+
+def _take_back(
+    placed: tuple[Placement, ...], rest: Decision
+) -> tuple[tuple[Placement, ...], Decision]:
+    """The spare passes' placements and the profile's decision without the jobs the passes
+    placed and the profile then preempted: they never start, so there is nothing to stop,
+    they stay pending, and no placement waits for them to stop."""
+    gone = {e.job_id: e for e in rest.evictions if e.job_id in {p.job_id for p in placed}}
+    kept = tuple(p for p in placed if p.job_id not in gone)
+    placements = tuple(
+        p._replace(after_evictions=tuple(v for v in p.after_evictions if v not in gone))
+        for p in rest.placements
+    )
+    pending = dict(rest.pending)
+    for job_id, e in gone.items():
+        pending[job_id] = PendingReason(
+            "capacity", f"its restart was taken back in the same cycle: {e.reason}"
+        )
+    evictions = tuple(e for e in rest.evictions if e.job_id not in gone)
+    return kept, replace(rest, placements=placements, evictions=evictions, pending=pending)

@@ -38,3 +38,26 @@ def test_the_latest_report_and_the_step_time_at_each_size_are_shown() -> None:
 def test_a_job_without_reports_shows_no_progress() -> None:
     assert "progress" not in render_job(_job(None), None, colour=False)
     assert "step time" not in render_job(_job({"observed": []}), None, colour=False)
+
+
+def test_started_is_the_first_run_and_a_resized_run_is_shown_apart() -> None:
+    """Found by an outside review: `started:` showed the latest resize's restart, labelled
+    as the job's start."""
+    now = time.time()
+    job = _job(None) | {
+        "started_at": now - 26,
+        "events": [
+            {"time": now - 40, "from_state": None, "to_state": "PENDING", "reason": "", "details": {}},
+            {"time": now - 35, "from_state": "STARTING", "to_state": "RUNNING", "reason": "", "details": {}},
+            {"time": now - 27, "from_state": "RUNNING", "to_state": "RESIZING", "reason": "", "details": {}},
+            {"time": now - 26, "from_state": "STARTING", "to_state": "RUNNING", "reason": "", "details": {}},
+        ],
+    }  # fmt: skip
+    lines = render_job(job, None, colour=False).splitlines()
+    started = next(line for line in lines if line.strip().startswith("started:"))
+    assert "35s ago" in started
+    run = next(line for line in lines if line.strip().startswith("this run:"))
+    assert "26s ago" in run
+    first_only = job | {"events": job["events"][:2], "started_at": now - 35}  # type: ignore[index]
+    text = render_job(first_only, None, colour=False)
+    assert "this run:" not in text and "35s ago" in text

@@ -197,3 +197,49 @@ BLIND_BEHIND_RECOVERED = Snapshot(
         Job("p2", recovering=True, cpus=0.0, memory_gb=0.0),
     ),
 )
+
+# The spare passes place the recovering `rec` (1 GPU, much served) on n0 beside `r` (n0's
+# spares are drained) and the profile's cycle held it there; `big` (6 GPUs, never served)
+# then waited, and under `tiresias` preempted `rec` the cycle after it started (found by
+# hypothesis, 2026-12-07). The profile's cycle may now preempt what the passes placed, and
+# that placement is taken back in the same decision.
+RECOVERED_THEN_PREEMPTED = Snapshot(
+    10_000.0,
+    (
+        Node("n0", 7, cpus=16.0, memory_gb=128.0, path=("leaf0",)),
+        Node("s0", 1, cpus=16.0, memory_gb=128.0, path=("leaf0",), schedulable=False, spare=True),
+    ),
+    LEAVES,
+    running=(
+        RunningJob(
+            Job("r", preemptible=False, cpus=0.0, memory_gb=0.0), (NodeDevices("n0", (0,)),)
+        ),
+    ),
+    pending=(
+        Job("rec", recovering=True, attained_service=1e6, nodes=1, cpus=0.0, memory_gb=0.0),
+        Job("big", gpus=6, cpus=0.0, memory_gb=0.0),
+    ),
+)
+
+# A recovering 2-GPU job placed by the second spare pass on n0's GPU and one of the spare
+# s0's, held there by the profile's cycle, and preempted the cycle after by `high`
+# (priority 1, one GPU, one node: only n0 serves it) under `default` and `priority` (found
+# by hypothesis, 2026-12-07).
+SPARE_AND_ORDINARY_PREEMPTED = Snapshot(
+    10_000.0,
+    (
+        Node("n0", 1, cpus=16.0, memory_gb=128.0, path=("leaf0",)),
+        Node("s0", 3, cpus=16.0, memory_gb=128.0, path=("leaf0",), spare=True),
+    ),
+    LEAVES,
+    running=(
+        RunningJob(
+            Job("r", gpus=2, preemptible=False, cpus=0.0, memory_gb=0.0),
+            (NodeDevices("s0", (0, 1)),),
+        ),
+    ),
+    pending=(
+        Job("rec", gpus=2, recovering=True, cpus=0.0, memory_gb=0.0),
+        Job("high", priority=1, nodes=1, cpus=0.0, memory_gb=0.0),
+    ),
+)

@@ -19,9 +19,11 @@ from counterexamples import (
     EVICTION_FREES_QUOTA,
     GANG_NEEDS_TWO_LEAVES,
     OWN_RESERVATION_BLOCKS_SETTLE,
+    RECOVERED_THEN_PREEMPTED,
     RESERVED_MEMORY,
     RESERVED_QUOTA,
     RETRACTED_PLACEMENT_NOT_RETRIED,
+    SPARE_AND_ORDINARY_PREEMPTED,
     SPENT_RESERVATION_HELD,
 )
 from strategies import NOW, PROFILE_NAMES
@@ -172,6 +174,30 @@ def test_a_blind_reservation_does_not_wait_behind_a_job_recovering_now() -> None
     assert [p.job_id for p in decision.placements] == ["p0", "p1"]
     assert not decision.reservations
     check_reservations_honoured(BLIND_BEHIND_RECOVERED, decision)
+
+
+@pytest.mark.parametrize(
+    ("snapshot", "profile", "winner"),
+    [
+        (RECOVERED_THEN_PREEMPTED, "tiresias", "big"),
+        (SPARE_AND_ORDINARY_PREEMPTED, "default", "high"),
+        (SPARE_AND_ORDINARY_PREEMPTED, "priority", "high"),
+    ],
+)
+def test_a_recovering_job_the_profile_preempts_is_not_started(
+    snapshot: Snapshot, profile: str, winner: str
+) -> None:
+    """The spare passes placed `rec`; the profile's cycle held it, and the cycle after
+    preempted it for `winner` (found by the stability property). The profile's cycle now
+    preempts it at once: its placement is taken back, nothing is evicted, `rec` stays
+    pending with the reason, and the next cycle changes nothing."""
+    decision = run_cycle(snapshot, profile)
+    check_decision(snapshot, decision, profile)
+    assert [p.job_id for p in decision.placements] == [winner]
+    assert not decision.evictions
+    assert all(not p.after_evictions for p in decision.placements)
+    assert "taken back in the same cycle" in decision.pending["rec"].message
+    assert run_cycle(apply_decision(snapshot, decision), profile).is_empty
 
 
 def test_backfill_does_not_give_away_the_memory_a_reservation_needs() -> None:

@@ -8,7 +8,12 @@ from __future__ import annotations
 from collections import Counter
 
 from checks import check_decision, cycles_until_quiet
-from counterexamples import CPU_JOB_BLOCKS_PREEMPTION, EVICTION_FREES_QUOTA
+from counterexamples import (
+    CPU_JOB_BLOCKS_PREEMPTION,
+    EVICTION_FREES_QUOTA,
+    RECOVERED_THEN_PREEMPTED,
+    SPARE_AND_ORDINARY_PREEMPTED,
+)
 from hypothesis import example, given, settings
 from strategies import PROFILE_NAMES, SETTINGS, snapshots
 
@@ -19,6 +24,8 @@ from trainyard.core import Snapshot, apply_decision, run_cycle
 @given(snapshots(elastic=False))  # elastic jobs: a second cycle may place more (open)
 @example(CPU_JOB_BLOCKS_PREEMPTION)
 @example(EVICTION_FREES_QUOTA)
+@example(RECOVERED_THEN_PREEMPTED)
+@example(SPARE_AND_ORDINARY_PREEMPTED)
 def test_a_cycle_on_its_applied_decision_only_moves_victims(snapshot: Snapshot) -> None:
     """Stability. Strictly "the next cycle changes nothing" cannot hold: a victim evicted for
     a gang may fit elsewhere (the preemptor needed a particular node or domain), and a victim

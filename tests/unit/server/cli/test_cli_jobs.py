@@ -82,6 +82,29 @@ def test_submit_list_describe_cancel(api_server: ApiServer, cli: Cli, tmp_path: 
     assert _error(cli("jobs", "--state", "sleeping", token=ada)).startswith("error: --state: ")
 
 
+def test_cancel_tries_every_job_and_says_which_failed(
+    api_server: ApiServer, cli: Cli, tmp_path: Path
+) -> None:
+    """Found by an outside review: `cancel A B C` stopped at the first job that could not be
+    cancelled, and the later ones went on running without a word. Every id is now tried,
+    each failure named on stderr, and the exit status is 2 when any failed."""
+    ada = api_server.tokens["ada"]
+    spec = _write(tmp_path, SPEC)
+    first, ended, last = (cli("submit", str(spec), token=ada).stdout.strip() for _ in range(3))
+    assert cli("cancel", ended, token=ada).exit_code == 0
+    both = cli("cancel", first, ended, "j-00000000000000000000", last, token=ada)
+    assert both.exit_code == 2, both.output
+    assert both.stdout.splitlines() == [f"job {first}: CANCELLED", f"job {last}: CANCELLED"]
+    errors = both.stderr.splitlines()
+    assert len(errors) == 2 and all(line.startswith("error: ") for line in errors)
+    assert ended in errors[0] and "CANCELLED" in errors[0]
+    assert "j-00000000000000000000" in errors[1]
+    as_json = json.loads(cli("cancel", first, last, "--json", token=ada).stdout)
+    assert [a["id"] for a in as_json] == [first, last] and all("error" in a for a in as_json)
+    malformed = cli("cancel", first, "not an id", token=ada)  # checked before any cancel
+    assert malformed.exit_code == 2 and "is not a job id" in malformed.stderr
+
+
 def test_submit_overrides_queue_and_name(api_server: ApiServer, cli: Cli, tmp_path: Path) -> None:
     ada = api_server.tokens["ada"]
     spec = _write(tmp_path, SPEC.replace("queue: research", "queue: nowhere"))
