@@ -44,20 +44,18 @@ def test_started_is_the_first_run_and_a_resized_run_is_shown_apart() -> None:
     """Found by an outside review: `started:` showed the latest resize's restart, labelled
     as the job's start."""
     now = time.time()
-    job = _job(None) | {
-        "started_at": now - 26,
-        "events": [
-            {"time": now - 40, "from_state": None, "to_state": "PENDING", "reason": "", "details": {}},
-            {"time": now - 35, "from_state": "STARTING", "to_state": "RUNNING", "reason": "", "details": {}},
-            {"time": now - 27, "from_state": "RUNNING", "to_state": "RESIZING", "reason": "", "details": {}},
-            {"time": now - 26, "from_state": "STARTING", "to_state": "RUNNING", "reason": "", "details": {}},
-        ],
-    }  # fmt: skip
+    moves = [(40, None, "PENDING"), (35, "STARTING", "RUNNING"), (27, "RUNNING", "RESIZING"),
+             (26, "STARTING", "RUNNING")]  # fmt: skip
+    events = [
+        {"time": now - ago, "from_state": old, "to_state": new, "reason": "", "details": {}}
+        for ago, old, new in moves
+    ]
+    job = _job(None) | {"started_at": now - 26, "events": events}
     lines = render_job(job, None, colour=False).splitlines()
     started = next(line for line in lines if line.strip().startswith("started:"))
     assert "35s ago" in started
     run = next(line for line in lines if line.strip().startswith("this run:"))
     assert "26s ago" in run
-    first_only = job | {"events": job["events"][:2], "started_at": now - 35}  # type: ignore[index]
+    first_only = job | {"events": events[:2], "started_at": now - 35}
     text = render_job(first_only, None, colour=False)
     assert "this run:" not in text and "35s ago" in text
