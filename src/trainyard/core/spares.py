@@ -22,8 +22,9 @@ served under `tiresias`, preempted such a job the cycle after it started). When 
 evicted jobs and recovering jobs still wait (the evictions may have lowered their queue's
 use below its quota, freed a spare a job ran on, or taken back a job's placement), the
 spare passes run once more on what it left, nodes holding a reservation aside; a placement
-on a victim's node then waits for the victims there to stop (`after_evictions`). The
-decision is all of them: the first spare passes first, the last ones last.
+on a victim's node then waits for the victims there to stop (`after_evictions`), and a
+job placed so keeps no reservation the cycle made for it. The decision is all of them: the
+first spare passes first, the last ones last.
 
 Spares trade utilisation for time to recover: a job that loses a node restarts at once on
 a warm, idle node instead of waiting for one to free up (the shell chooses which nodes are
@@ -123,7 +124,10 @@ def recovering_first(
             more = tuple(_waiting_for(p, leaving) for p in more)
             taken = {p.job_id for p in more}
             pending = {k: v for k, v in rest.pending.items() if k not in taken}
-            rest = replace(rest, placements=rest.placements + more, pending=pending)
+            held = tuple(r for r in rest.reservations if r.job_id not in taken)  # placed now
+            rest = replace(
+                rest, placements=rest.placements + more, pending=pending, reservations=held
+            )
     return replace(rest, placements=placed + rest.placements) if placed else rest
 
 

@@ -11,6 +11,7 @@ from counterexamples import (
     BLIND_BEHIND_RECOVERED,
     GANG_NEEDS_TWO_LEAVES,
     RESERVED_MEMORY,
+    RESERVED_THEN_RECOVERED,
     RETRACTED_PLACEMENT_NOT_RETRIED,
     SPENT_RESERVATION_HELD,
 )
@@ -23,6 +24,7 @@ from trainyard.core.audit import booking_conflicts
 
 @SETTINGS
 @given(snapshots())
+@example(RESERVED_THEN_RECOVERED)
 def test_every_profile_keeps_the_invariants(snapshot: Snapshot) -> None:
     for name in PROFILE_NAMES:
         decision = run_cycle(snapshot, name)

@@ -22,6 +22,7 @@ from counterexamples import (
     RECOVERED_THEN_PREEMPTED,
     RESERVED_MEMORY,
     RESERVED_QUOTA,
+    RESERVED_THEN_RECOVERED,
     RETRACTED_PLACEMENT_NOT_RETRIED,
     SPARE_AND_ORDINARY_PREEMPTED,
     SPENT_RESERVATION_HELD,
@@ -198,6 +199,16 @@ def test_a_recovering_job_the_profile_preempts_is_not_started(
     assert all(not p.after_evictions for p in decision.placements)
     assert "taken back in the same cycle" in decision.pending["rec"].message
     assert run_cycle(apply_decision(snapshot, decision), profile).is_empty
+
+
+def test_a_job_the_second_spare_pass_places_keeps_no_reservation() -> None:
+    """The profile's cycle reserved devices for the recovering `p2`; the spare passes, run
+    again after the cycle's eviction of `r1`, placed it (found by the invariants property
+    with 1,000 examples)."""
+    decision = run_cycle(RESERVED_THEN_RECOVERED, "default")
+    check_decision(RESERVED_THEN_RECOVERED, decision, "default")
+    assert "p2" in placed(decision)
+    assert all(r.job_id != "p2" for r in decision.reservations)
 
 
 def test_backfill_does_not_give_away_the_memory_a_reservation_needs() -> None:
