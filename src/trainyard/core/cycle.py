@@ -18,6 +18,7 @@ Fetch it once per action call into a local, not per job or candidate, on hot pat
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Final, TypeVar, cast
 
@@ -106,6 +107,7 @@ class Cycle:
         # capacity came free after the jobs that wanted it were tried (a reservation spent
         # by a job placed elsewhere, a placement of this cycle retracted): `_settle` offers it
         self.resettle = False
+        self.retracted: list[Job] = []  # placements of this cycle an eviction plan took back
         self.head: Job | None = None  # first job allocate could not fit (backfill reserves it)
         self.order = PendingOrder(self)
         self._classes: dict[tuple[tuple[str, ...], float], tuple[int, ...]] = {}
@@ -372,6 +374,18 @@ class Cycle:
     def pending_jobs(self) -> list[Job]:
         """Jobs considered so far that are still pending, in scheduling order."""
         return [j for j in self.order.visited if j.id in self.status]
+
+    def then_retracted(self, jobs: list[Job]) -> Iterator[Job]:
+        """`jobs`, then the placements retracted while the caller went through them: an
+        evicting action offers those the same chance to evict in turn, as the next cycle
+        would (found by the stability property: a recovering job placed first in line, then
+        retracted for a higher-priority job, preempted a lower-priority one a cycle later)."""
+        start = len(self.retracted)
+        yield from jobs
+        i = start
+        while i < len(self.retracted):
+            yield self.retracted[i]
+            i += 1
 
 
 def run_cycle(

@@ -15,12 +15,13 @@ The profile's cycle then runs on the snapshot with those placements applied, spa
 so a recovering job that found no room competes, first in line, for the rest of the cluster
 (by reclaim or preemption as any job). A job the passes placed is not resized by that cycle,
 but it may be preempted there by the profile's own rules, as the cycle after would preempt
-it (a placement of the second pass holds ordinary GPUs too): its placement is then taken
-back (`_take_back`), so the decision never starts a job it stops, and the next cycle does
-not undo it (found by the stability property: a waiting job of higher priority, or less
-served under `tiresias`, preempted such a job the cycle after it started). When that cycle
-evicted jobs and recovering jobs still wait (the evictions may have lowered their queue's
-use below its quota, freed a spare a job ran on, or taken back a job's placement), the
+it (a placement of the second pass holds ordinary GPUs too). When that happens the passes
+are run again without that job, which is then the profile's to place, first in line as
+before; so the decision never starts a job it stops, and the next cycle does not undo it
+(found by the stability property: a waiting job of higher priority, or less served under
+`tiresias`, preempted such a job the cycle after it started). When that cycle evicted jobs,
+or a job was left to it, and recovering jobs still wait (the evictions may have lowered
+their queue's use below its quota, or freed a spare a job ran on), the
 spare passes run once more on what it left, nodes holding a reservation aside; a placement
 on a victim's node then waits for the victims there to stop (`after_evictions`), and a
 job placed so keeps no reservation the cycle made for it. The decision is all of them: the
@@ -40,7 +41,7 @@ from trainyard.core.apply import apply_decision
 from trainyard.core.framework import Profile
 from trainyard.core.snapshot import Snapshot
 from trainyard.core.topology import Layout
-from trainyard.core.types import Decision, Job, Node, PendingReason, Placement
+from trainyard.core.types import Decision, Job, Node, Placement
 
 Decide = Callable[[Snapshot, Profile, Layout | None], Decision]
 
@@ -101,25 +102,28 @@ def recovering_first(
     waiting = tuple(j for j in snapshot.pending if j.recovering and j.gpus)
     if not waiting or not any(n.spare for n in snapshot.nodes):
         return decide(snapshot, profile, layout)
-    after, placed = _passes(snapshot, waiting, profile, decide)
-    rest = decide(after, profile, layout)
-    evicted = {e.job_id for e in rest.evictions}
-    undone = evicted & {p.job_id for p in placed}  # placed by the passes, then preempted
-    base = apply_decision(after, rest)  # the cluster the decision leaves (undone ones gone)
-    if undone:
-        placed, rest = _take_back(placed, rest)  # pending again: offered the passes below
-    done = {p.job_id for p in placed} | (evicted - undone)
+    passed = waiting
+    while True:  # at most len(waiting) + 1 rounds: each one leaves a job to the profile
+        after, placed = _passes(snapshot, passed, profile, decide)
+        rest = decide(after, profile, layout)
+        evicted = {e.job_id for e in rest.evictions}
+        undone = evicted & {p.job_id for p in placed}  # placed by the passes, then preempted
+        if not undone:
+            break
+        passed = tuple(j for j in passed if j.id not in undone)
+    done = {p.job_id for p in placed} | evicted
     left = tuple(j for j in waiting if j.id in rest.pending and j.id not in done)
-    if evicted and left:  # they may have lowered a recovering job's queue below its quota,
-        # or taken a recovering job's GPUs: offer the spares again on what the decision
-        # leaves; what lands on a victim's node waits for the victim
+    if left and (rest.evictions or len(passed) < len(waiting)):  # the evictions may have
+        # lowered a recovering job's queue below its quota, and a job left to the profile
+        # may need a spare with the GPUs the profile left free: offer the spares again;
+        # what lands on a victim's node waits for the victim
         leaving: dict[str, list[str]] = {}
         for r in after.running:
-            if r.job.id in evicted - undone:
+            if r.job.id in evicted:
                 for nd in r.placement:
                     leaving.setdefault(nd.node, []).append(r.job.id)
         reserved = frozenset(nd.node for r in rest.reservations for nd in r.nodes)
-        _after, more = _passes(base, left, profile, decide, reserved)
+        _after, more = _passes(apply_decision(after, rest), left, profile, decide, reserved)
         if more:
             more = tuple(_waiting_for(p, leaving) for p in more)
             taken = {p.job_id for p in more}
@@ -129,24 +133,3 @@ def recovering_first(
                 rest, placements=rest.placements + more, pending=pending, reservations=held
             )
     return replace(rest, placements=placed + rest.placements) if placed else rest
-
-
-def _take_back(
-    placed: tuple[Placement, ...], rest: Decision
-) -> tuple[tuple[Placement, ...], Decision]:
-    """The spare passes' placements and the profile's decision without the jobs the passes
-    placed and the profile then preempted: they never start, so there is nothing to stop,
-    they stay pending, and no placement waits for them to stop."""
-    gone = {e.job_id: e for e in rest.evictions if e.job_id in {p.job_id for p in placed}}
-    kept = tuple(p for p in placed if p.job_id not in gone)
-    placements = tuple(
-        p._replace(after_evictions=tuple(v for v in p.after_evictions if v not in gone))
-        for p in rest.placements
-    )
-    pending = dict(rest.pending)
-    for job_id, e in gone.items():
-        pending[job_id] = PendingReason(
-            "capacity", f"its restart was taken back in the same cycle: {e.reason}"
-        )
-    evictions = tuple(e for e in rest.evictions if e.job_id not in gone)
-    return kept, replace(rest, placements=placements, evictions=evictions, pending=pending)

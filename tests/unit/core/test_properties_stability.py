@@ -11,7 +11,9 @@ from checks import check_decision, cycles_until_quiet
 from counterexamples import (
     CPU_JOB_BLOCKS_PREEMPTION,
     EVICTION_FREES_QUOTA,
+    LEFT_TO_THE_PROFILE_NEEDS_A_SPARE,
     RECOVERED_THEN_PREEMPTED,
+    RETRACTED_THEN_PREEMPTS,
     SPARE_AND_ORDINARY_PREEMPTED,
 )
 from hypothesis import example, given, settings
@@ -26,6 +28,8 @@ from trainyard.core import Snapshot, apply_decision, run_cycle
 @example(EVICTION_FREES_QUOTA)
 @example(RECOVERED_THEN_PREEMPTED)
 @example(SPARE_AND_ORDINARY_PREEMPTED)
+@example(LEFT_TO_THE_PROFILE_NEEDS_A_SPARE)
+@example(RETRACTED_THEN_PREEMPTS)
 def test_a_cycle_on_its_applied_decision_only_moves_victims(snapshot: Snapshot) -> None:
     """Stability. Strictly "the next cycle changes nothing" cannot hold: a victim evicted for
     a gang may fit elsewhere (the preemptor needed a particular node or domain), and a victim

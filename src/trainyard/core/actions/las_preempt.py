@@ -115,7 +115,7 @@ def las_preempt(cycle: Cycle) -> None:
         return  # nobody evictable has been served past the first threshold
     state = cycle.state
     qindex = cycle.queues.index
-    for job in cycle.pending_jobs():
+    for job in cycle.then_retracted(cycle.pending_jobs()):
         if job.gpus == 0 or job.id not in cycle.status:
             continue
         if state.epoch != cycle.settled_epoch and cycle.try_place_held(job, "las_preempt"):

@@ -59,7 +59,7 @@ def preempt(cycle: Cycle) -> None:
     )
     if lowest is None:
         return  # nothing runs: nothing to preempt
-    for job in cycle.pending_jobs():
+    for job in cycle.then_retracted(cycle.pending_jobs()):
         if job.gpus == 0 or job.id not in cycle.status:
             continue
         if job.priority <= lowest:  # no running job has a lower priority than this one

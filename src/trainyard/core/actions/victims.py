@@ -173,6 +173,7 @@ def _try(
             cycle.stmt.release(jid)
             cycle.status[jid] = Status("capacity")
             cycle.resettle = True  # it may fit elsewhere: `_settle` tries it again
+            cycle.retracted.append(a.job)  # and it may evict in turn (`then_retracted`)
         else:
             cycle.stmt.evict(jid, action, job.id, reason)
             evicted.append(jid)
