@@ -14,7 +14,10 @@ none, and a note says what to run instead:
   placeholders the shell refuses to run without ($DATA_PATH, $TOKENIZER_MODEL,
   $CHECKPOINT_DIR, $TRAIN_ITERS; see `PLACEHOLDERS`).
   fp8 runs with the recipe of the published runs the time model is checked against
-  (`fp8_recipe`: MXFP8 on Blackwell, per-tensor current scaling elsewhere).
+  (`fp8_recipe`: MXFP8 on Blackwell, per-tensor current scaling elsewhere). Gradients are
+  kept as planned: --accumulate-allreduce-grads-in-fp32 for a plan of fp32 gradients,
+  --grad-reduce-in-bf16 for a bf16 plan of 2-byte ones (Megatron would otherwise keep a
+  bf16 run's gradients in fp32, 2 bytes a parameter more than the plan's memory counted).
   Activation offloading is --cpu-offloading-num-layers (Megatron-Core with Transformer
   Engine; the search plans it only without pipeline stages and recompute, as Megatron-Core
   requires).
@@ -277,6 +280,11 @@ def _megatron(model: Model, plan: Plan, gpu: GPU) -> tuple[tuple[str, ...], list
         )
     if lay.fp32_grads:
         args.append("--accumulate-allreduce-grads-in-fp32")
+    elif model.precision != "fp16":
+        # Megatron accumulates and reduces bf16 runs' gradients in fp32 unless told: the plan
+        # counted 2-byte gradients (memory and the reduction's bytes), so the run must keep
+        # them so (found by an outside review: layouts that fit as planned did not as launched)
+        args.append("--grad-reduce-in-bf16")
     args.append("--fp16" if model.precision == "fp16" else "--bf16")
     if model.precision == "fp8":
         fmt, recipe = fp8_recipe(gpu)

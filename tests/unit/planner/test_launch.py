@@ -279,6 +279,24 @@ def test_fp16_model_and_fp32_grads() -> None:
     assert _per_function(s.nccl_env["NCCL_ALGO"]) == {"allreduce": NCCL_ALGO_NAMES[dp.algorithm]}
 
 
+def test_a_bf16_plan_of_two_byte_gradients_launches_them_so() -> None:
+    """Found by an outside review: Megatron-LM accumulates and reduces a bf16 run's
+    gradients in fp32 unless `--grad-reduce-in-bf16` is given, so a layout planned with
+    2-byte gradients (`fp32_grads` off) could fit as planned and not as launched. The flag
+    is emitted then, and only then; the reduction's bytes stay the plan's."""
+    model = preset("gpt3-1.3b")
+    assert model.precision == "bf16"
+    s = launch_settings(model, _plan(model, ParallelLayout(dp=8)), A100)
+    flags = _flags(s.megatron)
+    assert "--grad-reduce-in-bf16" in flags and "--bf16" in flags
+    assert "--accumulate-allreduce-grads-in-fp32" not in flags
+    (dp,) = s.collectives
+    assert dp.nbytes == model.params * 2
+    kept = launch_settings(model, _plan(model, ParallelLayout(dp=8, fp32_grads=True)), A100)
+    assert "--grad-reduce-in-bf16" not in _flags(kept.megatron)
+    assert "--accumulate-allreduce-grads-in-fp32" in _flags(kept.megatron)
+
+
 def test_tree_choice_sets_tree_for_allreduce_only() -> None:
     # 1.9 MB over 32 nodes x 4 GPUs: tree with LL wins in the model.
     s = launch_settings(TINY, _plan(TINY, ParallelLayout(pp=2, dp=128), H100), H100)
