@@ -205,6 +205,15 @@ def test_restart_penalty_is_charged_to_pollux_jobs_too(tmp_path: Path) -> None:
     assert rigid["restart_s"] == 0.0
     text = runner.invoke(app, [*args[:-1], "--restart-penalty", "12"]).stdout
     assert "12 s lost per restart" in text.splitlines()[0]
+    # the elastic policy is told (found by an outside review: it went on charging 90 s)
+    assert "the policies charge 36 s a resize" in text.splitlines()[0]
+    assert default["resize_restart_cost_s"] is None  # the profile's own
+    assert (free["resize_restart_cost_s"], dear["resize_restart_cost_s"]) == (0.0, 900.0)
+    told = run("--restart-penalty", "300", "--resize-restart-cost", "90")
+    assert told["resize_restart_cost_s"] == 90.0
+    assert told["summary"] != dear["summary"]  # the policy decided otherwise
+    bad = runner.invoke(app, [*args, "--resize-restart-cost", "-5"])
+    assert bad.exit_code == 2 and "--resize-restart-cost" in bad.stderr
 
 
 @pytest.mark.parametrize(
