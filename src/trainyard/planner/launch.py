@@ -17,7 +17,8 @@ none, and a note says what to run instead:
   (`fp8_recipe`: MXFP8 on Blackwell, per-tensor current scaling elsewhere). Gradients are
   kept as planned: --accumulate-allreduce-grads-in-fp32 for a plan of fp32 gradients,
   --grad-reduce-in-bf16 for a bf16 plan of 2-byte ones (Megatron would otherwise keep a
-  bf16 run's gradients in fp32, 2 bytes a parameter more than the plan's memory counted).
+  bf16 run's gradients in fp32, 2 bytes a parameter more than the plan's memory counted);
+  the DeepSpeed config says the same in `data_types.grad_accum_dtype`.
   Activation offloading is --cpu-offloading-num-layers (Megatron-Core with Transformer
   Engine; the search plans it only without pipeline stages and recompute, as Megatron-Core
   requires).
@@ -390,6 +391,8 @@ def _deepspeed(model: Model, plan: Plan) -> tuple[dict[str, Any] | None, list[st
         "fp16": {"enabled": model.precision == "fp16"},
         "gradient_clipping": 1.0,
     }
+    if model.precision != "fp16":  # DeepSpeed accumulates bf16 gradients in fp32 unless told
+        config["data_types"] = {"grad_accum_dtype": "fp32" if lay.fp32_grads else "bf16"}
     if lay.pp > 1:
         config["pipeline"] = {"stages": lay.pp, "partition": "parameters"}
     return config, []

@@ -292,9 +292,12 @@ def test_a_bf16_plan_of_two_byte_gradients_launches_them_so() -> None:
     assert "--accumulate-allreduce-grads-in-fp32" not in flags
     (dp,) = s.collectives
     assert dp.nbytes == model.params * 2
+    assert s.deepspeed is not None and s.deepspeed["data_types"] == {"grad_accum_dtype": "bf16"}
     kept = launch_settings(model, _plan(model, ParallelLayout(dp=8, fp32_grads=True)), A100)
     assert "--grad-reduce-in-bf16" not in _flags(kept.megatron)
     assert "--accumulate-allreduce-grads-in-fp32" in _flags(kept.megatron)
+    assert kept.deepspeed is not None
+    assert kept.deepspeed["data_types"] == {"grad_accum_dtype": "fp32"}
 
 
 def test_tree_choice_sets_tree_for_allreduce_only() -> None:
