@@ -329,8 +329,10 @@ def _column(name: str) -> str:
     """A header cell as the column name it means: words written together in CamelCase apart
     ("MicroBatchSize" is micro_batch_size, "NumKVHeads" num_kv_heads; not "MoE" or "TopK",
     whose parts would be single letters), lower case, spaces and hyphens as '_', no spaces
-    around a '/' ("Tokens / sec / GPU" is tokens/sec/gpu), and a leading '#' or 'number of' as
-    num ("#-GPUs", "# of GPUs" are num_gpus)."""
+    around a '/' ("Tokens / sec / GPU" is tokens/sec/gpu), a leading '#' or 'number of' as
+    num ("#-GPUs", "# of GPUs" are num_gpus), and no abbreviation's full stop ("Seq. Len." is
+    seq_len, as the Llama 3 paper prints it)."""
+    name = re.sub(r"(?<=[A-Za-z])\.(?=\s|$)", "", name)
     text = " ".join(_camel_apart(word) for word in name.split())
     text = re.sub(r"\s*/\s*", "/", text.strip().lower().replace("-", " ").replace("_", " "))
     text = re.sub(r"^(#|number\b)\s*(of\b)?", "num ", text)

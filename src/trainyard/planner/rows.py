@@ -479,19 +479,34 @@ def row_target(row: Mapping[str, str | None], gpu: GPU) -> tuple[str, float] | N
         if total is None and samples is not None and seq:
             total = samples * seq
         tokens = total / gpus if total is not None else None
-    options: list[tuple[str, float | None]] = [
-        ("iteration_time_s", seconds),
-        ("tokens_per_sec_per_gpu", tokens),
-        ("tflops_per_gpu", number(row, "achieved_tflops_per_gpu")),
-        ("tflops_per_gpu", share / 100 * peak if share is not None else None),
-        ("tflops_per_gpu", aggregate * 1000 / gpus if aggregate is not None and gpus else None),
+    # (metric, value, the column it was read from)
+    options: list[tuple[str, float | None, str]] = [
+        ("iteration_time_s", seconds, "iteration_time_s"),
+        ("tokens_per_sec_per_gpu", tokens, "tokens_per_sec_per_gpu"),
+        ("tflops_per_gpu", number(row, "achieved_tflops_per_gpu"), "achieved_tflops_per_gpu"),
+        ("tflops_per_gpu", share / 100 * peak if share is not None else None, "percent_of_peak"),
+        (
+            "tflops_per_gpu",
+            aggregate * 1000 / gpus if aggregate is not None and gpus else None,
+            "aggregate_pflops",
+        ),
     ]
     for field, metric in (("hfu_pct", "hfu_tflops"), ("mfu_pct", "mfu_tflops")):
         pct = percent(row, field)
-        options.append((metric, pct / 100 * peak if pct is not None else None))
-    for metric, value in options:
-        if value is not None:
-            if value <= 0:
-                raise PlannerError(metric, f"must be > 0, got {value}")
-            return metric, value
+        options.append((metric, pct / 100 * peak if pct is not None else None, field))
+    top = max(peak, gpu.bf16_tflops, gpu.fp8_tflops)  # no GPU computes faster than its peak
+    for metric, value, column in options:
+        if value is None:
+            continue
+        # (found by an outside review: a cell's error named the derived figure, and an MFU
+        # of 143 % was scored)
+        if value <= 0:
+            raise PlannerError(column, f"must be > 0, got {row_cell(row, column)!r}")
+        if (metric.endswith("tflops") or metric == "tflops_per_gpu") and value > top:
+            raise PlannerError(
+                column,
+                f"{row_cell(row, column)!r} is {value:,.1f} TFLOP/s per GPU, above the "
+                f"GPU's peak ({top:,.0f}); check the cell and gpu_peak_tflops",
+            )
+        return metric, value
     return None
