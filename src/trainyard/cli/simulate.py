@@ -283,6 +283,9 @@ def simulate_command(
         )
         cl = parse_cluster(cluster)
         speed = _speed(workload, profiles, restart_penalty, rigid)
+        check = getattr(speed, "check", None)
+        if check is not None:  # the trace's jobs against what the speed model measured
+            check(wl.jobs)
         if elastic_share:
             speed = _elastic_share(workload, speed, elastic_share, seed, cl)
         elastic = getattr(speed, "elastic_workload", None)

@@ -26,6 +26,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 
@@ -51,6 +52,11 @@ class PolluxJobs:
         self.restart_s = self.rigid.restart_s
         self.adaptive = PolluxElastic(speed=self.rigid)
         self._placed: dict[str, tuple[int, ...]] = {}  # job id -> the placement it runs on
+
+    def check(self, jobs: Iterable[SimJob]) -> None:
+        """The trace's batch sizes against the profiles (`PolluxSpeed.check`): a job at its
+        trace size, rigid or not yet resized, runs at that batch."""
+        self.rigid.check(jobs)
 
     # -- which jobs are elastic ---------------------------------------------------------------
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import bisect
 import csv
 import math
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
@@ -264,6 +264,28 @@ class PolluxSpeed:
         if job.batch_size is None or job.batch_size <= 0:
             raise WorkloadError(job.id, "a Pollux job needs a global batch_size > 0")
         return app
+
+    def check(self, jobs: Iterable[SimJob]) -> None:
+        """A `WorkloadError` naming a trace job and its `batch_size` when that batch lies
+        outside its application's profiled range (the profiles measure no other: the rate
+        would be an extrapolation, e.g. a mean JCT of 10^14 hours for a batch of 10^20) or
+        gives a GPU less than one sample (found by an outside review)."""
+        for job in jobs:
+            app = self._app(job)
+            batch = job.batch_size or 0
+            low, high = app.bszs[0], app.bszs[-1]
+            if not low <= batch <= high:
+                raise WorkloadError(
+                    f"{job.id}:batch_size",
+                    f"{batch} is outside {app.name}'s profiled global batch sizes "
+                    f"{low}..{high}; give one in that range",
+                )
+            if batch < job.gpus:
+                raise WorkloadError(
+                    f"{job.id}:batch_size",
+                    f"{batch} is less than one sample for each of its {job.gpus} GPUs "
+                    "(num_replicas)",
+                )
 
     def epoch(self, job: SimJob, progress: float) -> int:
         """The epoch a job at `progress` is in (clamped to its last one)."""

@@ -268,3 +268,31 @@ def test_options_that_would_be_ignored_are_refused(args: list[str], says: str) -
     result = runner.invoke(app, [*BASE, *args])
     assert result.exit_code == 2, result.output
     assert says in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("row", "says"),
+    [
+        ("x-1,50,cifar10,2,99999999999999999999", "outside cifar10's profiled global batch"),
+        ("x-1,50,cifar10,2,64", "outside cifar10's profiled global batch sizes 128..4096"),
+        ("x-1,0,yolov3,64,8", "less than one sample for each of its 64 GPUs"),
+    ],
+)
+def test_a_pollux_batch_outside_the_profiles_is_refused(
+    tmp_path: Path, row: str, says: str
+) -> None:
+    """Found by an outside review: any batch_size was read, and `--rigid` then extrapolated
+    far beyond the profiles (mean JCTs of 10^14 hours), with no word."""
+    trace = tmp_path / "workload.csv"
+    trace.write_text(
+        f"name,time,application,num_replicas,batch_size\ncifar10-0,0,cifar10,2,256\n{row}\n"
+    )
+    for mode in ([], ["--rigid"]):
+        result = runner.invoke(
+            app,
+            ["simulate", "--workload", f"pollux:{trace}", "--cluster", "16x4", "--pollux-profiles",
+             str(shared_pollux() / "profiles"), *mode],
+        )  # fmt: skip
+        assert result.exit_code == 2, result.output
+        assert "x-1:batch_size" in result.stderr and says in result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1
