@@ -69,15 +69,17 @@ def _speed(
         from trainyard.sim.pollux_speed import PolluxSpeed
 
         if profiles is None:
-            found = _workload_file(spec)
-            profiles = found.parent.parent / "profiles" if found is not None else None
-        if profiles is not None and not profiles.is_dir():
-            raise WorkloadError("--profiles", f"{profiles} is not a folder of Pollux profiles")
+            profiles = _default_profiles(spec)
+        elif not profiles.is_dir():
+            raise WorkloadError(
+                "--pollux-profiles", f"{profiles} is not a folder of Pollux profiles"
+            )
         if profiles is None:
             raise WorkloadError(
-                "--profiles",
-                "the Pollux workload needs the measured profiles: give --profiles DIR "
-                "(pollux/profiles beside the workloads folder)",
+                "--pollux-profiles",
+                "the Pollux workload needs the measured profiles, and none were found beside "
+                "it (../profiles) or under $TRAINYARD_SHARED/traces/pollux: give "
+                "--pollux-profiles DIR",
             )
         return PolluxSpeed(profiles, **given) if rigid else PolluxJobs(profiles, **given)
     # the Pollux options mean nothing to the other workloads: say so rather than ignore them
@@ -92,6 +94,21 @@ def _speed(
             raise WorkloadError(spec, "no such file; give the path of simulation_throughputs.json")
         return GavelSpeed(found, **given)
     return FixedDuration(restart_s=given.get("restart_s", DEFAULT_RESTART_S))
+
+
+def _default_profiles(spec: str) -> Path | None:
+    """The Pollux profiles a workload uses when `--pollux-profiles` is not given: the
+    `profiles` folder beside its workloads folder (the Pollux artifact's layout), else the
+    shared data's (`$TRAINYARD_SHARED/traces/pollux/profiles`, for a workload written
+    elsewhere); None when neither exists (found by an outside review: the error named a flag
+    the user had not given)."""
+    found = _workload_file(spec)
+    beside = found.parent.parent / "profiles" if found is not None else None
+    shared = shared_root() / "traces" / "pollux" / "profiles"
+    for folder in (beside, shared):
+        if folder is not None and folder.is_dir():
+            return folder
+    return None
 
 
 def _elastic_share(

@@ -296,3 +296,23 @@ def test_a_pollux_batch_outside_the_profiles_is_refused(
         assert result.exit_code == 2, result.output
         assert "x-1:batch_size" in result.stderr and says in result.stderr
         assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_a_pollux_workload_elsewhere_finds_the_shared_profiles(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found by an outside review: a workload written outside the shared tree was refused
+    with "--profiles: ... is not a folder", a flag the user had not given. The shared
+    data's profiles are used then, and without them the error says what was looked for."""
+    trace = tmp_path / "mine" / "workload.csv"
+    trace.parent.mkdir()
+    trace.write_text("name,time,application,num_replicas,batch_size\ncifar10-0,0,cifar10,2,256\n")
+    args = ["simulate", "--workload", f"pollux:{trace}", "--cluster", "2x4", "--json"]
+    monkeypatch.setenv("TRAINYARD_SHARED", str(shared_pollux().parent.parent))
+    ran = runner.invoke(app, args)
+    assert ran.exit_code == 0, ran.output
+    monkeypatch.setenv("TRAINYARD_SHARED", str(tmp_path / "nothing"))
+    refused = runner.invoke(app, args)
+    assert refused.exit_code == 2
+    assert refused.stderr.startswith("error: --pollux-profiles: ")
+    assert "$TRAINYARD_SHARED/traces/pollux" in refused.stderr
