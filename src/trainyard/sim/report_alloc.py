@@ -74,6 +74,22 @@ def allocation_matrix(
     return grid, labels, matrix
 
 
+def band_colours(labels: list[str]) -> list[tuple[float, float, float, float] | str]:
+    """A colour per band: the 20 of matplotlib's `tab20` (so `TOP` jobs never share one;
+    found by an outside review: a 10-colour cycle gave two jobs of 20 the same blue), then
+    the cycle again, and grey for "other jobs"."""
+    from matplotlib import colormaps
+
+    palette = colormaps["tab20"]
+    colours: list[tuple[float, float, float, float] | str] = []
+    for i in range(len(labels)):
+        red, green, blue, alpha = palette(i % 20)
+        colours.append((float(red), float(green), float(blue), float(alpha)))
+    if labels and labels[-1].startswith("other jobs"):
+        colours[-1] = "0.75"
+    return colours
+
+
 def plot_allocation(
     result: SimResult, path: Path, title: str, top: int = TOP, max_points: int = 2000
 ) -> None:
@@ -86,9 +102,7 @@ def plot_allocation(
     ax = fig.subplots()
     ax.grid(True, alpha=0.3)
     if len(labels):
-        colours = [f"C{i % 10}" for i in range(len(labels))]
-        if labels[-1].startswith("other jobs"):
-            colours[-1] = "0.75"
+        colours = band_colours(labels)
         ax.stackplot(
             (times - times[0]) / size, matrix, labels=labels, colors=colours, step="post",
             linewidth=0.0,

@@ -220,3 +220,13 @@ def test_a_second_report_into_the_same_folder_drops_the_first_ones_plots(tmp_pat
     plots = sorted(p.name for p in out.glob("allocation-*.png"))
     assert plots == ["allocation-fifo.png", "allocation-linked.png"]
     assert mine.read_text() == "mine" and other.exists()
+
+
+def test_the_allocation_bands_of_the_top_jobs_have_colours_of_their_own() -> None:
+    """Found by an outside review: 20 bands shared a 10-colour cycle."""
+    from trainyard.sim.report_alloc import TOP, band_colours
+
+    labels = [f"job-{i}" for i in range(TOP)] + ["other jobs (7)"]
+    colours = band_colours(labels)
+    assert len(set(colours[:TOP])) == TOP and colours[-1] == "0.75"
+    assert band_colours([]) == []
