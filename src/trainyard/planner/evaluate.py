@@ -199,8 +199,9 @@ _COUNT_LABEL: Final = {"full": "", "causal": " causal-flops", "none": " no-atten
 
 
 def _named(table: str, model: str) -> str:
-    """A skipped row as its table and model, or a skipped file as its name."""
-    return f"{table} {model}" if model else table
+    """A skipped row as its table and model, or a skipped file as its name; once when they
+    are the same words (a Markdown heading gives both; an outside review saw it twice)."""
+    return f"{table} {model}" if model and model != table else table
 
 
 def _figure(value: float) -> str:

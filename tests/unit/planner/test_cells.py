@@ -298,3 +298,11 @@ def test_another_degrees_name_or_a_remark_alone_is_no_figure(column: str, text: 
     with pytest.raises(PlannerError) as err:
         number({column: text}, column)
     assert err.value.field == column
+
+
+def test_a_skipped_row_named_by_one_heading_is_named_once() -> None:
+    from trainyard.planner.evaluate import _named
+
+    assert _named("Llama 3 (Table 4)", "Llama 3 (Table 4)") == "Llama 3 (Table 4)"
+    assert _named("SC21_T1", "GPT-1.7B") == "SC21_T1 GPT-1.7B"
+    assert _named("file.csv", "") == "file.csv"
