@@ -62,7 +62,6 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import socket
 import statistics
 import sys
 import time
@@ -95,12 +94,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--device-ms", type=float, default=None, help="emulated device time")
     parser.add_argument("--pg-timeout", type=float, default=30.0, help="seconds")
     return parser.parse_args(argv)
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def make_dataset(seed: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -138,21 +131,11 @@ class Job:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
         self.notices = sdk.Notices()  # first: a SIGTERM from now on is a request, not a death
-        if not os.environ.get("WORLD_SIZE"):  # no launcher: one rank on this machine
-            os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", LOCAL_WORLD_SIZE="1")
-            os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-            os.environ.setdefault("MASTER_PORT", str(_free_port()))
         torch.set_num_threads(1)  # a tiny model; the ranks share the machine's cores
+        # without a launcher (a plain `python train.py`): one rank on this machine
+        self.backend = sdk.init_distributed(timeout=timedelta(seconds=args.pg_timeout))
         self.rank, self.world = sdk.rank(), sdk.world_size()
         self.device = sdk.device()
-        self.backend = sdk.backend()
-        dist.init_process_group(
-            backend=self.backend,
-            init_method="env://",
-            rank=self.rank,
-            world_size=self.world,
-            timeout=timedelta(seconds=args.pg_timeout),
-        )
         self.local = sdk.local_batch(args.global_batch, self.world)
         on_gpu = self.device.type == "cuda"
         device_ms = args.device_ms if args.device_ms is not None else (0.0 if on_gpu else 60.0)

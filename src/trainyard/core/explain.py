@@ -370,7 +370,7 @@ def _quota(cycle: Cycle, job: Job, st: Status) -> str:
 def _reason(cycle: Cycle, job: Job, st: Status, start: float | None) -> PendingReason:
     code: PendingCode = st.code
     # an elastic job starts at any size that fits (an outside review: it "needed" its gpus)
-    low = max(1, job.min_gpus or 1) if job.is_elastic and job.nodes <= 1 else job.gpus
+    low = job.size_range[0] if job.is_elastic and job.nodes <= 1 else job.gpus
     small = job.with_gpus(low) if low < job.gpus and st.code != "order" else job
     if st.code == "quota":
         msg = _quota(cycle, small, st)

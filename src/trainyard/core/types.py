@@ -204,6 +204,13 @@ class Job:
         hi = self.max_gpus if self.max_gpus is not None else self.gpus
         return self.gpus > 0 and lo < hi
 
+    @property
+    def size_range(self) -> tuple[int, int]:
+        """(fewest, most) GPUs: its size range, or its size when it has none (at least 1)."""
+        lo = self.min_gpus if self.min_gpus is not None else self.gpus
+        hi = self.max_gpus if self.max_gpus is not None else self.gpus
+        return max(1, lo), max(1, hi)
+
 
 class NodeDevices(NamedTuple):
     """The devices of one node that a job holds."""

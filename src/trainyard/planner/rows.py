@@ -103,9 +103,9 @@ a row that leaves degrees out gets its split from `trainyard.planner.row_split`.
   ``expert_model_parallel_size``, ``kv_channels``, ``sliding_window``, ...;
   `cells._COLUMN_ALIASES`).
 * Not expressible (returned as the reason): rows without the model's shape or the TP/PP split
-  (nor a model-parallel size that gives it),
-  the 2021 ZeRO-3 baseline without model parallelism, and GPU counts that do not match the
-  split.
+  (nor a model-parallel size that gives it), the 2021 ZeRO-3 baseline without model
+  parallelism, GPU counts that do not match the split, and published figures that cannot be
+  (not above 0, or TFLOP/s above the GPU's peak: `row_target`).
 """
 
 from __future__ import annotations
@@ -461,52 +461,39 @@ def row_links(row: Mapping[str, str | None]) -> LinkSet | None:
 
 def row_target(row: Mapping[str, str | None], gpu: GPU) -> tuple[str, float] | None:
     """The published figure to compare with: (metric, value), or None."""
-    seconds = number(row, "iteration_time_s")
+    seconds, time_column = number(row, "iteration_time_s"), "iteration_time_s"
     if seconds is None:
-        ms = number(row, "iteration_time_ms")
+        ms, time_column = number(row, "iteration_time_ms"), "iteration_time_ms"
         seconds = ms / 1000 if ms is not None else None
     peak = _stated_peak(row) or gpu.bf16_tflops  # the peak the table's percentages are of
-    share = percent(row, "percent_of_peak")
-    gpus = stated_gpu_count(row)
-    aggregate = number(row, "aggregate_pflops")
-    tokens = number(row, "tokens_per_sec_per_gpu")
+    share, tokens = percent(row, "percent_of_peak"), number(row, "tokens_per_sec_per_gpu")
+    gpus, aggregate = stated_gpu_count(row), number(row, "aggregate_pflops")
     if tokens is None and gpus:  # the whole run's tokens, or sequences, per second
-        total, samples, seq = (
-            number(row, "tokens_per_sec"),
-            number(row, "samples_per_sec"),
-            count(row, "seq_len"),
-        )
+        total, samples = number(row, "tokens_per_sec"), number(row, "samples_per_sec")
+        seq = count(row, "seq_len")
         if total is None and samples is not None and seq:
             total = samples * seq
         tokens = total / gpus if total is not None else None
-    # (metric, value, the column it was read from)
-    options: list[tuple[str, float | None, str]] = [
-        ("iteration_time_s", seconds, "iteration_time_s"),
-        ("tokens_per_sec_per_gpu", tokens, "tokens_per_sec_per_gpu"),
-        ("tflops_per_gpu", number(row, "achieved_tflops_per_gpu"), "achieved_tflops_per_gpu"),
-        ("tflops_per_gpu", share / 100 * peak if share is not None else None, "percent_of_peak"),
-        (
-            "tflops_per_gpu",
-            aggregate * 1000 / gpus if aggregate is not None and gpus else None,
-            "aggregate_pflops",
-        ),
+    pooled = aggregate * 1000 / gpus if aggregate is not None and gpus else None
+    options: list[tuple[str, str, float | None]] = [  # (column read, metric, value)
+        (time_column, "iteration_time_s", seconds),
+        ("tokens_per_sec_per_gpu", "tokens_per_sec_per_gpu", tokens),
+        ("achieved_tflops_per_gpu", "tflops_per_gpu", number(row, "achieved_tflops_per_gpu")),
+        ("percent_of_peak", "tflops_per_gpu", share / 100 * peak if share is not None else None),
+        ("aggregate_pflops", "tflops_per_gpu", pooled),
     ]
-    for field, metric in (("hfu_pct", "hfu_tflops"), ("mfu_pct", "mfu_tflops")):
-        pct = percent(row, field)
-        options.append((metric, pct / 100 * peak if pct is not None else None, field))
+    for column, metric in (("hfu_pct", "hfu_tflops"), ("mfu_pct", "mfu_tflops")):
+        pct = percent(row, column)
+        options.append((column, metric, pct / 100 * peak if pct is not None else None))
     top = max(peak, gpu.bf16_tflops, gpu.fp8_tflops)  # no GPU computes faster than its peak
-    for metric, value, column in options:
+    for column, metric, value in options:
         if value is None:
             continue
-        # (found by an outside review: a cell's error named the derived figure, and an MFU
-        # of 143 % was scored)
+        cell = row_cell(row, column)  # quoted as written (an outside review: not a derived one)
         if value <= 0:
-            raise PlannerError(column, f"must be > 0, got {row_cell(row, column)!r}")
-        if (metric.endswith("tflops") or metric == "tflops_per_gpu") and value > top:
-            raise PlannerError(
-                column,
-                f"{row_cell(row, column)!r} is {value:,.1f} TFLOP/s per GPU, above the "
-                f"GPU's peak ({top:,.0f}); check the cell and gpu_peak_tflops",
-            )
+            raise PlannerError(column, f"must be > 0, got {cell!r}")
+        if "tflops" in metric and value > top:  # (an MFU of 143 % was scored)
+            above = f"{value:,.1f} TFLOP/s per GPU, above the GPU's peak ({top:,.0f})"
+            raise PlannerError(column, f"{cell!r} is {above}; check it and gpu_peak_tflops")
         return metric, value
     return None

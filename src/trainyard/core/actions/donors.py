@@ -17,10 +17,8 @@ __all__ = ["bounds", "donors", "restarting", "shrink"]
 
 
 def bounds(job: Job) -> tuple[int, int]:
-    """A job's (fewest, most) GPUs: its size range, or its size when it has none."""
-    lo = job.min_gpus if job.min_gpus is not None else job.gpus
-    hi = job.max_gpus if job.max_gpus is not None else job.gpus
-    return max(1, lo), max(1, hi)
+    """A job's (fewest, most) GPUs (`Job.size_range`)."""
+    return job.size_range
 
 
 def _may_restart(cycle: Cycle) -> Callable[[Alloc], bool]:

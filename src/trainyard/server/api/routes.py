@@ -23,14 +23,8 @@ import trainyard.server.services.logs as logs
 import trainyard.server.services.tokens as tokens
 import trainyard.server.services.usage as usage
 from trainyard.jobspec import Limits
-from trainyard.server.api.auth import (
-    Principal,
-    TokenCache,
-    authenticate,
-    authorization,
-    bearer,
-    check_cookie,
-)
+from trainyard.server.api import auth
+from trainyard.server.api.auth import Principal, TokenCache
 from trainyard.server.api.errors import ApiError
 from trainyard.server.bootstrap import DEFAULT_TENANT
 from trainyard.server.db.base import JobState, Role
@@ -68,9 +62,9 @@ class ApiContext:
         now = self.clock()
         with self.sessions() as session:
             try:
-                header = authorization(request)
-                who = authenticate(session, header, now=now, cache=self.tokens)
-                check_cookie(request, who)
+                header = auth.authorization(request)
+                who = auth.authenticate(session, header, now=now, cache=self.tokens)
+                auth.check_cookie(request, who)
                 yield session, who, now
                 session.commit()
             except BaseException:
@@ -80,17 +74,17 @@ class ApiContext:
     def authenticate(self, authorization: str | None, now: float) -> Principal:
         """The caller, verified against the database (and remembered in `tokens`)."""
         with self.sessions() as session:
-            who = authenticate(session, authorization, now=now, cache=self.tokens)
+            who = auth.authenticate(session, authorization, now=now, cache=self.tokens)
             session.commit()  # last_used_at
             return who
 
     async def caller(self, request: Request, now: float) -> Principal:
         """The caller, from the token cache or (in a worker thread) the database."""
-        header = authorization(request)
-        who = self.tokens.get(bearer(header), now=now)
+        header = auth.authorization(request)
+        who = self.tokens.get(auth.bearer(header), now=now)
         if who is None:
             who = await run_in_threadpool(self.authenticate, header, now)
-        check_cookie(request, who)
+        auth.check_cookie(request, who)
         return who
 
 
