@@ -29,7 +29,7 @@ from trainyard.sim.engine import QUOTA_SHARE, SimOptions, default_queues, simula
 from trainyard.sim.metrics import TABLE_LEGEND, compare, summarize, table_rows
 from trainyard.sim.records import SimResult
 from trainyard.sim.speed import FixedDuration, SpeedModel, restart_seconds
-from trainyard.sim.workload import Workload, WorkloadError
+from trainyard.sim.workload import SimJob, Workload, WorkloadError, larger_than, without
 
 DEFAULT_RESTART_S = 30.0  # Pollux's re-scale delay, used for trace-duration jobs as well
 
@@ -135,6 +135,63 @@ def _options(values: list[str]) -> dict[str, str]:
             raise WorkloadError("--option", f"write KEY=VALUE (e.g. clusters=11cb48), got {item!r}")
         out[key.strip()] = value.strip()
     return out
+
+
+def _fit(wl: Workload, cl: Cluster, oversize: str) -> tuple[Workload, list[str], list[str]]:
+    """`wl` with the jobs larger than the cluster left out under `--oversize skip` (refused
+    under `fail`, naming them and the fix), and the lines the header prints about them (found
+    by an outside review: one 128-GPU job of the Philly trace stopped a whole-trace run on a
+    smaller cluster, with an error that named neither the file nor a way out)."""
+    if oversize not in ("fail", "skip"):
+        raise WorkloadError("--oversize", f"must be fail or skip, got {oversize!r}")
+    unfit, capped = larger_than(wl.jobs, cl.gpus)
+    notes: list[str] = []
+    if unfit:
+        names = _sizes(unfit)
+        if oversize == "fail":
+            lines = " (philly-N is line N of the file)" if wl.kind == "philly" else ""
+            raise WorkloadError(
+                wl.source,
+                f"{len(unfit)} job(s) need more GPUs than the cluster's {cl.gpus}: {names}"
+                f"{lines}; give a --cluster of at least {max(_least(j) for j in unfit)} GPUs, "
+                "or --oversize skip to leave them out",
+            )
+        wl = without(wl, unfit)
+        if not wl.jobs:
+            raise WorkloadError(
+                wl.source, f"no job fits on {cl.gpus} GPUs; give a larger --cluster"
+            )
+        notes.append(
+            f"left out (--oversize skip): {len(unfit)} job(s) larger than the cluster: {names}"
+        )
+    if capped:
+        notes.append(
+            f"{len(capped)} elastic job(s) ask for more than the cluster's {cl.gpus} GPUs and "
+            f"start at most at {cl.gpus} (their minimum fits): {_sizes(capped)}"
+        )
+    return wl, [j.id for j in unfit], notes
+
+
+def _share_note(wl: Workload) -> str:
+    """What `--elastic-share` did, and how to read the comparison (found by an outside
+    review: a rigid profile's figures changed with the share, which read as the share's
+    effect on the baseline)."""
+    n = sum(1 for j in wl.jobs if j.max_gpus is not None)
+    return (
+        f"{n} of {len(wl.jobs)} jobs elastic (--elastic-share): their run time follows a "
+        "scaling law that depends on their placement (slower across nodes) under every "
+        "profile, rigid ones included; compare profiles at one share, not across shares"
+    )
+
+
+def _least(job: SimJob) -> int:
+    return job.min_gpus if job.min_gpus is not None else job.gpus
+
+
+def _sizes(jobs: tuple[SimJob, ...], shown: int = 5) -> str:
+    """The first `shown` jobs with the GPUs they ask for, and how many more."""
+    text = ", ".join(f"{j.id} ({j.gpus} GPUs)" for j in jobs[:shown])
+    return text + (f" and {len(jobs) - shown} more" if len(jobs) > shown else "")
 
 
 def _policies(policy: str, compare_list: str | None) -> list[str]:
@@ -279,6 +336,15 @@ def simulate_command(
             "(1 up to 4x their size, a stated scaling law; see trainyard.sim.elastic_duration).",
         ),
     ] = 0.0,
+    oversize: Annotated[
+        str,
+        typer.Option(
+            "--oversize",
+            metavar="fail|skip",
+            help="A job larger than the cluster: stop with an error naming it (fail), or "
+            "leave it out and say so (skip).",
+        ),
+    ] = "fail",
     report_dir: Annotated[
         str | None,
         typer.Option("--report", metavar="DIR", help="Write report.md/html and plots here."),
@@ -308,6 +374,9 @@ def simulate_command(
         elastic = getattr(speed, "elastic_workload", None)
         if elastic is not None:
             wl = elastic(wl)
+        wl, left_out, notes = _fit(wl, cl, oversize)
+        if elastic_share:
+            notes.append(_share_note(wl))
         charge = _charge(restart_penalty, resize_restart)
         results = _run(wl, cl, speed, names, opts, seed, quota_share, charge)
     except (WorkloadError, OSError) as exc:
@@ -333,6 +402,8 @@ def simulate_command(
             "interval_s": interval,
             "restart_s": speed.restart_s,
             "resize_restart_cost_s": charge,
+            "left_out": left_out,
+            "notes": notes,
             "policies": summaries if len(results) > 1 else None,
             "summary": summarize(results[0]) if len(results) == 1 else None,
         }
@@ -344,6 +415,8 @@ def simulate_command(
         + f", {speed.restart_s:g} s lost per restart"
         + (f" (the policies charge {charge:g} s a resize)" if charge is not None else "")
     )
+    for note in notes:
+        typer.echo(note)
     _print_table(summaries)
     if written and report is not None:
         typer.echo(f"report: {report / 'report.md'} ({len(written)} files)")

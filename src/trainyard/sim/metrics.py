@@ -244,6 +244,7 @@ _COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("queueing_delay_avg", "wait avg (min)", "min"),
     ("queueing_delay_p99", "wait p99 (min)", "min"),
     ("makespan", "makespan (h)", "h"),
+    ("gpu_hours", "GPU-h", "num"),
     ("utilisation", "util (%)", "pct"),
     ("utilisation_while_waiting", "util waiting (%)", "pct"),
     ("fragmentation", "frag (%)", "pct"),
@@ -265,6 +266,7 @@ TABLE_LEGEND: tuple[tuple[str, str], ...] = (
     ),
     ("wait avg/p99 (min)", "queueing delay, submission to first start, in minutes"),
     ("makespan (h)", "first submission to last job end, in hours"),
+    ("GPU-h", "GPU-hours the jobs held, restarts included: what their JCTs cost"),
     ("util (%)", "share of the cluster's GPU-time that was allocated, over the whole run"),
     ("util waiting (%)", "the same, counted only while some job was waiting to start"),
     (

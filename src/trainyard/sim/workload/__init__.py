@@ -8,6 +8,13 @@
   cycles on it).
 """
 
-from trainyard.sim.workload.jobs import SimJob, Workload, WorkloadError, fit_to_cluster
+from trainyard.sim.workload.jobs import (
+    SimJob,
+    Workload,
+    WorkloadError,
+    fit_to_cluster,
+    larger_than,
+    without,
+)
 
-__all__ = ["SimJob", "Workload", "WorkloadError", "fit_to_cluster"]
+__all__ = ["SimJob", "Workload", "WorkloadError", "fit_to_cluster", "larger_than", "without"]

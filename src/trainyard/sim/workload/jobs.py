@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 
 from trainyard.errors import FieldError
 
-__all__ = ["SimJob", "Workload", "WorkloadError", "fit_to_cluster"]
+__all__ = ["SimJob", "Workload", "WorkloadError", "fit_to_cluster", "larger_than", "without"]
 
 
 class WorkloadError(FieldError):
@@ -90,3 +90,27 @@ def fit_to_cluster(job: SimJob, gpus: int) -> SimJob:
     if lowest > gpus:
         raise WorkloadError(job.id, f"needs at least {lowest} GPUs; the cluster has {gpus}")
     return replace(job, gpus=gpus)
+
+
+def larger_than(
+    jobs: tuple[SimJob, ...], gpus: int
+) -> tuple[tuple[SimJob, ...], tuple[SimJob, ...]]:
+    """The jobs that cannot run on `gpus` GPUs (a rigid job asking for more, an elastic one
+    whose minimum is more), and the elastic ones that ask for more but whose minimum fits
+    (`fit_to_cluster` starts them at most at the cluster's size)."""
+    unfit: list[SimJob] = []
+    capped: list[SimJob] = []
+    for job in jobs:
+        if job.gpus <= gpus:
+            continue
+        elastic = job.min_gpus is not None or job.max_gpus is not None
+        lowest = job.min_gpus if job.min_gpus is not None else job.gpus
+        (capped if elastic and lowest <= gpus else unfit).append(job)
+    return tuple(unfit), tuple(capped)
+
+
+def without(workload: Workload, left_out: tuple[SimJob, ...]) -> Workload:
+    """`workload` less the jobs of `left_out` (by id)."""
+    ids = {j.id for j in left_out}
+    kept = tuple(j for j in workload.jobs if j.id not in ids)
+    return replace(workload, jobs=kept, queues=workload.queues)
