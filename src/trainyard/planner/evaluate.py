@@ -376,14 +376,19 @@ def load_cases(
     if isinstance(unread, str):
         return cases, [(csv_path.name, "", unread)]
     for line, raw in enumerate(unread, start=2):
-        table, name = row_cell(raw, "table_id") or f"line {line}", row_cell(raw, "model")
+        page_line = raw.get("_line")  # a Markdown page's rows name their line
+        table, name = (
+            row_cell(raw, "table_id") or f"line {page_line or line}",
+            row_cell(raw, "model"),
+        )
+        where = f"{name} (line {page_line})".strip() if page_line is not None else name
         try:
             case = _case(raw, table, name)
         except PlannerError as exc:
-            skipped.append((table, name, f"{exc.field}: {exc.message}"))
+            skipped.append((table, where, f"{exc.field}: {exc.message}"))
             continue
         if isinstance(case, str):
-            skipped.append((table, name, case))
+            skipped.append((table, where, case))
         else:
             cases.append(case)
     return cases, skipped

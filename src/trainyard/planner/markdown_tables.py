@@ -9,13 +9,17 @@ precision or adapter training).
 * A table is a header line of '|'-separated cells, a delimiter line of dashes (`|---|:--:|`)
   and the lines after it that hold a '|', with or without the outer pipes. Escaped pipes
   (`\\|`) stay in their cell; code blocks hold neither tables nor headings.
+* Each row carries its line in the page as `_line` (no header cell reads as a name with a
+  leading '_'), so a skipped row is named by where it is.
 * Cells lose their Markdown: footnote references (`661[^note]`), links (`[text](url)` is
   text), emphasis and code marks, and HTML line breaks.
 * The headings above a table give what its columns leave out, since the pages name the model,
   the system and the release in headings rather than in every line:
   - a heading "Label: value" (Megatron-Bridge's "Model: LLAMA3_70B", "System: DGX-GB300")
     is the column Label, the nearest such heading winning;
-  - `model`, failing a "Model:" heading, is the nearest heading without a label;
+  - `model`, failing a "Model:" heading, is the model a preset's name in the nearest heading
+    that holds one gives ("## Llama 3.1 405B on H100" is Llama 3.1 405B), else the nearest
+    heading without a label;
   - `table_id`: the shallowest heading under the page's title (Bridge's container release,
     "26.06 NeMo Container"), else the title;
   - `training`: "lora" for a table under a heading that names LoRA, PEFT or adapters, which
@@ -32,6 +36,7 @@ from typing import Final
 
 from trainyard.planner.cell_names import gpu_name, names_adapters, precision_cell
 from trainyard.planner.errors import PlannerError
+from trainyard.planner.presets import preset_in
 
 __all__ = ["is_markdown", "markdown_rows"]
 
@@ -82,8 +87,9 @@ def _context(headings: list[tuple[int, str]], column: Callable[[str], str]) -> d
     if titles:
         out["table_id"] = titles[0]
     plain = [text for _, text in headings if not _LABELLED.match(text)]
-    if plain:
-        out["model"] = plain[-1]
+    named = [found for found in map(preset_in, plain) if found is not None]
+    if named or plain:
+        out["model"] = named[-1] if named else plain[-1]
     for _, text in headings:  # outer to inner: the nearest "Label: value" wins
         found = _LABELLED.match(text)
         if found:
@@ -135,6 +141,7 @@ def markdown_rows(
             i += 1
             while i < len(lines) and "|" in lines[i] and lines[i].strip():
                 row: dict[str, str | None] = dict(zip(header, _cells(lines[i]), strict=False))
+                row["_line"] = str(i + 1)
                 for key, value in context.items():
                     if not (row.get(key) or "").strip():
                         row[key] = value

@@ -19,7 +19,7 @@ from trainyard.planner.errors import PlannerError, unknown_name
 from trainyard.planner.model import Model
 from trainyard.textfile import TextFileError, read_text
 
-__all__ = ["PRESETS", "load_model", "model_from_mapping", "preset", "preset_named"]
+__all__ = ["PRESETS", "load_model", "model_from_mapping", "preset", "preset_in", "preset_named"]
 
 
 def _gpt3(name: str, layers: int, hidden: int, heads: int, batch: int) -> Model:
@@ -229,6 +229,18 @@ def preset_named(text: str) -> Model | None:
     """The preset a published table's model name means ("Llama 3.1 405B", "GPT-3 175B",
     "Mixtral 8x7B", "qwen3-30b-a3b", "DeepSeekV3 (w/o MTP)"), or None when it names none."""
     return _BY_FOLDED_NAME.get(_folded_name(_AS_PRESET.sub("", text)))
+
+
+def preset_in(text: str) -> str | None:
+    """The longest run of words in `text` that names a preset ("Llama 3.1 405B" in a heading
+    "Training Llama 3.1 405B on H100 (BF16)"), or None when no run of its words names one."""
+    words = text.split()
+    for size in range(len(words), 0, -1):
+        for start in range(len(words) - size + 1):
+            run = " ".join(words[start : start + size])
+            if preset_named(run) is not None:
+                return run.strip(" ,;:()[]")
+    return None
 
 
 def load_model(path: str | Path) -> Model:

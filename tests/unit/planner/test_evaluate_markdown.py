@@ -68,9 +68,11 @@ def test_a_performance_page_in_markdown_is_read_table_by_table(tmp_path: Path) -
     )
     reasons = {(t, m): why for t, m, why in result.skipped}
     assert len(result.skipped) == 2
-    assert reasons["26.06 NeMo Container", "LLAMA3_70B"].startswith("a LoRA / adapter")
+    # a skipped row is named by its line in the page (outside review 9, L6)
+    assert reasons["26.06 NeMo Container", "LLAMA3_70B (line 28)"].startswith("a LoRA / adapter")
     assert (
-        "not one the planner knows by name" in reasons["25.11 NeMo Container", "Nemotron_3_Super"]
+        "not one the planner knows by name"
+        in reasons["25.11 NeMo Container", "Nemotron_3_Super (line 37)"]
     )
 
 
@@ -90,7 +92,9 @@ def test_cells_lose_their_markdown_and_escaped_pipes_stay() -> None:
         "# Runs\n\n| Model | Notes | GPUs |\n|---|---|---|\n"
         "| `llama3-8b` | a \\| b<br>c | **8** |\n| short |\n"
     )
-    assert rows[0] == {"model": "llama3-8b", "notes": "a | b c", "gpus": "8", "table_id": "Runs"}
+    assert rows[0] == {
+        "model": "llama3-8b", "notes": "a | b c", "gpus": "8", "table_id": "Runs", "_line": "5"
+    }  # fmt: skip
     # A line with fewer cells than the header leaves the rest missing, the model its own.
     assert rows[1]["model"] == "short" and "gpus" not in rows[1]
 
@@ -110,8 +114,11 @@ def test_tables_without_outer_pipes_and_code_blocks_are_read_as_markdown_means_t
     )
     rows = markdown_rows(page)
     assert rows == [
-        {"num_gpus": "8", "seq_len": "8192", "table_id": "Model: llama3-8b", "model": "llama3-8b"}
-    ]
+        {
+            "num_gpus": "8", "seq_len": "8192", "table_id": "Model: llama3-8b",
+            "model": "llama3-8b", "_line": "13",
+        }
+    ]  # fmt: skip
 
 
 def test_headings_that_name_the_gpu_or_the_precision_fill_those_columns() -> None:
@@ -152,4 +159,22 @@ def test_a_task_column_names_adapters_and_packed_sequences_are_the_length(
     assert read["LLAMA2-7B"].published == 16891 and read["LLAMA2-7B"].read_as.endswith("fp8")
     assert read["Nemotron-340B"].read_as.startswith("t8 p8 d2")
     [(_table, model, why)] = result.skipped
-    assert model == "LLAMA2-7B" and why.startswith("a LoRA / adapter")
+    assert model == "LLAMA2-7B (line 6)" and why.startswith("a LoRA / adapter")
+
+
+def test_a_heading_that_names_a_preset_among_other_words_gives_the_model(tmp_path: Path) -> None:
+    # Headings as a paper or a blog writes them (outside review 9, F3): the model's name with
+    # the system beside it, or the system in a heading of its own under the model's.
+    table = "| GPUs | TP | PP | DP | Seq. Len. | TFLOPs/GPU |\n|---|---|---|---|---|---|\n"
+    line = "| 8192 | 8 | 16 | 64 | 8192 | 430 |\n"
+    for headings in (
+        "## Llama 3.1 405B on H100\n\n",
+        "## Llama 3.1 405B (H100)\n\n",
+        "## Training Llama 3.1 405B, H100 (BF16)\n\n",
+        "## Llama 3.1 405B\n\n### H100 (BF16)\n\n",
+    ):
+        [row] = markdown_rows("# Llama 3\n\n" + headings + table + line)
+        assert row["model"] == "Llama 3.1 405B", headings
+    # No heading naming a preset: the nearest heading, as before.
+    [row] = markdown_rows("# Runs\n\n## My model\n\n" + table + line)
+    assert row["model"] == "My model"
