@@ -78,7 +78,8 @@ b = micro_batch, s = seq_len, h = hidden, n_i = layers of stage i):
     Li et al., "PyTorch Distributed", VLDB'20 §3.2.3).
 * pipeline (SC'21 §2.2): stage i takes S_i per micro-batch (its compute, exposed TP/CP/FSDP
   communication and its point-to-point sends: b·(s/c)·h·2/t bytes (Megatron splits them over
-  the TP ranks with or without sequence parallelism, SC'21 §4.1) forward and backward per
+  the TP ranks with or without sequence parallelism, SC'21 §4.1; b·(s/c)·h·2 for code before
+  that, `ParallelLayout.p2p_split`) forward and backward per
   virtual stage, over the network between nodes); with 1F1B the iteration takes
   m·max(S) + (p-1)/v·mean(S): the slowest stage sets the pace and the others fill and drain
   the pipe once. For equal stages this is SC'21's bubble (p-1)/(v·m).
@@ -418,7 +419,8 @@ def step_time(
     # Pipeline point-to-point sends per micro-batch (forward and backward, each virtual stage).
     p2p = 0.0
     if p > 1:
-        nbytes = tokens * model.hidden * 2 / t  # split over TP (SC'21 §4.1 scatter/gather)
+        nbytes = tokens * model.hidden * 2  # split over TP (SC'21 §4.1 scatter/gather):
+        nbytes /= t if layout.p2p_split else 1
         link = inter_link(gpu, links) if t * c * d >= nodes_of else intra_link(gpu, links)
         p2p = 2 * layout.virtual_stages * p2p_s(nbytes, link)
 

@@ -122,6 +122,7 @@ def read_as(model: Model, layout: ParallelLayout) -> str:
         (layout.sequence_parallel, "sp"),
         (layout.flash_attention, "flash"),
         (layout.tp_comm_overlap, "tp-overlap"),
+        (not layout.p2p_split and layout.pp > 1 and layout.tp > 1, "whole-sends"),
         (model.precision == "fp8", "fp8"),
     )
     parts += [label for on, label in switches if on]

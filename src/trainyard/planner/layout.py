@@ -80,7 +80,11 @@ class ParallelLayout:
     arXiv:2205.14135, or cuDNN's fused attention) that never stores the s x s score matrix;
     without it the scores, softmax and dropout go through memory (Megatron before 2022).
     `tp_comm_overlap` overlaps the tensor-parallel communication with the layer's GEMMs
-    (Megatron-Core --tp-comm-overlap; it needs sequence parallelism). `cp`,
+    (Megatron-Core --tp-comm-overlap; it needs sequence parallelism). `p2p_split`: each
+    tensor-parallel rank sends its 1/tp of the activations between pipeline stages and the
+    next stage all-gathers them (SC'21 §4.1's scatter/gather, in Megatron-LM since
+    27fc468964, 2021-01-20, on by default since 72e4230bb5); False: every rank sends the whole
+    tensor, as Megatron-LM did before. `cp`,
     `first_stage_layers`, `last_stage_layers`, `shard_group` and `offload_layers`: see the
     module docstring.
     """
@@ -102,6 +106,7 @@ class ParallelLayout:
     tp_comm_overlap: bool = False
     ep: int = 1
     offload_layers: int = 0
+    p2p_split: bool = True
 
     def __post_init__(self) -> None:
         for field in ("tp", "pp", "dp", "micro_batch", "virtual_stages", "cp", "ep"):
@@ -114,7 +119,9 @@ class ParallelLayout:
             raise PlannerError(
                 "recompute", f"must be one of {', '.join(RECOMPUTE_MODES)}, got {self.recompute!r}"
             )
-        for flag in ("sequence_parallel", "fp32_grads", "flash_attention", "tp_comm_overlap"):
+        for flag in (
+            "sequence_parallel", "fp32_grads", "flash_attention", "tp_comm_overlap", "p2p_split"
+        ):  # fmt: skip
             if not isinstance(getattr(self, flag), bool):
                 raise PlannerError(flag, "must be true or false")
         for field in ("first_stage_layers", "last_stage_layers", "shard_group", "offload_layers"):

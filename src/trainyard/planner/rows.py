@@ -26,6 +26,7 @@ largest part of it that fits, `row_split.fsdp_micro_batch`), gpu_peak_tflops (th
 activation_recompute, cpu_offload_layers (0; the layers whose activations go to host memory,
 Megatron-Core's --cpu-offloading-num-layers),
 flash_attention (yes/no, or the kernel: FlashAttention-2, cuDNN, SDPA, eager), tp_comm_overlap,
+scatter_gather (yes/no: pipeline sends split over the TP ranks; `row_era.p2p_split`),
 sequence_parallel (yes/no, enabled/disabled), split (calibration or held_out), attention_flops
 (full; causal, none: how the table counts the attention core in its FLOP figures, read by
 `trainyard.planner.evaluate`). Published
@@ -143,6 +144,7 @@ from trainyard.planner.layout import ParallelLayout, Recompute
 from trainyard.planner.memory import memory_per_gpu
 from trainyard.planner.model import Model
 from trainyard.planner.pipeline_split import end_chunk_stages, uneven_stages
+from trainyard.planner.row_era import legacy, p2p_split, run_year
 from trainyard.planner.row_model import row_model
 from trainyard.planner.row_split import (
     accumulated_micro_batch,
@@ -170,13 +172,6 @@ __all__ = [
 # its `gpu_peak_tflops` cell).
 DEFAULT_PEAKS: Final[dict[str, float]] = {"A100": 312.0, "H100": 989.0, "V100": 125.0}
 _NO_RECOMPUTE_TABLES: Final = ("README_2024_H100",)
-# The shared file's Megatron-LM tables from before fused attention (2020-2022), and any row of
-# a year before 2023 (`run_year`): unless a row says otherwise they materialise the
-# attention scores, recompute whole layers and run neither sequence parallelism nor the
-# distributed optimizer.
-_LEGACY_TABLES: Final = ("SC21_", "README_2020", "README_2021", "README_MFU_HFU")
-
-
 _SAME_PEAK: Final = 0.10  # a stated peak this close to a catalogue peak names that peak
 
 
@@ -201,37 +196,6 @@ def _stated_peak(row: Mapping[str, str | None]) -> float | None:
     if peak is not None and peak <= 0:
         raise PlannerError("gpu_peak_tflops", f"must be > 0, got {peak}")
     return peak
-
-
-_ARXIV: Final = re.compile(r"arxiv[:\s/]*(\d{2})(\d{2})\.\d{4,5}", re.IGNORECASE)
-_YEAR: Final = re.compile(r"(?<!\d)(20[0-3]\d)(?!\d)")
-# A year in free text only where it reads as one, not as a count ("on 2016 GPUs"): a date
-# (2021-04-08, 2021/04), a citation's "(2022)" or "et al., 2022".
-_CITED_YEAR: Final = re.compile(
-    r"(?<!\d)(20[0-3]\d)[-/](?:0[1-9]|1[0-2])(?!\d)|\((20[0-3]\d)\)|et al\.?,?\s+(20[0-3]\d)"
-)
-
-
-def run_year(row: Mapping[str, str | None]) -> int | None:
-    """The year a row's run is of: its `year` cell, else the year in its `date` cell, else the
-    latest year its `source` and `notes` cite (an arXiv identifier's YYMM, a date, "(2022)",
-    "et al., 2022"; a bare number is not read as a year); None when none is named."""
-    stated = integer(row, "year")
-    if stated is not None:
-        return stated
-    dated = _YEAR.search(row_cell(row, "date"))
-    if dated:
-        return int(dated.group(1))
-    text = row_cell(row, "source") + " " + row_cell(row, "notes")
-    years = [int(next(y for y in m.groups() if y)) for m in _CITED_YEAR.finditer(text)]
-    years += [2000 + int(m.group(1)) for m in _ARXIV.finditer(text)]
-    return max(years) if years else None
-
-
-def _legacy(row: Mapping[str, str | None]) -> bool:
-    """A run of the pre-2023 stacks: the shared file's old tables, or a year before 2023."""
-    year = run_year(row)
-    return row_cell(row, "table_id").startswith(_LEGACY_TABLES) or (year or 2023) < 2023
 
 
 # Words that name a recompute mode inside a longer cell; a cell naming one mode reads as it.
@@ -267,7 +231,7 @@ def _recompute(row: Mapping[str, str | None]) -> Recompute | None:
         )
     if row_cell(row, "table_id") in _NO_RECOMPUTE_TABLES:
         return "none"
-    return "full" if _legacy(row) else None
+    return "full" if legacy(row) else None
 
 
 def infer_recompute(
@@ -354,7 +318,7 @@ def row_inputs(row: Mapping[str, str | None]) -> tuple[Model, ParallelLayout, GP
             "virtual_pipeline", f"must be a whole number >= 0 (0 or 1: none), got {v}"
         )
     v = v or (int(found.group(1)) if found and pp > 1 else 0)
-    if sharding_cell(row) is None and zero == 0 and dp * cp > 1 and not _legacy(row):
+    if sharding_cell(row) is None and zero == 0 and dp * cp > 1 and not legacy(row):
         zero = 1  # Megatron-Core's distributed optimizer (module docstring)
     overlap = flag(row, "tp_comm_overlap")
     if overlap is None:
@@ -362,7 +326,7 @@ def row_inputs(row: Mapping[str, str | None]) -> tuple[Model, ParallelLayout, GP
     overlap = overlap and tp > 1
     flash = flash_cell(row)
     if flash is None:
-        flash = not _legacy(row)
+        flash = not legacy(row)
     recompute_cell = row_cell(row, "activation_recompute")
     stated = _recompute(row)
     first, last = _end_stages(row, model, pp, v or 1)
@@ -384,6 +348,7 @@ def row_inputs(row: Mapping[str, str | None]) -> tuple[Model, ParallelLayout, GP
         last_stage_layers=last,
         ep=count(row, "expert_parallel") or 1,
         offload_layers=_offload_layers(row),
+        p2p_split=p2p_split(row),
     )
     layout.check(model)
     if stated_mb is None and layout.zero == 3 and pp == 1:
@@ -446,7 +411,7 @@ def _sequence_parallel(row: Mapping[str, str | None], overlap: bool, recompute: 
     stated = flag(row, "sequence_parallel")
     if stated is not None:
         return stated
-    return overlap or "sequence parallel" in recompute or not _legacy(row)
+    return overlap or "sequence parallel" in recompute or not legacy(row)
 
 
 def row_links(row: Mapping[str, str | None]) -> LinkSet | None:

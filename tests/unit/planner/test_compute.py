@@ -157,6 +157,11 @@ def test_pipeline_sends_are_split_over_tp_with_or_without_sequence_parallelism()
     assert plain.p2p_s == pytest.approx(sp.p2p_s)
     one = step_time(SMALL, ParallelLayout(pp=2, flash_attention=True), A100)
     assert plain.p2p_s < one.p2p_s  # a quarter of the bytes each
+    # Megatron-LM before the scatter/gather (27fc468964, 2021-01-20): every TP rank sends the
+    # whole tensor, as a run without tensor parallelism does
+    whole = step_time(SMALL, dataclasses.replace(lay, p2p_split=False), A100)
+    assert whole.p2p_s == pytest.approx(one.p2p_s) and whole.p2p_s > plain.p2p_s
+    assert whole.iteration_s > plain.iteration_s
 
 
 def test_efficiency_override_and_full_recompute_hand_computed() -> None:
