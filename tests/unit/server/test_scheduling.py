@@ -298,3 +298,26 @@ def test_a_cycle_of_queue_parents_in_the_database_does_not_stop_the_rounds(
         queues = {q.name: q.parent for q in load_snapshot(s, NOW + 1).queues}
     assert queues["qa"] is None and queues["qb"] is None and queues["research"] == "root"
     assert in_cycles({1: 2, 2: 3, 3: 2, 4: None, 5: 4}) == {2, 3}  # 1 only leads into it
+
+
+def test_nodes_of_two_executors_with_paths_of_different_depths_are_scheduled(
+    factory: sessionmaker[Session], session: Session, world: World
+) -> None:
+    """A home first run on Ray (nodes with a two-level topology path) and then on this machine
+    alone (a node with none): the core refused every snapshot (outside review 10), so nothing
+    started again. The shorter path gets domains of the node's own."""
+    from trainyard.server.loop.cluster_rows import padded
+
+    with factory() as s:
+        n0 = s.scalars(select(Node).where(Node.name == "n0")).one()
+        n0.topology_path = ["rack-a", "host-0"]
+        s.commit()
+    job_id = _submit(session, world, gpus=4)
+    applied = run_once(factory, now=NOW, metrics=platform_metrics())
+    assert not applied.retry and [launch.job_id for launch in applied.launch] == [job_id]
+    with factory() as s:
+        snap = load_snapshot(s, NOW + 1)
+    assert [n.path for n in snap.nodes] == [("rack-a", "host-0"), ("~n1", "~n1")]
+    core.validate(snap)
+    assert padded(("rack-a",), 3, "x") == ("rack-a", "~x", "~x")
+    assert padded(("a", "b"), 2, "x") == ("a", "b")

@@ -3,7 +3,10 @@
 - `nodes(session)`: every node, with one device per index `0..max(index)`; devices that are
   not healthy (or missing indices) are `unavailable`, and a node that is not healthy or not
   `schedulable` is given as not schedulable (its running jobs still hold their devices).
-  Also the depth of the nodes' `topology_path`.
+  Also the depth of the nodes' `topology_path`; a node whose path is shorter (one registered
+  by an executor that knows no topology, beside nodes of one that does: a home first run on
+  Ray, then on this machine alone) is given domains of its own at the levels it does not
+  name, so it shares no domain with another node.
 - `queues(session, usage)`: every queue with its parent's name, guarantee, limit, weight and
   usage (the fair-share history when given, else the stored figure), and id -> name. Queues
   on a cycle of parents (`in_cycles`) are given as roots, with an error in the log: a bad
@@ -14,6 +17,7 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -24,7 +28,7 @@ from trainyard.server.db import Health
 from trainyard.server.db import Node as NodeRow
 from trainyard.server.db import Queue as QueueRow
 
-__all__ = ["in_cycles", "nodes", "queues", "topology_of"]
+__all__ = ["in_cycles", "nodes", "padded", "queues", "topology_of"]
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +59,17 @@ def nodes(session: Session) -> tuple[tuple[core.Node, ...], int]:
                 down=_down(row),
             )
         )
+    out = [
+        n if len(n.path) == depth else replace(n, path=padded(n.path, depth, n.name)) for n in out
+    ]
     return tuple(out), depth
+
+
+def padded(path: tuple[str, ...], depth: int, name: str) -> tuple[str, ...]:
+    """`path` with a domain of node `name`'s own at each of the `depth` levels it does not name
+    (found by an outside review: a home's nodes of two executors, with paths of different
+    depths, made the core refuse every snapshot, so nothing was scheduled again)."""
+    return path + tuple(f"~{name}" for _ in range(depth - len(path)))
 
 
 def queues(
