@@ -190,6 +190,11 @@ class PlatformMetrics:
         self.submissions = Counter(
             r, "trainyard_job_submissions_total", "Jobs submitted, by outcome.", ("outcome",)
         )
+        self.step_failures = Counter(
+            r, "trainyard_scheduler_step_failures_total",
+            "Scheduler steps that raised (the server's log has each traceback). While it "
+            "rises nothing is scheduled: alert on it.",
+        )  # fmt: skip
         self.booking_conflicts = Counter(
             r,
             "trainyard_booking_conflicts_total",

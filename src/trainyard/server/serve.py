@@ -327,6 +327,7 @@ class Server:
             report = self.platform.step()
         except Exception:  # a database hiccup must not end the loop; the next step retries
             log.exception("scheduler step failed")
+            self.platform.metrics.step_failures.inc()  # what an operator alerts on
             return None
         self.steps += 1
         if report.launched or report.requeued:

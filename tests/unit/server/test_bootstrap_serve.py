@@ -288,6 +288,30 @@ def test_the_heartbeat_advances_with_steps(server: tuple[Server, Clock]) -> None
     assert _node(srv).last_heartbeat_at == clock.t > beat
 
 
+def test_a_failing_step_is_counted_for_the_operator_and_the_loop_goes_on(
+    server: tuple[Server, Clock], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A step that raises is logged and retried; it is also counted in /metrics
+    (trainyard_scheduler_step_failures_total), since an outside review saw every step fail
+    for good with nothing but tracebacks in the log to say so."""
+    srv, _clock = server
+    srv.prepare()
+    assert srv.platform is not None
+    failures = srv.platform.metrics.step_failures
+    before = failures.value()
+
+    def broken() -> None:
+        raise RuntimeError("a snapshot the core refuses")
+
+    monkeypatch.setattr(srv.platform, "step", broken)
+    assert srv.step() is None and srv.step() is None
+    assert failures.value() == before + 2
+    monkeypatch.undo()
+    assert srv.step() is not None and failures.value() == before + 2
+    body, _media = srv.platform.metrics.render()
+    assert b"trainyard_scheduler_step_failures_total" in body
+
+
 def test_close_releases_the_home_for_the_next_server(
     server: tuple[Server, Clock], db_url: str
 ) -> None:
