@@ -21,14 +21,14 @@ server process (runs are never children of a particular server: they are re-atta
 and start time), and launches jobs that were scheduled but never started. One server per
 home: an exclusive lock on `<home>/server.lock` (released by the kernel even after
 `kill -9`) stops a second one. Stopping the server leaves running jobs running; the next
-start re-adopts them.
+start re-adopts them. One server per database too (`locks.lock_database`): a second server
+on another home but the same database is refused, naming the first.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import gc
 import json
 import logging
@@ -57,16 +57,15 @@ from trainyard.server.bootstrap import bootstrap, write_secret
 from trainyard.server.config import ServerConfig
 from trainyard.server.console import ConsoleSettings
 from trainyard.server.db import Node, init_db, make_session_factory, shown_url
+from trainyard.server.db.ownership import DatabaseLock, DatabaseTaken
 from trainyard.server.lifecycle import RetryPolicy
+from trainyard.server.locks import ServerError, lock_database, lock_home
 from trainyard.server.loop.fairshare import FairShare
 from trainyard.server.loop.platform import Platform, StepReport
 from trainyard.server.services.logs import JobLogs
 
 log = logging.getLogger(__name__)
-
-
-class ServerError(Exception):
-    """A server cannot start (the message says why and what to do)."""
+LOCK_CHECK_S = 5.0  # how often a server checks that it still holds its database
 
 
 @dataclass
@@ -105,6 +104,8 @@ class Server:
         self._stop = threading.Event()
         self._loop: threading.Thread | None = None
         self._lock_file: IO[str] | None = None
+        self._db_lock: DatabaseLock | None = None
+        self._lock_checked = 0.0
         self._watcher: ExitWatcher | None = None
         self._last_heartbeat = 0.0
         self._http: Any = None
@@ -137,12 +138,13 @@ class Server:
         cfg.home.mkdir(parents=True, exist_ok=True)
         users = job_users(cfg)
         cfg.home.chmod(0o700 if users.mode == "server" else 0o711)
-        self._lock_home()
+        self._lock_file = lock_home(cfg.home)
         check_port(cfg.host, cfg.port)
         try:
             self.engine = init_db(cfg.database)
         except Exception as error:  # a bad URL, an unreachable server, a newer schema
             raise ServerError(f"database {shown_url(cfg.database)!r}: {error}") from None
+        self._db_lock = lock_database(self.engine, cfg.home)  # one server per database
         sessions = make_session_factory(self.engine)
         boot = bootstrap(sessions, now=self.clock())
         if boot.admin_token is not None:
@@ -232,23 +234,6 @@ class Server:
             log_cap_bytes=int(cfg.log_cap_mb * 1024 * 1024),
         )
 
-    def _lock_home(self) -> None:
-        path = self.config.home / "server.lock"
-        handle = path.open("a+")
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            handle.close()
-            raise ServerError(
-                f"another trainyard server uses {self.config.home} (it holds {path}); stop it, "
-                "or give this one another home (TRAINYARD_HOME or --home)"
-            ) from None
-        handle.seek(0)
-        handle.truncate()
-        handle.write(f"{os.getpid()}\n")
-        handle.flush()
-        self._lock_file = handle
-
     def app(self) -> Any:
         assert self.engine is not None, "prepare() first"
         return create_app(
@@ -323,6 +308,8 @@ class Server:
 
     def step(self) -> StepReport | None:
         assert self.platform is not None, "prepare() first"
+        if not self._still_ours():
+            return None
         try:
             report = self.platform.step()
         except Exception:  # a database hiccup must not end the loop; the next step retries
@@ -339,6 +326,21 @@ class Server:
         except Exception:
             log.exception("after a scheduler step")
         return report
+
+    def _still_ours(self) -> bool:
+        """Whether this server still holds its database (checked every `LOCK_CHECK_S`): after
+        the database server restarted, another server may have taken it; this one then stops
+        scheduling (`DatabaseLock.check`)."""
+        now = time.monotonic()
+        if self._db_lock is None or now - self._lock_checked < LOCK_CHECK_S:
+            return True
+        self._lock_checked = now
+        try:
+            self._db_lock.check()
+        except DatabaseTaken as taken:
+            log.error("not scheduling: %s", taken)
+            return False
+        return True
 
     def _watch_runs(self) -> None:
         assert self.platform is not None and self._watcher is not None
@@ -434,6 +436,9 @@ class Server:
             self.platform.nodes.close()
         with contextlib.suppress(FileNotFoundError):
             self.config.state_file.unlink()
+        if self._db_lock is not None:
+            self._db_lock.release()
+            self._db_lock = None
         if self.engine is not None:
             self.engine.dispose()
         if self._lock_file is not None:
