@@ -1,11 +1,13 @@
-"""`trainyard admin node list|cordon|drain|undrain`: take a node out of scheduling and back.
+"""`trainyard admin node list|cordon|drain|undrain|remove`: take a node out of scheduling and
+back, or forget one that left for good.
 
 `cordon` stops new placements on the node; jobs running there keep running. `drain` cordons
 it and evicts the jobs running there: each gets the notice `preempt` and SIGTERM (the SDK
-checkpoints and exits), is requeued with its progress, and runs elsewhere. `undrain` returns
-the node to service. The commands work on the database like the rest of `trainyard admin`
-(`--home` / `--db`), are recorded in the audit trail, and a running server honours them at
-its next step.
+checkpoints and exits), is requeued with its progress, and runs elsewhere. `undrain` (or
+`uncordon`) returns the node to service. `remove` forgets a lost node no job holds (it comes
+back as a new node if its executor reports it again). The commands work on the database
+like the rest of `trainyard admin` (`--home` / `--db`), are recorded in the audit trail, and
+a running server honours them at its next step.
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ import typer
 from trainyard.cli.admin import Db, Home, Json, _run, _table, _when, admin_app
 from trainyard.server.services import nodes as svc
 
-node_app = typer.Typer(help="Nodes: list, cordon, drain, undrain.", no_args_is_help=True)
+node_app = typer.Typer(
+    help="Nodes: list, cordon, drain, undrain (uncordon), remove.", no_args_is_help=True
+)
 admin_app.add_typer(node_app, name="node")
 Name = Annotated[str, typer.Argument(metavar="NODE", help="The node's name (`admin node list`).")]
 
@@ -81,7 +85,15 @@ def node_drain(
 
 
 @node_app.command("undrain")
+@node_app.command("uncordon")
 def node_undrain(node: Name, home: Home = None, db: Db = None) -> None:
-    """Let the scheduler place jobs on NODE again."""
+    """Let the scheduler place jobs on NODE again (ends a cordon or a drain)."""
     info = _run(home, db, lambda s: svc.set_schedulable(s, node, True), ("node.undrain", node, {}))
     typer.echo(f"node {info.name}: schedulable")
+
+
+@node_app.command("remove")
+def node_remove(node: Name, home: Home = None, db: Db = None) -> None:
+    """Forget NODE: a lost node (it stopped reporting) on which no job holds devices."""
+    info = _run(home, db, lambda s: svc.remove(s, node), ("node.remove", node, {}))
+    typer.echo(f"node {info.name}: removed ({info.gpus} x {info.gpu_type})")

@@ -1,8 +1,9 @@
 """Operator actions on nodes: list them; cordon one (no new job placed on it; running jobs
 keep running), drain one (cordoned, and the jobs running there are evicted by the platform:
 they checkpoint on the notice `preempt` and are requeued, to run elsewhere) and return it to
-service (undrain). Same conventions as `trainyard.server.services.admin`: plain results,
-`AdminError` naming the field for bad input, nothing written on error. The scheduler reads
+service (undrain), or forget one that left for good (remove). Same conventions as
+`trainyard.server.services.admin`: plain results, `AdminError` naming the field for bad
+input, nothing written on error. The scheduler reads
 `Node.schedulable` every round and the platform `Node.drained_at` every step, so a running
 server honours them at once.
 """
@@ -114,9 +115,31 @@ def drain(session: Session, name: str, now: float, reason: str | None = None) ->
     return _info(session, row)
 
 
+def remove(session: Session, name: str) -> NodeInfo:
+    """Forget a node that left for good (a Ray worker gone, this machine's node after the
+    server moved to Ray): only a lost one on which no job holds devices. It comes back as a
+    new node if its executor reports it again."""
+    row = _node(session, name)
+    info = _info(session, row)
+    if row.health != Health.LOST:
+        raise AdminError(
+            "node",
+            f"node {name!r} is {info.health}, not lost: only a node that stopped reporting is "
+            "removed (cordon or drain a live one)",
+        )
+    if info.jobs:
+        raise AdminError(
+            "node",
+            f"{info.jobs} job(s) still hold devices on node {name!r}; cancel or requeue them first",
+        )
+    session.delete(row)
+    session.flush()
+    return info
+
+
 def draining_nodes(session: Session) -> set[str]:
     """The names of the nodes being drained."""
     return set(session.scalars(select(Node.name).where(Node.drained_at.is_not(None))))
 
 
-__all__ = ["NodeInfo", "drain", "draining_nodes", "list_nodes", "set_schedulable"]
+__all__ = ["NodeInfo", "drain", "draining_nodes", "list_nodes", "remove", "set_schedulable"]

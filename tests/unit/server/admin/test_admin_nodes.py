@@ -108,3 +108,41 @@ def test_unknown_node_is_one_line_and_changes_nothing(
     with make_session_factory(engine)() as s:
         node = s.query(Node).one()
         assert node.schedulable
+
+
+def test_remove_forgets_a_lost_node_no_job_holds_and_nothing_else(
+    engine: Engine, session: Session, world: World, tmp_path: Path
+) -> None:
+    """A node that left for good (a Ray worker gone, this machine's node after the server
+    moved to Ray) stayed in the table with no way to remove it but SQL (outside review 10)."""
+    from trainyard.server.db import Health
+
+    url = engine.url.render_as_string(hide_password=False)
+    _node(session, "live")
+    _node(session, "gone")
+    _node(session, "busy")
+    job = world.job(session, now=1000.0, gpus=1)
+    session.commit()
+    factory = make_session_factory(engine)
+    with factory() as s:
+        for name in ("gone", "busy"):
+            s.query(Node).filter(Node.name == name).one().health = Health.LOST
+        row = s.get(Job, job.id)
+        assert row is not None
+        row.placement = [{"node": "busy", "devices": [0]}]
+        transition(s, row, JobState.STARTING, reason="placed", now=1001.0)
+        s.commit()
+    before = row_counts(engine)
+    live = _admin(url, tmp_path, "remove", "live")
+    assert live.exit_code == 2 and "is healthy, not lost" in live.output
+    busy = _admin(url, tmp_path, "remove", "busy")
+    assert busy.exit_code == 2 and "1 job(s) still hold devices on node 'busy'" in busy.output
+    assert row_counts(engine) == before
+    gone = _admin(url, tmp_path, "remove", "gone")
+    assert gone.exit_code == 0 and "node gone: removed (2 x H100)" in gone.stdout
+    names = [n["name"] for n in json.loads(_admin(url, tmp_path, "list", "--json").stdout)]
+    assert names == ["busy", "live"]
+    with factory() as s:  # its devices went with it
+        assert s.query(Device).filter(Device.uuid.like("gone-%")).count() == 0
+    again = _admin(url, tmp_path, "uncordon", "live")  # undrain's other name
+    assert again.exit_code == 0 and "live: schedulable" in again.stdout
