@@ -57,15 +57,15 @@ from trainyard.server.bootstrap import bootstrap, write_secret
 from trainyard.server.config import ServerConfig
 from trainyard.server.console import ConsoleSettings
 from trainyard.server.db import Node, init_db, make_session_factory, shown_url
-from trainyard.server.db.ownership import DatabaseLock, DatabaseTaken
+from trainyard.server.db.ownership import DatabaseLock
 from trainyard.server.lifecycle import RetryPolicy
 from trainyard.server.locks import ServerError, lock_database, lock_home
 from trainyard.server.loop.fairshare import FairShare
 from trainyard.server.loop.platform import Platform, StepReport
+from trainyard.server.outage import Outage, is_outage
 from trainyard.server.services.logs import JobLogs
 
 log = logging.getLogger(__name__)
-LOCK_CHECK_S = 5.0  # how often a server checks that it still holds its database
 
 
 @dataclass
@@ -105,7 +105,7 @@ class Server:
         self._loop: threading.Thread | None = None
         self._lock_file: IO[str] | None = None
         self._db_lock: DatabaseLock | None = None
-        self._lock_checked = 0.0
+        self._outage = Outage(log, "scheduler")
         self._watcher: ExitWatcher | None = None
         self._last_heartbeat = 0.0
         self._http: Any = None
@@ -308,14 +308,18 @@ class Server:
 
     def step(self) -> StepReport | None:
         assert self.platform is not None, "prepare() first"
-        if not self._still_ours():
-            return None
+        if self._db_lock is not None and not self._db_lock.held():
+            return None  # another server took the database (db/ownership.py)
         try:
             report = self.platform.step()
-        except Exception:  # a database hiccup must not end the loop; the next step retries
-            log.exception("scheduler step failed")
+        except Exception as error:  # a database hiccup must not end the loop: retried
+            if is_outage(error):
+                self._outage.failed(error)  # one warning, not a traceback a step
+            else:
+                log.exception("scheduler step failed")
             self.platform.metrics.step_failures.inc()  # what an operator alerts on
             return None
+        self._outage.ok()
         self.steps += 1
         if report.launched or report.requeued:
             self._watch_runs()
@@ -326,21 +330,6 @@ class Server:
         except Exception:
             log.exception("after a scheduler step")
         return report
-
-    def _still_ours(self) -> bool:
-        """Whether this server still holds its database (checked every `LOCK_CHECK_S`): after
-        the database server restarted, another server may have taken it; this one then stops
-        scheduling (`DatabaseLock.check`)."""
-        now = time.monotonic()
-        if self._db_lock is None or now - self._lock_checked < LOCK_CHECK_S:
-            return True
-        self._lock_checked = now
-        try:
-            self._db_lock.check()
-        except DatabaseTaken as taken:
-            log.error("not scheduling: %s", taken)
-            return False
-        return True
 
     def _watch_runs(self) -> None:
         assert self.platform is not None and self._watcher is not None

@@ -81,7 +81,7 @@ def test_a_lost_lock_is_taken_again_unless_another_server_took_it(
             try:
                 with pytest.raises(DatabaseTaken, match="elsewhere"):
                     lock.check()
-                first._lock_checked = 0.0
+                lock._checked = 0.0
                 assert first.step() is None  # nothing scheduled
             finally:
                 other.release()

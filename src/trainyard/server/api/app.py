@@ -124,6 +124,8 @@ def _allowed_methods(app: FastAPI, scope: Scope) -> str:
 
 
 def _install_handlers(app: FastAPI) -> None:
+    from trainyard.server.outage import RETRY_AFTER_S, Outage, is_outage
+
     @app.exception_handler(ApiError)
     async def api_error(_request: Request, exc: ApiError) -> JSONResponse:
         return JSONResponse(exc.body(), status_code=exc.status, headers=exc.headers)
@@ -143,7 +145,14 @@ def _install_handlers(app: FastAPI) -> None:
             error_body(None, str(exc.detail)), status_code=exc.status_code, headers=headers
         )
 
+    outage = Outage(log, "API")
+
     @app.exception_handler(Exception)
     async def crash(request: Request, exc: Exception) -> JSONResponse:
+        if is_outage(exc):  # not a bug: the client should retry (`trainyard.server.outage`)
+            outage.failed(exc)
+            body = error_body(None, "the database does not answer; retry in a few seconds")
+            headers = {"Retry-After": str(RETRY_AFTER_S)}
+            return JSONResponse(body, status_code=503, headers=headers)
         log.exception("internal error on %s %s", request.method, request.url.path)
         return JSONResponse(error_body(None, "internal server error"), status_code=500)

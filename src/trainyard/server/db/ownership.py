@@ -25,8 +25,10 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import logging
 import os
 import socket
+import time
 from dataclasses import dataclass, field
 from typing import IO, Any
 
@@ -34,7 +36,10 @@ from sqlalchemy import Engine, text
 
 __all__ = ["SERVER_LOCK_ID", "DatabaseLock", "DatabaseTaken"]
 
+log = logging.getLogger(__name__)
+
 SERVER_LOCK_ID = 0x7472_6169_6E73  # "trains": distinct from the migrations' lock
+CHECK_S = 5.0  # how often `held` checks the lock
 _LOW32 = 0xFFFF_FFFF
 
 
@@ -68,6 +73,7 @@ class DatabaseLock:
     home: str
     _connection: Any = None
     _file: IO[str] | None = field(default=None, repr=False)
+    _checked: float = 0.0
 
     def acquire(self) -> None:
         """Take the lock, or raise `DatabaseTaken` naming the server that holds it."""
@@ -111,6 +117,20 @@ class DatabaseLock:
             return
         if not taken:
             raise DatabaseTaken(self._refusal(self._holder()))
+
+    def held(self) -> bool:
+        """Whether this server may schedule: `check`, at most every `CHECK_S` seconds; when
+        another server took the database, an error in the log and False."""
+        now = time.monotonic()
+        if now - self._checked < CHECK_S:
+            return True
+        self._checked = now
+        try:
+            self.check()
+        except DatabaseTaken as taken:
+            log.error("not scheduling: %s", taken)
+            return False
+        return True
 
     def release(self) -> None:
         self._drop_connection()
