@@ -11,6 +11,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 import types
 from pathlib import Path
@@ -55,13 +56,66 @@ def test_a_closed_port_is_refused_at_once_with_the_fix() -> None:
     assert f"ray start --head --port {port}" in str(error.value)
 
 
-def test_a_listening_port_and_rays_own_search_pass() -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        s.listen()
-        check_address(f"127.0.0.1:{s.getsockname()[1]}")
+def _serve_once(reply: bytes | None) -> tuple[socket.socket, threading.Thread]:
+    """A listener that answers one connection with `reply` (None: says nothing)."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+
+    def answer() -> None:
+        conn, _ = server.accept()
+        with conn:
+            conn.recv(64)
+            if reply is not None:
+                conn.sendall(reply)
+            time.sleep(0.5)
+
+    thread = threading.Thread(target=answer, daemon=True)
+    thread.start()
+    return server, thread
+
+
+def test_a_grpc_server_and_rays_own_search_pass() -> None:
+    # what a gRPC server (Ray's GCS) sends first: a SETTINGS frame (a real GCS is met by the
+    # Ray executor's tests, whose clusters' addresses go through this check)
+    server, thread = _serve_once(b"\x00\x00\x06\x04\x00\x00\x00\x00\x00" + b"\x00" * 6)
+    with server:
+        check_address(f"127.0.0.1:{server.getsockname()[1]}")
+    thread.join()
     check_address(None)
     check_address("auto")
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        b"HTTP/1.1 400 Bad Request\r\n\r\n",  # a dashboard, a web server
+        b"E\x00\x00\x00\x10SFATAL\x00",  # a database's error packet
+        b"",  # closes at once
+    ],
+)
+def test_a_port_that_listens_but_is_not_rays_gcs_is_refused(reply: bytes) -> None:
+    """Ray's `ray.init` retried such a port for ever (outside review 10: 127.0.0.1:5432)."""
+    server, thread = _serve_once(reply)
+    with server, pytest.raises(RayMissing) as error:
+        check_address(f"127.0.0.1:{server.getsockname()[1]}")
+    thread.join()
+    assert "something listens there, but not Ray's GCS" in str(error.value)
+    assert "6379 unless --port was given" in str(error.value)
+
+
+def test_a_silent_listener_is_refused_after_the_probes_timeout() -> None:
+    from trainyard.exec.ray.connect import check_grpc
+
+    server, thread = _serve_once(None)
+    address = ("127.0.0.1", server.getsockname()[1])
+    with (
+        server,
+        socket.create_connection(address, timeout=0.3) as conn,
+        pytest.raises(RayMissing, match="not Ray's GCS"),
+    ):
+        check_grpc(conn, "x")
+    thread.join()
 
 
 def test_up_with_a_closed_port_exits_with_the_error_not_a_hang(tmp_path: Path) -> None:

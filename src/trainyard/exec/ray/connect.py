@@ -3,7 +3,9 @@
 `ray.init` against an address where nothing listens retries for ever: Ray 2.60 prints its
 own warnings and never returns (outside review 6: `trainyard up --ray-address 127.0.0.1:1`
 still hung after 10 minutes). So the address is read and its port tried over TCP first
-(`check_address`), with errors naming `--ray-address` and the fix. `ray://` (Ray Client)
+(`check_address`), with errors naming `--ray-address` and the fix; a port that listens must
+then answer as a gRPC server does (an HTTP/2 SETTINGS frame), since Ray retries for ever a
+port that is some other service's too (outside review 10: a database's port). `ray://` (Ray Client)
 is refused: it needs `ray[client]`, which the `ray` extra does not install, and the
 executor drives the cluster as one of its drivers (detached actors, node ids), which is
 what a server on a machine of the cluster does.
@@ -23,6 +25,7 @@ and in the server's banner, the warning that Ray does not isolate jobs included.
 from __future__ import annotations
 
 import logging
+import os
 import socket
 from typing import Any, Final
 
@@ -30,6 +33,7 @@ __all__ = [
     "PROBE_TIMEOUT_S",
     "RayMissing",
     "check_address",
+    "check_grpc",
     "quiet_driver_errors",
     "refusal",
     "run_notes",
@@ -66,7 +70,7 @@ def check_address(address: str | None) -> None:
     if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise RayMissing(f"--ray-address {text}: expected the head's host:port, e.g. 10.0.0.5:6379")
     try:
-        socket.create_connection((host, int(port)), timeout=PROBE_TIMEOUT_S).close()
+        conn = socket.create_connection((host, int(port)), timeout=PROBE_TIMEOUT_S)
     except ConnectionRefusedError:
         raise RayMissing(
             f"--ray-address {text}: nothing listens there (connection refused); start the "
@@ -80,6 +84,37 @@ def check_address(address: str | None) -> None:
     except OSError as error:  # unknown host, no route
         why = error.strerror or str(error)
         raise RayMissing(f"--ray-address {text}: cannot reach it ({why})") from None
+    with conn:
+        if os.environ.get("RAY_USE_TLS", "0") not in ("1", "true"):  # TLS: Ray's own check
+            check_grpc(conn, text)
+
+
+# The HTTP/2 client preface and an empty SETTINGS frame (RFC 9113 §3.4, §6.5): a gRPC server,
+# as Ray's GCS is, answers with a SETTINGS frame of its own (type 4) first.
+_PREFACE: Final = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+_SETTINGS: Final = 4
+
+
+def check_grpc(conn: socket.socket, text: str) -> None:
+    """Refuse a port that listens but is not a gRPC server (a database, a dashboard, a web
+    server), read on `conn` within its timeout: `ray.init` would retry it for ever (outside
+    review 10: `--ray-address 127.0.0.1:5432` hung, and SIGTERM took 24 s to act)."""
+    head = b""
+    try:
+        conn.sendall(_PREFACE)
+        while len(head) < 9:
+            got = conn.recv(9 - len(head))
+            if not got:
+                break
+            head += got
+    except OSError:  # reset, or silent until the timeout: no gRPC server either
+        pass
+    if len(head) < 9 or head[3] != _SETTINGS:
+        raise RayMissing(
+            f"--ray-address {text}: something listens there, but not Ray's GCS (it does not "
+            "answer as a gRPC server); give the head's port, the one `ray start --head` "
+            "printed (6379 unless --port was given), not the dashboard's or another service's"
+        )
 
 
 def refusal(address: str | None, error: BaseException) -> str:
