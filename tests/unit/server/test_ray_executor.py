@@ -111,6 +111,24 @@ def test_a_killed_rank_is_the_jobs_failure_and_stops_the_others(executor: Any) -
     assert not any(procfs.alive(r.pid, None) for r in handle.ranks)
 
 
+def test_a_run_ends_when_its_ranks_exited_not_when_the_server_looked(executor: Any) -> None:
+    """A server that polls late (it was restarting, its database was away) bills and blames
+    by when each rank exited on its node (outside review 10: a 6 s job was billed 24 s)."""
+    code = (
+        "import os, sys, time; print('up', flush=True); "
+        "time.sleep(1.5 + 1.0 * int(os.environ['RANK'])); sys.exit(3)"
+    )
+    launched = time.time()
+    handle = executor.launch(_spec("j-late", code, (Host("w1", (0,), 1), Host("w2", (0,), 1))))
+    _wait_output(executor, handle, 1, "up")
+    time.sleep(5.0)  # both ranks have exited meanwhile (rank 0 first); nobody polled
+    looked = time.time()
+    status = _settle(executor, handle)
+    assert status.state == "failed" and status.exit_codes == {0: 3, 1: 3}
+    assert status.first_failed_rank == 0  # it exited first, though both were seen at once
+    assert status.ended_at is not None and launched < status.ended_at < looked - 2.0
+
+
 def test_a_lost_node_is_an_infrastructure_failure(executor: Any, ray_nodes: Any) -> None:
     handle = executor.launch(_spec("j-node", SLEEPER, (Host("w1", (0,), 1), Host("w3", (1,), 1))))
     _wait_output(executor, handle, 1, "up")
@@ -286,3 +304,12 @@ def test_with_dynamic_job_users_ranks_run_as_the_jobs_own_uid(ray_nodes: Any) ->
             ex.close()
     finally:
         shutil.rmtree(top, ignore_errors=True)  # made outside pytest's tmp_path: ours to remove
+
+
+def test_an_exit_reads_as_code_and_time_and_a_bare_code_of_an_older_actor() -> None:
+    from trainyard.exec.ray.runs import exit_of
+
+    assert exit_of({"code": -9, "at": 1000.0}) == (-9, 1000.0)
+    _code, ahead = exit_of({"code": 0, "at": time.time() + 3600})
+    assert ahead is not None and ahead <= time.time()  # not ahead of the server's clock
+    assert exit_of(3) == (3, None)  # an actor of a server before this one: no time

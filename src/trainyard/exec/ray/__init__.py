@@ -61,7 +61,7 @@ from trainyard.exec.ray.connect import RayMissing, check_address, quiet_driver_e
 from trainyard.exec.ray.health import Probes
 from trainyard.exec.ray.logfile import relay
 from trainyard.exec.ray.nodes import duplicates, from_ray, report_clashes
-from trainyard.exec.ray.runs import RayRun, judge, lost_reason
+from trainyard.exec.ray.runs import RayRun, exit_of, judge, lost_reason
 from trainyard.exec.ray.watch import Watcher
 from trainyard.exec.run import (
     DeviceBusy,
@@ -378,11 +378,12 @@ class RayExecutor:
             for rank, ref in waits.items():
                 if id(ref) not in done:
                     continue
+                at = None  # when it exited, by its node's clock (a lost rank: now)
                 try:
-                    run.codes[rank] = int(ray.get(ref))
+                    run.codes[rank], at = exit_of(ray.get(ref))
                 except ray.exceptions.RayError as error:
                     run.lost[rank] = lost_reason(run.handle, rank, error)
-                run.ended_at.setdefault(rank, time.time())
+                run.ended_at.setdefault(rank, at or time.time())
                 with self._lock:
                     run.waits.pop(rank, None)
         relay(self._ray, run, self.log_cap_bytes)
@@ -408,7 +409,7 @@ class RayExecutor:
         if run.settled:
             self._release(run)
         return RunStatus(verdict.state, run.exit_codes(), verdict.first, run.settled,
-                         verdict.reason, infra=verdict.infra)  # fmt: skip
+                         verdict.reason, infra=verdict.infra, ended_at=run.last_end())  # fmt: skip
 
     # ---- stopping ----------------------------------------------------------------------
 

@@ -54,6 +54,7 @@ class RankSupervisor:
         self._done = threading.Event()
         self._proc: subprocess.Popen[bytes] | None = None
         self._code: int | None = None
+        self._exited_at = 0.0
         self._error = ""
         self._thread: threading.Thread | None = None
 
@@ -93,11 +94,13 @@ class RankSupervisor:
         proc = self._proc
         return {"pid": proc.pid if proc else 0, "error": self._error, "at": time.time()}
 
-    def wait(self) -> int:
-        """Block until the rank has exited; its exit code (negative: the killing signal)."""
+    def wait(self) -> dict[str, object]:
+        """Block until the rank has exited; its exit code ("code", negative: the killing
+        signal) and when it exited on this node ("at"): a server that learns of it later (it
+        was restarting, or its database was away) bills and blames by that time."""
         self._done.wait()
         assert self._code is not None
-        return self._code
+        return {"code": self._code, "at": self._exited_at}
 
     def read(self) -> bytes:
         """The output written since the last call."""
@@ -164,6 +167,7 @@ class RankSupervisor:
             self._error = f"cannot start {argv[:1]}: {error}"
             self._append(f"[trainyard] {self._error}\n".encode())
             self._code = 127
+            self._exited_at = time.time()
             self._started.set()
             self._done.set()
             return
@@ -177,6 +181,7 @@ class RankSupervisor:
             self._append(chunk)
         proc.stdout.close()
         self._code = proc.wait()
+        self._exited_at = time.time()
         self._done.set()
 
     def _append(self, data: bytes) -> None:

@@ -19,10 +19,22 @@ whose fault it was needs them all (`RayExecutor.poll` escalates meanwhile).
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from trainyard.exec.run import RunHandle, RunState, describe_code
+
+
+def exit_of(result: object) -> tuple[int, float | None]:
+    """A rank's exit code and when it exited, from what its actor's `wait` returned: a dict
+    ("code", "at": the node's clock, kept within the server's present), or the bare code
+    of an actor started by a server of before (no time: when the server learns of it)."""
+    if isinstance(result, dict):
+        at = result.get("at")
+        when = min(float(at), time.time()) if isinstance(at, int | float) and at > 0 else None
+        return int(result["code"]), when
+    return int(result), None  # type: ignore[call-overload]
 
 
 @dataclass
@@ -42,6 +54,10 @@ class RayRun:
     def settled(self) -> bool:
         """Every rank has an exit code or is lost: nothing of the run is left."""
         return all(r.rank in self.codes or r.rank in self.lost for r in self.handle.ranks)
+
+    def last_end(self) -> float | None:
+        """When the last rank ended, once the run is settled (the platform bills to then)."""
+        return max(self.ended_at.values()) if self.settled and self.ended_at else None
 
     def exit_codes(self) -> dict[int, int | None]:
         codes: dict[int, int | None] = {r.rank: None for r in self.handle.ranks}
