@@ -263,6 +263,15 @@ UID_PROBE = (
 )
 
 
+# A rank that starts a process in a session of its own (it escapes the rank's process group),
+# says so, and sleeps.
+ESCAPEE = (
+    "import subprocess, sys, time; "
+    "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'], "
+    "start_new_session=True); print('escaped', flush=True); time.sleep(600)"
+)
+
+
 def test_with_dynamic_job_users_ranks_run_as_the_jobs_own_uid(ray_nodes: Any) -> None:
     """`--job-user dynamic` on Ray (outside review 6, H1: every rank ran as the Ray workers'
     root and read what root reads): each rank of a two-node job runs as the job's uid, with
@@ -300,6 +309,22 @@ def test_with_dynamic_job_users_ranks_run_as_the_jobs_own_uid(ray_nodes: Any) ->
                 assert (ex.job_dir("j-uid") / "checkpoints" / f"r{rank.rank}").exists()
             assert (ex.job_dir("j-uid") / "checkpoints").stat().st_uid == uid
             assert any("ranks run as uids of their own" in n for n in handle.notes)
+            # a process that leaves the rank's session (setsid) dies with the run too, as on
+            # the local executor (outside review 10: it outlived cancel, as the job's uid)
+            escape = LaunchSpec(
+                "j-escape", [sys.executable, "-c", ESCAPEE],
+                hosts=(Host("w2", (0,), 1),), virtual_gpus=True,
+            )  # fmt: skip
+            handle = ex.launch(escape)
+            _wait_output(ex, handle, 0, "escaped")
+            escapee_uid = int((ex.job_dir("j-escape") / "uid").read_text())
+            assert len(procfs.pids_of_uid(escapee_uid)) >= 2  # the rank and its escapee
+            ex.stop(handle, grace_s=0.5, reason="cancelled")
+            _settle(ex, handle)
+            deadline = time.monotonic() + 10
+            while procfs.pids_of_uid(escapee_uid):
+                assert time.monotonic() < deadline, procfs.pids_of_uid(escapee_uid)
+                time.sleep(0.1)
         finally:
             ex.close()
     finally:

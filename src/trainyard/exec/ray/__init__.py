@@ -61,7 +61,7 @@ from trainyard.exec.ray.connect import RayMissing, check_address, quiet_driver_e
 from trainyard.exec.ray.health import Probes
 from trainyard.exec.ray.logfile import relay
 from trainyard.exec.ray.nodes import duplicates, from_ray, report_clashes
-from trainyard.exec.ray.runs import RayRun, exit_of, judge, lost_reason
+from trainyard.exec.ray.runs import RayRun, busy_devices, exit_of, judge, lost_reason
 from trainyard.exec.ray.watch import Watcher
 from trainyard.exec.run import (
     DeviceBusy,
@@ -79,6 +79,7 @@ NAMESPACE = "trainyard"
 DEFAULT_LOG_CAP = 64 * 1024 * 1024
 START_TIMEOUT_S = 60.0
 UNRESPONSIVE_S = 10.0  # after SIGKILL was asked: a supervisor this slow is killed by Ray
+SWEEP_TIMEOUT_S = 5.0  # the supervisors' sweep of the job's uid, at the end of a run
 
 
 def _ray() -> Any:
@@ -204,7 +205,7 @@ class RayExecutor:
         self._fence(spec.job_id, spec.attempt)
         if unsure:  # ranks that may live where nobody can reach them: give them time to read
             time.sleep(fence.WAIT_S)
-        busy = self._busy(spec)
+        busy = busy_devices(list(self._runs.items()), spec.hosts)
         if busy:
             raise DeviceBusy(spec.job_id, busy)
         run_dir = jd / f"attempt-{spec.attempt}"
@@ -219,7 +220,7 @@ class RayExecutor:
         jobdirs.clear_notice(jd)
         world = sum(h.workers for h in spec.hosts)
         handle = RunHandle(spec.job_id, spec.attempt, 0, 0, run_dir, (), tuple(self.notes()))
-        handle.workers = world
+        handle.workers, handle.uid = world, who.uid  # the job's own uid (dynamic), or None
         procfs.write_json_atomic(run_dir / "run.json", record(handle))
         run = RayRun(handle)
         try:
@@ -309,20 +310,6 @@ class RayExecutor:
                                   info.node))  # fmt: skip
         h.ranks = tuple(ranks)
         h.pgid = ranks[0].pid if ranks else 0
-
-    def _busy(self, spec: LaunchSpec) -> dict[int, tuple[str, int]]:
-        """Devices of the launch (on their nodes) that a live run holds, by device index,
-        with the holder (job id, attempt)."""
-        wanted = {(h.node, d) for h in spec.hosts for d in h.devices}
-        busy: dict[int, tuple[str, int]] = {}
-        for key, run in list(self._runs.items()):
-            if run.settled:
-                continue
-            for r in run.handle.ranks:
-                for d in r.devices:
-                    if (r.node, d) in wanted:
-                        busy[d] = key
-        return busy
 
     def _fence(self, job_id: str, attempt: int) -> None:
         """Kill every actor of an earlier attempt of `job_id` that Ray still knows."""
@@ -433,6 +420,10 @@ class RayExecutor:
         if run.released:
             return
         run.released = True
+        if run.handle.uid is not None:  # what left the ranks' sessions dies with the run
+            sweeps = [actor.sweep.remote() for actor in run.actors.values()]
+            with contextlib.suppress(Exception):
+                self._ray.wait(sweeps, num_returns=len(sweeps), timeout=SWEEP_TIMEOUT_S)
         self._kill_all(run)
 
     def _kill_all(self, run: RayRun) -> None:

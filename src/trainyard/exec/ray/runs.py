@@ -26,6 +26,20 @@ from typing import Any
 from trainyard.exec.run import RunHandle, RunState, describe_code
 
 
+def busy_devices(
+    runs: list[tuple[tuple[str, int], RayRun]], hosts: tuple[Any, ...]
+) -> dict[int, tuple[str, int]]:
+    """Devices of a launch on `hosts` (on their nodes) that a live run holds, by device
+    index, with the holder (job id, attempt)."""
+    wanted = {(h.node, d) for h in hosts for d in h.devices}
+    busy: dict[int, tuple[str, int]] = {}
+    for key, run in runs:
+        if not run.settled:
+            for r in run.handle.ranks:
+                busy.update({d: key for d in r.devices if (r.node, d) in wanted})
+    return busy
+
+
 def exit_of(result: object) -> tuple[int, float | None]:
     """A rank's exit code and when it exited, from what its actor's `wait` returned: a dict
     ("code", "at": the node's clock, kept within the server's present), or the bare code
