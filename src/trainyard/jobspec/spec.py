@@ -186,11 +186,14 @@ class JobSpec:
     @property
     def core_topology(self) -> str | None:
         """The topology level the scheduler must keep the job inside: `topology` if given,
-        else one node for a single-node GPU job (`nodes: 1` means one node: its ranks share
-        that node's devices; a job that may span nodes says `nodes:`)."""
+        else one node for a single-node rigid GPU job (`nodes: 1` means one node: its ranks
+        share that node's devices; a job that may span nodes says `nodes:`). An elastic job's
+        shape follows its size: as few nodes as it fits on, one while it fits on one
+        (`topology: node` keeps it on one; outside review 10 found every elastic job held to
+        one node, never reaching a `max_gpus` above a node's GPUs)."""
         if self.topology is not None:
             return self.topology
-        return "node" if self.nodes == 1 and self.gpus else None
+        return "node" if self.nodes == 1 and self.gpus and self.elastic is None else None
 
     @property
     def core_nodes(self) -> int:

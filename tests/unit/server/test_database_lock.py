@@ -7,11 +7,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import psycopg
 import pytest
 from sqlalchemy import text
 
-from conftest import _pg_database
 from trainyard.exec.procfs import free_port
 from trainyard.server.config import ServerConfig
 from trainyard.server.db import make_engine
@@ -55,36 +56,49 @@ def test_a_second_server_on_the_same_database_is_refused_naming_the_first(
         third.close()
 
 
+@pytest.fixture
+def pg_url(pg_server: Any) -> Iterator[str]:
+    """A fresh PostgreSQL database (the lock's re-check is PostgreSQL's)."""
+    name = "trainyard_lock_test"
+    with psycopg.connect(pg_server.dsn(), autocommit=True) as admin:
+        admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        admin.execute(f"CREATE DATABASE {name}")
+    try:
+        yield str(pg_server.url(name))
+    finally:
+        with psycopg.connect(pg_server.dsn(), autocommit=True) as admin:
+            admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
 def test_a_lost_lock_is_taken_again_unless_another_server_took_it(
-    tmp_path: Path, pg_server: object
+    tmp_path: Path, pg_url: str
 ) -> None:
     """PostgreSQL drops a session's advisory lock with its connection, as when the database
     server restarts: the server takes it again, unless another server took it meanwhile, and
     then it schedules nothing."""
-    with _pg_database(pg_server) as db_url:  # type: ignore[arg-type]
-        first = _server(tmp_path / "home-a", db_url)
-        engine = make_engine(db_url)
+    first = _server(tmp_path / "home-a", pg_url)
+    engine = make_engine(pg_url)
+    try:
+        first.prepare()
+        lock = first._db_lock
+        assert lock is not None and lock._connection is not None
+        holder = lock._connection.exec_driver_sql("SELECT pg_backend_pid()").scalar()
+        lock._connection.commit()
+        with engine.connect() as conn:
+            conn.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": holder})
+            conn.commit()
+        lock.check()  # its connection is gone: it takes the lock again
+        assert lock._connection is not None
+        lock._drop_connection()  # lost again, and this time another server takes it
+        other = DatabaseLock(engine, "elsewhere")
+        other.acquire()
         try:
-            first.prepare()
-            lock = first._db_lock
-            assert lock is not None and lock._connection is not None
-            holder = lock._connection.exec_driver_sql("SELECT pg_backend_pid()").scalar()
-            lock._connection.commit()
-            with engine.connect() as conn:
-                conn.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": holder})
-                conn.commit()
-            lock.check()  # its connection is gone: it takes the lock again
-            assert lock._connection is not None
-            lock._drop_connection()  # lost again, and this time another server takes it
-            other = DatabaseLock(engine, "elsewhere")
-            other.acquire()
-            try:
-                with pytest.raises(DatabaseTaken, match="elsewhere"):
-                    lock.check()
-                lock._checked = 0.0
-                assert first.step() is None  # nothing scheduled
-            finally:
-                other.release()
+            with pytest.raises(DatabaseTaken, match="elsewhere"):
+                lock.check()
+            lock._checked = 0.0
+            assert first.step() is None  # nothing scheduled
         finally:
-            first.close()
-            engine.dispose()
+            other.release()
+    finally:
+        first.close()
+        engine.dispose()
