@@ -44,6 +44,20 @@ def test_a_fixed_global_batch_is_the_default() -> None:
     assert job.elastic is not None and job.elastic.max_batch == job.elastic.batch == 128
 
 
+def test_an_elastic_jobs_shape_follows_its_size_unless_its_topology_says() -> None:
+    """Without `nodes:` an elastic job was held to one node (outside review 10: the shipped
+    example, max_gpus 4 on 2-GPU nodes, started at 2 and could never grow); a rigid job of
+    one node keeps to one."""
+    elastic = parse_job_spec(spec(gpus=4, workers=4, elastic={"min_gpus": 1, "max_gpus": 4}))
+    job = elastic.to_core_job("j", 0.0)
+    assert (job.topology, job.nodes) == (None, 0)
+    pinned = parse_job_spec(
+        spec(gpus=4, workers=4, topology="node", elastic={"min_gpus": 1, "max_gpus": 4})
+    )
+    assert pinned.to_core_job("j", 0.0).topology == "node"
+    assert parse_job_spec(spec(gpus=4, workers=4)).to_core_job("j", 0.0).topology == "node"
+
+
 def test_a_rigid_job_stays_rigid() -> None:
     job = parse_job_spec(spec(gpus=2, workers=2)).to_core_job("j", 0.0)
     assert job.min_gpus is None and job.max_gpus is None and not job.is_elastic

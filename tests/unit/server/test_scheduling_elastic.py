@@ -41,7 +41,7 @@ def _elastic(session: Session, world: World, gpus: int, low: int, high: int) -> 
     }
     spec = parse_job_spec(raw)
     job = world.job(
-        session, now=1600.0, gpus=gpus, spec=spec.to_dict(), topology="node",
+        session, now=1600.0, gpus=gpus, spec=spec.to_dict(), topology=spec.core_topology,
         min_gpus=low, max_gpus=high,
     )  # fmt: skip
     session.commit()
@@ -323,3 +323,24 @@ def test_a_tenant_over_its_budget_may_not_grow_its_elastic_jobs(
     with factory() as s:  # within budget again: it may grow
         (running,) = load_snapshot(s, NOW + 4000, budgets=Budgets()).running
     assert running.job.max_gpus == 4
+
+
+def test_an_elastic_job_spans_nodes_when_its_size_does_not_fit_on_one(
+    factory: sessionmaker[Session], session: Session, world: World
+) -> None:
+    """Its shape follows its size (outside review 10: held to one node, the shipped example
+    started at 2 of its 4 GPUs on 2-GPU nodes and could never grow)."""
+    node = Node(name="n1", cpus=64.0, memory_gb=512.0, registered_at=1000.0)
+    node.devices = [
+        Device(index=i, gpu_type="A100", memory_gb=80.0, uuid=f"GPU-1-{i}") for i in range(4)
+    ]
+    session.add(node)
+    session.commit()
+    job_id = _elastic(session, world, gpus=8, low=1, high=8)
+    applied = run_once(factory, now=NOW, metrics=platform_metrics())
+    assert [launch.job_id for launch in applied.launch] == [job_id]
+    with factory() as s:
+        job = s.get(Job, job_id)
+        assert job is not None and job.topology is None
+        assert sorted(p["node"] for p in job.placement or ()) == ["n0", "n1"]
+        assert sum(len(p["devices"]) for p in job.placement or ()) == 8
