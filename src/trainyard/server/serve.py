@@ -168,6 +168,8 @@ class Server:
             progress_timeout_s=cfg.progress_timeout_s, spares=cfg.spares,
         )  # fmt: skip
         notes = executor.notes()
+        if cfg.spares:  # chosen each round among idle nodes; a pending reason names them
+            notes.append(f"hot spares: up to {cfg.spares} idle node(s) kept for recovering jobs")
         if isinstance(executor, LocalExecutor):
             node = self.platform.register_node(inventory, cfg.node_name)
             notes.append(users.note or _isolation(users))

@@ -202,3 +202,15 @@ def test_a_refused_token_is_named_with_the_fix(inner: BaseException) -> None:
 def test_other_failures_keep_rays_words() -> None:
     said = refusal(None, _chained(RuntimeError("GCS has not started")))
     assert said == "cannot connect to Ray at auto: " + str(_chained(RuntimeError("x")))
+
+
+def test_the_banner_says_who_ranks_run_as_and_whether_gpus_are_checked() -> None:
+    """Outside review 10, F10: ranks ran as root with the banner saying only "the Ray
+    workers' user", and an all-virtual cluster was said to have its GPUs probed."""
+    from trainyard.exec.ray.connect import run_notes
+
+    own = run_notes("h:6379", own_uids=True, gpu_checks=True)
+    assert "ranks run as uids of their own," in own[0] and "reads NVML" in own[2]
+    shared = run_notes("h:6379", own_uids=False, gpu_checks=False)
+    assert ("root if the cluster was started as root" in shared[0]) == (os.geteuid() == 0)
+    assert shared[2] == "GPU health checks: off (every node's GPUs are virtual)"

@@ -397,3 +397,14 @@ def test_a_failed_prepare_leaves_the_process_and_the_home_as_they_were(
         assert os.umask(0o022) == 0o022
     finally:
         os.umask(before)
+
+
+def test_the_banner_names_the_hot_spares(tmp_path: Path, db_url: str) -> None:
+    """Outside review 10, F10: `--spares 1` was said nowhere but in a pending reason."""
+    cfg = dataclasses.replace(_config(tmp_path / "home", db_url), spares=1)
+    srv = Server(cfg)
+    try:
+        started = srv.prepare()
+        assert any(n.startswith("hot spares: up to 1 idle node(s)") for n in started.notes)
+    finally:
+        srv.close()

@@ -170,8 +170,9 @@ class RayExecutor:
         return dict(self._probes.off) if self._probes is not None else {}
 
     def notes(self) -> list[str]:
-        checked = self._probes is not None and (not self.virtual_gpus or self._probes.always)
-        return run_notes(self.address, self.users.mode != "server", checked)
+        real = any(n.alive and not n.virtual for n in self._found or self.nodes())
+        on = self._probes is not None and ((real and not self.virtual_gpus) or self._probes.always)
+        return run_notes(self.address, self.users.mode != "server", on)
 
     def job_dir(self, job_id: str) -> Path:
         return job_dir(self.root_dir, job_id)

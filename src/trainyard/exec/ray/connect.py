@@ -141,6 +141,11 @@ def run_notes(address: str, own_uids: bool, gpu_checks: bool) -> list[str]:
     """The executor's notes: where it runs jobs and as whom, that Ray does not isolate
     them (docs/ray.md, Security), and whether GPU health is checked."""
     who = "uids of their own" if own_uids else "the Ray workers' user"
+    if not own_uids and os.geteuid() == 0:  # the cluster was likely started as root too
+        who += (
+            " (root if the cluster was started as root, as this server runs: --job-user "
+            "dynamic gives each job a uid of its own)"
+        )
     return [
         f"Ray executor on {address or 'a local Ray'}: ranks run as {who}, without cgroup "
         "limits of trainyard's (the runs directory must be shared by every node)",
@@ -149,7 +154,7 @@ def run_notes(address: str, own_uids: bool, gpu_checks: bool) -> list[str]:
         "tenants that trust each other (docs/ray.md, Security)",
         "GPU health checks: a probe on each node with real GPUs reads NVML there"
         if gpu_checks
-        else "GPU health checks: off (the GPUs are virtual)",
+        else "GPU health checks: off (every node's GPUs are virtual)",
     ]
 
 
