@@ -199,7 +199,8 @@ def up_command(
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     from trainyard.core import PROFILES
     from trainyard.exec.procfs import free_port
-    from trainyard.server.serve import Server, ServerError
+    from trainyard.server.locks import ServerError
+    from trainyard.server.serve import Server
 
     if profile not in PROFILES:
         known = ", ".join(PROFILES.names())
