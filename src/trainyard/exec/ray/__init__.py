@@ -421,14 +421,15 @@ class RayExecutor:
         if run.released:
             return
         run.released = True
-        if run.handle.uid is not None:  # what left the ranks' sessions dies with the run
-            sweeps = [actor.sweep.remote() for actor in run.actors.values()]
-            with contextlib.suppress(Exception):
-                self._ray.wait(sweeps, num_returns=len(sweeps), timeout=SWEEP_TIMEOUT_S)
         self._kill_all(run)
 
     def _kill_all(self, run: RayRun) -> None:
         ray = self._ray
+        if run.handle.uid is not None and not run.swept:  # what left the ranks' sessions dies
+            run.swept = True  # with the run: every process of the job's uid on their nodes
+            sweeps = [actor.sweep.remote() for actor in run.actors.values()]
+            with contextlib.suppress(Exception):
+                ray.wait(sweeps, num_returns=len(sweeps), timeout=SWEEP_TIMEOUT_S)
         for rank, actor in list(run.actors.items()):
             with contextlib.suppress(Exception):
                 ray.kill(actor, no_restart=True)

@@ -63,6 +63,7 @@ class RayRun:
     drained: set[int] = field(default_factory=set)  # ended ranks whose output is all relayed
     killed: set[int] = field(default_factory=set)  # lost because we killed the actor
     released: bool = False
+    swept: bool = False  # the job's uid swept on the ranks' nodes (`RankSupervisor.sweep`)
 
     @property
     def settled(self) -> bool:
