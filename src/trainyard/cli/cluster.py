@@ -132,9 +132,11 @@ def nodes_command(
 
 
 def _schedulable(node: dict[str, Any]) -> str:
-    """The SCHEDULABLE column: the operator's flag, and "no" for a node that is not healthy
-    whatever the flag says (with its health)."""
+    """The SCHEDULABLE column: the operator's flag, "no" for a node that is not healthy
+    whatever the flag says (with its health), and "spare" for a hot spare."""
     health = str(node.get("health", "healthy"))
     if health != "healthy":
         return f"no ({escape(health)})"
+    if node["schedulable"] and node.get("spare"):
+        return "spare (kept for recovering jobs)"
     return "yes" if node["schedulable"] else "no"

@@ -176,6 +176,13 @@ def test_a_node_a_launch_found_gone_gets_no_work_while_its_loss_is_not_yet_repor
     assert read_job(factory, job_id).attempt == 2
 
 
+def _stored_spares(factory: sessionmaker[Session]) -> list[str]:
+    from trainyard.server.services.nodes import list_nodes
+
+    with factory() as s:
+        return [n.name for n in list_nodes(s) if n.state == "spare"]
+
+
 def test_a_hot_spare_takes_the_job_a_lost_node_held_and_nothing_else(
     factory: sessionmaker[Session], session: Session, world: World
 ) -> None:
@@ -190,6 +197,7 @@ def test_a_hot_spare_takes_the_job_a_lost_node_held_and_nothing_else(
     platform.step()
     assert sorted(_nodes_of(factory, a) + _nodes_of(factory, c)) == ["n1", "n2"]
     assert platform.spares.names == ("n3",)
+    assert _stored_spares(factory) == ["n3"]  # for `trainyard nodes` and `admin node list`
     job = read_job(factory, b)
     assert job.state == S.PENDING and "hot spares (n3)" in (job.pending_reason or "")
     lost = _nodes_of(factory, c)[0]
@@ -202,3 +210,14 @@ def test_a_hot_spare_takes_the_job_a_lost_node_held_and_nothing_else(
     assert _nodes_of(factory, c) == ["n3"]
     assert read_job(factory, b).state == S.PENDING
     assert platform.spares.names == ()  # no node is idle now
+    assert _stored_spares(factory) == []
+
+
+def test_trainyard_nodes_marks_a_spare() -> None:
+    from trainyard.cli.cluster import _schedulable
+
+    node = {"schedulable": True, "health": "healthy"}
+    assert _schedulable(node) == "yes"
+    assert _schedulable({**node, "spare": True}) == "spare (kept for recovering jobs)"
+    assert _schedulable({**node, "spare": True, "schedulable": False}) == "no"
+    assert _schedulable({**node, "spare": True, "health": "lost"}) == "no (lost)"

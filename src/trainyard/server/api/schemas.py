@@ -164,6 +164,7 @@ class NodeOut(BaseModel):
     last_heartbeat_at: float | None
     drained_at: float | None = None  # draining: its jobs are moved away
     drain_reason: str | None = None  # the operator's reason, or the GPU fault
+    spare: bool = False  # a hot spare this round (`trainyard up --spares N`)
     devices: list[DeviceOut]
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import ForeignKey, String, UniqueConstraint
+from sqlalchemy import ForeignKey, String, UniqueConstraint, false
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from trainyard.server.db.base import Base, Health, Timestamp, str_enum
@@ -69,6 +69,8 @@ class Node(Base):
     # why: the operator's `--reason`, or the GPU fault that drained it (loop/gpuwatch.py)
     drain_reason: Mapped[str | None] = mapped_column(String(255), default=None)
     virtual: Mapped[bool] = mapped_column(default=False)
+    # a hot spare this round (`trainyard up --spares N`; loop/spares.py), for operators to see
+    spare: Mapped[bool] = mapped_column(default=False, server_default=false())
     health: Mapped[Health] = mapped_column(str_enum(Health, 16), default=Health.HEALTHY)
     registered_at: Mapped[float] = mapped_column(Timestamp)
     last_heartbeat_at: Mapped[float | None] = mapped_column(Timestamp, default=None)

@@ -187,6 +187,7 @@ class Platform:
                 break
             applied = round_()
         report.applied = applied
+        self.spares.store(factory)  # shown by `trainyard nodes` (loop/spares.py)
         if applied.retry:
             report.errors.append(f"scheduling: {applied.error}")
         for job_id in (*applied.stop, *applied.resize):  # stop them now

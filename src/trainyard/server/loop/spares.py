@@ -7,14 +7,20 @@ in the last round stay spare while they qualify (a stable pool: the operator see
 names), and the pool is topped up from the other idle nodes, last by name first (the
 scheduler fills nodes from the first by name, so the last ones are the likeliest to stay
 idle). A spare that a recovering job took is no longer idle: the next idle node replaces it.
-When fewer than N nodes are idle, the pool is smaller until capacity frees up.
+When fewer than N nodes are idle, the pool is smaller until capacity frees up. The pool is
+stored on the nodes' rows when it changes (`Spares.store`), for operators to see.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
+from sqlalchemy import update
+from sqlalchemy.orm import Session
+
 from trainyard import core
+from trainyard.server.db import Node as NodeRow
 
 
 class Spares:
@@ -23,6 +29,7 @@ class Spares:
     def __init__(self, count: int = 0) -> None:
         self.count = count
         self.names: tuple[str, ...] = ()  # the spares of the last round
+        self._stored: tuple[str, ...] | None = None  # what the nodes' rows say (None: unknown)
 
     def mark(self, nodes: tuple[core.Node, ...], busy: set[str]) -> tuple[core.Node, ...]:
         """`nodes` with this round's spares marked; `busy`: nodes a job holds devices on."""
@@ -42,3 +49,14 @@ class Spares:
         self.names = tuple(sorted(kept))
         chosen = set(kept)
         return tuple(replace(n, spare=True) if n.name in chosen else n for n in nodes)
+
+    def store(self, sessions: Callable[[], Session]) -> None:
+        """The spares on the nodes' rows (`Node.spare`) when they changed, so that `trainyard
+        nodes` and `admin node list` show them (an outside review found them named only in
+        pending reasons); the first call also clears those a previous server left."""
+        if self.names == self._stored:
+            return
+        with sessions() as s:
+            s.execute(update(NodeRow).values(spare=NodeRow.name.in_(self.names)))
+            s.commit()
+        self._stored = self.names

@@ -393,6 +393,7 @@ def list_nodes(session: Session, who: Principal) -> schemas.NodeList:
                 last_heartbeat_at=n.last_heartbeat_at,
                 drained_at=n.drained_at,
                 drain_reason=n.drain_reason,
+                spare=n.spare,
                 devices=[
                     schemas.DeviceOut(
                         index=d.index,

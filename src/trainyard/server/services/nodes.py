@@ -34,12 +34,14 @@ class NodeInfo:
     drained_at: float | None = None
     drain_reason: str | None = None
     unhealthy_gpus: tuple[int, ...] = ()  # device indices a GPU fault took out
+    spare: bool = False  # a hot spare this round (`trainyard up --spares N`)
 
     @property
     def state(self) -> str:
-        """schedulable, cordoned, draining (jobs still there) or drained."""
+        """schedulable (spare: kept idle for recovering jobs), cordoned, draining (jobs still
+        there) or drained."""
         if self.schedulable:
-            return "schedulable"
+            return "spare" if self.spare else "schedulable"
         if self.drained_at is None:
             return "cordoned"
         return "draining" if self.jobs else "drained"
@@ -76,6 +78,7 @@ def _info(session: Session, row: Node) -> NodeInfo:
         drained_at=row.drained_at,
         drain_reason=row.drain_reason,
         unhealthy_gpus=tuple(d.index for d in devices if d.health != Health.HEALTHY),
+        spare=row.spare,
     )
 
 
