@@ -179,6 +179,34 @@ def test_a_new_executor_adopts_a_live_run_and_fences_it_before_the_next_attempt(
     again.close()
 
 
+def test_output_read_by_a_server_that_died_is_read_again_by_the_next(
+    executor: Any, ray_nodes: Any, tmp_path: Path
+) -> None:
+    """A read in flight when the server died emptied the actor's buffer, and that output
+    never reached the log (outside review 10, F7: a line went missing across a crash)."""
+    from trainyard.exec.ray import RayExecutor
+
+    code = (
+        "import time\nfor i in range(300):\n    print(f'line {i}', flush=True)\n"
+        "    time.sleep(0.01)\ntime.sleep(1)"
+    )
+    handle = executor.launch(_spec("j-reread", code, (Host("w1", (3,), 1),)))
+    _wait_output(executor, handle, 0, "line 50")
+    executor.poll(handle)  # a read is in flight: its output is never written by this server
+    time.sleep(0.5)
+    again = RayExecutor(tmp_path / "runs", address=ray_nodes.address, virtual_gpus=True)
+    try:
+        adopted = again.adopt("j-reread")
+        assert adopted is not None
+        status = _settle(again, adopted)
+        assert status.state == "succeeded"
+        lines = handle.ranks[0].log.read_text().splitlines()
+        seen = {int(line.split()[1]) for line in lines if line.startswith("line ")}
+        assert seen == set(range(300)), sorted(set(range(300)) - seen)
+    finally:
+        again.close()
+
+
 def test_gpu_probes_run_on_each_node_and_say_why_checks_are_off(
     ray_nodes: Any, tmp_path: Path
 ) -> None:

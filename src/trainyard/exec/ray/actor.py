@@ -50,6 +50,7 @@ class RankSupervisor:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._buffer = bytearray()
+        self._base = 0  # the stream offset of `_buffer`'s first byte
         self._dropped = 0
         self._started = threading.Event()
         self._done = threading.Event()
@@ -104,16 +105,21 @@ class RankSupervisor:
         assert self._code is not None
         return {"code": self._code, "at": self._exited_at}
 
-    def read(self) -> bytes:
-        """The output written since the last call."""
+    def read_from(self, since: int) -> dict[str, object]:
+        """The output from stream offset `since` on ("from": where "data" starts, "note": what
+        was dropped meanwhile). What is before `since` the server has written, so it is
+        dropped here; what is after stays until a later call says it was written: a server
+        that crashed with a read in flight loses nothing (an outside review lost a line that
+        way), and the next one reads it again (`since` -1: all that is kept)."""
         with self._lock:
-            out = bytes(self._buffer)
-            self._buffer.clear()
+            if since > self._base:
+                cut = min(since - self._base, len(self._buffer))
+                del self._buffer[:cut]
+                self._base += cut
+            out, start = bytes(self._buffer), self._base
             dropped, self._dropped = self._dropped, 0
-        if dropped:
-            note = f"[trainyard] {dropped} bytes of output were dropped (log relay behind)\n"
-            out = note.encode() + out
-        return out
+        note = f"[trainyard] {dropped} bytes of output were dropped (log relay behind)\n"
+        return {"from": start, "data": out, "note": note.encode() if dropped else b""}
 
     def signal(self, signum: int) -> bool:
         """Send `signum` to the rank's process group; False once it has exited."""
@@ -207,6 +213,7 @@ class RankSupervisor:
             over = len(self._buffer) - BUFFER_CAP
             if over > 0:
                 del self._buffer[:over]
+                self._base += over
                 self._dropped += over
 
 

@@ -3,7 +3,11 @@ executor's cap.
 
 `relay(ray, run, cap)` moves each rank's new output from its actor to its log: one read in
 flight per rank (calls to a threaded actor may overlap, so never two); a rank that ended
-gets one last read of what it buffered before `wait` returned.
+gets one last read of what it buffered before `wait` returned. Reads are acknowledged: each
+asks for the output from the stream offset the log has reached (`RayRun.acked`), and only
+then does the actor drop what is before it, so a server that dies with a read in flight
+loses none of it; the next server reads from what the actor still keeps (a line may then
+appear twice, never be missing).
 
 `append_capped(path, data, cap)` keeps the newest `cap` bytes in `path` and `path.1`
 together, as `exec/rankwrap.py` does for local ranks: when `path` would pass half the cap it
@@ -32,8 +36,9 @@ def relay(ray: Any, run: RayRun, cap: int) -> None:
             run.reads.pop(rank, None)
             with contextlib.suppress(ray.exceptions.RayError, TimeoutError):
                 if ref is not None:
-                    append_capped(logs[rank], ray.get(ref, timeout=5.0), cap)
-                append_capped(logs[rank], ray.get(actor.read.remote(), timeout=5.0), cap)
+                    _write(run, rank, logs[rank], ray.get(ref, timeout=5.0), cap)
+                last = ray.get(_read(actor, run.acked.get(rank, -1)), timeout=5.0)
+                _write(run, rank, logs[rank], last, cap)
             run.drained.add(rank)
             continue
         if ref is not None:
@@ -41,8 +46,27 @@ def relay(ray: Any, run: RayRun, cap: int) -> None:
             if not ready:
                 continue
             with contextlib.suppress(ray.exceptions.RayError):
-                append_capped(logs[rank], ray.get(ref), cap)
-        run.reads[rank] = actor.read.remote()
+                _write(run, rank, logs[rank], ray.get(ref), cap)
+        run.reads[rank] = _read(actor, run.acked.get(rank, -1))
+
+
+def _read(actor: Any, since: int) -> Any:
+    """A read of what the rank wrote from `since` on (an actor of a server before acknowledged
+    reads has only `read`, which empties its buffer)."""
+    fresh = getattr(actor, "read_from", None)
+    return fresh.remote(since) if fresh is not None else actor.read.remote()
+
+
+def _write(run: RayRun, rank: int, path: Path, got: Any, cap: int) -> None:
+    """Append what a read returned, less what the log already has (a read taken again after
+    a restart starts where the last acknowledged one ended)."""
+    if isinstance(got, bytes):  # `read` of an older actor
+        append_capped(path, got, cap)
+        return
+    start, data = int(got["from"]), bytes(got["data"])
+    done = run.acked.get(rank, -1)
+    append_capped(path, bytes(got["note"]) + (data[done - start :] if done > start else data), cap)
+    run.acked[rank] = max(done, start + len(data))
 
 
 def append_capped(path: Path, data: bytes, cap: int) -> None:

@@ -57,6 +57,7 @@ class RayRun:
     actors: dict[int, Any] = field(default_factory=dict)
     waits: dict[int, Any] = field(default_factory=dict)  # rank -> ref of `wait`
     reads: dict[int, Any] = field(default_factory=dict)  # rank -> ref of `read`
+    acked: dict[int, int] = field(default_factory=dict)  # rank -> stream offset in its log
     codes: dict[int, int | None] = field(default_factory=dict)  # ended ranks
     lost: dict[int, str] = field(default_factory=dict)  # ranks whose actor died -> why
     ended_at: dict[int, float] = field(default_factory=dict)
