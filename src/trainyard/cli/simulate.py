@@ -153,7 +153,7 @@ def _fit(wl: Workload, cl: Cluster, oversize: str) -> tuple[Workload, list[str],
             raise WorkloadError(
                 wl.source,
                 f"{len(unfit)} job(s) need more GPUs than the cluster's {cl.gpus}: {names}"
-                f"{lines}; give a --cluster of at least {max(_least(j) for j in unfit)} GPUs, "
+                f"{lines}; give a --cluster of at least {max(j.fewest_gpus for j in unfit)} GPUs, "
                 "or --oversize skip to leave them out",
             )
         wl = without(wl, unfit)
@@ -182,10 +182,6 @@ def _share_note(wl: Workload) -> str:
         "scaling law that depends on their placement (slower across nodes) under every "
         "profile, rigid ones included; compare profiles at one share, not across shares"
     )
-
-
-def _least(job: SimJob) -> int:
-    return job.min_gpus if job.min_gpus is not None else job.gpus
 
 
 def _sizes(jobs: tuple[SimJob, ...], shown: int = 5) -> str:

@@ -419,8 +419,8 @@ def step_time(
     # Pipeline point-to-point sends per micro-batch (forward and backward, each virtual stage).
     p2p = 0.0
     if p > 1:
-        nbytes = tokens * model.hidden * 2  # split over TP (SC'21 §4.1 scatter/gather):
-        nbytes /= t if layout.p2p_split else 1
+        split = t if layout.p2p_split else 1  # over TP (SC'21 §4.1 scatter/gather)
+        nbytes = tokens * model.hidden * 2 / split
         link = inter_link(gpu, links) if t * c * d >= nodes_of else intra_link(gpu, links)
         p2p = 2 * layout.virtual_stages * p2p_s(nbytes, link)
 

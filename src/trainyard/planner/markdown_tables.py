@@ -87,9 +87,9 @@ def _context(headings: list[tuple[int, str]], column: Callable[[str], str]) -> d
     if titles:
         out["table_id"] = titles[0]
     plain = [text for _, text in headings if not _LABELLED.match(text)]
-    named = [found for found in map(preset_in, plain) if found is not None]
-    if named or plain:
-        out["model"] = named[-1] if named else plain[-1]
+    if plain:  # the nearest heading naming a preset, else the nearest heading
+        named = next((found for found in map(preset_in, reversed(plain)) if found), None)
+        out["model"] = named or plain[-1]
     for _, text in headings:  # outer to inner: the nearest "Label: value" wins
         found = _LABELLED.match(text)
         if found:

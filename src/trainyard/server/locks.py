@@ -10,14 +10,13 @@ Both raise `ServerError` with what to do.
 
 from __future__ import annotations
 
-import fcntl
 import os
 from pathlib import Path
 from typing import IO
 
 from sqlalchemy import Engine
 
-from trainyard.server.db.ownership import DatabaseLock, DatabaseTaken
+from trainyard.server.db.ownership import DatabaseLock, DatabaseTaken, hold_file
 
 __all__ = ["ServerError", "lock_database", "lock_home"]
 
@@ -29,19 +28,12 @@ class ServerError(Exception):
 def lock_home(home: Path) -> IO[str]:
     """The open lock file of `home`, locked (close it to release)."""
     path = home / "server.lock"
-    handle = path.open("a+")
-    try:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        handle.close()
+    handle, _holder = hold_file(path, str(os.getpid()))
+    if handle is None:
         raise ServerError(
             f"another trainyard server uses {home} (it holds {path}); stop it, "
             "or give this one another home (TRAINYARD_HOME or --home)"
-        ) from None
-    handle.seek(0)
-    handle.truncate()
-    handle.write(f"{os.getpid()}\n")
-    handle.flush()
+        )
     return handle
 
 

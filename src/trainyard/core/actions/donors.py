@@ -11,14 +11,8 @@ from collections.abc import Callable
 from trainyard.core.cycle import Cycle
 from trainyard.core.placement import job_demand
 from trainyard.core.state import Alloc
-from trainyard.core.types import Job
 
-__all__ = ["bounds", "donors", "restarting", "shrink"]
-
-
-def bounds(job: Job) -> tuple[int, int]:
-    """A job's (fewest, most) GPUs (`Job.size_range`)."""
-    return job.size_range
+__all__ = ["donors", "restarting", "shrink"]
 
 
 def _may_restart(cycle: Cycle) -> Callable[[Alloc], bool]:

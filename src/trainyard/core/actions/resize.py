@@ -48,7 +48,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Final
 
-from trainyard.core.actions.donors import bounds, donors, restarting, shrink
+from trainyard.core.actions.donors import donors, restarting, shrink
 from trainyard.core.actions.moves import (
     each_repays,
     fewest_shrinks,
@@ -87,7 +87,7 @@ def _explored(job: Job) -> int:
     """The largest size a job may grow to now: `EXPLORE` times the largest it has been measured
     at (Pollux bounds its jobs at twice; with the model's network-sync slope and the per-GPU
     batch floor, four times measured better on the Pollux workloads), within `max_gpus`."""
-    _lo, hi = bounds(job)
+    _lo, hi = job.size_range
     samples = job.elastic.samples if job.elastic is not None else ()
     seen = max((s.gpus for s in samples), default=job.gpus)
     return min(hi, max(EXPLORE * max(seen, job.gpus), 1))
@@ -127,7 +127,7 @@ def _start_smaller(cycle: Cycle, waiting: list[Job]) -> None:
             continue
         if cycle.status[job.id].code not in CAPACITY_CODES:
             continue
-        lo, _hi = bounds(job)
+        lo, _hi = job.size_range
         room = state.free_of(cycle.classes_of(job))
         held = state.allocs.get(own.get(job.id, ""))
         if held is not None:  # its own reservation is not in its way
@@ -155,12 +155,12 @@ def _shrink_for_waiting(cycle: Cycle) -> None:
     active = sum(1 for a in cycle.state.allocs.values() if a.queue >= 0) + len(waiting)
     fair = max(1, sum(cycle.layout.class_capacity) // max(1, active))
     stmt = cycle.stmt
-    spare = sum(a.gpus - bounds(a.job)[0] for a in givers)  # all donors could give
+    spare = sum(a.gpus - a.job.size_range[0] for a in givers)  # all donors could give
     failed: dict[tuple[object, ...], int] = {}  # shape -> fewest GPUs no plan could free
     for job in waiting:
         if job.id not in status:
             continue  # placed meanwhile
-        need = bounds(job)[0] if job.is_elastic else job.gpus
+        need = job.size_range[0] if job.is_elastic else job.gpus
         if need > spare + cycle.state.free_of(cycle.classes_of(job)):
             continue  # the donors together cannot free enough
         key = (cycle.shape(job), cycle.state.epoch)
@@ -170,7 +170,7 @@ def _shrink_for_waiting(cycle: Cycle) -> None:
         usable = [a for a in givers if a.cls in classes and a.job.id not in stmt.resized]
         plan = _shrink_plan(cycle, job, usable, fair) if usable else {}
         if plan:  # the donors it shrank are resized now: they give no more to waiting jobs
-            spare -= sum(a.gpus - bounds(a.job)[0] for a in usable if a.job.id in plan)
+            spare -= sum(a.gpus - a.job.size_range[0] for a in usable if a.job.id in plan)
         else:
             failed[key] = min(failed.get(key, 1 << 30), need)
 
@@ -199,7 +199,7 @@ def _plan(cycle: Cycle, job: Job, usable: list[Alloc], need: int, fair: int) -> 
         for a in order:
             if got >= need:
                 return plan
-            lo, _hi = bounds(a.job)
+            lo, _hi = a.job.size_range
             give = a.gpus - plan.get(a.job.id, 0) - max(lo, floor)
             if a.queue != qi and not owed:
                 give = min(give, queues.over_guaranteed(a.queue) - by_queue.get(a.queue, 0))
@@ -214,7 +214,7 @@ def _plan(cycle: Cycle, job: Job, usable: list[Alloc], need: int, fair: int) -> 
 def _shrink_plan(cycle: Cycle, job: Job, usable: list[Alloc], fair: int) -> dict[str, int]:
     """Shrink donors so that `job` starts, and start it: the GPUs each donor gave, by job
     id, or {} (nothing changed) when no plan lets it start."""
-    lo, _hi = bounds(job)
+    lo, _hi = job.size_range
     need_gpus = lo if job.is_elastic else job.gpus
     room = cycle.state.free_of(cycle.classes_of(job))
     plan = _plan(cycle, job, usable, need_gpus - room, fair) if need_gpus > room else {}
@@ -265,7 +265,7 @@ def _rebalance(cycle: Cycle, rs: ResizeState) -> None:
             continue  # one job alone: growth (below) is all there is
         entries = []
         for a in allocs:
-            lo, _hi = bounds(a.job)
+            lo, _hi = a.job.size_range
             if _unstarted(cycle, a):
                 lo = a.gpus  # not shrunk: it starts at least as placed
             m = _model(rs, a.job)
@@ -389,7 +389,7 @@ def _grow(cycle: Cycle, rs: ResizeState) -> None:
         a
         for a in donors(cycle)
         if cycle.now - a.started_at >= prof.resize_hold_s
-        and a.gpus < bounds(a.job)[1]
+        and a.gpus < a.job.size_range[1]
         and (not owed or a.job.queue in owed)  # reclaim would take it back at once
     ]
     while ready and any(state.class_free):

@@ -20,14 +20,15 @@ whose fault it was needs them all (`RayExecutor.poll` escalates meanwhile).
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from trainyard.exec.run import RunHandle, RunState, describe_code
+from trainyard.exec.run import Host, RunHandle, RunState, describe_code
 
 
 def busy_devices(
-    runs: list[tuple[tuple[str, int], RayRun]], hosts: tuple[Any, ...]
+    runs: Iterable[tuple[tuple[str, int], RayRun]], hosts: Iterable[Host]
 ) -> dict[int, tuple[str, int]]:
     """Devices of a launch on `hosts` (on their nodes) that a live run holds, by device
     index, with the holder (job id, attempt)."""
@@ -100,7 +101,7 @@ def judge(run: RayRun, stop: tuple[float, str] | None) -> Verdict:
         if rank in run.lost or (rank in run.codes and run.codes[rank] != 0)
     )
     first = failures[0][1] if failures else None
-    last_end = max(run.ended_at.values()) if run.settled and run.ended_at else None
+    last_end = run.last_end()
     state: RunState = "running"
     reason, infra = "", False
     if stop is not None and (last_end is None or stop[0] <= last_end):

@@ -30,11 +30,12 @@ import os
 import socket
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import IO, Any
 
 from sqlalchemy import Engine, text
 
-__all__ = ["SERVER_LOCK_ID", "DatabaseLock", "DatabaseTaken"]
+__all__ = ["SERVER_LOCK_ID", "DatabaseLock", "DatabaseTaken", "hold_file"]
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +46,25 @@ _LOW32 = 0xFFFF_FFFF
 
 class DatabaseTaken(Exception):
     """Another server holds the database; the message names it and what to do."""
+
+
+def hold_file(path: Path, text: str) -> tuple[IO[str] | None, str]:
+    """An exclusive `flock` on `path`, held while the returned file stays open (the kernel
+    drops it with the process), with `text` written in it; or (None, what the holder wrote)
+    when another process holds it."""
+    handle = path.open("a+")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        handle.seek(0)
+        holder = handle.read().strip()
+        handle.close()
+        return None, holder
+    handle.seek(0)
+    handle.truncate()
+    handle.write(text + "\n")
+    handle.flush()
+    return handle, ""
 
 
 def _discard(conn: Any) -> None:
@@ -84,18 +104,9 @@ class DatabaseLock:
         path = self.engine.url.database
         if self.engine.dialect.name != "sqlite" or not path or path == ":memory:":
             return
-        handle = open(f"{path}.server-lock", "a+")  # noqa: SIM115 - held for the server's life
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            handle.seek(0)
-            holder = handle.read().strip()
-            handle.close()
-            raise DatabaseTaken(self._refusal(holder)) from None
-        handle.seek(0)
-        handle.truncate()
-        handle.write(_who(self.home) + "\n")
-        handle.flush()
+        handle, holder = hold_file(Path(f"{path}.server-lock"), _who(self.home))
+        if handle is None:
+            raise DatabaseTaken(self._refusal(holder))
         self._file = handle
 
     def check(self) -> None:

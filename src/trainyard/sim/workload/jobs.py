@@ -58,6 +58,11 @@ class SimJob:
     min_gpus: int | None = None
     max_gpus: int | None = None
 
+    @property
+    def fewest_gpus(self) -> int:
+        """The fewest GPUs the job can run on: its minimum when elastic, else its size."""
+        return self.min_gpus if self.min_gpus is not None else self.gpus
+
 
 @dataclass(frozen=True)
 class Workload:
@@ -84,33 +89,25 @@ def fit_to_cluster(job: SimJob, gpus: int) -> SimJob:
     more, or an elastic one whose minimum does not fit, is a `WorkloadError`."""
     if job.gpus <= gpus:
         return job
-    if job.min_gpus is None and job.max_gpus is None:
-        raise WorkloadError(job.id, f"asks for {job.gpus} GPUs; the cluster has {gpus}")
-    lowest = job.min_gpus if job.min_gpus is not None else job.gpus
-    if lowest > gpus:
-        raise WorkloadError(job.id, f"needs at least {lowest} GPUs; the cluster has {gpus}")
+    if job.fewest_gpus > gpus:
+        rigid = job.min_gpus is None and job.max_gpus is None
+        asks = f"asks for {job.gpus}" if rigid else f"needs at least {job.fewest_gpus}"
+        raise WorkloadError(job.id, f"{asks} GPUs; the cluster has {gpus}")
     return replace(job, gpus=gpus)
 
 
 def larger_than(
     jobs: tuple[SimJob, ...], gpus: int
 ) -> tuple[tuple[SimJob, ...], tuple[SimJob, ...]]:
-    """The jobs that cannot run on `gpus` GPUs (a rigid job asking for more, an elastic one
-    whose minimum is more), and the elastic ones that ask for more but whose minimum fits
-    (`fit_to_cluster` starts them at most at the cluster's size)."""
-    unfit: list[SimJob] = []
-    capped: list[SimJob] = []
-    for job in jobs:
-        if job.gpus <= gpus:
-            continue
-        elastic = job.min_gpus is not None or job.max_gpus is not None
-        lowest = job.min_gpus if job.min_gpus is not None else job.gpus
-        (capped if elastic and lowest <= gpus else unfit).append(job)
-    return tuple(unfit), tuple(capped)
+    """The jobs that cannot run on `gpus` GPUs (`fit_to_cluster` refuses them: a rigid job
+    asking for more, an elastic one whose minimum is more), and the elastic ones that ask for
+    more but whose minimum fits (`fit_to_cluster` starts them at most at the cluster's size)."""
+    over = [job for job in jobs if job.gpus > gpus]
+    unfit = tuple(job for job in over if job.fewest_gpus > gpus)
+    return unfit, tuple(job for job in over if job.fewest_gpus <= gpus)
 
 
 def without(workload: Workload, left_out: tuple[SimJob, ...]) -> Workload:
-    """`workload` less the jobs of `left_out` (by id)."""
+    """`workload` less the jobs of `left_out` (by id; its queues kept)."""
     ids = {j.id for j in left_out}
-    kept = tuple(j for j in workload.jobs if j.id not in ids)
-    return replace(workload, jobs=kept, queues=workload.queues)
+    return replace(workload, jobs=tuple(j for j in workload.jobs if j.id not in ids))
