@@ -87,6 +87,9 @@ def _evaluate(given: Sequence[Path], as_json: bool) -> None:
         fitted = result.calibration_rows()
         if fitted is not None:
             out["calibration"] = fitted
+        repeats = result.repeats()
+        if repeats is not None:
+            out["repeating_calibration"] = repeats
         from_mp = result.split_from_mp()
         if from_mp is not None:
             out["split_from_mp"] = from_mp

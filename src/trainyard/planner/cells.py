@@ -8,6 +8,8 @@ of column to text) and returns the value it names, raising `PlannerError` naming
 for a cell that names none. A longer cell ("ZeRO-1 (distributed optimizer)", "SwiGLU FFN",
 "activation checkpointing: full") is read by the names it contains (`first_named`); a cell
 "-", "n/a", "?" or "unknown" is unstated and reads as empty (the column's default applies).
+A header cell's own spelling ("Num GPUs", "MicroBatchSize", "Seq. Len.") is read as the column
+it names by `column_name`.
 A parallel degree whose column is empty is read from a free-text `parallelism` cell ("TP8
 PP16 DP64", "2D (FSDP 8, TP 8)", "8-way tensor, 12-way pipeline"; `_PARALLEL_DEGREES`).
 """
@@ -23,6 +25,7 @@ from trainyard.planner.errors import PlannerError
 __all__ = [
     "FALSE",
     "TRUE",
+    "column_name",
     "count",
     "first_named",
     "flag",
@@ -286,3 +289,36 @@ def flag(row: Row, field: str) -> bool | None:
     if text in FALSE:
         return False
     raise PlannerError(field, f"must be yes or no, got {row_cell(row, field)!r}")
+
+
+def column_name(name: str) -> str:
+    """A header cell as the column name it means: words written together in CamelCase apart
+    ("MicroBatchSize" is micro_batch_size, "NumKVHeads" num_kv_heads; not "MoE" or "TopK",
+    whose parts would be single letters), lower case, spaces and hyphens as '_', no spaces
+    around a '/' ("Tokens / sec / GPU" is tokens/sec/gpu), a leading '#' or 'number of' as
+    num ("#-GPUs", "# of GPUs" are num_gpus), and no abbreviation's full stop ("Seq. Len." is
+    seq_len, as the Llama 3 paper prints it)."""
+    name = re.sub(r"(?<=[A-Za-z])\.(?=\s|$)", "", name)
+    text = " ".join(_camel_apart(word) for word in name.split())
+    text = re.sub(r"\s*/\s*", "/", text.strip().lower().replace("-", " ").replace("_", " "))
+    text = re.sub(r"^(#|number\b)\s*(of\b)?", "num ", text)
+    return "_".join(text.split())
+
+
+# Where a CamelCase word's parts meet: a lower-case letter before a capital ("SeqLen"), or
+# an upper-case run before a capitalised word ("KVHeads"; not a plural "s": "GPUs"). A word
+# with a unit's prefix as a part ("petaFLOPs") stays whole.
+_CAMEL: Final = re.compile(r"(?<=[a-z])(?=[A-Z])|(?<=[A-Z])(?=[A-Z](?!s(?![a-z]))[a-z])")
+_UNIT_PREFIXES: Final = ("kilo", "mega", "giga", "tera", "peta", "exa")
+
+
+def _camel_apart(word: str) -> str:
+    """`word` with its CamelCase parts apart ("GlobalBatchSize" is "Global Batch Size"), or as
+    it is when it is not all letters ("teraFLOP/s"), a part would be one letter (an
+    abbreviation such as "MoE" or "TopK") or a unit's prefix ("petaFLOPs")."""
+    if not word.isalpha():
+        return word
+    parts = _CAMEL.split(word)
+    if any(len(part) == 1 or part.lower() in _UNIT_PREFIXES for part in parts):
+        return word
+    return " ".join(parts)

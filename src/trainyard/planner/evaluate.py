@@ -23,6 +23,10 @@ Comparison conventions:
   at 8K tokens the whole and the causal count differ by about 4 %, at 128K by 40 %.
 * Rows in `compute.CALIBRATION_ROWS` or marked ``split=calibration`` are calibration rows; all
   others are held out.
+* A held-out row whose model name, GPU count and published figure are a calibration row's
+  (the README image of April 2021 prints SC'21's Table 1 again, without heads or
+  the TP/PP split) is marked "=" and summarised apart: its figure is one the constants were
+  fitted on, read another way, so it is no test of them.
 * Rows whose TP/PP split is read from their ``model_parallel_size`` (`rows`) are marked
   "(split from mp)" and summarised apart as well as with the rest.
 * Skipped with the reason: rows without a published figure, without the model's shape or the
@@ -37,7 +41,7 @@ error = (predicted - published) / published.
 from __future__ import annotations
 
 import csv
-import re
+import dataclasses
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -46,6 +50,7 @@ from typing import Final
 
 from trainyard.datafiles import shared_root
 from trainyard.planner.cell_names import attention_flops_cell, names_adapters
+from trainyard.planner.cells import column_name
 from trainyard.planner.collectives import LinkSet
 from trainyard.planner.compute import CALIBRATION, CALIBRATION_ROWS, Calibration, step_time
 from trainyard.planner.errors import PlannerError
@@ -53,6 +58,7 @@ from trainyard.planner.hardware import GPU
 from trainyard.planner.layout import ParallelLayout
 from trainyard.planner.markdown_tables import is_markdown, markdown_rows
 from trainyard.planner.model import AttentionCount, Model
+from trainyard.planner.row_model import heads_assumed
 from trainyard.planner.rows import (
     DEFAULT_PEAKS,
     SHARDING_NAMES,
@@ -95,6 +101,7 @@ class Row:
     metric: str = "tflops_per_gpu"
     read_as: str = ""  # the layout the row was read as, defaults included (`read_as`)
     split_from_mp: bool = False  # tp / pp read from the row's model_parallel_size
+    repeats: bool = False  # a held-out row with a calibration row's figure
 
 
 def read_as(model: Model, layout: ParallelLayout) -> str:
@@ -139,9 +146,14 @@ class Evaluation:
     max_abs_error: float
 
     def held_out(self) -> dict[str, float] | None:
-        """Rows, median and max |error| of the rows the constants were not fitted on (None if
-        every row is a calibration row)."""
-        return _summary([r for r in self.rows if not r.calibration])
+        """Rows, median and max |error| of the rows the constants were not fitted on, less
+        those that repeat a calibration row's figure (None if there are none)."""
+        return _summary([r for r in self.rows if not (r.calibration or r.repeats)])
+
+    def repeats(self) -> dict[str, float] | None:
+        """Rows, median and max |error| of the held-out rows that repeat a calibration row's
+        published figure (module docstring; None if none do)."""
+        return _summary([r for r in self.rows if r.repeats])
 
     def calibration_rows(self) -> dict[str, float] | None:
         """Rows, median and max |error| of the calibration rows (None if there are none)."""
@@ -163,7 +175,7 @@ class Evaluation:
             lines.append(
                 f"{r.table_id[:19]:<20}{r.model[:15]:<16}{r.gpus:>6}  {_METRIC_LABEL[r.metric]:<10}"
                 f"{_figure(r.predicted):>9}{_figure(r.published):>9}{r.error:>+8.1%}"
-                f"{' *' if r.calibration else '  '} {r.read_as}"
+                f" {'*' if r.calibration else '=' if r.repeats else ' '} {r.read_as}"
             )
         for table, model, reason in self.skipped:
             lines.append(f"skipped {_named(table, model)}: {reason}")
@@ -172,8 +184,9 @@ class Evaluation:
             f"{len(self.rows)} rows, {len(self.skipped)} skipped"
         )
         parts = (
-            ("held out (not *)", self.held_out()),
+            ("held out (not * or =)", self.held_out()),
             ("calibration (*)", self.calibration_rows()),
+            ("repeating a calibration figure (=)", self.repeats()),
             ("split from model_parallel_size", self.split_from_mp()),
         )
         for label, part in parts:
@@ -248,6 +261,7 @@ class Case:
     links: LinkSet | None = None
     split_from_mp: bool = False
     attention_flops: AttentionCount = "full"  # how the table counts the attention core
+    heads_assumed: bool = False  # the row states no heads (`row_model.heads_assumed`)
 
     @property
     def calibration(self) -> bool:
@@ -317,47 +331,14 @@ def _rows(path: Path) -> Iterable[dict[str, str | None]]:
     model and table id (`markdown_tables`)."""
     text = path.read_text(encoding="utf-8-sig")
     if is_markdown(path.name, text):
-        yield from markdown_rows(text, _column)
+        yield from markdown_rows(text, column_name)
         return
     lines = text.splitlines(keepends=True)
     header = lines[0] if lines else ""
     counts = {sep: header.count(sep) for sep in (",", "\t", ";")}
     sep = max(counts, key=lambda k: counts[k]) if any(counts.values()) else ","
     for raw in csv.DictReader(lines, delimiter=sep):
-        yield {_column(k): v for k, v in raw.items() if k is not None}
-
-
-def _column(name: str) -> str:
-    """A header cell as the column name it means: words written together in CamelCase apart
-    ("MicroBatchSize" is micro_batch_size, "NumKVHeads" num_kv_heads; not "MoE" or "TopK",
-    whose parts would be single letters), lower case, spaces and hyphens as '_', no spaces
-    around a '/' ("Tokens / sec / GPU" is tokens/sec/gpu), a leading '#' or 'number of' as
-    num ("#-GPUs", "# of GPUs" are num_gpus), and no abbreviation's full stop ("Seq. Len." is
-    seq_len, as the Llama 3 paper prints it)."""
-    name = re.sub(r"(?<=[A-Za-z])\.(?=\s|$)", "", name)
-    text = " ".join(_camel_apart(word) for word in name.split())
-    text = re.sub(r"\s*/\s*", "/", text.strip().lower().replace("-", " ").replace("_", " "))
-    text = re.sub(r"^(#|number\b)\s*(of\b)?", "num ", text)
-    return "_".join(text.split())
-
-
-# Where a CamelCase word's parts meet: a lower-case letter before a capital ("SeqLen"), or
-# an upper-case run before a capitalised word ("KVHeads"; not a plural "s": "GPUs"). A word
-# with a unit's prefix as a part ("petaFLOPs") stays whole.
-_CAMEL: Final = re.compile(r"(?<=[a-z])(?=[A-Z])|(?<=[A-Z])(?=[A-Z](?!s(?![a-z]))[a-z])")
-_UNIT_PREFIXES: Final = ("kilo", "mega", "giga", "tera", "peta", "exa")
-
-
-def _camel_apart(word: str) -> str:
-    """`word` with its CamelCase parts apart ("GlobalBatchSize" is "Global Batch Size"), or as
-    it is when it is not all letters ("teraFLOP/s"), a part would be one letter (an
-    abbreviation such as "MoE" or "TopK") or a unit's prefix ("petaFLOPs")."""
-    if not word.isalpha():
-        return word
-    parts = _CAMEL.split(word)
-    if any(len(part) == 1 or part.lower() in _UNIT_PREFIXES for part in parts):
-        return word
-    return " ".join(parts)
+        yield {column_name(k): v for k, v in raw.items() if k is not None}
 
 
 def load_cases(
@@ -419,7 +400,7 @@ def _case(raw: Mapping[str, str | None], table: str, name: str) -> Case | str:
     metric, published = target
     case = Case(
         table, name, model, layout, device, published, None, metric, split, row_links(raw),
-        split_from_model_parallel(raw), attention_flops_cell(raw),
+        split_from_model_parallel(raw), attention_flops_cell(raw), heads_assumed(raw),
     )  # fmt: skip
     case.predict()  # a layout the time model rejects is skipped here, with its reason
     return case
@@ -482,10 +463,21 @@ def evaluate_paths(
             case.metric,
             read_as(case.model, case.layout)
             + _COUNT_LABEL[case.attention_flops if case.metric in _FLOP_METRICS else "full"]
-            + (" (split from mp)" if case.split_from_mp else ""),
+            + (" (split from mp)" if case.split_from_mp else "")
+            + (f" (heads assumed: {case.model.heads})" if case.heads_assumed else ""),
             case.split_from_mp,
         )
         for case in cases
     ]
+    fitted = {_figure_of(r) for r in rows if r.calibration}
+    rows = [
+        dataclasses.replace(r, repeats=True) if not r.calibration and _figure_of(r) in fitted else r
+        for r in rows
+    ]
     errors = [abs(r.error) for r in rows]
     return Evaluation(tuple(rows), tuple(skipped), statistics.median(errors), max(errors))
+
+
+def _figure_of(row: Row) -> tuple[str, int, str, float]:
+    """What makes two rows the same published figure (module docstring)."""
+    return row.model, row.gpus, row.metric, row.published

@@ -9,7 +9,14 @@ Shape columns: num_layers, hidden_size, num_attention_heads and vocab_size (with
 ones `rows` lists: num_kv_heads, ffn_hidden_size, mlp, experts, ...). A row that leaves any of
 the four out but names a model the planner knows (`presets.preset_named`: "Llama 3.1 405B",
 "GPT-3 175B", "Mixtral 8x7B", "Qwen3 235B-A22B") takes that preset's shape, with every shape
-column it does give in its place. seq_len and global_batch_size are the run's own and always
+column it does give in its place. A row that gives the layers, hidden size and vocabulary but
+not the heads, and names no known model (the Megatron-LM README's tables of April 2021 print
+no heads), is read with heads of width 128 (`ASSUMED_HEAD_DIM`; 64 where the hidden size is
+not a multiple of 128), as GPT-3 from 6.7B up (Brown et al. arXiv:2005.14165 Table 2.1), the
+SC'21 models from 7.5B to 310B and Llama 2 and 3 have them; `heads_assumed` says so, and
+evaluation labels the row. The FLOPs do not depend on the split into heads; an unfused
+attention's score matrices (memory and the bytes its softmax moves) and the tensor-parallel
+split's divisibility do. seq_len and global_batch_size are the run's own and always
 come from the row (the batch may be given in tokens, `global_batch_tokens`, or per
 data-parallel rank, `local_batch_size`): a row without them is not expressible.
 """
@@ -27,10 +34,12 @@ from trainyard.planner.model import MLPS, Model
 from trainyard.planner.presets import model_from_mapping, preset_named
 from trainyard.planner.row_split import stated_data_parallel, stated_gpu_count
 
-__all__ = ["SHAPE_COLUMNS", "row_model"]
+__all__ = ["ASSUMED_HEAD_DIM", "SHAPE_COLUMNS", "heads_assumed", "row_model"]
 
 # The columns without which a row needs a named preset for its model's shape.
 SHAPE_COLUMNS: Final = ("num_layers", "hidden_size", "num_attention_heads", "vocab_size")
+# The head width read for a row that states no heads (see the module docstring).
+ASSUMED_HEAD_DIM: Final = 128
 # Shape columns a row may state over a preset's, and the `Model` field each sets.
 _OVERRIDES: Final = {
     "num_layers": "layers", "hidden_size": "hidden", "num_attention_heads": "heads",
@@ -57,12 +66,34 @@ def row_model(row: Mapping[str, str | None]) -> Model | str:
         if field not in values:
             return f"no {field}"
     missing = [field for field in SHAPE_COLUMNS if field not in values]
-    if missing:
-        named = preset_named(row_cell(row, "model"))
-        if named is None:
-            return f"no {missing[0]}, and the model is not one the planner knows by name"
+    named = preset_named(row_cell(row, "model")) if missing else None
+    if named is not None:
         return _from_preset(row, named, values)
+    if missing == ["num_attention_heads"] and (heads := _assumed_heads(values)):
+        values["num_attention_heads"] = heads
+    elif missing:
+        return f"no {missing[0]}, and the model is not one the planner knows by name"
     return _from_columns(row, values)
+
+
+def _assumed_heads(values: Mapping[str, int]) -> int:
+    """Heads of width `ASSUMED_HEAD_DIM` (else 64) over the row's hidden size; 0 when neither
+    divides it."""
+    hidden = values["hidden_size"]
+    for width in (ASSUMED_HEAD_DIM, 64):
+        if hidden % width == 0:
+            return hidden // width
+    return 0
+
+
+def heads_assumed(row: Mapping[str, str | None]) -> bool:
+    """Whether `row_model` reads this row with heads it assumed (it states none and names no
+    model the planner knows)."""
+    return (
+        count(row, "num_attention_heads") is None
+        and all(count(row, field) is not None for field in SHAPE_COLUMNS[:2] + SHAPE_COLUMNS[3:])
+        and preset_named(row_cell(row, "model")) is None
+    )
 
 
 _TOKENS: Final = re.compile(r"(\d+(?:\.\d+)?)\s*([km]?)\s*(?:tokens?|tok)?", re.IGNORECASE)

@@ -11,7 +11,8 @@ returned as the reason.
 
 Columns. Required: num_layers, hidden_size, num_attention_heads, seq_len, vocab_size,
 global_batch_size, gpu_type, tensor_parallel, pipeline_parallel, and one published figure; a
-row whose model cell names a preset may leave out the shape (`trainyard.planner.row_model`).
+row whose model cell names a preset may leave out the shape, and one that leaves out only the
+heads is read with heads 128 wide (`trainyard.planner.row_model`).
 Optional, each with its default: num_kv_heads (= heads), ffn_hidden_size (4·hidden), mlp (gelu;
 swiglu, geglu, relu, squared_relu), vocab_multiple (128), tied_embeddings (yes),
 network_gbps_per_gpu (the catalogue's), context_parallel (1), num_gpus (num_nodes x

@@ -146,7 +146,7 @@ def test_an_impossible_figure_is_a_skip_naming_the_cell_as_written(
 def test_header_cells_as_tables_print_them() -> None:
     """`TensorParallelSize` (vLLM, NeMo), the Llama 3 paper's `Seq. Len.` and `BF16 MFU`
     name the planner's columns (an outside review found them dropped)."""
-    from trainyard.planner.evaluate import _column
+    from trainyard.planner.cells import column_name as _column
 
     assert _column("Seq. Len.") == "seq_len"
     assert _column("TensorParallelSize") == "tensor_parallel_size"

@@ -130,7 +130,7 @@ def test_a_performance_table_as_megatron_bridge_prints_it_is_read(tmp_path: Path
     ],
 )
 def test_header_cells_name_their_columns(header: str, column: str) -> None:
-    from trainyard.planner.evaluate import _column
+    from trainyard.planner.cells import column_name as _column
 
     assert _column(header) == column
 

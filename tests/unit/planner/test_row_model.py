@@ -3,13 +3,15 @@ preset its model cell names when it leaves them out."""
 
 from __future__ import annotations
 
+import csv
 import dataclasses
+from pathlib import Path
 
 import pytest
 
 from trainyard.planner.evaluate import row_inputs
 from trainyard.planner.presets import preset, preset_named
-from trainyard.planner.row_model import row_model
+from trainyard.planner.row_model import heads_assumed, row_model
 
 # Llama 3.1 405B as Meta's paper gives its run: no shape columns, only the name and the layout.
 NAMED = {
@@ -93,3 +95,64 @@ def test_a_token_batch_that_is_not_whole_sequences_names_its_column(text: str) -
     with pytest.raises(PlannerError) as caught:
         row_model({**NAMED, "global_batch_size": "", "global_batch_tokens": text})
     assert caught.value.field == "global_batch_tokens"
+
+
+# A row as the Megatron-LM README's April 2021 image prints it: the shape but not the heads.
+NO_HEADS = {
+    "table_id": "T", "model": "GPT-39.1B", "num_layers": "48", "hidden_size": "8192",
+    "seq_len": "2048", "vocab_size": "51200", "global_batch_size": "1536", "gpu_type": "A100",
+    "num_gpus": "512", "tensor_parallel": "8", "pipeline_parallel": "2",
+    "achieved_tflops_per_gpu": "138",
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(("hidden", "heads"), [("8192", 64), ("2304", 18), ("2112", 33)])
+def test_a_row_without_heads_is_read_with_heads_of_width_128_else_64(
+    hidden: str, heads: int
+) -> None:
+    model = row_model({**NO_HEADS, "hidden_size": hidden, "tensor_parallel": "1"})
+    assert not isinstance(model, str)
+    assert model.heads == heads and heads_assumed(NO_HEADS)
+    stated = row_model({**NO_HEADS, "num_attention_heads": "32"})
+    assert not isinstance(stated, str) and stated.heads == 32
+    assert not heads_assumed({**NO_HEADS, "num_attention_heads": "32"})
+
+
+def test_heads_are_assumed_only_when_they_are_all_that_is_missing() -> None:
+    # hidden 100 has no head width of 128 or 64; without layers too the row stays a skip.
+    assert row_model({**NO_HEADS, "hidden_size": "100"}) == (
+        "no num_attention_heads, and the model is not one the planner knows by name"
+    )
+    no_layers = {k: v for k, v in NO_HEADS.items() if k != "num_layers"}
+    assert row_model(no_layers) == (
+        "no num_layers, and the model is not one the planner knows by name"
+    )
+    assert not heads_assumed(no_layers)
+    # A named model's heads are its preset's, not assumed.
+    named = {**NO_HEADS, "model": "GPT-3 175B", "num_layers": "96", "hidden_size": "12288"}
+    model = row_model(named)
+    assert not isinstance(model, str) and model.heads == 96 and not heads_assumed(named)
+
+
+def test_an_evaluation_labels_assumed_heads_and_sets_repeated_figures_apart(
+    tmp_path: Path,
+) -> None:
+    from trainyard.planner.evaluate import evaluate
+
+    fitted = {**NO_HEADS, "num_attention_heads": "64", "split": "calibration"}
+    again = {**NO_HEADS, "table_id": "T2"}  # the same figure, printed without heads
+    other = {**NO_HEADS, "table_id": "T3", "achieved_tflops_per_gpu": "128"}
+    path = tmp_path / "rows.csv"
+    with path.open("w", newline="") as out:
+        writer = csv.DictWriter(out, fieldnames=[*fitted])
+        writer.writeheader()
+        writer.writerows([fitted, again, other])
+    result = evaluate(path)
+    by_table = {r.table_id: r for r in result.rows}
+    assert by_table["T"].calibration and not by_table["T"].repeats
+    assert by_table["T2"].repeats and by_table["T2"].read_as.endswith("(heads assumed: 64)")
+    assert not by_table["T3"].repeats
+    held, repeats = result.held_out(), result.repeats()
+    assert held is not None and held["rows"] == 1
+    assert repeats is not None and repeats["rows"] == 1
+    assert " = t8 p2" in result.table()
