@@ -37,6 +37,7 @@ COMPILED = [
     "src/trainyard/core/actions/las_preempt.py",
     "src/trainyard/core/actions/moves.py",
     "src/trainyard/core/actions/donors.py",
+    "src/trainyard/core/actions/growth_notes.py",
     "src/trainyard/core/actions/resize.py",
     "src/trainyard/core/goodput.py",
     "src/trainyard/core/plugins/scoring.py",

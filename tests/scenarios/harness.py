@@ -50,6 +50,8 @@ EXPECT_KEYS = {
     "empty": "true/false: the decision changes nothing",
     "resized": "{job: GPUs after} exactly these jobs are resized, to these sizes",
     "resize_reason": "{job: substring} of a resize's reason",
+    "not_grown": "{job: substring} of why a running elastic job was not grown (None: no note)",
+    "not_grown_until": "{job: time} the rule that holds it back lifts",
     "sizes": "{job: GPUs} a placed job's size (an elastic job may start smaller)",
 }
 HISTORY_KEYS = {
@@ -199,6 +201,15 @@ def check_expect(exp: dict[str, Any], snap: Snapshot, dec: Decision, after: Snap
         assert got == exp["resized"], f"{where}: resized {got}; {[z.reason for z in dec.resizes]}"
     for job, text in exp.get("resize_reason", {}).items():
         assert text in resized[job].reason, f"{where}: {job}: {resized[job].reason}"
+    for job, text in exp.get("not_grown", {}).items():
+        note = dec.not_grown.get(job)
+        if text is None:
+            assert note is None, f"{where}: {job}: {note}"
+        else:
+            assert note is not None and text in note.reason, f"{where}: {job}: {note}"
+    for job, until in exp.get("not_grown_until", {}).items():
+        note = dec.not_grown.get(job)
+        assert note is not None and note.until == until, f"{where}: {job}: {note}"
     for job, gpus in exp.get("sizes", {}).items():
         assert _span(dec, job, where).gpus == gpus, f"{where}: {job}: {_span(dec, job, where)}"
 

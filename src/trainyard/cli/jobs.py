@@ -165,6 +165,10 @@ def render_job(job: dict[str, Any], virtual: dict[str, set[int]] | None, colour:
             rows.append(("estimated start", relative(job["estimated_start"])))
         if job.get("next_retry_at") is not None:
             rows.append(("next retry", relative(job["next_retry_at"])))
+    if state == "RUNNING" and job.get("not_grown"):  # an elastic job the scheduler held back
+        until = job.get("not_grown_until")
+        lifts = f"; until {relative(until)}" if until else ""
+        rows.append(("not grown", job["not_grown"] + lifts))
     rows.append(
         (
             "attempts",

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Final, TypeVar, cast
 
 from trainyard.core.explain import build_decision
@@ -41,7 +41,7 @@ from trainyard.core.spares import recovering_first
 from trainyard.core.state import PHANTOM_QUEUE, Alloc, ClusterState
 from trainyard.core.statement import Statement
 from trainyard.core.topology import Layout, build_layout
-from trainyard.core.types import ActionName, Decision, Job, PendingCode
+from trainyard.core.types import ActionName, Decision, Job, NotGrown, PendingCode
 
 CAPACITY_CODES: Final[frozenset[PendingCode]] = frozenset({"capacity", "fragmented", "resources"})
 
@@ -118,6 +118,8 @@ class Cycle:
         # pending job -> (time a protected victim's min_runtime ends, that victim)
         self.protected_until: dict[str, tuple[float, str]] = {}
         self.hints: dict[str, str] = {}  # pending job -> a clause its capacity reason adds
+        # running elastic job -> (its GPU classes, why it was not grown into idle GPUs)
+        self.not_grown: dict[str, tuple[tuple[int, ...], NotGrown]] = {}
         self.scorers: list[tuple[Scorer[ClusterState, Candidate], float]] = [
             (SCORERS.get(n), w) for n, w in profile.scorers if w
         ]
@@ -407,7 +409,12 @@ def _decide(snapshot: Snapshot, profile: Profile, layout: Layout | None) -> Deci
     """One cycle of `profile` on a validated snapshot (`run_cycle`, after `spares.py`)."""
     cycle = Cycle(snapshot, profile, layout)
     run_actions(cycle)
-    return build_decision(cycle)
+    decision = build_decision(cycle)
+    if not cycle.not_grown:
+        return decision
+    free = cycle.state.free_of  # notes on jobs that could still use GPUs left idle
+    notes = {jid: note for jid, (cls, note) in cycle.not_grown.items() if free(cls) > 0}
+    return replace(decision, not_grown=notes)
 
 
 def run_actions(cycle: Cycle) -> None:

@@ -259,6 +259,16 @@ class Eviction(NamedTuple):
     reason: str
 
 
+class NotGrown(NamedTuple):
+    """Why a running elastic job below its `max_gpus` was not grown into the GPUs left idle
+    this cycle (the resize action's note; every resize carries a reason, and so does the
+    absence of one a user waits for). `until`: when the rule that holds it back lifts, if a
+    time does (its hold ends, its restarts are repaid), else None."""
+
+    reason: str
+    until: float | None = None
+
+
 class Reservation(NamedTuple):
     """Devices held for a blocked head-of-line job from `start_time` on (best estimate;
     None when unknown: held blind, on the devices of the jobs likeliest to end first)."""
@@ -304,6 +314,7 @@ class Decision:
     reservations: tuple[Reservation, ...] = ()
     pending: dict[str, PendingReason] = field(default_factory=dict)
     resizes: tuple[Resize, ...] = ()
+    not_grown: dict[str, NotGrown] = field(default_factory=dict)  # running job id -> why
 
     @property
     def is_empty(self) -> bool:

@@ -433,3 +433,29 @@ def test_the_jobs_page_lists_an_arrays_members(api: ApiWorld) -> None:
     assert page.status_code == 200
     assert all(member in page.text for member in made.json()["array_ids"])
     assert single not in page.text
+
+
+def test_a_running_job_not_grown_shows_why_on_its_page(api: ApiWorld) -> None:
+    # The note the scheduling loop stores (loop/elastic.py) is shown while the job runs,
+    # escaped like every other text, and not once it has stopped.
+    job_id = api.client.post("/v1/jobs", json=SPEC, headers=api.auth("ada")).json()["id"]
+    with _session(api) as s:
+        job = s.get(Job, job_id)
+        assert job is not None
+        job.state, job.placement, job.started_at = JobState.RUNNING, [], NOW
+        job.resize_note = "+30% goodput at 4 GPUs does not yet repay a restart <now>"
+        job.resize_note_until = NOW + 600
+        s.commit()
+    cookie = _login(api, api.tokens["ada"])
+    page = _as(api, cookie).get(f"/jobs/{job_id}")
+    assert page.status_code == 200 and 'id="not-grown"' in page.text
+    assert "does not yet repay a restart &lt;now&gt;" in page.text and "until" in page.text
+    detail = api.client.get(f"/v1/jobs/{job_id}", headers=api.auth("ada")).json()
+    assert detail["not_grown"].startswith("+30% goodput") and detail["not_grown_until"]
+    with _session(api) as s:
+        job = s.get(Job, job_id)
+        assert job is not None
+        transition(s, job, JobState.SUCCEEDED, reason="done", now=NOW + 10)
+        s.commit()
+    assert 'id="not-grown"' not in _as(api, cookie).get(f"/jobs/{job_id}").text
+    assert api.client.get(f"/v1/jobs/{job_id}", headers=api.auth("ada")).json()["not_grown"] is None

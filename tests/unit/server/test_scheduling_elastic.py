@@ -10,11 +10,15 @@ from server_factories import World, mark_running
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session, sessionmaker
 
+from trainyard.cli.jobs import render_job
 from trainyard.jobspec import parse_job_spec
+from trainyard.server.api.auth import Principal
 from trainyard.server.db import Device, Job, JobEvent, JobState, Node, make_session_factory
+from trainyard.server.db.base import Role
 from trainyard.server.lifecycle import transition
 from trainyard.server.loop.scheduling import load_snapshot, run_once
 from trainyard.server.metrics import platform_metrics
+from trainyard.server.services.jobs import describe_job
 
 S = JobState
 NOW = 2000.0
@@ -344,3 +348,40 @@ def test_an_elastic_job_spans_nodes_when_its_size_does_not_fit_on_one(
         assert job is not None and job.topology is None
         assert sorted(p["node"] for p in job.placement or ()) == ["n0", "n1"]
         assert sum(len(p["devices"]) for p in job.placement or ()) == 8
+
+
+def test_a_running_elastic_job_not_grown_says_why_until_it_grows(
+    factory: sessionmaker[Session], session: Session, world: World
+) -> None:
+    # Started at 1 GPU beside a rigid job that then ends: within its resize hold (60 s) the
+    # round leaves it at 1 GPU and stores why, with when the hold ends; `describe` shows it.
+    rigid, job_id = _running_beside_rigid(factory, session, world, rigid_gpus=3, gpus=4)
+    with factory() as s:
+        row = s.get(Job, rigid)
+        assert row is not None
+        transition(s, row, S.SUCCEEDED, reason="done", now=NOW + 10)
+        s.commit()
+        elastic = s.get(Job, job_id)
+        assert elastic is not None
+        version = elastic.version
+    quiet = run_once(factory, now=NOW + 20, metrics=platform_metrics())
+    assert quiet.decision is not None and not quiet.decision.resizes
+    with factory() as s:
+        job = s.get(Job, job_id)
+        # the note is no change a user's request must retry for: the version stays
+        assert job is not None and job.state is S.RUNNING and job.version == version
+        assert job.resize_note is not None and "resize hold" in job.resize_note
+        assert job.resize_note_until == NOW + 3 + 60  # started at NOW + 3
+        who = Principal(user_id=job.user_id or 0, user_name="ada", tenant_id=job.tenant_id,
+                        tenant_name="acme", role=Role.MEMBER)  # fmt: skip
+        detail = describe_job(s, who, job_id)
+    assert detail.not_grown == job.resize_note and detail.not_grown_until == NOW + 63
+    text = render_job(detail.model_dump(mode="json"), None, colour=False)
+    assert "not grown: started at this size less than 60 s ago" in text and "; until " in text
+    # Past the hold it grows: the note goes, and a job no longer RUNNING shows none.
+    later = run_once(factory, now=NOW + 4000, metrics=platform_metrics())
+    assert later.resize == (job_id,)
+    with factory() as s:
+        job = s.get(Job, job_id)
+        assert job is not None and job.state is S.RESIZING
+        assert describe_job(s, who, job_id).not_grown is None

@@ -44,11 +44,11 @@ could give) and growth stops when no GPU is idle, so resizes do not ping-pong.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Final
 
 from trainyard.core.actions.donors import donors, restarting, shrink
+from trainyard.core.actions.growth_notes import note_not_grown, required_gain
 from trainyard.core.actions.moves import (
     each_repays,
     fewest_shrinks,
@@ -365,26 +365,12 @@ def _owed(cycle: Cycle) -> set[str]:
     }
 
 
-def required_gain(cycle: Cycle, job: Job) -> float:
-    """The relative goodput gain a move of running `job` must bring: `resize_min_gain`, or
-    more while a restart would cost a large share of what the job has run (Profile
-    `resize_restart_s`)."""
-    prof = cycle.profile
-    c = prof.resize_restart_s
-    if c <= 0.0:
-        return prof.resize_min_gain
-    age = cycle.now - job.submit_time
-    done = age - job.restarts * c
-    if done <= 0.0:
-        return math.inf
-    return max(prof.resize_min_gain, (age + c) / done - 1.0)
-
-
 def _grow(cycle: Cycle, rs: ResizeState) -> None:
     state = cycle.state
     prof = cycle.profile
     stmt = cycle.stmt
     owed = _owed(cycle)
+    unplaced: dict[str, int] = {}  # job -> the size it was tried at and did not fit
     ready = [
         a
         for a in donors(cycle)
@@ -411,7 +397,7 @@ def _grow(cycle: Cycle, rs: ResizeState) -> None:
                 if best is None or per_gpu > best[0]:
                     best = (per_gpu, a, k, gp / now_gp - 1.0 if now_gp > 0 else 1.0)
         if best is None:
-            return
+            break
         _per_gpu, a, k, gain = best
         ready.remove(a)
         cp = stmt.checkpoint()
@@ -421,6 +407,9 @@ def _grow(cycle: Cycle, rs: ResizeState) -> None:
         if not cycle.try_place(a.job.with_gpus(k), "resize"):
             stmt.rollback(cp)
             cycle.restore_epoch(epoch)
+            unplaced[a.job.id] = k
+    if any(state.class_free):
+        note_not_grown(cycle, owed, unplaced, lambda job: _model(rs, job), _explored, rs.per_node)
 
 
 ACTIONS.register("resize", resize)

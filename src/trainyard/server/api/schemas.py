@@ -115,6 +115,14 @@ class JobDetail(JobSummary):
     placement: list[Any] | None
     pending_reason: str | None
     estimated_start: float | None
+    not_grown: str | None = Field(
+        default=None,
+        description="a running elastic job below its max_gpus, with GPUs idle: why the "
+        "scheduler did not grow it (resize hold, a restart its gain does not yet repay, ...)",
+    )
+    not_grown_until: float | None = Field(
+        default=None, description="when the rule in not_grown lifts, if a time does"
+    )
     attempt: int
     restart_count: int
     max_restarts: int

@@ -101,6 +101,10 @@ class Job(Base):
     placement: Mapped[list[Any] | None] = mapped_column(default=None)
     pending_reason: Mapped[str | None] = mapped_column(Text, default=None)
     estimated_start: Mapped[float | None] = mapped_column(Timestamp, default=None)
+    # A RUNNING elastic job: why the latest round did not grow it into idle GPUs, and when
+    # the rule that held it back lifts (`core.NotGrown`; loop/scheduling.py writes them).
+    resize_note: Mapped[str | None] = mapped_column(Text, default=None)
+    resize_note_until: Mapped[float | None] = mapped_column(Timestamp, default=None)
     exit_code: Mapped[int | None] = mapped_column(default=None)
     exit_message: Mapped[str | None] = mapped_column(Text, default=None)
 

@@ -13,6 +13,11 @@ reason, and the jobs whose devices it takes that must stop first). Here:
   to wait for). While RESIZING the job holds the union of its old and new devices
   (`Job.placement`; the new placement is kept in `Job.resize_to`): its run still uses the
   old ones until it has stopped, and nobody may take the new ones meanwhile.
+- `remember_notes` / `write_notes`: why the core did not grow a running elastic job into
+  idle GPUs (`core.NotGrown`), stored on the job when it changes (`Job.resize_note`,
+  `resize_note_until`; `trainyard describe` shows it), with one UPDATE for those that
+  changed and without touching the row's version (a note is no change a user's request
+  should retry for).
 - The platform then stops the run (notice `resize`, SIGTERM: the SDK checkpoints and exits
   85), and once no process of it is left, `relaunch` moves it RESIZING -> STARTING on the
   new placement (`resized 1 -> 4`) and it is launched at the new world size, resuming from
@@ -23,6 +28,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from sqlalchemy import Table, bindparam, update
 from sqlalchemy.orm import Session
 
 from trainyard import core
@@ -91,6 +97,39 @@ def write_resizes(
         PLATFORM.resizes.inc(kind="grow" if size > details["gpus"]["from"] else "shrink")
         out.append(r.job_id)
     return out
+
+
+_NOTES = "trainyard.elastic.notes"  # session.info: movable job id -> (note, until) as read
+
+
+def remember_notes(session: Session, rows: list[JobRow]) -> None:
+    """Keep the notes the movable ones of `rows` have (read by `load_snapshot`)."""
+    notes = {r.id: (r.resize_note, r.resize_note_until) for r in rows if movable(r)}
+    session.info[_NOTES] = notes
+
+
+def write_notes(session: Session, decision: Decision) -> None:
+    """Store the decision's note on each job `remember_notes` read whose note changed (None
+    where it has none now), while the job is still RUNNING."""
+    changed = []
+    for job_id, before in session.info.get(_NOTES, {}).items():
+        note = decision.not_grown.get(job_id)
+        now = (note.reason, note.until) if note is not None else (None, None)
+        if now != before:
+            changed.append({"b_id": job_id, "b_note": now[0], "b_until": now[1]})
+    if not changed:
+        return
+    table = JobRow.__table__
+    assert isinstance(table, Table)
+    statement = (
+        update(table)
+        .where(table.c.id == bindparam("b_id"), table.c.state == S.RUNNING)
+        .values(
+            resize_note=bindparam("b_note", type_=table.c.resize_note.type),
+            resize_note_until=bindparam("b_until", type_=table.c.resize_note_until.type),
+        )
+    )
+    session.execute(statement, changed)
 
 
 def relaunch(session: Session, row: JobRow, now: float) -> bool:

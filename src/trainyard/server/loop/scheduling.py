@@ -231,6 +231,7 @@ def load_snapshot(
             if row.state not in HOLDS_DEVICES and (live is None or live(row.id)):
                 holding.append(row)
     reported = reports.observations(session, (r.id for r in holding if elastic.movable(r)))
+    elastic.remember_notes(session, holding)
     over = budgets.over(session, now) if budgets is not None else {}
     taken: set[tuple[str, int]] = set()
     running: list[core.RunningJob] = []
@@ -378,6 +379,7 @@ def _write(session: Session, decision: Decision, now: float) -> Applied:
                    details=facts)  # fmt: skip
         stop.append(ev.job_id)
     resize = elastic.write_resizes(session, decision, now, _get, placement_json)
+    elastic.write_notes(session, decision)
     launch: list[Launch] = []
     deferred: list[Launch] = []
     for p in decision.placements:

@@ -250,6 +250,7 @@ def describe_job(session: Session, who: Principal, job_id: str) -> schemas.JobDe
         )
         for e in job.events
     ]
+    running = job.state == JobState.RUNNING  # a note of an earlier run says nothing now
     return schemas.JobDetail(
         **_summary_fields(job),
         tenant=who.tenant_name,
@@ -259,6 +260,8 @@ def describe_job(session: Session, who: Principal, job_id: str) -> schemas.JobDe
         placement=job.placement,
         pending_reason=job.pending_reason,
         estimated_start=job.estimated_start,
+        not_grown=job.resize_note if running else None,
+        not_grown_until=job.resize_note_until if running else None,
         attempt=job.attempt,
         restart_count=job.restart_count,
         max_restarts=job.max_restarts,
