@@ -2,6 +2,11 @@
 
 - `overlap(start, end, since, until)`: the seconds of a run interval inside a window, which
   is how per-second usage is billed (`services/usage.py`).
+- `billed_cpus(reserved, spec, gpus)`: the CPUs a run interval is billed for: those the job
+  reserved, else one per rank (a rank is at least one process busy on a CPU; Slurm likewise
+  allocates at least one CPU per task), so CPU-only work submitted without `cpus` is not
+  invisible in the usage figures. Memory is billed as reserved only (no reservation, no
+  GB-seconds: what a process uses is not known per second).
 - `decayed(intervals, now, half_life_s)`: GPU-seconds with exponential decay, each second of
   use weighing 2^-(age / half_life): the fair-share history (Slurm's PriorityDecayHalfLife).
   An interval [a, b] on g GPUs contributes g * h / ln 2 * (2^-((now-b)/h) - 2^-((now-a)/h)).
@@ -25,6 +30,24 @@ DEFAULT_HALF_LIFE_S = 7 * 86_400.0  # Slurm's default PriorityDecayHalfLife
 
 def overlap(start: float, end: float, since: float, until: float) -> float:
     return max(0.0, min(end, until) - max(start, since))
+
+
+def billed_cpus(reserved: float | None, spec: Mapping[str, object] | None, gpus: int) -> float:
+    """CPUs a run is billed for: `reserved` when > 0, else its ranks: the stored spec's
+    workers x nodes, or for a job running at `gpus` GPUs where its spec asks for others (an
+    elastic job resized) its GPUs over the spec's GPUs per rank."""
+    if reserved:
+        return float(reserved)
+    doc = spec or {}
+    ranks = max(1, _count(doc.get("workers"))) * max(1, _count(doc.get("nodes")))
+    asked = _count(doc.get("gpus"))
+    if asked and gpus and asked % ranks == 0:
+        return float(max(1, gpus // (asked // ranks)))
+    return float(ranks)
+
+
+def _count(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def decayed(

@@ -44,6 +44,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from trainyard.accounting import billed_cpus
 from trainyard.server.db.base import JobState
 from trainyard.server.db.jobs import Job, JobEvent
 from trainyard.server.db.usage import UsageRecord
@@ -189,7 +190,8 @@ def transition(
                 job_id=job.id, tenant_id=job.tenant_id, user_id=job.user_id,
                 queue_id=job.queue_id, attempt=max(0, job.attempt - 1),
                 started_at=job.started_at, ended_at=max(now, job.started_at), gpus=job.gpus,
-                cpus=job.cpus, memory_gb=job.memory_gb, outcome=to_state.value,
+                cpus=billed_cpus(job.cpus, job.spec, job.gpus), memory_gb=job.memory_gb,
+                outcome=to_state.value,
             )
         )  # fmt: skip
 

@@ -343,6 +343,58 @@ def test_logout_ends_the_session(site: Site, browser: Any) -> None:
     page.context.close()
 
 
+def _follow(url: str, cookie: str, seen: list[str], started: threading.Event) -> None:
+    """Read a live stream with `cookie` until it ends (the server closes it) or a `gone`."""
+    headers = {"Accept": "text/event-stream", "Cookie": f"trainyard_session={cookie}"}
+    with httpx.stream("GET", url, headers=headers, timeout=httpx.Timeout(60, read=60)) as r:
+        for line in r.iter_lines():
+            seen.append(line)
+            if line.startswith(("event: update", "event: lines")):
+                started.set()
+            if line.startswith("data:") and "event: gone" in seen:
+                return  # the gone event's data read
+
+
+def test_a_logged_out_session_ends_its_open_streams(jobs_cancelled: Site, browser: Any) -> None:
+    # A page's live stream and a job's log stream opened with a session go on only while the
+    # session may read: Log out (elsewhere) ends both within seconds (outside review 11, F1:
+    # they went on for minutes and showed jobs submitted after the revoke).
+    site = jobs_cancelled
+    job_id = site.submit("ada", ticker("revoked-stream"))
+    site.wait_state("ada", job_id, "RUNNING")
+    page = site.login(browser, "ada")
+    cookie = next(c for c in page.context.cookies() if c["name"] == "trainyard_session")
+    streams = {
+        "page": f"{site.url}/jobs",
+        "log": f"{site.url}/jobs/{job_id}/log?rank=0",
+    }
+    seen: dict[str, list[str]] = {name: [] for name in streams}
+    started = {name: threading.Event() for name in streams}
+    threads = {
+        name: threading.Thread(
+            target=_follow, args=(url, cookie["value"], seen[name], started[name]), daemon=True
+        )
+        for name, url in streams.items()
+    }
+    for thread in threads.values():
+        thread.start()
+    for name, event in started.items():
+        assert event.wait(60), f"the {name} stream sent nothing: {seen[name][-5:]}"
+    page.goto(f"{site.url}/queues")
+    page.locator("form[action='/logout'] button").click()
+    _expect()(page.locator("h1")).to_have_text("Log in to trainyard")
+    ended = time.monotonic()
+    for name, thread in threads.items():
+        thread.join(45)
+        assert not thread.is_alive(), f"the {name} stream still runs: {seen[name][-5:]}"
+        assert "event: gone" in seen[name], seen[name][-5:]
+        text = "\n".join(seen[name][seen[name].index("event: gone") :])
+        assert "your session has ended" in text
+    # the token cache keeps a principal 10 s, and a stream checks every 5 s
+    assert time.monotonic() - ended < 30
+    page.context.close()
+
+
 @contextlib.contextmanager
 def _other_site(html: str) -> Iterator[str]:
     """A page served from another origin (another port of this machine)."""

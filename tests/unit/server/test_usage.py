@@ -85,6 +85,8 @@ def test_a_running_job_counts_up_to_now_and_tenants_are_apart(
     (row,) = now_rows["rows"]
     assert row["key"] == "sales"
     assert row["gpu_seconds"] == pytest.approx(4 * (now_rows["until"] - (T0 + 900)))
+    # no CPUs reserved: its one rank is billed as one CPU, while it runs too
+    assert row["cpu_seconds"] == pytest.approx(now_rows["until"] - (T0 + 900))
     assert all(r["key"] != "globex" for r in _usage(api, "ada", since=T0, by="tenant")["rows"])
 
 
@@ -219,3 +221,33 @@ def test_a_number_that_is_not_finite_is_called_so(api: ApiWorld, value: str) -> 
     assert answer.status_code == 422, answer.text
     error = answer.json()["error"]
     assert error["field"] == "since" and error["message"].startswith("must be a finite number")
+
+
+def test_a_job_that_reserves_no_cpus_is_billed_one_per_rank(api: ApiWorld) -> None:
+    # Outside review 11 (F3): CPU-only work submitted without `cpus` was billed 0 CPU-seconds
+    # however long it ran. Now a rank counts as one CPU; reserved CPUs count as reserved.
+    with make_session_factory(api.engine)() as s:
+        cpu_only = _job(s, "ada", "research", gpus=0)
+        cpu_only.spec = {"name": "j", "command": ["x"], "workers": 3, "nodes": 1, "gpus": 0}
+        _run(s, cpu_only, T0 + 0, T0 + 30, S.SUCCEEDED)
+        grown = _job(s, "ada", "research", gpus=4)  # an elastic job asked 2 GPUs, 1 per rank
+        grown.spec = {"name": "j", "command": ["x"], "workers": 2, "nodes": 1, "gpus": 2}
+        _run(s, grown, T0 + 0, T0 + 10, S.SUCCEEDED)
+        reserved = _job(s, "ada", "research", gpus=0, cpus=0.5)
+        _run(s, reserved, T0 + 0, T0 + 10, S.SUCCEEDED)
+        s.commit()
+        ids = (cpu_only.id, grown.id, reserved.id)
+    rows = {r["key"]: r for r in _usage(api, "ada", since=T0 - 1, until=T0 + 100, by="job")["rows"]}
+    assert [rows[i]["cpu_seconds"] for i in ids] == [3 * 30.0, 4 * 10.0, 0.5 * 10.0]
+    assert rows[ids[0]]["memory_gb_seconds"] == 0.0  # memory: only as reserved
+
+
+def test_billed_cpus_reads_the_ranks_from_the_stored_spec() -> None:
+    from trainyard.accounting import billed_cpus
+
+    assert billed_cpus(8.0, None, 0) == 8.0
+    assert billed_cpus(0.0, None, 0) == 1.0 and billed_cpus(None, {}, 2) == 1.0
+    assert billed_cpus(0.0, {"workers": 4, "nodes": 2, "gpus": 8}, 8) == 8.0
+    assert billed_cpus(0.0, {"workers": 4, "nodes": 2, "gpus": 8}, 4) == 4.0  # shrunk
+    assert billed_cpus(0.0, {"workers": 2, "nodes": 1, "gpus": 4}, 8) == 4.0  # 2 GPUs a rank
+    assert billed_cpus(0.0, {"workers": "x", "nodes": True}, 0) == 1.0  # never raises

@@ -17,6 +17,11 @@ Job logs (`log_events`) are followed per rank and attempt from the log files, as
 /v1/jobs/{id}/logs?follow=true` does (`services/logs.open_logs`), starting with the last
 `LOG_TAIL_BYTES` already written; lines go out in batches (`lines` events), and `end` says
 the attempt is over. When the page goes away the follower stops within a poll.
+
+Both kinds of stream check their caller again at least every `REVERIFY_S` (through the token
+cache, `ApiContext.caller`): a console session revoked or logged out elsewhere, a user
+disabled or removed, ends every stream of theirs within seconds with a `gone` event, as it
+ends their next request (an outside review found streams that went on for minutes).
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ from trainyard.server.services.logs import open_logs
 LOG_TAIL_BYTES = 256 * 1024
 LOG_BATCH = 500  # lines per event at most
 PING_S = 15.0
+REVERIFY_S = 5.0  # how often an open stream checks that its caller may still read
 HEADERS = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
 
 
@@ -116,6 +122,17 @@ def _event(kind: str, data: Any) -> str:
     return f"event: {kind}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n"
 
 
+async def _ended(request: Request) -> str | None:
+    """A `gone` event when the stream's caller may no longer read (revoked, expired,
+    disabled), else None."""
+    ctx = context(request)
+    try:
+        await ctx.caller(request, ctx.clock())
+    except ApiError as error:
+        return _event("gone", {"message": f"your session has ended ({error.message})"})
+    return None
+
+
 def stream_page(request: Request, page: Any, base: dict[str, Any]) -> StreamingResponse:
     """The live regions of `page` (a `web.Page`), as they change."""
     from trainyard.server.console.web import build_values, render_block
@@ -134,9 +151,15 @@ def stream_page(request: Request, page: Any, base: dict[str, Any]) -> StreamingR
         watcher.listeners += 1
         sent: dict[str, str] = {}
         last = time.monotonic()
+        checked = time.monotonic()
         try:
             yield "retry: 3000\n\n"
             while not await request.is_disconnected():
+                if time.monotonic() - checked >= REVERIFY_S:
+                    checked = time.monotonic()
+                    if (gone := await _ended(request)) is not None:
+                        yield gone
+                        return
                 try:
                     blocks, ms = await run_in_threadpool(render)
                 except ApiError as error:  # the job is gone (retention), say so and stop
@@ -189,15 +212,23 @@ async def _pump(
 
     worker = threading.Thread(target=read, name="trainyard-console-log", daemon=True)
     worker.start()
+    checked = sent = time.monotonic()
     try:
         yield "retry: 3000\n\n"
         while True:
+            if time.monotonic() - checked >= REVERIFY_S:
+                checked = time.monotonic()
+                if (gone := await _ended(request)) is not None:
+                    yield gone
+                    return
             try:
-                first = await asyncio.wait_for(queue.get(), PING_S)
+                first = await asyncio.wait_for(queue.get(), REVERIFY_S)
             except TimeoutError:
                 if await request.is_disconnected():
                     return
-                yield ": ping\n\n"
+                if time.monotonic() - sent >= PING_S:  # a ping after PING_S of quiet
+                    yield ": ping\n\n"
+                    sent = time.monotonic()
                 continue
             batch: list[str] = []
             item: str | None = first
@@ -208,6 +239,7 @@ async def _pump(
                 item = queue.get_nowait()
             if batch:
                 yield _event("lines", batch)
+                sent = time.monotonic()
             if item is None:
                 yield _event("end", {})
                 return

@@ -19,7 +19,7 @@ from typing import Final
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from trainyard.accounting import overlap
+from trainyard.accounting import billed_cpus, overlap
 from trainyard.server.api.errors import ApiError
 from trainyard.server.db import Job, JobState, Queue, Tenant, UsageRecord, User
 
@@ -90,7 +90,7 @@ def intervals(
                 j.started_at,
                 max(now, j.started_at),
                 j.gpus,
-                j.cpus,
+                billed_cpus(j.cpus, j.spec, j.gpus),
                 j.memory_gb,
             )
         )

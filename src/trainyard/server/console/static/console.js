@@ -225,6 +225,11 @@
         source.close();
         source = null;
       });
+      source.addEventListener("gone", (e) => { // the session ended: stop following
+        status.textContent = JSON.parse(e.data).message;
+        source.close();
+        source = null;
+      });
       source.addEventListener("error", () => { if (source) status.textContent = "reconnecting…"; });
     }
 
