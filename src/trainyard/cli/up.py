@@ -360,9 +360,7 @@ def _banner(config: ServerConfig, started: Started, token: str | None, link: str
         console.print(f"  note: {note}")
     rec = started.recovered
     if rec.adopted or rec.failed or rec.requeued or rec.launched:
-        console.print(f"  recovered from a previous run: {len(rec.adopted)} job(s) re-adopted, "
-                      f"{len(rec.failed)} failed, {len(rec.requeued)} requeued, "
-                      f"{len(rec.launched)} launched")  # fmt: skip
+        console.print(f"  recovered from a previous run: {_recovered(rec)}")
     if started.admin_token is not None:
         console.print(f"  first start: admin token written to {config.admin_token_file}")
         _login(config, started.admin_token)
@@ -384,3 +382,19 @@ def _login(config: ServerConfig, token: str) -> None:
     else:
         switch = f'trainyard login {config.url} --token "$(cat {config.admin_token_file})"'
         console.print(f"  the CLI keeps its existing login (`{switch}` to switch)")
+
+
+def _recovered(rec: Any) -> str:
+    """What `Platform.recover` found, each job counted once: still running (re-adopted),
+    ended while no server watched (succeeded, failed: requeued or not), launched."""
+    ended = set(rec.succeeded) | set(rec.failed) | set(rec.requeued)
+    running = [j for j in rec.adopted if j not in ended]
+    parts = [f"{len(running)} job(s) still running, re-adopted"]
+    if ended:
+        requeued = set(rec.requeued)
+        parts.append(
+            f"{len(ended)} ended while no server ran ({len(set(rec.succeeded))} succeeded, "
+            f"{len(set(rec.failed) - requeued)} failed, {len(requeued)} failed and requeued)"
+        )
+    parts.append(f"{len(set(rec.launched))} launched")
+    return ", ".join(parts)

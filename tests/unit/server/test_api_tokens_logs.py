@@ -110,6 +110,10 @@ def test_bad_token_bodies_are_refused(api: ApiWorld) -> None:
         answer = api.client.post("/v1/tokens", json=body, headers=api.auth("ada"))
         assert answer.status_code == 422, body
     assert api.client.post("/v1/tokens", json={}).status_code == 401
+    # a body that is no object at all: still 401 first, not its schema (review 11, F5)
+    for path in ("/v1/tokens", "/v1/jobs/j-1/reports"):
+        answer = api.client.post(path, content=b"name=x")
+        assert answer.status_code == 401, (path, answer.text)
 
 
 def test_members_see_their_tokens_admins_their_tenants(api: ApiWorld) -> None:

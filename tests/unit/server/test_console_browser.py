@@ -242,6 +242,24 @@ def test_a_jobs_log_appears_and_grows_without_a_reload(jobs_cancelled: Site, bro
     page.context.close()
 
 
+def test_terminal_colours_are_taken_out_of_the_log_view(jobs_cancelled: Site, browser: Any) -> None:
+    # Coloured output (tqdm, rich, loggers) showed its raw control sequences (review 11, F10).
+    site = jobs_cancelled
+    code = (
+        "import time\n"
+        "print('\\x1b[31mRED\\x1b[0m \\x1b]0;title\\x07done', flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    spec = {**ticker("colours"), "command": ["python", "-c", code]}
+    job_id = site.submit("ada", spec)
+    page = site.login(browser, "ada")
+    page.goto(f"{site.url}/jobs/{job_id}")
+    log = page.locator("#log")
+    _expect()(log).to_contain_text("RED done", timeout=WAIT_MS)
+    assert "\x1b" not in log.inner_text() and "title" not in log.inner_text()
+    page.context.close()
+
+
 def test_a_member_cancels_a_job_and_a_viewer_may_not(jobs_cancelled: Site, browser: Any) -> None:
     site = jobs_cancelled
     expect = _expect()
@@ -440,6 +458,30 @@ def test_a_forged_write_is_refused(jobs_cancelled: Site, browser: Any) -> None:
     )
     assert status == 403
     assert site.state("ada", job_id) == "RUNNING"
+    page.context.close()
+
+
+def test_another_sites_link_and_logout_change_nothing(site: Site, browser: Any) -> None:
+    # Outside review 11: a login link another site opened is not followed and its token
+    # leaves the address at once (F4); another site's logout form neither logs the visitor
+    # out nor clears the cookie of a session that goes on (F2).
+    expect = _expect()
+    page = site.login(browser, "ada")
+    link = f'<a id="go" href="{site.url}/?token={site.tokens["gus"]}">open</a>'
+    with _other_site(link) as evil:
+        page.goto(evil)
+        page.locator("#go").click()
+        expect(page.locator(".notice")).to_contain_text("opened by another site")
+        page.wait_for_function("() => !window.location.search.includes('token')")
+    assert site.tokens["gus"] not in page.url
+    form = (f'<form id="f" method="post" action="{site.url}/logout"></form>'
+            '<script>document.getElementById("f").submit()</script>')  # fmt: skip
+    with _other_site(form) as evil, page.expect_response(re.compile("/logout$")) as caught:
+        page.goto(evil)
+    assert caught.value.status == 403
+    page.goto(f"{site.url}/tokens")
+    expect(page.locator("h1")).not_to_have_text("Log in to trainyard")
+    assert "trainyard_session" in {c["name"] for c in page.context.cookies()}
     page.context.close()
 
 

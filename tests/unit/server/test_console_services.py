@@ -194,6 +194,12 @@ def test_logout_revokes_the_session_only(api: ApiWorld) -> None:
     refused = _as(api, cookie).post("/logout", data={"csrf": "nope"}, follow_redirects=False)
     assert refused.status_code == 403
     assert _as(api, cookie).get("/v1/whoami").status_code == 200
+    # Another site's form arrives without the cookie (SameSite=Lax): refused, and the cookie
+    # is left alone; clearing it logged the visitor out of a session that went on (review 11)
+    foreign = _as(api, None).post(
+        "/logout", data={}, headers={"Sec-Fetch-Site": "cross-site"}, follow_redirects=False
+    )
+    assert foreign.status_code == 403 and "set-cookie" not in foreign.headers
     token = _csrf(api, cookie)
     out = _as(api, cookie).post("/logout", data={"csrf": token}, follow_redirects=False)
     assert out.status_code == 303 and out.headers["location"].startswith("/login")
@@ -459,3 +465,28 @@ def test_a_running_job_not_grown_shows_why_on_its_page(api: ApiWorld) -> None:
         s.commit()
     assert 'id="not-grown"' not in _as(api, cookie).get(f"/jobs/{job_id}").text
     assert api.client.get(f"/v1/jobs/{job_id}", headers=api.auth("ada")).json()["not_grown"] is None
+
+
+def test_the_tokens_page_is_the_callers_own_and_metrics_are_linked_for_the_operator(
+    api: ApiWorld,
+) -> None:
+    # Outside review 11: an admin's "Your API tokens" listed the whole tenant's (F8), every
+    # role's footer linked /metrics, a 403 for all but the operator (F9), and a CPU-only
+    # job's placement read "vm: GPU " (F6).
+    cookie = _login(api, api.tokens["root"])
+    listed = api.client.get("/v1/tokens", headers=api.auth("root")).json()["tokens"]
+    mine = {t["token_id"] for t in listed if t["user"] == "root"}
+    theirs = {t["token_id"] for t in listed if t["user"] != "root"}
+    assert mine and theirs  # an admin's API lists the tenant's; the page its own
+    page = _as(api, cookie).get("/tokens").text
+    assert all(t in page for t in mine) and not any(t in page for t in theirs)
+    assert 'href="/metrics"' not in page  # root is acme's admin, not the operator's
+    job_id = api.client.post("/v1/jobs", json={**SPEC, "gpus": 0}, headers=api.auth("ada"))
+    with _session(api) as s:
+        job = s.get(Job, job_id.json()["id"])
+        assert job is not None
+        job.state, job.placement, job.started_at = JobState.RUNNING, [], NOW
+        job.placement = [{"node": "n0", "devices": []}]
+        s.commit()
+    shown = _as(api, _login(api, api.tokens["ada"])).get(f"/jobs/{job.id}").text
+    assert "n0: no GPU (CPU only)" in shown and "n0: GPU <" not in shown

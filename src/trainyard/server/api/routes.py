@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Annotated, Any, get_args, get_origin
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header, Query, Request, Response, Security
 from fastapi.concurrency import run_in_threadpool
@@ -26,6 +26,7 @@ from trainyard.jobspec import Limits
 from trainyard.server.api import auth
 from trainyard.server.api.auth import Principal, TokenCache
 from trainyard.server.api.errors import ApiError
+from trainyard.server.api.guards import caller_first, known_query
 from trainyard.server.bootstrap import DEFAULT_TENANT
 from trainyard.server.db.base import JobState, Role
 from trainyard.server.metrics import PLATFORM
@@ -98,46 +99,6 @@ async def raw_body(request: Request) -> bytes:
 
 
 Ctx = Annotated[ApiContext, Depends(context)]
-
-
-def _takes_many(annotation: Any) -> bool:
-    """Whether a parameter of this type may be repeated (`list[X]`, `list[X] | None`)."""
-    if get_origin(annotation) in (list, tuple, set, frozenset):
-        return True
-    return any(_takes_many(arg) for arg in get_args(annotation))
-
-
-def _query_names(dependant: Any) -> dict[str, bool]:
-    """The query parameters an operation declares (its dependencies' included), each with
-    whether it may be repeated."""
-    names = {p.alias: _takes_many(p.field_info.annotation) for p in dependant.query_params}
-    for sub in dependant.dependencies:
-        names.update(_query_names(sub))
-    return names
-
-
-def known_query(request: Request) -> None:
-    """Refuse query parameters the operation does not take (a typo such as `?stat=RUNNING`
-    would otherwise be silently ignored), and one of a single value given more than once
-    (`?queue=a&queue=b` would otherwise keep the last one silently)."""
-    route = request.scope.get("route")
-    dependant = getattr(route, "dependant", None)
-    if dependant is None:
-        return
-    allowed = _query_names(dependant)
-    for name in request.query_params:
-        if name not in allowed:
-            known = ", ".join(sorted(allowed)) or "none"
-            raise ApiError(
-                422, f"unknown query parameter {name!r}; this operation takes: {known}",
-                field=name,
-            )  # fmt: skip
-        given = len(request.query_params.getlist(name))
-        if given > 1 and not allowed[name]:
-            raise ApiError(
-                422, f"{name!r} takes one value and was given {given} times; give it once",
-                field=name,
-            )  # fmt: skip
 
 
 v1 = APIRouter(
@@ -301,7 +262,10 @@ def list_jobs(
         return jobs.list_jobs(session, who, where, limit=limit, offset=offset)
 
 
-@v1.post("/jobs/{job_id}/reports", status_code=202, response_model=schemas.Accepted)
+@v1.post(
+    "/jobs/{job_id}/reports", status_code=202, response_model=schemas.Accepted,
+    dependencies=[Depends(caller_first)],
+)  # fmt: skip
 def report_job(request: Request, ctx: Ctx, job_id: str, body: schemas.ReportIn) -> schemas.Accepted:
     """A running job reports its steps (the SDK, with the job's token): stored per size and
     placement for the scheduler's goodput model (`services/reports.py`)."""
@@ -362,7 +326,10 @@ def job_logs_route(
     return StreamingResponse(lines, media_type="text/plain; charset=utf-8")
 
 
-@v1.post("/tokens", status_code=201, response_model=schemas.NewTokenOut)
+@v1.post(
+    "/tokens", status_code=201, response_model=schemas.NewTokenOut,
+    dependencies=[Depends(caller_first)],
+)  # fmt: skip
 def create_token(request: Request, ctx: Ctx, body: schemas.TokenIn) -> schemas.NewTokenOut:
     """Create an API token for the caller; the token text is in this answer only."""
     with ctx.unit(request) as (session, who, now):

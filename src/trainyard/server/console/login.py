@@ -11,8 +11,10 @@
   page's author, whose account would then receive what the visitor submits (login CSRF).
 - `/login`: a form for the same (a token pasted rather than put in a link). Its POST must
   come from this origin (no login forced on a browser by another site).
-- `POST /logout`: revokes the session (a form with the page's CSRF token) and clears the
-  cookie.
+- `POST /logout`: revokes the session (a form of this origin with the page's CSRF token) and
+  clears the cookie; from another origin it is refused and changes nothing.
+- A login link that is not followed leaves the address at once all the same: the page's
+  script takes `token` out of it (`history.replaceState`).
 """
 
 from __future__ import annotations
@@ -144,7 +146,9 @@ async def logout(request: Request) -> Response:
     ctx = context(request)
     token = request.cookies.get(SESSION_COOKIE, "")
     form = await _form(request)
-    if token and (not same_origin(request) or not logins.csrf_ok(token, form.get("csrf"))):
+    if not same_origin(request) or (token and not logins.csrf_ok(token, form.get("csrf"))):
+        # (another site's form arrives without the cookie, SameSite=Lax: clearing it then
+        # would log the visitor out without ending the session; outside review 11, F2)
         return _login_page(403, error="A logout without this page's CSRF token was refused.")
     if token:
         await run_in_threadpool(_end, ctx, token)

@@ -413,4 +413,6 @@ def admin(session: Session, who: Principal, now: float) -> dict[str, Any]:
 
 
 def own_tokens(session: Session, who: Principal) -> dict[str, Any]:
-    return {"tokens": tokens.list_tokens(session, who).tokens}
+    """The caller's own tokens (an admin sees the tenant's on the Tenant page)."""
+    mine = [t for t in tokens.list_tokens(session, who).tokens if t.user == who.user_name]
+    return {"tokens": mine}

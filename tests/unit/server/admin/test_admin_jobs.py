@@ -36,6 +36,8 @@ def test_the_operator_lists_describes_and_cancels_any_tenants_jobs(admin: AdminC
     page = json.loads(admin.ok("job", "list", "--json", "--limit", "2"))
     assert len(page["jobs"]) == 2 and page["more"] is True
     assert "more jobs exist: --offset 2" in admin.ok("job", "list", "--limit", "2")
+    table = admin.ok("job", "list")  # not a terminal: every id whole, to copy (review 11)
+    assert all(job_id in table for group in ids.values() for job_id in group)
     only = json.loads(admin.ok("job", "list", "--json", "--tenant", "acme"))["jobs"]
     assert [j["id"] for j in only] == ids["acme"]
     victim = ids["globex"][0]

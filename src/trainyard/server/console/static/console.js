@@ -186,7 +186,12 @@
     const follow = document.getElementById("log-follow");
     const download = document.getElementById("log-download");
     const MAX_LINES = 5000;
-    let rank = 0, source = null, current = "", count = 0;
+    let rank = 0, source = null, current = "", count = 0, truncated = false;
+
+    // Terminal control sequences (colours, titles, cursor moves: tqdm, rich, loggers) are
+    // taken out of a line rather than shown raw; the download keeps them.
+    const ESCAPES = /\x1b\[[0-?]*[ -\/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]|[\x00-\x08\x0b-\x1f\x7f]/g;
+    function plainText(line) { return line.replace(ESCAPES, ""); }
 
     function latestAttempt() {
       const head = document.getElementById("job_head");
@@ -201,12 +206,13 @@
       if (source) source.close();
       pre.textContent = "";
       count = 0;
+      truncated = false;
       const query = `rank=${rank}` + (attempt ? `&attempt=${attempt}` : "");
       download.href = `/v1/jobs/${job}/logs?${query}`;
       status.textContent = "connecting…";
       source = new EventSource(`/jobs/${job}/log?${query}`);
       source.addEventListener("lines", (e) => {
-        const lines = JSON.parse(e.data);
+        const lines = JSON.parse(e.data).map(plainText);
         const atBottom = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
         pre.append(document.createTextNode(lines.join("\n") + "\n"));
         count += lines.length;
@@ -214,9 +220,10 @@
           const text = pre.textContent.split("\n");
           pre.textContent = text.slice(text.length - MAX_LINES - 1).join("\n");
           count = MAX_LINES;
+          truncated = true;
         }
         if (follow.checked && atBottom) pre.scrollTop = pre.scrollHeight;
-        status.textContent = `${count} lines`;
+        status.textContent = `${count} lines` + (truncated ? " (the newest; download for all)" : "");
       });
       source.addEventListener("end", () => {
         const head = document.getElementById("job_head");
@@ -247,7 +254,17 @@
     open();
   }
 
+  // A login link another site opened is not followed (the server shows the login form with
+  // its token filled in): take the token out of the address, the history and bookmarks.
+  function dropToken() {
+    const url = new URL(window.location.href);
+    if (!url.searchParams.has("token")) return;
+    url.searchParams.delete("token");
+    window.history.replaceState(null, "", url.pathname + url.search + url.hash);
+  }
+
   document.addEventListener("DOMContentLoaded", () => {
+    dropToken();
     localTimes(document);
     live();
     logs();
