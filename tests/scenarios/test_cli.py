@@ -16,7 +16,10 @@ from trainyard.scenario import load_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "examples" / "scenarios").glob("*.*"))
-KEYS = ["profile", "now", "placements", "evictions", "reservations", "pending"]
+KEYS = [
+    "profile", "now", "placements", "evictions", "reservations", "pending", "resizes",
+    "not_grown",
+]  # fmt: skip
 
 
 def _app() -> typer.Typer:
@@ -83,6 +86,37 @@ def test_examples_print_tables(path: Path) -> None:
         assert p["job"] in out
     for job, reason in decision["pending"].items():
         assert job in out and reason["code"] in out
+
+
+ELASTIC = """
+description: an elastic job grows into idle GPUs; a younger one is held by its resize hold
+now: 10000
+nodes: [{name: "n{i}", count: 2, gpus: 4}]
+running:
+  - {id: young, gpus: 1, min_gpus: 1, max_gpus: 4, started_at: 9970, submit_time: 0,
+     placement: [{node: n0, devices: [0]}],
+     elastic: {batch: 128, max_batch: 2048, max_local_batch: 256, grad_sqr: 1.0, grad_var: 4.0,
+               samples: [{gpus: 1, nodes: 1, batch: 128, step_time: 0.40}]}}
+  - {id: other, gpus: 1, min_gpus: 1, max_gpus: 2, started_at: 0,
+     placement: [{node: n0, devices: [1]}],
+     elastic: {batch: 128, max_batch: 2048, max_local_batch: 256, grad_sqr: 1.0, grad_var: 4.0,
+               samples: [{gpus: 1, nodes: 1, batch: 128, step_time: 0.40}]}}
+"""
+
+
+def test_resizes_and_jobs_not_grown_are_shown(tmp_path: Path) -> None:
+    # Before, `trainyard schedule` printed neither: an elastic scenario looked like nothing
+    # happened.
+    path = tmp_path / "elastic.yaml"
+    path.write_text(ELASTIC)
+    out = json.loads(invoke("--scenario", str(path), "--json")[1])
+    (resize,) = out["resizes"]
+    assert (resize["job"], resize["from_gpus"], resize["gpus"]) == ("other", 1, 2)
+    assert resize["reason"].startswith("grown 1 -> 2")
+    assert out["not_grown"]["young"]["until"] == 10030.0
+    code, text, _err = invoke("--scenario", str(path))
+    assert code == 0 and "1 resized" in text and "Resizes" in text and "1 -> 2" in text
+    assert "Not grown" in text and "resize hold" in text
 
 
 def test_profile_option_overrides_the_scenario() -> None:

@@ -105,11 +105,13 @@ def _when(t: float | None, now: float) -> str:
 
 
 def render(decision: Decision, console: Console) -> None:
-    """Print `decision` as tables: placements, evictions, reservations, pending."""
+    """Print `decision` as tables: placements, evictions, resizes, running elastic jobs not
+    grown, reservations, pending."""
     d = decision
     console.print(
         f"profile [bold]{d.profile}[/bold] at t={d.now:g}: {len(d.placements)} placed, "
-        f"{len(d.evictions)} evicted, {len(d.reservations)} reserved, {len(d.pending)} pending"
+        f"{len(d.evictions)} evicted, {len(d.resizes)} resized, {len(d.reservations)} "
+        f"reserved, {len(d.pending)} pending"
     )
     if d.placements:
         t = Table("job", "queue", "GPUs", "type", "action", "nodes[devices]", title="Placements")
@@ -121,6 +123,18 @@ def render(decision: Decision, console: Console) -> None:
         t = Table("job", "queue", "GPUs", "action", "for job", "reason", title="Evictions")
         for e in d.evictions:
             t.add_row(e.job_id, e.queue, str(e.gpus), e.action, e.for_job, e.reason)
+        console.print(t)
+    if d.resizes:
+        t = Table("job", "queue", "GPUs", "nodes[devices]", "reason", title="Resizes")
+        for z in d.resizes:
+            after = f" (after {', '.join(z.after_evictions)} stop)" if z.after_evictions else ""
+            t.add_row(z.job_id, z.queue, f"{z.from_gpus} -> {z.gpus}", _nodes(z.nodes),
+                      z.reason + after)  # fmt: skip
+        console.print(t)
+    if d.not_grown:
+        t = Table("job", "until", "why it was not grown into idle GPUs", title="Not grown")
+        for jid, note in d.not_grown.items():
+            t.add_row(jid, _when(note.until, d.now), note.reason)
         console.print(t)
     if d.reservations:
         t = Table("job", "start", "nodes[devices]", title="Reservations")

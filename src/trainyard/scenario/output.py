@@ -53,6 +53,21 @@ def decision_to_dict(decision: Decision) -> dict[str, Any]:
             jid: {"code": r.code, "message": r.message, "estimated_start": r.estimated_start}
             for jid, r in decision.pending.items()
         },
+        "resizes": [
+            {
+                "job": z.job_id,
+                "queue": z.queue,
+                "from_gpus": z.from_gpus,
+                "gpus": z.gpus,
+                "nodes": _devices(z.nodes),
+                "reason": z.reason,
+                "after_evictions": list(z.after_evictions),
+            }
+            for z in decision.resizes
+        ],
+        "not_grown": {
+            jid: {"reason": n.reason, "until": n.until} for jid, n in decision.not_grown.items()
+        },
     }
 
 
