@@ -320,7 +320,10 @@ def test_decision_dict_is_deterministic_and_ordered() -> None:
     again = json.dumps(decision_to_dict(schedule(load_scenario(BASE))))
     assert first == again
     out = json.loads(first)
-    assert list(out) == ["profile", "now", "placements", "evictions", "reservations", "pending"]
+    assert list(out) == [
+        "profile", "now", "placements", "evictions", "reservations", "pending", "resizes",
+        "not_grown",
+    ]  # fmt: skip
     placement = out["placements"][0]
     assert list(placement) == [
         "job",

@@ -44,6 +44,17 @@ def queue_paths(queues: Iterable[Queue]) -> dict[str, list[str]]:
     return out
 
 
+def own_borrowed(snapshot: Snapshot, queue: str) -> bool:
+    """Whether the jobs submitted to `queue` itself (an inner queue) hold more GPUs than
+    what its guarantee leaves beyond its children's (`reclaim.own_excess`)."""
+    queues = list(snapshot.effective_queues())
+    guaranteed = {q.name: q.guaranteed for q in queues}
+    kids = [q.name for q in queues if q.parent == queue]
+    part = max(0, guaranteed[queue] - sum(guaranteed[k] for k in kids))
+    own = sum(r.job.gpus for r in snapshot.running if r.job.queue == queue)
+    return own > part
+
+
 # -- invariants ---------------------------------------------------------------------------
 
 
@@ -129,8 +140,12 @@ def check_decision(snapshot: Snapshot, decision: Decision, profile: str) -> None
                 "LAS-preempted a job that has not received more service"
             )
         elif e.action == "reclaim":
-            assert r.job.queue not in paths[preemptor.queue]
-            assert preemptor.queue not in paths[r.job.queue]
+            assert preemptor.queue not in paths[r.job.queue], "reclaimed from its own subtree"
+            if r.job.queue in paths[preemptor.queue]:  # an inner queue's own job
+                assert own_borrowed(snapshot, r.job.queue), (
+                    f"reclaimed {e.job_id} of {r.job.queue}, whose own jobs hold no more than "
+                    "the part of its guarantee its children leave"
+                )
         else:
             raise AssertionError(f"eviction by action {e.action!r}")
 

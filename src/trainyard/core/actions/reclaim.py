@@ -3,7 +3,11 @@
 A pending job may reclaim when its queue, and every ancestor that is not shared with the
 victim, stays within `guaranteed` after the job starts. A victim must be preemptible, outside
 its `min_runtime`, and in a queue that holds more than its own `guaranteed` (again on the
-path below the common ancestor): it borrows. Victims come first from the queue furthest over
+path below the common ancestor): it borrows. A job submitted to an ancestor of the
+reclaiming job's queue itself (an inner queue, such as `default` with guaranteed team
+queues under it) borrows when the inner queue's own jobs hold more than the part of its
+guarantee its children's guarantees leave (`own_excess`): the children's guarantees come
+first. Victims come first from the queue furthest over
 its guaranteed quota, then the lowest priority, then the most recently started (least work
 lost). See `victims.py` for how the set is chosen and why it is minimal.
 
@@ -38,6 +42,19 @@ def _below(path: tuple[int, ...], other: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(a for a in path if a not in shared)
 
 
+def own_excess(queues: QueueIndex, v: int) -> int:
+    """GPUs the jobs submitted to queue `v` itself (not to its children) hold above their
+    part of its guarantee: what `v` guarantees beyond the sum of its children's guarantees.
+    A child's guarantee comes first: a job waiting in a child below its guarantee reclaims
+    from the parent's own jobs as from a sibling's (an outside review found the documented
+    setup, a guaranteed queue under the `default` queue every job without `-q` goes to, never
+    reclaiming from the jobs in `default`)."""
+    kids = queues.children[v]
+    own = queues.gpus[v] - sum(queues.gpus[c] for c in kids)
+    part = max(0, queues.guaranteed[v] - sum(queues.guaranteed[c] for c in kids))
+    return own - part
+
+
 class _Rules:
     """The reclaim rules for one reclaiming job (a class, not closures: closures would form
     reference cycles with their environment in compiled code)."""
@@ -51,11 +68,16 @@ class _Rules:
         self.refused = False  # did `admit` keep a victim out of a plan?
 
     def related(self, vq: int) -> bool:
-        return vq == self.q or vq in self.my_path or self.q in self.queues.path[vq]
+        """The job's own queue or one of its descendants: never a lender to it. (An ancestor
+        is a lender through the jobs submitted to it directly, `own_excess`.)"""
+        return vq == self.q or self.q in self.queues.path[vq]
 
     def excess(self, vq: int) -> int:
-        """GPUs `vq` holds above guaranteed on its path below the common ancestor."""
+        """GPUs `vq` holds above guaranteed on its path below the common ancestor; for an
+        ancestor of the job's queue, what its own jobs hold above their part (`own_excess`)."""
         queues = self.queues
+        if vq in self.my_path:
+            return own_excess(queues, vq)
         theirs = _below(queues.path[vq], self.my_path)
         return min(queues.gpus[x] - queues.guaranteed[x] for x in theirs)
 
@@ -80,6 +102,13 @@ class _Rules:
         if self.overshoot:
             return True
         queues = self.queues
+        if a.queue in self.my_path:  # an ancestor's own job: within what its own jobs borrow
+            key = -1 - a.queue
+            if own_excess(queues, a.queue) - taken.get(key, 0) < a.gpus:
+                self.refused = True
+                return False
+            taken[key] = taken.get(key, 0) + a.gpus
+            return True
         theirs = _below(queues.path[a.queue], self.my_path)
         for x in theirs:
             if queues.gpus[x] - queues.guaranteed[x] - taken.get(x, 0) < a.gpus:
