@@ -371,6 +371,7 @@ class LocalExecutor:
                 os.kill(pid, signal.SIGKILL)
         settled = not recorded and not strays  # killed ones: gone by the next poll
         first = failures[0][1] if failures else None
+        unstartable = ""
         state: RunState
         stop = jobdirs.stop_record(h.run_dir)
         stop_at = stop[0] if stop is not None else None
@@ -380,15 +381,15 @@ class LocalExecutor:
             assert stop is not None
             state, reason = "stopped", f"stopped on request ({stop[1]})"
         elif all_done and not failures:
-            state = "succeeded"
-            reason = f"all {len(ends)} ranks exited with code 0"
+            state, reason = "succeeded", f"all {len(ends)} ranks exited with code 0"
         elif failures and first is not None:
             lost = all_done and all(c is None for c in codes.values()) and h.adopted
             state = "lost" if lost else "failed"
+            unstartable = h.start_error(first)  # the command never ran: the spec's fault
+            how = f"could not start: {unstartable}" if unstartable else describe_code(codes[first])
+            reason = f"rank {first} {how}"
             if lost:
                 reason = "every process of the run vanished without an exit record"
-            else:
-                reason = f"rank {first} {describe_code(codes[first])}"
         else:
             state, reason = "running", ""
         if not h.complete:  # the launch was cut short: the job cannot run with ranks missing
@@ -400,7 +401,8 @@ class LocalExecutor:
             self._signal(h, signal.SIGKILL)  # a requested stop past its grace period
         if settled and h.cgroup is not None:
             cgroups.JobCgroup(h.cgroup).remove()
-        return RunStatus(state, codes, first, settled, reason, ended_at=last_end)
+        return RunStatus(state, codes, first, settled, reason, ended_at=last_end,
+                         unstartable=state == "failed" and bool(unstartable))  # fmt: skip
 
     def _escalate(self, h: RunHandle, now: float) -> None:
         if h.term_sent_at is None:

@@ -111,6 +111,15 @@ class RunHandle:
     def exit_file(self, rank: int) -> Path:
         return self.run_dir / f"rank-{rank}.exit.json"
 
+    def start_error(self, rank: int) -> str:
+        """Why `rank`'s command could not be started, from its wrapper's exit record (the
+        wrapper exits 127 with an `error`: `rankwrap._not_started`), else ""."""
+        from trainyard.exec.procfs import read_json
+
+        rec = read_json(self.exit_file(rank))
+        error = rec.get("error") if isinstance(rec, dict) else None
+        return str(error) if error else ""
+
     def pid_file(self, rank: int) -> Path:
         return self.run_dir / f"rank-{rank}.pid.json"
 
@@ -132,6 +141,9 @@ class RunStatus:
     # when the last rank ended (its exit record), once every rank has: a run that ended while
     # no server watched is billed to then, not to when a server saw it
     ended_at: float | None = None
+    # a rank's command could not be started at all (not found, not executable, a working
+    # directory its user may not enter): the spec's fault, which no restart can change
+    unstartable: bool = False
 
     @property
     def finished(self) -> bool:

@@ -114,6 +114,7 @@ class Server:
         self.platform: Platform | None = None
         self.steps = 0
         self._umask: int | None = None  # the process's umask before `prepare` (restored)
+        self.own_uids = False  # jobs run as uids of their own (`--job-user dynamic`)
 
     # ---- start ---------------------------------------------------------------------------
 
@@ -137,6 +138,7 @@ class Server:
             self._umask = umask
         cfg.home.mkdir(parents=True, exist_ok=True)
         users = job_users(cfg)
+        self.own_uids = users.mode == "dynamic"
         cfg.home.chmod(0o700 if users.mode == "server" else 0o711)
         self._lock_file = lock_home(cfg.home)
         check_port(cfg.host, cfg.port)
@@ -247,6 +249,7 @@ class Server:
             work_roots=self.config.work_roots,
             private=(self.config.home,),
             dirs_here=self.config.executor == "local",
+            others_enter=self.own_uids and self.config.executor == "local",
             max_queued=self.config.max_queued_jobs,
             console=ConsoleSettings(
                 sim_reports=self.config.sim_report_dirs,

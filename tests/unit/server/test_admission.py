@@ -130,3 +130,48 @@ def test_a_working_dir_missing_on_this_machine_is_refused_at_submit(
                 later = {**SPEC, "working_dir": missing, "after": [first]}
                 answer = c.post("/v1/jobs", json=later, headers=headers)
                 assert answer.status_code == 201, answer.text  # its dependency may make it
+
+
+def test_a_working_dir_closed_to_the_jobs_own_users_is_refused_at_submit(
+    engine: Engine, tmp_path: Path
+) -> None:
+    """Outside review 12 (F4): with jobs running as uids of their own, a working directory
+    under a 0700 directory (a home, say) passed the submit check, made as the server, and
+    the job failed at start with exit 127, retried with back-off. Submit now names the
+    directory that shuts them out and how to open it."""
+    with make_session_factory(engine)() as session:
+        tokens = seed(session)
+    shut, open_ = tmp_path / "private", tmp_path / "shared"
+    (shut / "project").mkdir(parents=True)
+    (open_ / "project").mkdir(parents=True)
+    tmp_path.chmod(0o755)
+    shut.chmod(0o700)
+    open_.chmod(0o755)
+    (open_ / "project").chmod(0o755)
+    headers = {"Authorization": f"Bearer {tokens['ada']}"}
+    app = create_app(engine, dirs_here=True, others_enter=True)
+    parents_open = all(p.stat().st_mode & 0o001 for p in tmp_path.parents)
+    target = shut / "project"  # the first directory on its path others may not pass
+    closed = next(p for p in (*reversed(target.parents), target) if not p.stat().st_mode & 1)
+    with TestClient(app, raise_server_exceptions=False) as client:
+        answer = client.post(
+            "/v1/jobs", json={**SPEC, "working_dir": str(shut / "project")}, headers=headers
+        )
+        assert answer.status_code == 422, answer.text
+        error = answer.json()["error"]
+        assert (
+            error["field"] == "working_dir"
+            and "does not let other users enter" in (error["message"])
+        )
+        assert f"chmod o+x {closed} " in error["message"]
+        if parents_open:  # (pytest's own temporary root may be 0700 too)
+            answer = client.post(
+                "/v1/jobs", json={**SPEC, "working_dir": str(open_ / "project")}, headers=headers
+            )
+            assert answer.status_code == 201, answer.text
+    # without own uids (`--job-user server`), the server's own access is what counts
+    with TestClient(create_app(engine, dirs_here=True), raise_server_exceptions=False) as c:
+        answer = c.post(
+            "/v1/jobs", json={**SPEC, "working_dir": str(shut / "project")}, headers=headers
+        )
+        assert answer.status_code == 201, answer.text

@@ -65,7 +65,7 @@ def test_migrations_create_the_models_schema(db_url: str) -> None:
         names = set(inspect(engine).get_table_names())
         assert names == TABLES | {"alembic_version"}
         with engine.connect() as conn:
-            assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0018"
+            assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0019"
         assert _diff(engine) == []
         job_indexes = {i["name"]: i["column_names"] for i in inspect(engine).get_indexes("jobs")}
         assert job_indexes["ix_jobs_state_queue_id"] == ["state", "queue_id"]

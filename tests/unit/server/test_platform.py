@@ -153,6 +153,28 @@ def test_failing_job_is_restarted_then_fails(
     assert _attempt_dirs(root, job_id) == ["attempt-0", "attempt-1"]
 
 
+def test_a_command_that_cannot_start_fails_once_saying_why(
+    factory: sessionmaker[Session], session: Session, world: World, root: Path
+) -> None:
+    # Outside review 12 (F4): a command that does not exist was retried with back-off, each
+    # attempt "rank 0 exited with code 127", the reason only in the log. No restart can
+    # start it: the job fails once, and its exit line says why.
+    platform = _platform(factory, root)
+    spec = {"name": "t", "command": ["no-such-command-xyz"], "gpus": 1, "workers": 1}
+    job = world.job(session, now=time.time(), gpus=1, spec=spec, max_restarts=3)
+    session.commit()
+    done = _drive(platform, factory, job.id, lambda j: j.state == S.FAILED)
+    for _ in range(5):  # and stays so: nothing requeues it
+        platform.step()
+        time.sleep(0.05)
+    job_row = read_job(factory, job.id)
+    assert job_row.state == S.FAILED and job_row.restart_count == 0 and job_row.attempt == 1
+    assert done.exit_code == 127
+    assert done.exit_message is not None and "could not start" in done.exit_message
+    assert "no-such-command-xyz" in done.exit_message
+    assert _states(factory, job.id) == [S.PENDING, S.STARTING, S.RUNNING, S.FAILED]
+
+
 def test_cancel_stops_the_running_processes(
     factory: sessionmaker[Session], session: Session, world: World, root: Path
 ) -> None:

@@ -46,13 +46,15 @@ def create_app(
     max_queued: int | None = DEFAULT_MAX_QUEUED,
     console: ConsoleSettings | None = None,
     dirs_here: bool = False,
+    others_enter: bool = False,
 ) -> FastAPI:
     """The API over the database behind `engine_or_url` (already migrated: `init_db`).
     `notify` is called after each submit and cancel (the server wakes its scheduler loop);
     `logs` serves job logs (None: `/v1/jobs/{id}/logs` answers 404). Submissions pass
     `services.admission` against the cluster in the database, with `work_roots` (empty: any
     directory), `private` (the server's state, never a working directory) and `dirs_here`
-    (jobs run on this machine: a working directory must exist here at submit)."""
+    (jobs run on this machine: a working directory must exist here at submit) and
+    `others_enter` (they run as uids of their own: it must let others enter it)."""
     engine = engine_or_url if isinstance(engine_or_url, Engine) else make_engine(engine_or_url)
     app = FastAPI(
         title="trainyard",
@@ -76,6 +78,7 @@ def create_app(
             private=private,
             max_queued=max_queued,
             dirs_here=dirs_here,
+            others_enter=others_enter,
         ),
         usage_metrics=_usage_registry(sessions),
     )

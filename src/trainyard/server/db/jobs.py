@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import JSON, ForeignKey, Index, Integer, String, Text
+from sqlalchemy import JSON, ForeignKey, Index, Integer, String, Text, false
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from trainyard.server.db.base import Base, JobState, Timestamp, new_id, str_enum
@@ -89,6 +89,8 @@ class Job(Base):
     restart_count: Mapped[int] = mapped_column(default=0)  # involuntary restarts so far
     failure_streak: Mapped[int] = mapped_column(default=0)  # own failures in a row
     recover_first: Mapped[bool] = mapped_column(default=False)  # requeued after a failure
+    # a failure no restart can change (its command could not start): never requeued
+    failed_for_good: Mapped[bool] = mapped_column(default=False, server_default=false())
     max_restarts: Mapped[int] = mapped_column(default=0)
     next_retry_at: Mapped[float | None] = mapped_column(Timestamp, default=None)
     attained_service: Mapped[float] = mapped_column(default=0.0)  # GPU-seconds

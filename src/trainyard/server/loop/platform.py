@@ -8,8 +8,8 @@
    job to SUCCEEDED (all ranks exited 0) or FAILED (the exit code and the first failed rank
    in the event; a lost run fails too): until then it holds its devices. A run that reports
    no progress for `progress_timeout_s` is stopped and fails as hung. A FAILED job with
-   restarts left goes back to PENDING with back-off. A PREEMPTED job goes back to PENDING
-   once its run has stopped.
+   restarts left goes back to PENDING with back-off, unless its command could not start.
+   A PREEMPTED job goes back to PENDING once its run has stopped.
    Runs of jobs that no longer need them (CANCELLED, SUCCEEDED, ...) are stopped; while
    one still has processes, the round counts its devices as taken.
 2. Schedule: `scheduling.run_once` (again, a few times, when it asks for a retry).
@@ -254,7 +254,7 @@ class Platform:
 
     def _watched(self) -> list[str]:
         left = or_(Job.restart_count < Job.max_restarts, Job.recover_first.is_(True))
-        retrying = and_(Job.state == S.FAILED, left)
+        retrying = and_(Job.state == S.FAILED, left, Job.failed_for_good.is_(False))
         with self.session_factory() as s:
             query = select(Job.id).where(or_(Job.state.in_(_ACTIVE), retrying)).order_by(Job.id)
             return list(s.scalars(query))
@@ -443,8 +443,8 @@ class Platform:
             details["healthy"] = recovery.progressed(s, row, self._attempt(row))
         transition(s, row, S.FAILED, reason=reason[:64], now=now, details=details)
         out.append(("failed", row.id))
-        handle = self._runs.get(row.id)
-        self._requeue(s, row, handle, now, out)
+        row.failed_for_good = status is not None and status.unstartable  # nor would a restart
+        self._requeue(s, row, self._runs.get(row.id), now, out)
 
     def _requeue(
         self, s: Session, row: Job, handle: RunHandle | None, now: float, out: _Out
@@ -453,7 +453,7 @@ class Platform:
         without back-off or cost after an infrastructure failure (`recover_first` is set
         on such a FAILED job), else using a restart, with back-off for repeated failures."""
         infra = bool(row.recover_first)
-        if not infra and restarts_left(row) == 0:
+        if row.failed_for_good or (not infra and restarts_left(row) == 0):
             return
         if handle is not None and not self.executor.poll(handle).settled:
             return

@@ -57,6 +57,8 @@ def failure(row: Job, status: RunStatus | None, attempt: int) -> tuple[str, dict
         reason = f"rank {rank} lost" if rank is not None else f"run {status.state}"
     elif rank is None:
         reason = status.reason[:64] if status.reason else f"run {status.state}"
+    elif status.unstartable:
+        reason = f"rank {rank} could not start"
     else:
         reason = f"rank {rank} exited with code {code}"
     return reason, details

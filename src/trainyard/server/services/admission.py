@@ -90,8 +90,12 @@ class Admission:
         ttl_s: float = 5.0,
         max_queued: int | None = DEFAULT_MAX_QUEUED,
         dirs_here: bool = False,
+        others_enter: bool = False,
     ) -> None:
         self.sessions = sessions
+        # jobs run as uids of their own (`--job-user dynamic`): a working_dir must let
+        # others enter it, or the job fails at start (exit 127) where submit could say why
+        self.others_enter = others_enter
         # jobs run on this machine (the local executor): a working_dir must exist here now,
         # unless the job waits for others (which may make it)
         self.dirs_here = dirs_here
@@ -194,6 +198,28 @@ class Admission:
                 "it (or let the server's user pass through it), or submit from one that exists",
                 field="working_dir",
             )  # fmt: skip
+        closed = _closed_to_others(real) if exists and self.others_enter else None
+        if closed is not None:
+            raise ApiError(
+                422, f"{text!r}: jobs here run as users of their own, and {closed} does not "
+                f"let other users enter it (mode {closed.stat().st_mode & 0o777:o}); "
+                f"chmod o+x {closed} (o+rx for the working directory itself), or submit from "
+                "a directory others may enter",
+                field="working_dir",
+            )  # fmt: skip
+
+
+def _closed_to_others(folder: Path) -> Path | None:
+    """The first of `folder` and its parents that a user other than its owner and group may
+    not pass through (no o+x), or None when every one lets them."""
+    for part in (*reversed(folder.parents), folder):
+        try:
+            mode = part.stat().st_mode
+        except OSError:
+            return part
+        if not mode & 0o001:
+            return part
+    return None
 
 
 def _reachable(folder: Path) -> bool:
