@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from typing import Annotated, Any
 from urllib.parse import quote
 
@@ -25,6 +26,7 @@ from trainyard.cli.remote import (
     fail,
     print_json,
     relative,
+    span,
 )
 from trainyard.client.http import ApiClient, ClientError
 
@@ -147,6 +149,7 @@ def render_job(job: dict[str, Any], virtual: dict[str, set[int]] | None, colour:
         ("queue", job["queue"]),
         ("user", f"{job['user'] or '-'} (tenant {job['tenant']})"),
         ("gpus", _gpus_text(job)),
+        *_asked_rows(job.get("spec") or {}),
         ("submitted", relative(job["submitted_at"])),
     ]
     if job.get("started_at") is not None:
@@ -197,6 +200,22 @@ def render_job(job: dict[str, Any], virtual: dict[str, set[int]] | None, colour:
         details = details_text(event.get("details") or {})
         lines.append(f"{line}  ({details})" if details else line)
     return "\n".join(lines)
+
+
+def _asked_rows(spec: dict[str, Any]) -> list[tuple[str, str]]:
+    """What the job asked for beyond its GPUs, as `scontrol show job` shows it: command,
+    CPUs and memory, time limit, priority (an outside review found them only in --json)."""
+    rows: list[tuple[str, str]] = []
+    if spec.get("command"):
+        rows.append(("command", shlex.join(str(c) for c in spec["command"])))
+    held = [f"{spec[k]:g} {unit}" for k, unit in (("cpus", "CPUs"), ("memory_gb", "GB"))
+            if isinstance(spec.get(k), int | float)]  # fmt: skip
+    rows.append(("reserved", ", ".join(held) if held else "no CPU or memory reserved"))
+    if isinstance(spec.get("time_limit_s"), int | float):
+        rows.append(("time limit", span(float(spec["time_limit_s"]))))
+    if spec.get("priority"):
+        rows.append(("priority", str(spec["priority"])))
+    return rows
 
 
 def _extra_rows(job: dict[str, Any]) -> list[tuple[str, str]]:

@@ -221,7 +221,13 @@ def submit_command(
     ] = None,
     time_limit: Annotated[
         str | None,
-        _opt("Expected run time: 90m, 2h, 1-00:00:00 (expected_duration_s).", "--time", "-t"),
+        _opt(
+            "Time limit, as sbatch -t: 90m, 2h, 1-00:00:00; an attempt that runs longer is "
+            "stopped and the job fails (time_limit_s); also its run-time estimate "
+            "(expected_duration_s).",
+            "--time",
+            "-t",
+        ),
     ] = None,
     min_gpus: Annotated[
         int | None, _opt("Elastic: fewest GPUs (elastic.min_gpus).", "--min-gpus", min=1)
@@ -264,7 +270,7 @@ def submit_command(
     if mem is not None:
         overrides["memory_gb"] = memory_gb(mem)
     if time_limit is not None:
-        overrides["expected_duration_s"] = duration_s(time_limit)
+        overrides["expected_duration_s"] = overrides["time_limit_s"] = duration_s(time_limit)
     if after:
         overrides["after"] = dependencies(after)
     if array is not None:

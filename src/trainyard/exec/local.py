@@ -402,7 +402,7 @@ class LocalExecutor:
         if settled and h.cgroup is not None:
             cgroups.JobCgroup(h.cgroup).remove()
         return RunStatus(state, codes, first, settled, reason, ended_at=last_end,
-                         unstartable=state == "failed" and bool(unstartable))  # fmt: skip
+                         final=state == "failed" and bool(unstartable))  # fmt: skip
 
     def _escalate(self, h: RunHandle, now: float) -> None:
         if h.term_sent_at is None:

@@ -141,9 +141,10 @@ class RunStatus:
     # when the last rank ended (its exit record), once every rank has: a run that ended while
     # no server watched is billed to then, not to when a server saw it
     ended_at: float | None = None
-    # a rank's command could not be started at all (not found, not executable, a working
-    # directory its user may not enter): the spec's fault, which no restart can change
-    unstartable: bool = False
+    # no restart can change the outcome: a rank's command could not be started at all (not
+    # found, not executable, a working directory its user may not enter), or the run was
+    # stopped at its time limit
+    final: bool = False
 
     @property
     def finished(self) -> bool:

@@ -300,12 +300,12 @@ def parse_job_spec(
     for key, low in (("workers", 1), ("nodes", 1), ("max_restarts", 0), ("priority", None)):
         if key in values:
             out[key] = integer(values[key], paths.get(key, key), low=low)
-    for key in ("cpus", "memory_gb", "gpu_memory_gb", "expected_duration_s"):
+    for key in ("cpus", "memory_gb", "gpu_memory_gb", "expected_duration_s", "time_limit_s"):
         if key in values:
             out[key] = number(values[key], paths[key], positive=True)
     if "min_runtime_s" in values:
         out["min_runtime_s"] = number(values["min_runtime_s"], "min_runtime_s", low=0)
-    for key in ("expected_duration_s", "min_runtime_s"):
+    for key in ("expected_duration_s", "time_limit_s", "min_runtime_s"):
         if out.get(key, 0.0) > MAX_DURATION_S:
             raise JobSpecError(
                 key, f"must be at most {MAX_DURATION_S:.0f} s (ten years), got {out[key]:g}"

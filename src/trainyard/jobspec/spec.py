@@ -50,6 +50,7 @@ FIELDS: Final = (
     "max_restarts",
     "min_runtime_s",
     "expected_duration_s",
+    "time_limit_s",
     "topology",
     "env",
     "working_dir",
@@ -156,6 +157,7 @@ class JobSpec:
     max_restarts: int = 3
     min_runtime_s: float = 0.0
     expected_duration_s: float | None = None
+    time_limit_s: float | None = None  # an attempt that runs longer is stopped (TIMEOUT)
     topology: str | None = None
     env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     working_dir: str | None = None

@@ -435,3 +435,24 @@ def test_recover_relaunches_a_resize_whose_run_stopped_while_down(
     assert relaunched.gpus == 1 and _attempt_dirs(root, job.id) == ["attempt-0", "attempt-1"]
     _cancel(factory, job.id)
     _drive(second, factory, job.id, lambda j: j.state == S.CANCELLED)
+
+
+def test_a_job_past_its_time_limit_is_stopped_and_fails_without_a_retry(
+    factory: sessionmaker[Session], session: Session, world: World, root: Path
+) -> None:
+    # Outside review 12 (F3): `submit -t` was only an estimate; a hung script held its GPUs
+    # for ever. Now `time_limit_s` (which `-t` sets) stops an attempt that runs longer, and
+    # the job fails saying so, not retried (it would time out again).
+    platform = _platform(factory, root)
+    spec = {"name": "t", "command": [sys.executable, "-c", "import time; time.sleep(60)"],
+            "gpus": 1, "workers": 1, "time_limit_s": 1.0}  # fmt: skip
+    job = world.job(session, now=time.time(), gpus=1, spec=spec, max_restarts=3)
+    session.commit()
+    done = _drive(platform, factory, job.id, lambda j: j.state == S.FAILED, timeout_s=20)
+    for _ in range(5):
+        platform.step()
+        time.sleep(0.05)
+    row = read_job(factory, job.id)
+    assert row.state == S.FAILED and row.restart_count == 0 and row.failed_for_good
+    assert done.exit_message is not None and done.exit_message.startswith("time limit: ran ")
+    assert "the job's limit is 1 s" in done.exit_message

@@ -392,16 +392,16 @@ class Platform:
     def _settled(
         self, s: Session, row: Job, handle: RunHandle, now: float, out: _Out
     ) -> RunStatus | None:
-        """A RUNNING job's run once it ended and no process of it is left, else None (the
-        job holds its devices until then). A run that reports no progress for
-        `progress_timeout_s` is stopped and ends failed as hung, even when it exits cleanly
-        on the notice (the reason is in its `stop.json`: across a restart too)."""
+        """A RUNNING job's run once it ended and no process of it is left, else None (the job
+        holds its devices until then). A run past its time limit, or with no progress for
+        `progress_timeout_s`, is stopped and ends failed however it exits (`recovery`)."""
         status = self.executor.poll(handle)
         hung = self._hung.get(row.id, "")
         if not hung and status.state != "running":  # (a stop recorded makes it not running)
             hung = recovery.hung_stop(handle.run_dir)  # sent by an earlier server
         if not hung and status.state == "running":
-            if self._hung_check:
+            hung = recovery.over_time(row, now)
+            if self._hung_check and not hung:
                 hung = recovery.stalled(s, row, now, self.progress_timeout_s)
             if not hung:
                 return None
@@ -411,8 +411,7 @@ class Platform:
         if not status.settled:
             return None
         self._hung.pop(row.id, None)
-        codes, end = status.exit_codes, status.ended_at
-        return RunStatus("failed", codes, None, True, hung, ended_at=end) if hung else status
+        return recovery.stopped_for(status, hung) if hung else status
 
     def _ended(self, s: Session, row: Job, status: RunStatus, now: float, out: _Out) -> None:
         """A run that ended by itself: SUCCEEDED when every rank exited 0, else FAILED; at
@@ -443,7 +442,7 @@ class Platform:
             details["healthy"] = recovery.progressed(s, row, self._attempt(row))
         transition(s, row, S.FAILED, reason=reason[:64], now=now, details=details)
         out.append(("failed", row.id))
-        row.failed_for_good = status is not None and status.unstartable  # nor would a restart
+        row.failed_for_good = status is not None and status.final  # nor would a restart
         self._requeue(s, row, self._runs.get(row.id), now, out)
 
     def _requeue(

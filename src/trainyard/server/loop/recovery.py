@@ -17,6 +17,9 @@
   The run is then asked to stop with that reason, and the job holds its devices until no
   process of the run is left; `hung_stop(run_dir)` reads the reason back from the run's
   `stop.json` (after a server restart too).
+- `over_time(row, now)`: the reason an attempt is past its spec's `time_limit_s` (from this
+  attempt's start; Slurm's TIMEOUT), stopped the same way; `stopped_for(status, why)` is the
+  outcome of either stop: failed, and after a time limit not retried (`RunStatus.final`).
 - `on_lost_nodes(session)`: RUNNING jobs placed on a node the executor reports LOST. Their
   runs are stopped everywhere and they fail as the infrastructure's failure, even when the
   engine has not (yet) reported their ranks gone (a node cut off keeps its processes).
@@ -36,6 +39,7 @@ from trainyard.server.db import Health, Job, JobProgress, Node
 from trainyard.server.loop import drain
 
 HUNG = "hung:"  # how the reason of a stop for a stalled run begins
+TIME_LIMIT = "time limit:"  # ... and of one for a run past its time limit (`spec.time_limit_s`)
 
 
 def failure(row: Job, status: RunStatus | None, attempt: int) -> tuple[str, dict[str, Any]]:
@@ -57,7 +61,7 @@ def failure(row: Job, status: RunStatus | None, attempt: int) -> tuple[str, dict
         reason = f"rank {rank} lost" if rank is not None else f"run {status.state}"
     elif rank is None:
         reason = status.reason[:64] if status.reason else f"run {status.state}"
-    elif status.unstartable:
+    elif status.final:  # (a time limit names no rank)
         reason = f"rank {rank} could not start"
     else:
         reason = f"rank {rank} exited with code {code}"
@@ -112,9 +116,30 @@ def stalled(session: Session, row: Job, now: float, timeout_s: float) -> str:
 
 
 def hung_stop(run_dir: Path) -> str:
-    """The reason of a stop sent to the run because it was hung (`stalled`), else ""."""
+    """The reason of a stop sent to the run because it was hung (`stalled`) or past its time
+    limit (`over_time`), else ""."""
     stop = jobdirs.stop_record(run_dir)
-    return stop[1] if stop is not None and stop[1].startswith(HUNG) else ""
+    return stop[1] if stop is not None and stop[1].startswith((HUNG, TIME_LIMIT)) else ""
+
+
+def stopped_for(status: RunStatus, why: str) -> RunStatus:
+    """The outcome of a run stopped as hung or past its time limit (`why`, the stop's reason)
+    however its ranks exited on the notice: failed; not retried after a time limit, which a
+    restart would reach again (`RunStatus.final`)."""
+    return RunStatus("failed", status.exit_codes, None, True, why, ended_at=status.ended_at,
+                     final=why.startswith(TIME_LIMIT))  # fmt: skip
+
+
+def over_time(row: Job, now: float) -> str:
+    """Why a RUNNING job's attempt is past its spec's `time_limit_s` (Slurm's TIMEOUT), else
+    "": the limit counts from this attempt's start, as a requeued Slurm job's does."""
+    limit = (row.spec or {}).get("time_limit_s")
+    if not isinstance(limit, int | float) or limit <= 0 or row.started_at is None:
+        return ""
+    ran = now - row.started_at
+    if ran < limit:
+        return ""
+    return f"{TIME_LIMIT} ran {ran:.0f} s, the job's limit is {limit:g} s (-t/--time)"
 
 
 def on_lost_nodes(session: Session) -> dict[str, str]:

@@ -3,7 +3,8 @@ scheduler: jobs stay PENDING), on SQLite and PostgreSQL.
 
 Rules checked:
 - each sbatch-style flag lands in the stored spec (`describe --json` -> `spec`) under its
-  field (`--mem` in GB, `--time` as `expected_duration_s`, `--min/max-gpus` as `elastic`);
+  field (`--mem` in GB, `--time` as `time_limit_s` and `expected_duration_s`,
+  `--min/max-gpus` as `elastic`);
 - flags override a spec file's values, also one given under `resources:`, and `--env`
   merges with the file's `env`;
 - spec-less `-- COMMAND...` makes the command the job, named after its script;
@@ -75,7 +76,7 @@ def test_each_flag_lands_in_the_stored_spec(api_server: ApiServer, cli: Cli) -> 
     assert spec["memory_gb"] == pytest.approx(0.5)
     assert spec["env"] == {"K": "V", "EMPTY": ""}
     assert (spec["priority"], spec["max_restarts"]) == (3, 5)
-    assert spec["expected_duration_s"] == 5400
+    assert spec["expected_duration_s"] == spec["time_limit_s"] == 5400  # sbatch -t: both
     assert spec["command"] == ["python", "x.py"]
 
     other = _submit(
