@@ -184,7 +184,7 @@ def render_job(job: dict[str, Any], virtual: dict[str, set[int]] | None, colour:
         rows.append(
             (
                 "exit",
-                f"code {code if code is not None else '-'}"
+                (f"code {code}" if code is not None else "no exit code")
                 + (f": {job['exit_message']}" if job.get("exit_message") else ""),
             )
         )
@@ -251,7 +251,8 @@ def _progress_rows(progress: dict[str, Any] | None) -> list[tuple[str, str]]:
         rows.append(
             (
                 "step time",
-                f"{o['step_time']:.3g} s on {o['gpus']} GPUs ({o['nodes']} node(s)), batch "
+                f"{o['step_time']:.3g} s on {o['gpus']} GPU{'s' if o['gpus'] != 1 else ''} "
+                f"({o['nodes']} node{'s' if o['nodes'] != 1 else ''}), batch "
                 f"{o['batch']}" + (f", {rate:,.1f} samples/s" if rate else ""),
             )
         )

@@ -120,15 +120,34 @@ def command_of(argv: Sequence[str]) -> str | None:
     return None
 
 
+# The exceptions of the click Typer runs on (Typer 0.28 carries a copy of its own, whose module
+# is private: it is found through a public class of Typer's that derives from one of them).
+_ERRORS = sys.modules[typer.BadParameter.__module__]
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     name = command_of(args)
     app = build(None if name is None else [name])
     try:
-        app(args=args, prog_name="trainyard")
+        code = app(args=args, prog_name="trainyard", standalone_mode=False)
     except KeyboardInterrupt:
         typer.echo("interrupted", err=True)
         raise SystemExit(130) from None
+    except _ERRORS.NoArgsIsHelpError as error:  # (a usage error that shows help)
+        error.show()
+        raise SystemExit(error.exit_code) from None
+    except _ERRORS.UsageError as error:  # what the option parser itself refuses
+        where = f"trainyard {name} --help" if name else "trainyard --help"
+        typer.echo(f"error: {error.format_message()} (see {where})", err=True)
+        raise SystemExit(2) from None
+    except _ERRORS.ClickException as error:
+        error.show()
+        raise SystemExit(error.exit_code) from None
+    except _ERRORS.Abort:
+        typer.echo("aborted", err=True)
+        raise SystemExit(1) from None
+    raise SystemExit(code if isinstance(code, int) else 0)
 
 
 def __getattr__(attr: str) -> object:

@@ -3,8 +3,9 @@
 Polls each job (`GET /v1/jobs/{id}`) until it is SUCCEEDED, FAILED or CANCELLED, printing
 one line per job as it ends (`--quiet`: nothing). The exit status, documented in `--help`:
 0 when every job succeeded; the job's own exit code (1-255) when a job failed with one (the
-first such job named on the command line); 1 when a job failed without a code or was
-cancelled; 124 when `--timeout` passed first (as coreutils' `timeout`); 2 for bad input
+first such job named on the command line); 128 + N when its rank was killed by signal N
+(137 for SIGKILL, as a shell says); 1 when a job failed without a code or was cancelled;
+124 when `--timeout` passed first (as coreutils' `timeout`); 2 for bad input
 (an unknown job) or a server that cannot be reached.
 """
 
@@ -38,6 +39,8 @@ def exit_status(jobs: list[dict[str, Any]]) -> int:
         code = job.get("exit_code")
         if job["state"] == "FAILED" and isinstance(code, int) and 0 < code < 256:
             return code
+        if job["state"] == "FAILED" and isinstance(code, int) and -64 < code < 0:
+            return 128 - code  # killed by signal -code, as a shell reports it
         status = status or 1
     return status
 
@@ -74,8 +77,8 @@ def wait_command(
     token: TokenOption = None,
 ) -> None:
     """Wait for jobs to end. Exit status: 0 all succeeded; a failed job's exit code (1-255);
-    1 failed without a code or cancelled; 124 --timeout passed; 2 error (unknown job,
-    no server)."""
+    128+N killed by signal N; 1 failed without a code or cancelled; 124 --timeout passed;
+    2 error (unknown job, no server)."""
     for flag, value in (("--timeout", timeout), ("--interval", interval)):
         if value is not None and not math.isfinite(value):  # nan and inf pass typer's min
             fail(f"{flag}: {value} is not a number of seconds")

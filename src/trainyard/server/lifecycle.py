@@ -289,7 +289,7 @@ def _requeue(
         job.next_retry_at = now + delay
         job.estimated_start = job.next_retry_at
         job.pending_reason = (
-            f"restart {job.restart_count} of {job.max_restarts} after {reason}: "
+            f"restart {job.restart_count} of {job.max_restarts} after a failure: "
             f"waiting {delay:g} s of back-off ({job.failure_streak} failures in a row)"
         )
     else:

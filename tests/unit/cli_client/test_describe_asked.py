@@ -26,3 +26,15 @@ def test_describe_shows_the_command_reservations_time_limit_and_priority() -> No
     plain = render_job(_job(), None, False)
     assert "no CPU or memory reserved" in plain and "time limit" not in plain
     assert "priority" not in plain
+
+
+def test_wait_reports_a_killed_job_as_a_shell_does() -> None:
+    from trainyard.cli.wait import exit_status
+
+    assert exit_status([{"state": "FAILED", "exit_code": -9}]) == 137  # SIGKILL
+    assert exit_status([{"state": "FAILED", "exit_code": 3}]) == 3
+    assert exit_status([{"state": "FAILED", "exit_code": None}]) == 1
+    assert exit_status([{"state": "CANCELLED", "exit_code": -15}]) == 1
+    text = render_job({**_job(), "state": "FAILED", "exit_message": "hung: no progress"}, None,
+                      False)  # fmt: skip
+    assert "exit:" in text and "no exit code: hung: no progress" in text

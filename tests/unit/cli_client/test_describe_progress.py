@@ -31,7 +31,7 @@ def test_the_latest_report_and_the_step_time_at_each_size_are_shown() -> None:
     text = render_job(_job(progress), None, colour=False)
     assert "progress:" in text and "step 1,219 (attempt 1)" in text
     assert "58,512 samples" in text and "loss 0.5213" in text and "9,600 samples left" in text
-    assert "0.09 s on 2 GPUs (1 node(s)), batch 48, 533.3 samples/s" in text
+    assert "0.09 s on 2 GPUs (1 node), batch 48, 533.3 samples/s" in text
     assert "0.105 s on 4 GPUs" in text
 
 

@@ -94,6 +94,7 @@ def write_resizes(
                    now=now, details=details)  # fmt: skip
         row.placement = union(row.placement, new)
         row.resize_to = new
+        row.resize_note = row.resize_note_until = None  # it grows (or shrinks): no note
         PLATFORM.resizes.inc(kind="grow" if size > details["gpus"]["from"] else "shrink")
         out.append(r.job_id)
     return out
