@@ -99,3 +99,29 @@ def test_the_admin_service_checks_default_against_max(api: ApiWorld) -> None:
     with svc.transaction(sessions) as s:
         info = svc.update_queue(s, "research", max_priority=5, default_priority=2)
     assert (info.max_priority, info.default_priority) == (5, 2)
+
+
+def test_a_job_that_may_not_be_preempted_must_fit_its_queues_guarantee(api: ApiWorld) -> None:
+    # Outside review 12 (F8): such a job was accepted into a queue guaranteeing nothing, to
+    # wait for ever ("non-preemptible jobs must fit in the guaranteed quota"). Its path's
+    # smallest guarantee is what it can ever run within (research: 8 under `root`, 0).
+    def submit(**fields: Any) -> tuple[int, dict[str, Any]]:
+        spec = {"name": "p", "queue": "research", "command": ["true"], "preemptible": False,
+                **fields}  # fmt: skip
+        answer = api.client.post("/v1/jobs", json=spec, headers=api.auth("ada"))
+        return answer.status_code, answer.json()
+
+    status, body = submit(gpus=2)
+    assert status == 422 and body["error"]["field"] == "preemptible", body
+    assert "queue root guarantees 0 GPUs; the job asks 2" in body["error"]["message"]
+    assert submit(gpus=2, wait_for_capacity=True)[0] == 201
+    assert submit(gpus=0)[0] == 201  # no GPU: nothing to guarantee
+    assert submit(gpus=2, preemptible=True)[0] == 201
+    with make_session_factory(api.engine)() as s:  # the root guarantees 16: research's binds
+        s.execute(update(Queue).where(Queue.name == "root").values(guaranteed=16))
+        s.execute(update(Queue).where(Queue.name == "research").values(guaranteed=2))
+        s.commit()
+    api.client.app.state.trainyard.queues._cache.clear()  # type: ignore[attr-defined]
+    assert submit(gpus=2)[0] == 201
+    status, body = submit(gpus=3)
+    assert status == 422 and "queue research guarantees 2 GPUs" in body["error"]["message"]

@@ -54,6 +54,7 @@ class QueueDirectory:
         self._cache: dict[int, tuple[float, dict[str, int]]] = {}
         self._limits: dict[str, tuple[int, str]] = {}
         self._defaults: dict[str, int] = {}
+        self._guaranteed: dict[str, tuple[int, str]] = {}  # see `guaranteed`
         self._lock = threading.Lock()
 
     def cached(self, tenant_id: int) -> dict[str, int] | None:
@@ -67,7 +68,8 @@ class QueueDirectory:
             rows = s.execute(select(Queue.name, Queue.id).where(submittable_by(tenant_id)))
             names = {name: queue_id for name, queue_id in rows}
             columns = (
-                Queue.id, Queue.name, Queue.parent_id, Queue.max_priority, Queue.default_priority
+                Queue.id, Queue.name, Queue.parent_id, Queue.max_priority, Queue.default_priority,
+                Queue.guaranteed,
             )  # fmt: skip
             tree = list(s.execute(select(*columns)))
         limits, defaults = _priority_rules(tree)
@@ -75,7 +77,15 @@ class QueueDirectory:
             self._cache[tenant_id] = (time.monotonic(), names)
             self._limits = limits
             self._defaults = defaults
+            self._guaranteed = _guarantees(tree)
         return names
+
+    def guaranteed(self, queue: str) -> tuple[int, str] | None:
+        """The most GPUs a job of `queue` can ever hold within guarantees: the smallest
+        `guaranteed` of the queue and its ancestors, with the queue that sets it (what a
+        job that may not be preempted must fit in: the core's quota rule)."""
+        with self._lock:
+            return self._guaranteed.get(queue)
 
     def priority_limit(self, queue: str) -> tuple[int, str] | None:
         with self._lock:
@@ -85,6 +95,20 @@ class QueueDirectory:
         """The queue's default priority, or its nearest ancestor's (None: none set)."""
         with self._lock:
             return self._defaults.get(queue)
+
+
+def _guarantees(tree: list[Any]) -> dict[str, tuple[int, str]]:
+    """Per queue: the smallest `guaranteed` on its path to the root, and whose it is."""
+    by_id = {row.id: row for row in tree}
+    out: dict[str, tuple[int, str]] = {}
+    for row in tree:
+        node, seen, least = row, set(), (int(row.guaranteed), str(row.name))
+        while node is not None and node.id not in seen:
+            seen.add(node.id)
+            least = min(least, (int(node.guaranteed), str(node.name)))
+            node = by_id.get(node.parent_id)
+        out[str(row.name)] = least
+    return out
 
 
 def _priority_rules(tree: list[Any]) -> tuple[dict[str, tuple[int, str]], dict[str, int]]:
@@ -170,11 +194,29 @@ def prepare(
         if default is not None and not spec.priority_given:
             spec = dataclasses.replace(spec, priority=default, priority_given=True)
         check_priority(spec, directory.priority_limit(spec.queue))
+        if not spec.preemptible and not spec.wait_for_capacity:
+            _check_guaranteed(spec, directory.guaranteed(spec.queue))
     if admission is not None:
         admission.check(spec)
         size = len(spec.array.indexes) if spec.array is not None else 1
         admission.check_room(who.tenant_id, who.tenant_name, size)
     return _rows(who, spec, queues[spec.queue], now)
+
+
+def _check_guaranteed(spec: JobSpec, room: tuple[int, str] | None) -> None:
+    """A job that may not be preempted runs only within its queues' guarantees (it could
+    never be reclaimed): refuse one that can never fit, naming `preemptible` (an outside
+    review saw one accepted into a queue guaranteeing nothing, to wait for ever)."""
+    if room is None or spec.gpus is None or spec.gpus <= room[0]:
+        return
+    gpus, queue = room
+    raise ApiError(
+        422, f"a job that may not be preempted must fit in its queue's guarantee, and queue "
+        f"{queue} guarantees {gpus} GPUs; the job asks {spec.gpus}: make it preemptible "
+        "(preemptible: true), or submit it to a queue that guarantees enough "
+        "(wait_for_capacity: true keeps it waiting for a guarantee to grow)",
+        field="preemptible",
+    )  # fmt: skip
 
 
 def plan(spec: JobSpec, limits: Limits) -> JobSpec:
