@@ -204,6 +204,14 @@ def submit_command(
             "-C",
         ),
     ] = None,
+    resume_from: Annotated[
+        str | None,
+        _opt(
+            "Start from the checkpoints of an ended job of yours, as a copy (resume_from): "
+            "cancel, change a flag, resubmit, go on from its last checkpoint.",
+            "--resume-from",
+        ),
+    ] = None,
     gpus: Annotated[int | None, _opt("GPUs in all (gpus).", "--gpus", "-G", min=0)] = None,
     gpu_type: Annotated[str | None, _opt("GPU type, e.g. H100 (gpu_type).", "--gpu-type")] = None,
     nodes: Annotated[int | None, _opt("Distinct nodes (nodes).", "--nodes", "-N", min=1)] = None,
@@ -263,7 +271,7 @@ def submit_command(
     for key, value in (
         ("queue", queue), ("name", name), ("gpus", gpus), ("gpu_type", gpu_type),
         ("nodes", nodes), ("workers", workers), ("cpus", cpus), ("priority", priority),
-        ("max_restarts", max_restarts),
+        ("max_restarts", max_restarts), ("resume_from", resume_from),
     ):  # fmt: skip
         if value is not None:
             overrides[key] = value

@@ -10,7 +10,8 @@ the job's uid when it runs as one: `exec/identity.py`), `uid` (0600, the server'
   (`rankwrap.py`): the exit code, and the pid + start time of the rank's command;
   `attempt-<n>/stop.json`: written when the run was stopped on purpose.
 - `logs/attempt-<n>/rank-<r>.log`: the rank's stdout and stderr.
-- `checkpoints/`: `TRAINYARD_CHECKPOINT_DIR`, the same for every attempt.
+- `checkpoints/`: `TRAINYARD_CHECKPOINT_DIR`, the same for every attempt; at a job's first
+  launch it is a copy of an earlier job's when the spec says `resume_from` (`seed`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import contextlib
 import os
 import pwd
 import re
+import shutil
 import stat
 from pathlib import Path
 
@@ -54,6 +56,18 @@ def owned_dir(path: Path, who: Identity) -> None:
         for parent, dirs, files in os.walk(path):
             for name in (*dirs, *files):
                 os.chown(os.path.join(parent, name), who.uid, who.gid, follow_symlinks=False)
+
+
+def seed(checkpoints: Path, source: Path | str | None) -> None:
+    """Before a job's first launch: its checkpoint directory as a copy of `source`'s (the
+    job directory of an ended job of the same user, `resume_from`, checked at submit), so
+    that it resumes that job's work; links are copied as links, never followed. Nothing when
+    the directory exists already (a later attempt, or a relaunch) or `source` has none."""
+    if not source or checkpoints.exists():
+        return
+    old = Path(source) / "checkpoints"
+    if old.is_dir() and not old.is_symlink():
+        shutil.copytree(old, checkpoints, symlinks=True)
 
 
 def server_user() -> str:

@@ -4,9 +4,8 @@ The layout under `root_dir/jobs/<job id>/` is `exec/jobdirs.py`'s.
 
 Process groups: rank 0's wrapper starts a new process group (`process_group=0`) and every
 other rank joins it (`process_group=<rank 0 pid>`), so one `killpg` reaches every process of
-the job, the commands the wrappers started included. (A new *session* for rank 0 would not
-work: `setpgid` cannot join a group of another session.) The group stays apart from the
-server's, so a terminal's Ctrl-C on the server does not reach jobs.
+the job, the commands the wrappers started included (a new *session* could not be joined),
+and a terminal's Ctrl-C on the server does not reach jobs.
 
 Everything `poll` needs is on disk and identified by (pid, start time), so a new executor on
 the same root (a restarted server) re-attaches with `adopt` and still learns each rank's exit
@@ -148,6 +147,7 @@ class LocalExecutor:
             private_dir(d, 0o700)
         who = self.users.for_job(job_dir)
         ckpt, home, tmp = job_dir / "checkpoints", job_dir / "home", job_dir / "tmp"
+        jobdirs.seed(ckpt, spec.resume_from and self.job_dir(spec.resume_from))  # --resume-from
         for d in (ckpt, home, tmp):
             owned_dir(d, who)
         notes, cgroup = self._limits(spec)

@@ -58,6 +58,8 @@ class LaunchSpec:
     # every node of the run with its devices and ranks, rank 0's node first (an executor of
     # many machines reads this; the local one runs `workers` ranks on `devices` here)
     hosts: tuple[Host, ...] = ()
+    # an ended job of the same user whose checkpoints this job starts from (`resume_from`)
+    resume_from: str | None = None
 
 
 @dataclass(frozen=True)

@@ -57,6 +57,9 @@ Duplicate keys are an error. JSON is accepted as well (it is YAML).
 - ``max_restarts`` (default 3, >= 0): restarts after a failure before the job is failed.
 - ``min_runtime_s`` (default 0, >= 0): seconds a started job runs before it may be preempted.
 - ``expected_duration_s`` (optional, > 0): run-time estimate in seconds (backfill, reservations).
+- ``resume_from`` (optional): the id of an ended job of yours; the new job's checkpoint
+  directory (``TRAINYARD_CHECKPOINT_DIR``) starts as a copy of that job's, so it goes on from
+  its last checkpoint (``submit --resume-from JOB``; the local executor only).
 - ``time_limit_s`` (optional, > 0): an attempt that has run this long is stopped (the notice
   ``stop`` and SIGTERM, then SIGKILL after the grace period) and the job fails with the
   reason ``time limit``, not retried (Slurm's TIMEOUT); ``submit -t`` sets it and the

@@ -48,6 +48,7 @@ __all__ = ["parse_job_spec", "unknown_queue"]
 _NAME = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")
 _QUEUE = re.compile(r"[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?")
 _TOPOLOGY = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,62}")
+_JOB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")  # as exec/jobdirs.JOB_ID
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _MODEL_FIELDS: Final = frozenset(f.name for f in dataclasses.fields(Model))
 _OBJECTIVES: Final = ("time", "cost")
@@ -318,6 +319,12 @@ def parse_job_spec(
         out["checkpoint_every"] = integer(values["checkpoint_every"], "checkpoint_every", low=1)
     if "working_dir" in values:
         out["working_dir"] = _bounded(values["working_dir"], "working_dir", 4096)
+    if "resume_from" in values:
+        job = text(values["resume_from"], "resume_from").strip()
+        if not _JOB_ID.fullmatch(job):
+            raise JobSpecError("resume_from", f"{job!r} is not a job id; give the id "
+                               "`trainyard submit` printed (see `trainyard jobs`)")  # fmt: skip
+        out["resume_from"] = job
     if "gpu_type" in values:
         out["gpu_type"] = _bounded(values["gpu_type"], paths["gpu_type"], 128).strip()
     if "topology" in values:

@@ -61,6 +61,7 @@ FIELDS: Final = (
     "after",
     "array",
     "visible_devices",
+    "resume_from",
 )
 RESOURCE_FIELDS: Final = ("gpus", "gpu_type", "gpu_memory_gb", "cpus", "memory_gb")
 RESERVED_ENV: Final = frozenset(
@@ -168,6 +169,7 @@ class JobSpec:
     after: tuple[Dependency, ...] = ()
     array: ArraySpec | None = None
     visible_devices: str = "node"  # "node": as torchrun; "rank": each rank its own only
+    resume_from: str | None = None  # an ended job of yours whose checkpoints it starts from
     # Whether the spec said `priority:` itself (else its queue's default may apply); not a
     # field of the stored spec: a stored spec's priority is what it was given at submit.
     priority_given: bool = field(default=True, compare=False, repr=False)

@@ -250,6 +250,7 @@ class Server:
             private=(self.config.home,),
             dirs_here=self.config.executor == "local",
             others_enter=self.own_uids and self.config.executor == "local",
+            on_ray=self.config.executor == "ray",
             max_queued=self.config.max_queued_jobs,
             console=ConsoleSettings(
                 sim_reports=self.config.sim_report_dirs,

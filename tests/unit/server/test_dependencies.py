@@ -327,3 +327,51 @@ def test_submit_refuses_an_ok_dependency_that_can_never_be_met(api: ApiWorld) ->
         assert f"{dead}:any" in error["message"]
         assert _post(api, "ada", after=[f"{dead}:any"]).status_code == 201
     assert _post(api, "ada", after=[f"{jobs[1]}:ok"]).status_code == 201  # it will restart
+
+
+def test_resume_from_takes_an_ended_job_of_the_callers_own(api: ApiWorld) -> None:
+    # `resume_from` copies a job's checkpoints into the new one's (outside review 12, F2):
+    # only from a job of the same user (another member's checkpoints are not yours to read,
+    # as no API serves them) that has ended (they would change under the copy).
+    from sqlalchemy import update
+
+    from trainyard.server.db import Job, make_session_factory
+
+    def submit(user: str, **fields: Any) -> Any:
+        spec = {"name": "r", "queue": "research", "command": ["true"], "gpus": 1, **fields}
+        return api.client.post("/v1/jobs", json=spec, headers=api.auth(user))
+
+    mine = submit("ada").json()["id"]
+    answer = submit("ada", resume_from=mine)
+    assert answer.status_code == 422, answer.text
+    assert answer.json()["error"]["field"] == "resume_from"
+    assert "is PENDING" in answer.json()["error"]["message"]
+    with make_session_factory(api.engine)() as s:
+        s.execute(update(Job).where(Job.id == mine).values(state="CANCELLED"))
+        s.commit()
+    assert submit("ada", resume_from=mine).status_code == 201
+    for user, job in (("vic", mine), ("gus", mine), ("ada", "j-nosuchjob")):
+        queue = "sales" if user == "gus" else "research"  # (gus is of another tenant)
+        answer = submit(user, resume_from=job, queue=queue)
+        assert answer.status_code in (403, 422), (user, answer.text)
+        if answer.status_code == 422:
+            assert answer.json()["error"]["field"] == "resume_from", answer.text
+    bad = submit("ada", resume_from="../../etc")
+    assert bad.status_code == 422 and bad.json()["error"]["field"] == "resume_from"
+
+
+def test_resume_from_is_refused_on_ray_saying_what_to_do(engine: Engine) -> None:
+    from api_fixtures import seed
+    from fastapi.testclient import TestClient
+
+    from trainyard.server.api.app import create_app
+
+    with make_session_factory(engine)() as session:
+        tokens = seed(session)
+    spec = {"name": "r", "queue": "research", "command": ["true"], "gpus": 1,
+            "resume_from": "j-earlier"}  # fmt: skip
+    with TestClient(create_app(engine, on_ray=True), raise_server_exceptions=False) as client:
+        answer = client.post("/v1/jobs", json=spec,
+                             headers={"Authorization": f"Bearer {tokens['ada']}"})  # fmt: skip
+    assert answer.status_code == 422 and answer.json()["error"]["field"] == "resume_from"
+    assert "Ray" in answer.json()["error"]["message"]

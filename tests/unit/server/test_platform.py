@@ -456,3 +456,30 @@ def test_a_job_past_its_time_limit_is_stopped_and_fails_without_a_retry(
     assert row.state == S.FAILED and row.restart_count == 0 and row.failed_for_good
     assert done.exit_message is not None and done.exit_message.startswith("time limit: ran ")
     assert "the job's limit is 1 s" in done.exit_message
+
+
+def test_a_job_resumes_from_the_checkpoints_of_an_ended_one(
+    factory: sessionmaker[Session], session: Session, world: World, root: Path
+) -> None:
+    # Outside review 12 (F2): cancel, change a flag, resubmit: the new job started from step
+    # 0, its predecessor's checkpoints out of its reach (another id, another uid). With
+    # `resume_from` its checkpoint directory starts as a copy of the predecessor's.
+    platform = _platform(factory, root)
+    write = (
+        "import os, pathlib; d = pathlib.Path(os.environ['TRAINYARD_CHECKPOINT_DIR']); "
+        "(d / 'step-000000300.pt').write_text('300'); os.symlink('/etc/hostname', d / 'ln')"
+    )
+    first = submit_code(session, world, write)
+    _drive(platform, factory, first, lambda j: j.state == S.SUCCEEDED)
+    read = (
+        "import os, pathlib; d = pathlib.Path(os.environ['TRAINYARD_CHECKPOINT_DIR']); "
+        "print('resumed at', (d / 'step-000000300.pt').read_text(), (d / 'ln').is_symlink())"
+    )
+    spec = {"name": "t", "command": [sys.executable, "-c", read], "gpus": 1, "workers": 1,
+            "resume_from": first}  # fmt: skip
+    job = world.job(session, now=time.time(), gpus=1, spec=spec)
+    session.commit()
+    _drive(platform, factory, job.id, lambda j: j.state == S.SUCCEEDED)
+    assert "resumed at 300 True" in "".join(platform.executor.logs(job.id))
+    # its own copy: the predecessor's files are untouched by what the new job writes
+    assert (root / "jobs" / first / "checkpoints" / "step-000000300.pt").read_text() == "300"

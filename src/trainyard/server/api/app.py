@@ -47,6 +47,7 @@ def create_app(
     console: ConsoleSettings | None = None,
     dirs_here: bool = False,
     others_enter: bool = False,
+    on_ray: bool = False,
 ) -> FastAPI:
     """The API over the database behind `engine_or_url` (already migrated: `init_db`).
     `notify` is called after each submit and cancel (the server wakes its scheduler loop);
@@ -54,7 +55,8 @@ def create_app(
     `services.admission` against the cluster in the database, with `work_roots` (empty: any
     directory), `private` (the server's state, never a working directory) and `dirs_here`
     (jobs run on this machine: a working directory must exist here at submit) and
-    `others_enter` (they run as uids of their own: it must let others enter it)."""
+    `others_enter` (they run as uids of their own: it must let others enter it); `on_ray`:
+    jobs run on Ray's nodes (no `resume_from`)."""
     engine = engine_or_url if isinstance(engine_or_url, Engine) else make_engine(engine_or_url)
     app = FastAPI(
         title="trainyard",
@@ -79,6 +81,7 @@ def create_app(
             max_queued=max_queued,
             dirs_here=dirs_here,
             others_enter=others_enter,
+            on_ray=on_ray,
         ),
         usage_metrics=_usage_registry(sessions),
     )

@@ -168,6 +168,8 @@ async def submit_job(
             prepared = await _prepare(args, options, planned=b"model" in body)
         if prepared.job.get("after"):  # the jobs waited for must be the tenant's own
             await run_in_threadpool(depends.check, ctx.sessions, who, prepared.job["after"])
+        if resume := prepared.job["spec"].get("resume_from"):  # the caller's own, ended
+            await run_in_threadpool(depends.check_resume, ctx.sessions, who, resume)
     except ApiError:
         PLATFORM.submissions.inc(outcome="rejected")
         raise

@@ -67,6 +67,7 @@ def launch_spec(
         array=(row.array_id, row.array_index or 0) if row.array_id is not None else None,
         visible_devices=spec.visible_devices,
         hosts=hosts,
+        resume_from=spec.resume_from,
     )
 
 

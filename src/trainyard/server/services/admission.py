@@ -91,8 +91,10 @@ class Admission:
         max_queued: int | None = DEFAULT_MAX_QUEUED,
         dirs_here: bool = False,
         others_enter: bool = False,
+        on_ray: bool = False,
     ) -> None:
         self.sessions = sessions
+        self.on_ray = on_ray  # jobs run on Ray's nodes (checkpoints stay on theirs)
         # jobs run as uids of their own (`--job-user dynamic`): a working_dir must let
         # others enter it, or the job fails at start (exit 127) where submit could say why
         self.others_enter = others_enter
@@ -152,6 +154,13 @@ class Admission:
         """Raise `ApiError` (422) if the site cannot accept `spec`."""
         if spec.working_dir is not None:
             self._check_working_dir(spec.working_dir, exists=self.dirs_here and not spec.after)
+        if spec.resume_from is not None and self.on_ray:
+            raise ApiError(
+                422, "this server runs jobs on Ray, whose checkpoints stay on the nodes that "
+                "wrote them: copy the earlier job's checkpoint to storage your job reads "
+                "instead (resume_from works with the local executor)",
+                field="resume_from",
+            )  # fmt: skip
         shape = self.shape()
         if shape is None or not shape.nodes:
             return

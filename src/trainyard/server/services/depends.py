@@ -72,6 +72,27 @@ def check(sessions: sessionmaker[Session], who: Principal, after: list[dict[str,
             )  # as Slurm refuses a dependency that can never be satisfied
 
 
+def check_resume(sessions: sessionmaker[Session], who: Principal, job_id: str) -> None:
+    """Refuse (422 on `resume_from`) a job to start from that is not the caller's own, or
+    has not ended (its checkpoints would change under the copy)."""
+    with sessions() as s:
+        job = s.get(Job, job_id)
+        mine = job is not None and job.tenant_id == who.tenant_id and job.user_id == who.user_id
+        state = S(job.state) if job is not None else None
+    if not mine:
+        raise ApiError(
+            422, f"no job {job_id!r} of yours exists; give the id of a job you submitted "
+            "(see `trainyard jobs --all`)",
+            field="resume_from",
+        )  # fmt: skip
+    if state not in ENDED:
+        raise ApiError(
+            422, f"job {job_id} is {state.value if state else '?'}: its checkpoints are still "
+            f"being written; cancel it first (trainyard cancel {job_id}), or wait for it",
+            field="resume_from",
+        )  # fmt: skip
+
+
 @dataclass
 class Gate:
     """One round's outcome: reasons of the jobs held, and the jobs to cancel (id -> why)."""
