@@ -109,6 +109,7 @@ def nodes_command(
     table.add_column("CPUS", justify="right")
     table.add_column("MEMORY", justify="right")
     table.add_column("DEVICES", overflow="fold")
+    table.add_column("FREE", justify="right")
     table.add_column("HEARTBEAT", justify="right")
     for n in nodes:
         name = escape(n["name"]) + (" (virtual)" if n.get("virtual") else "")
@@ -121,6 +122,7 @@ def nodes_command(
             f"{n['cpus']:g}",
             f"{n['memory_gb']:.0f} GB",
             escape(devices_text(n["devices"])),
+            str(sum(not d.get("busy") and d.get("health") == "healthy" for d in n["devices"])),
             f"{age(beat)} ago" if beat is not None else "-",
         )
     console().print(table)

@@ -6,7 +6,7 @@ import pytest
 from api_fixtures import NOW, ApiWorld, api
 from sqlalchemy import select
 
-from trainyard.server.db import ApiToken, Tenant, User, make_session_factory
+from trainyard.server.db import ApiToken, Job, JobState, Tenant, User, make_session_factory
 from trainyard.server.db.base import Role
 from trainyard.server.db.tokens import issue_token, revoke_token
 from trainyard.server.metrics import PLATFORM
@@ -85,6 +85,16 @@ def test_queues_and_nodes(api: ApiWorld) -> None:
     nodes = api.client.get("/v1/nodes", headers=api.auth("vic")).json()["nodes"]
     assert nodes[0]["name"] == "n0" and nodes[0]["virtual"] is True
     assert [d["index"] for d in nodes[0]["devices"]] == [0, 1, 2, 3]
+    assert not any(d["busy"] for d in nodes[0]["devices"])
+    # a job of another tenant holding two GPUs: busy for everybody (not whose; review 12, F6)
+    other = _submit(api, user="gus", spec={**SPEC, "queue": "sales"})
+    with make_session_factory(api.engine)() as s:
+        job = s.get(Job, other)
+        assert job is not None
+        job.state, job.placement = JobState.RUNNING, [{"node": "n0", "devices": [1, 3]}]
+        s.commit()
+    nodes = api.client.get("/v1/nodes", headers=api.auth("vic")).json()["nodes"]
+    assert [d["busy"] for d in nodes[0]["devices"]] == [False, True, False, True]
 
 
 @pytest.mark.parametrize(

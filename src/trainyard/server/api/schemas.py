@@ -159,6 +159,7 @@ class DeviceOut(BaseModel):
     memory_gb: float
     virtual: bool
     health: Health
+    busy: bool = Field(default=False, description="a job (of any tenant) holds it now")
 
 
 class NodeOut(BaseModel):

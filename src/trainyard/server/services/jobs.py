@@ -381,8 +381,11 @@ def list_queues(session: Session, who: Principal) -> schemas.QueueList:
 
 
 def list_nodes(session: Session, who: Principal) -> schemas.NodeList:
-    del who  # every authenticated caller may see the cluster's nodes
+    del who  # every authenticated caller may see the cluster's nodes, and which GPUs are busy
     nodes = session.scalars(select(Node).options(selectinload(Node.devices)).order_by(Node.name))
+    holding = select(Job.placement).where(Job.state.in_(sorted(lifecycle.HOLDS_DEVICES)))
+    busy = {(str(p["node"]), int(d)) for (placed,) in session.execute(holding)
+            for p in placed or () for d in p["devices"]}  # fmt: skip
     return schemas.NodeList(
         nodes=[
             schemas.NodeOut(
@@ -404,6 +407,7 @@ def list_nodes(session: Session, who: Principal) -> schemas.NodeList:
                         memory_gb=d.memory_gb,
                         virtual=d.virtual,
                         health=d.health,
+                        busy=(n.name, d.index) in busy,
                     )
                     for d in n.devices
                 ],
