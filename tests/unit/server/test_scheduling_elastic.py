@@ -385,3 +385,19 @@ def test_a_running_elastic_job_not_grown_says_why_until_it_grows(
         job = s.get(Job, job_id)
         assert job is not None and job.state is S.RESIZING
         assert describe_job(s, who, job_id).not_grown is None
+    # Its run's last report as it stops for the resize is taken, at the size it ran at, not
+    # refused for the union of devices a RESIZING job holds (outside review 12, F7).
+    from trainyard.server.api.errors import ApiError
+    from trainyard.server.api.schemas import ReportIn
+    from trainyard.server.services import reports
+
+    last = {"attempt": 0, "nodes": 1, "world_size": 1, "batch": 64, "step_time": 0.2,
+            "steps": 7, "step": 57, "samples": 3648}  # fmt: skip
+    with factory() as s:
+        runner = Principal(user_id=who.user_id, user_name="ada", tenant_id=who.tenant_id,
+                           tenant_name="acme", role=Role.MEMBER, job_id=job_id)  # fmt: skip
+        reports.record(s, runner, job_id, ReportIn(gpus=1, **last), now=NOW + 4001)
+        with pytest.raises(ApiError) as wrong:
+            reports.record(s, runner, job_id, ReportIn(gpus=4, **last), now=NOW + 4001)
+        assert wrong.value.field == "gpus"
+        s.commit()

@@ -14,7 +14,10 @@ train. `record` keeps:
   attempt, and one whenever the world size changes, for the console's charts (`history`).
 `observations` gives them back as the core's `Elastic` for the scheduling round, so the
 goodput model fits the job's measured throughput rather than its prior.
-Only a RUNNING job reports (409 otherwise), and only for the run it is in: the report's
+Only a RUNNING job reports (409 otherwise), or one whose run is being stopped for a resize
+or a preemption (RESIZING, PREEMPTED: the SDK's last report as it exits, which an outside
+review saw refused, so the step counts per size fell short), and only for the run it is
+in: the report's
 `attempt` must be the running attempt and, for a job that holds GPUs, its `gpus` the GPUs
 the job holds and its `nodes` no more than the nodes they are on (409 naming the field
 otherwise). So neither a stale report nor a made-up one (a job's own code may send any body
@@ -48,6 +51,10 @@ SAMPLE_EVERY_S = 30.0  # the least time between two kept reports of a job (`hist
 MAX_HISTORY = 2000  # the most samples `history` gives back (evenly thinned)
 
 
+# a run reports while it runs, and its last report as it is stopped for a resize or an eviction
+_REPORTING = (JobState.RUNNING, JobState.RESIZING, JobState.PREEMPTED)
+
+
 def record(
     session: Session, who: Principal, job_id: str, report: schemas.ReportIn, *, now: float
 ) -> None:
@@ -55,7 +62,7 @@ def record(
     job = own_job(session, who, job_id)
     if who.job_id is None:
         who.require_write("report for jobs")
-    if job.state != JobState.RUNNING:
+    if job.state not in _REPORTING:
         raise ApiError(
             409, f"job {job.id} is {job.state.value}: only a running job reports", field="state"
         )
@@ -104,6 +111,8 @@ def _check_run(job: Job, report: schemas.ReportIn) -> None:
         )  # fmt: skip
     placement = job.placement or []
     held = sum(len(part.get("devices", [])) for part in placement)
+    if job.state == JobState.RESIZING:  # it holds its old and new devices; it ran on the old
+        held = job.gpus
     if held and report.gpus != held:
         raise ApiError(
             409, f"job {job.id} holds {held} GPU(s), not {report.gpus}: a report gives the "
