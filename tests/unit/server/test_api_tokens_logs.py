@@ -387,3 +387,20 @@ def test_logs_removed_by_retention_are_a_410_that_says_so(
         assert "removed by retention (trainyard admin gc)" in answer.json()["error"]["message"]
     other = _submit(api)  # a job that has not run yet: no logs, and none removed
     assert client.get(f"/v1/jobs/{other}/logs", headers=ada).status_code == 200
+
+
+def test_a_finished_attempts_log_comes_whole_in_large_pieces(
+    api: ApiWorld, logs_client: tuple[TestClient, Path]
+) -> None:
+    # Sent a line a time, a 61 MB log of short lines took 36 s (outside review 12, F5): each
+    # piece of a streamed answer is handed to a worker thread. Now pieces of about 64 KiB,
+    # of whole lines, and every line still there, in order.
+    client, runs = logs_client
+    job_id = _submit(api)
+    _start(api, job_id, running=False)
+    text = "".join(f"step {i} loss 0.{i % 97:02d}\n" for i in range(60_000))
+    _write_log(runs, job_id, 0, 0, text)
+    with client.stream("GET", f"/v1/jobs/{job_id}/logs", headers=api.auth("ada")) as answer:
+        pieces = list(answer.iter_text())
+    assert "".join(pieces) == text
+    assert len(pieces) < 40  # about 1.2 MB in 64 KiB pieces, not 60,000 lines

@@ -11,7 +11,7 @@ the files, this one serves them, `cli/logs.py` prints them.)
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from sqlalchemy.orm import Session, sessionmaker
@@ -68,6 +68,25 @@ class JobLogs:
         )
 
 
+CHUNK_BYTES = 64 * 1024  # what one piece of a finished attempt's log holds, about
+
+
+def _chunks(lines: Iterable[str]) -> Iterator[str]:
+    """`lines` newline-terminated and joined into pieces of about `CHUNK_BYTES`: a streamed
+    response hands each piece to a worker thread, so a log of short lines sent a line at a
+    time moved at 1.7 MB/s (a 61 MB log in 36 s; outside review 12)."""
+    piece: list[str] = []
+    size = 0
+    for line in lines:
+        piece.append(line + "\n")
+        size += len(line) + 1
+        if size >= CHUNK_BYTES:
+            yield "".join(piece)
+            piece, size = [], 0
+    if piece:
+        yield "".join(piece)
+
+
 def open_logs(
     session: Session,
     who: Principal,
@@ -81,10 +100,11 @@ def open_logs(
     stop: Callable[[], bool] | None = None,
     tail_bytes: int | None = None,
 ) -> Iterator[str]:
-    """The job's log lines, newline-terminated (a 404 for another tenant's job, a 422 for a
-    rank the job does not have). `stop`: following ends early once it says so (the reader
-    went away); `tail_bytes`: only the last lines within that many bytes of each file, then
-    what follows (the console's live view)."""
+    """The job's log as newline-terminated lines: a finished attempt's joined into pieces of
+    many whole lines (`_chunks`), a followed one's a line at a time (a 404 for another
+    tenant's job, a 422 for a rank the job does not have). `stop`: following ends early once
+    it says so (the reader went away); `tail_bytes`: only the last lines within that many
+    bytes of each file, then what follows (the console's live view)."""
     job = own_job(session, who, job_id)
     if source is None:
         raise ApiError(404, "this server runs no executor, so it keeps no job logs", field=None)
@@ -114,8 +134,8 @@ def open_logs(
             410, f"the logs of job {job.id} were removed by retention (trainyard admin gc) "
             f"on {when}; its events and accounting are kept (trainyard describe)", field=None,
         )  # fmt: skip
-    if not live and tail_bytes is None:
-        lines = source.read(job.id, rank, followed)
+    if not live and tail_bytes is None:  # a finished attempt: all of it, in large chunks
+        return _chunks(source.read(job.id, rank, followed))
     else:
         job_key = job.id
 
