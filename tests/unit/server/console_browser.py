@@ -1,4 +1,6 @@
-"""A real browser for the console's tests: Debian's chromium, driven by Playwright.
+"""A real browser for the console's tests: Debian's chromium, driven by Playwright; and the
+helpers those tests share (`other_site`: a page of another origin; `follow_stream`: a live
+stream read as a browser's EventSource would).
 
 Launched with `executable_path` (never `playwright install`, which downloads a browser of
 its own) and the flags ../shared/design/ENVIRONMENT-NOTES.md gives for this machine. Without
@@ -8,12 +10,19 @@ or CI=true: then they fail, saying how to install them (as `ray_cluster.py` does
 
 from __future__ import annotations
 
+import contextlib
+import http.server
 import os
 import shutil
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
+
+from trainyard.exec.procfs import free_port
 
 CHROMIUM = Path(os.environ.get("TRAINYARD_CHROMIUM", "/usr/bin/chromium"))
 FLAGS = [
@@ -75,3 +84,41 @@ def close(playwright: Any, browser: Any) -> None:
         browser.close()
     finally:
         playwright.stop()
+
+
+def follow_stream(url: str, cookie: str, seen: list[str], started: threading.Event) -> None:
+    """Read a live stream with `cookie` until it ends (the server closes it) or a `gone`."""
+    headers = {"Accept": "text/event-stream", "Cookie": f"trainyard_session={cookie}"}
+    with httpx.stream("GET", url, headers=headers, timeout=httpx.Timeout(60, read=60)) as r:
+        for line in r.iter_lines():
+            seen.append(line)
+            if line.startswith(("event: update", "event: lines")):
+                started.set()
+            if line.startswith("data:") and "event: gone" in seen:
+                return  # the gone event's data read
+
+
+@contextlib.contextmanager
+def other_site(html: str) -> Iterator[str]:
+    """A page served from another origin (another port of this machine)."""
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = html.encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()

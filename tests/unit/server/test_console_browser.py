@@ -12,7 +12,6 @@ browser waits for what the page shows (Playwright's `expect`), the API for the j
 from __future__ import annotations
 
 import contextlib
-import http.server
 import json
 import re
 import threading
@@ -26,10 +25,9 @@ from typing import Any
 import httpx
 import psycopg
 import pytest
-from console_browser import close, launch
+from console_browser import close, follow_stream, launch, other_site
 from live_server import Cluster, LiveServer, wait_until
 
-from trainyard.exec.procfs import free_port
 from trainyard.server.db import make_engine, make_session_factory
 from trainyard.server.services import admin
 
@@ -361,18 +359,6 @@ def test_logout_ends_the_session(site: Site, browser: Any) -> None:
     page.context.close()
 
 
-def _follow(url: str, cookie: str, seen: list[str], started: threading.Event) -> None:
-    """Read a live stream with `cookie` until it ends (the server closes it) or a `gone`."""
-    headers = {"Accept": "text/event-stream", "Cookie": f"trainyard_session={cookie}"}
-    with httpx.stream("GET", url, headers=headers, timeout=httpx.Timeout(60, read=60)) as r:
-        for line in r.iter_lines():
-            seen.append(line)
-            if line.startswith(("event: update", "event: lines")):
-                started.set()
-            if line.startswith("data:") and "event: gone" in seen:
-                return  # the gone event's data read
-
-
 def test_a_logged_out_session_ends_its_open_streams(jobs_cancelled: Site, browser: Any) -> None:
     # A page's live stream and a job's log stream opened with a session go on only while the
     # session may read: Log out (elsewhere) ends both within seconds (outside review 11, F1:
@@ -390,7 +376,9 @@ def test_a_logged_out_session_ends_its_open_streams(jobs_cancelled: Site, browse
     started = {name: threading.Event() for name in streams}
     threads = {
         name: threading.Thread(
-            target=_follow, args=(url, cookie["value"], seen[name], started[name]), daemon=True
+            target=follow_stream,
+            args=(url, cookie["value"], seen[name], started[name]),
+            daemon=True,
         )
         for name, url in streams.items()
     }
@@ -413,32 +401,6 @@ def test_a_logged_out_session_ends_its_open_streams(jobs_cancelled: Site, browse
     page.context.close()
 
 
-@contextlib.contextmanager
-def _other_site(html: str) -> Iterator[str]:
-    """A page served from another origin (another port of this machine)."""
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            body = html.encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "text/html")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/"
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
 def test_a_forged_write_is_refused(jobs_cancelled: Site, browser: Any) -> None:
     site = jobs_cancelled
     job_id = site.submit("ada", ticker("target"))
@@ -447,7 +409,7 @@ def test_a_forged_write_is_refused(jobs_cancelled: Site, browser: Any) -> None:
     # another site's form posting to the console with the browser's cookie
     form = (f'<form id="f" method="post" action="{site.url}/v1/jobs/{job_id}/cancel"></form>'
             '<script>document.getElementById("f").submit()</script>')  # fmt: skip
-    with _other_site(form) as evil, page.expect_response(re.compile("/cancel$")) as caught:
+    with other_site(form) as evil, page.expect_response(re.compile("/cancel$")) as caught:
         page.goto(evil)
     assert caught.value.status == 403
     assert "cross-origin" in json.loads(caught.value.text())["error"]["message"]
@@ -468,7 +430,7 @@ def test_another_sites_link_and_logout_change_nothing(site: Site, browser: Any) 
     expect = _expect()
     page = site.login(browser, "ada")
     link = f'<a id="go" href="{site.url}/?token={site.tokens["gus"]}">open</a>'
-    with _other_site(link) as evil:
+    with other_site(link) as evil:
         page.goto(evil)
         page.locator("#go").click()
         expect(page.locator(".notice")).to_contain_text("opened by another site")
@@ -476,7 +438,7 @@ def test_another_sites_link_and_logout_change_nothing(site: Site, browser: Any) 
     assert site.tokens["gus"] not in page.url
     form = (f'<form id="f" method="post" action="{site.url}/logout"></form>'
             '<script>document.getElementById("f").submit()</script>')  # fmt: skip
-    with _other_site(form) as evil, page.expect_response(re.compile("/logout$")) as caught:
+    with other_site(form) as evil, page.expect_response(re.compile("/logout$")) as caught:
         page.goto(evil)
     assert caught.value.status == 403
     page.goto(f"{site.url}/tokens")

@@ -63,6 +63,7 @@ async def caller_first(request: Request) -> None:
     """A 401 before a request's body is looked at: an operation that validates a JSON body
     as a model lists this dependency, so that an unauthenticated caller is told to
     authenticate, not how the body should look (outside review 11, F5). The principal is
-    cached, so the operation's own `ApiContext.unit` finds it again at no cost."""
+    kept on the request, so the operation's own `ApiContext.unit` does not look it up again
+    (a job's token is never cached: it would be read from the database twice)."""
     ctx = request.app.state.trainyard  # the `ApiContext` (routes.context)
-    await ctx.caller(request, ctx.clock())
+    request.state.caller = await ctx.caller(request, ctx.clock())

@@ -18,8 +18,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import JSON, ForeignKey, Index, Integer, String, Text, false
-from sqlalchemy.orm import Mapped, mapped_column, relationship
+from sqlalchemy import (
+    JSON,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Table,
+    Text,
+    bindparam,
+    false,
+    update,
+)
+from sqlalchemy.orm import Mapped, Session, mapped_column, relationship
 
 from trainyard.server.db.base import Base, JobState, Timestamp, new_id, str_enum
 
@@ -140,3 +151,21 @@ class JobEvent(Base):
     details: Mapped[dict[str, Any]] = mapped_column(default=dict)
 
     job: Mapped[Job] = relationship(back_populates="events")
+
+
+def set_while(session: Session, state: JobState, changes: list[dict[str, Any]]) -> None:
+    """Set columns of many jobs in one UPDATE, each row only while the job is still in
+    `state`, and without touching its version: what the scheduling loop keeps on jobs
+    (pending reasons, growth notes) is no change a user's request should retry for. Each
+    change is `{"id": job id, column: value, ...}`, the same columns in every one."""
+    if not changes:
+        return
+    table = Job.__table__
+    assert isinstance(table, Table)
+    columns = [c for c in changes[0] if c != "id"]
+    statement = (
+        update(table)
+        .where(table.c.id == bindparam("b_id"), table.c.state == state)
+        .values({c: bindparam(f"b_{c}", type_=table.c[c].type) for c in columns})
+    )
+    session.execute(statement, [{f"b_{k}": v for k, v in row.items()} for row in changes])

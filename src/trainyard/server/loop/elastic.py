@@ -15,9 +15,8 @@ reason, and the jobs whose devices it takes that must stop first). Here:
   old ones until it has stopped, and nobody may take the new ones meanwhile.
 - `remember_notes` / `write_notes`: why the core did not grow a running elastic job into
   idle GPUs (`core.NotGrown`), stored on the job when it changes (`Job.resize_note`,
-  `resize_note_until`; `trainyard describe` shows it), with one UPDATE for those that
-  changed and without touching the row's version (a note is no change a user's request
-  should retry for).
+  `resize_note_until`; `trainyard describe` shows it), in one UPDATE for those that
+  changed and without touching the row's version (`db.jobs.set_while`).
 - The platform then stops the run (notice `resize`, SIGTERM: the SDK checkpoints and exits
   85), and once no process of it is left, `relaunch` moves it RESIZING -> STARTING on the
   new placement (`resized 1 -> 4`) and it is launched at the new world size, resuming from
@@ -28,7 +27,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Table, bindparam, update
 from sqlalchemy.orm import Session
 
 from trainyard import core
@@ -36,6 +34,7 @@ from trainyard.core import Decision
 from trainyard.jobspec import spec_from_dict
 from trainyard.server.db import Job as JobRow
 from trainyard.server.db import JobState
+from trainyard.server.db.jobs import set_while
 from trainyard.server.lifecycle import transition
 from trainyard.server.metrics import PLATFORM
 
@@ -117,20 +116,8 @@ def write_notes(session: Session, decision: Decision) -> None:
         note = decision.not_grown.get(job_id)
         now = (note.reason, note.until) if note is not None else (None, None)
         if now != before:
-            changed.append({"b_id": job_id, "b_note": now[0], "b_until": now[1]})
-    if not changed:
-        return
-    table = JobRow.__table__
-    assert isinstance(table, Table)
-    statement = (
-        update(table)
-        .where(table.c.id == bindparam("b_id"), table.c.state == S.RUNNING)
-        .values(
-            resize_note=bindparam("b_note", type_=table.c.resize_note.type),
-            resize_note_until=bindparam("b_until", type_=table.c.resize_note_until.type),
-        )
-    )
-    session.execute(statement, changed)
+            changed.append({"id": job_id, "resize_note": now[0], "resize_note_until": now[1]})
+    set_while(session, S.RUNNING, changed)
 
 
 def relaunch(session: Session, row: JobRow, now: float) -> bool:

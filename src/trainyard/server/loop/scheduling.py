@@ -56,7 +56,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from sqlalchemy import Table, bindparam, func, select, update
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.exc import StaleDataError
 
@@ -66,6 +66,7 @@ from trainyard.core.audit import booking_conflicts
 from trainyard.runtime import gc_paused
 from trainyard.server.db import Job as JobRow
 from trainyard.server.db import JobEvent, JobState
+from trainyard.server.db.jobs import set_while
 from trainyard.server.lifecycle import HOLDS_DEVICES, IllegalTransition, transition
 from trainyard.server.loop import cluster_rows, elastic, parking
 from trainyard.server.loop.budgets import Budgets
@@ -349,19 +350,8 @@ def _write_reasons(session: Session, decision: Decision, skip: set[str]) -> int:
         before = seen.get(job_id)
         if before is not None and (before[1], before[2]) == (text, start):
             continue
-        changed.append({"b_id": job_id, "b_reason": text, "b_start": start})
-    if changed:
-        table = JobRow.__table__
-        assert isinstance(table, Table)
-        statement = (
-            update(table)
-            .where(table.c.id == bindparam("b_id"), table.c.state == S.PENDING)
-            .values(
-                pending_reason=bindparam("b_reason", type_=table.c.pending_reason.type),
-                estimated_start=bindparam("b_start", type_=table.c.estimated_start.type),
-            )
-        )
-        session.execute(statement, changed)
+        changed.append({"id": job_id, "pending_reason": text, "estimated_start": start})
+    set_while(session, S.PENDING, changed)
     return count
 
 
