@@ -3,7 +3,9 @@
 Without `--follow` it prints what the latest attempt (or `--attempt N`) wrote so far. With
 `--follow` it waits for a job that has not started yet (one line on stderr says why it waits),
 streams the running attempt as it writes, and, when the job is restarted after a failure,
-goes on with the next attempt; it ends when the job has finished. Ctrl-C ends it quietly.
+goes on with the next attempt; it ends when the job has finished. `--tail N` prints only the
+last N lines of each rank's output (with `--follow`, then what follows, as `tail -n N -f`).
+Ctrl-C ends it quietly.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from trainyard.cli.remote import TokenOption, UrlOption, connect
 from trainyard.client.http import ApiClient
 
 POLL_S = 0.5
+MAX_TAIL = 1_000_000  # as the API's `tail` allows
 
 
 def register(app: typer.Typer) -> None:
@@ -29,13 +32,20 @@ def register(app: typer.Typer) -> None:
 
 
 def _stream(
-    client: ApiClient, job: str, *, rank: int | None, attempt: int | None, follow: bool
+    client: ApiClient,
+    job: str,
+    *,
+    rank: int | None,
+    attempt: int | None,
+    follow: bool,
+    tail: int | None = None,
 ) -> bool:
     """Copy the job's log to stdout as it arrives; whether anything was written."""
     wrote = False
     with client.stream_text(
-        job_path(job, "/logs"), rank=rank, attempt=attempt, follow="true" if follow else None
-    ) as chunks:
+        job_path(job, "/logs"), rank=rank, attempt=attempt, follow="true" if follow else None,
+        tail=tail,
+    ) as chunks:  # fmt: skip
         for chunk in chunks:
             if chunk:
                 typer.echo(chunk, nl=False)  # flushes
@@ -55,8 +65,9 @@ def _waiting_line(job: str, detail: dict[str, Any]) -> str:
     return f"waiting for job {job} to run again ({state.lower()})"
 
 
-def follow_job(client: ApiClient, job: str, rank: int | None) -> None:
-    """Stream every attempt from the latest one on, until the job has finished."""
+def follow_job(client: ApiClient, job: str, rank: int | None, tail: int | None = None) -> None:
+    """Stream every attempt from the latest one on, until the job has finished; `tail`: of
+    the first attempt streamed, only its last lines (of each rank's) and what follows."""
     following: int | None = None  # the first attempt (0-based) not streamed yet
     first = True
     last_wait = ""
@@ -71,13 +82,13 @@ def follow_job(client: ApiClient, job: str, rank: int | None) -> None:
         while following <= done_up_to:
             if not first:
                 typer.echo(f"--- job {job}: attempt {following} ---", err=True)
-            _stream(client, job, rank=rank, attempt=following, follow=False)
-            following, first, last_wait = following + 1, False, ""
+            _stream(client, job, rank=rank, attempt=following, follow=False, tail=tail)
+            following, first, last_wait, tail = following + 1, False, "", None
         if state == "RUNNING" and following == current:
             if not first:
                 typer.echo(f"--- job {job}: attempt {following} ---", err=True)
-            _stream(client, job, rank=rank, attempt=following, follow=True)
-            following, first, last_wait = following + 1, False, ""
+            _stream(client, job, rank=rank, attempt=following, follow=True, tail=tail)
+            following, first, last_wait, tail = following + 1, False, "", None
             continue
         if state in TERMINAL:
             if current < 0:
@@ -117,6 +128,17 @@ def logs_command(
             "instead of the latest.",
         ),
     ] = None,
+    tail: Annotated[
+        int | None,
+        typer.Option(
+            "--tail",
+            "-n",
+            min=0,
+            max=MAX_TAIL,
+            metavar="N",
+            help="Only the last N lines of each rank's output (with -f: then what follows).",
+        ),
+    ] = None,
     url: UrlOption = None,
     token: TokenOption = None,
 ) -> None:
@@ -124,9 +146,9 @@ def logs_command(
     try:
         with connect(url, token) as client:
             if follow and attempt is None:
-                follow_job(client, job, rank)
+                follow_job(client, job, rank, tail)
                 return
-            wrote = _stream(client, job, rank=rank, attempt=attempt, follow=follow)
+            wrote = _stream(client, job, rank=rank, attempt=attempt, follow=follow, tail=tail)
             if not wrote:
                 detail = client.get(job_path(job))
                 if detail["state"] in ("PENDING", "STARTING") and int(detail["attempt"]) <= 1:

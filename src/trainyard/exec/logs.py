@@ -1,4 +1,5 @@
-"""Reading a job's per-rank log files, once (`read_lines`) or following them (`follow_lines`).
+"""Reading a job's per-rank log files, once (`read_lines`, the last lines only: `tail_lines`)
+or following them (`follow_lines`).
 
 Logs live in `<root>/jobs/<id>/logs/attempt-<n>/rank-<r>.log`, with the older part of a rank's
 output in `rank-<r>.log.1` once the log was rotated (`rankwrap.py` keeps the newest
@@ -13,6 +14,7 @@ line longer than `MAX_LINE` bytes is served as several lines of at most that man
 from __future__ import annotations
 
 import codecs
+import collections
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -32,13 +34,61 @@ def read_lines(paths: dict[int, Path], prefix: bool) -> Iterator[str]:
             yield from _read_file(rank, part, prefix)
 
 
-def _read_file(rank: int, path: Path, prefix: bool) -> Iterator[str]:
+def tail_lines(paths: dict[int, Path], prefix: bool, count: int) -> Iterator[str]:
+    """The last `count` lines of each rank's output (its rotated part too where the newest
+    file holds fewer), rank by rank as `read_lines` gives them. Only the end of each file is
+    read: at most `count` x `MAX_LINE` bytes of it."""
+    for rank, path in sorted(paths.items()):
+        start, found = last_lines_start(path, count)
+        last: collections.deque[str] = collections.deque(maxlen=count)
+        if found < count:
+            older, _ = last_lines_start(rotated(path), count - found)
+            last.extend(_read_file(rank, rotated(path), prefix, older))
+        last.extend(_read_file(rank, path, prefix, start))
+        yield from last
+
+
+def last_lines_start(path: Path, count: int) -> tuple[int, int]:
+    """Where the last `count` lines of `path` start, and how many lines that is (fewer when
+    the file has fewer; a last line without a newline counts). Reads back from the end in
+    blocks, never more than `count` x `MAX_LINE` bytes: a line longer than that is served
+    in pieces of `MAX_LINE`, so its last `count` x `MAX_LINE` bytes make `count` lines."""
+    try:
+        f = path.open("rb")
+    except FileNotFoundError:
+        return 0, 0
+    with f:
+        size = f.seek(0, 2)
+        if count <= 0:
+            return size, 0
+        bound = max(0, size - count * MAX_LINE)
+        end, lines = size, 0
+        while end > bound and lines <= count:
+            begin = max(bound, end - READ_CHUNK)
+            f.seek(begin)
+            block = f.read(end - begin)
+            if end == size and block.endswith(b"\n"):
+                block = block[:-1]  # the last line's own newline ends no line after it
+            newlines = block.count(b"\n")
+            if lines + newlines >= count:
+                cut = len(block)
+                for _ in range(count - lines):
+                    cut = block.rindex(b"\n", 0, cut)
+                return begin + cut + 1, count
+            lines += newlines
+            end = begin
+        # the whole file, or as far back as `count` pieces of a long line can reach
+        return bound, (lines + (size > 0) if bound == 0 else count)
+
+
+def _read_file(rank: int, path: Path, prefix: bool, start: int = 0) -> Iterator[str]:
     try:
         f = path.open("rb")
     except FileNotFoundError:
         return
     decode = codecs.getincrementaldecoder("utf-8")(errors="replace").decode
     with f:
+        f.seek(start)
         while True:
             line = f.readline(MAX_LINE)
             if not line:
@@ -94,18 +144,24 @@ def follow_lines(
     ended: Callable[[], bool],
     interval_s: float = 0.1,
     tail_bytes: int | None = None,
+    tail_count: int | None = None,
 ) -> Iterator[str]:
     """Yield lines of every file as they appear until `ended()` is true and all is read.
     `paths` may be a function, asked again before every read: files that appear later (a
     run not launched yet, ranks started one by one) are followed too. `tail_bytes`: of a
-    file already there, start with its last complete lines within that many bytes."""
+    file already there, start with its last complete lines within that many bytes;
+    `tail_count`: with its last that many lines (`tail -n N -f`)."""
     offsets: dict[int, int] = {}
     partial: dict[int, bytes] = {}
     while True:
         done = ended()  # decided before reading, so nothing written before the end is lost
         for rank, path in sorted((paths() if callable(paths) else paths).items()):
             if rank not in offsets:
-                offsets[rank] = _tail_start(path, tail_bytes)
+                offsets[rank] = (
+                    _tail_start(path, tail_bytes)
+                    if tail_count is None
+                    else last_lines_start(path, tail_count)[0]
+                )
             partial.setdefault(rank, b"")
             try:
                 size = path.stat().st_size

@@ -404,3 +404,34 @@ def test_a_finished_attempts_log_comes_whole_in_large_pieces(
         pieces = list(answer.iter_text())
     assert "".join(pieces) == text
     assert len(pieces) < 40  # about 1.2 MB in 64 KiB pieces, not 60,000 lines
+
+
+def test_tail_gives_each_ranks_last_lines_then_follows(
+    api: ApiWorld, logs_client: tuple[TestClient, Path]
+) -> None:
+    # outside review 12: seeing the end of a chatty job's output meant downloading all of it
+    client, runs = logs_client
+    job_id = _submit(api, workers=2)
+    _start(api, job_id)
+    ada = api.auth("ada")
+    _write_log(runs, job_id, 0, 0, "".join(f"step {i}\n" for i in range(5000)))
+    _write_log(runs, job_id, 0, 1, "r1 only\n")
+    tail = client.get(f"/v1/jobs/{job_id}/logs?tail=2", headers=ada)
+    assert tail.text == "[rank 0] step 4998\n[rank 0] step 4999\n[rank 1] r1 only\n"
+    assert client.get(f"/v1/jobs/{job_id}/logs?tail=1&rank=0", headers=ada).text == "step 4999\n"
+    assert client.get(f"/v1/jobs/{job_id}/logs?tail=0", headers=ada).text == ""
+    assert _error(client.get(f"/v1/jobs/{job_id}/logs?tail=-1", headers=ada)) == (422, "tail")
+
+    def the_run_ends() -> None:
+        _write_log(runs, job_id, 0, 0, "last words\n")
+        _finish(api, job_id)
+
+    worker = threading.Timer(0.5, the_run_ends)
+    worker.start()
+    try:
+        followed = client.get(f"/v1/jobs/{job_id}/logs?follow=true&tail=1&rank=0", headers=ada)
+    finally:
+        worker.join(60)
+    assert followed.text == "step 4999\nlast words\n"
+    done = client.get(f"/v1/jobs/{job_id}/logs?tail=2&rank=0", headers=ada)  # finished
+    assert done.text == "step 4999\nlast words\n"

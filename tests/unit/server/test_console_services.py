@@ -239,6 +239,8 @@ def test_pages_follow_the_apis_roles_and_tenants(api: ApiWorld) -> None:
         ("user=a%00b", "user"),
         ("sort=size", "sort"),
         ("queue=" + "q" * 200, "queue"),
+        ("user=nobody", "user"),  # no such user: refused by the service, not the query's form
+        ("queue=sales", "queue"),  # another tenant's queue: as one that does not exist
     ],
 )
 def test_refused_filters_name_their_field_on_the_page(

@@ -318,14 +318,15 @@ def job_logs_route(
     rank: Annotated[int | None, Query(ge=0, le=logs.MAX_RANK)] = None,
     attempt: Annotated[int | None, Query(ge=0, le=logs.MAX_ATTEMPT)] = None,
     follow: bool = False,
+    tail: Annotated[int | None, Query(ge=0, le=logs.MAX_TAIL)] = None,
 ) -> StreamingResponse:
     """A job's output (stdout and stderr) by rank, of its latest attempt unless `attempt` is
-    given; several ranks' lines are prefixed `[rank r] `. `follow` streams new lines until
-    the attempt ends."""
+    given; several ranks' lines are prefixed `[rank r] `. `tail`: only the last that many
+    lines of each rank's. `follow` streams new lines until the attempt ends."""
     with ctx.unit(request) as (session, who, _now):
         lines = logs.open_logs(
             session, who, ctx.logs, ctx.sessions, job_id, rank=rank, attempt=attempt,
-            follow=follow,
+            follow=follow, tail=tail,
         )  # fmt: skip
     return StreamingResponse(lines, media_type="text/plain; charset=utf-8")
 

@@ -244,7 +244,8 @@ ON_INVALID: dict[str, InvalidHandler] = {}
 
 class ConsoleRoute(APIRoute):
     """A console route: refused query parameters render the page with the API's error
-    (through `ON_INVALID`), an `ApiError` of a service becomes a message page."""
+    (through `ON_INVALID`, as does a 422 of a service: a filter naming an unknown user), an
+    `ApiError` of a service becomes a message page."""
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
@@ -263,6 +264,9 @@ class ConsoleRoute(APIRoute):
                 return message_page(request, None, error.status, "Bad request",
                                     f"{error.field}: {error.message}")  # fmt: skip
             except ApiError as error:
+                fallback = ON_INVALID.get(path) if error.status == 422 else None
+                if fallback is not None:  # a filter refused by the service (an unknown user)
+                    return await fallback(request, error)
                 who = None
                 with contextlib.suppress(Respond):
                     who = await page_user(request)

@@ -173,10 +173,28 @@ def list_jobs(
     jobs = list(session.scalars(query.offset(offset).limit(limit + 1)))
     if not jobs and where.array is not None and not _array_exists(session, who, where.array):
         raise not_found(f"array {where.array!r}")  # a mistyped id, not an empty array
+    if not jobs:
+        _check_named(session, who, where)
     return schemas.JobList(
         jobs=[schemas.JobSummary(**_summary_fields(j)) for j in jobs[:limit]],
         more=len(jobs) > limit,
     )
+
+
+def _check_named(session: Session, who: Principal, where: Filters) -> None:
+    """A filter naming a user or a queue the tenant has none of is a mistake, not an empty
+    answer (as squeue refuses an unknown user): a 422 naming the field."""
+    if where.user is not None:
+        user = select(User.id).where(User.name == where.user, User.tenant_id == who.tenant_id)
+        if session.scalar(user) is None:
+            raise ApiError(422, f"{where.user!r} is not a user of this tenant", field="user")
+    if where.queue is not None:
+        visible = or_(Queue.tenant_id.is_(None), Queue.tenant_id == who.tenant_id)
+        if session.scalar(select(Queue.id).where(Queue.name == where.queue, visible)) is None:
+            raise ApiError(
+                422, f"there is no queue {where.queue!r} (trainyard queues lists them)",
+                field="queue",
+            )  # fmt: skip
 
 
 def _array_exists(session: Session, who: Principal, array_id: str) -> bool:

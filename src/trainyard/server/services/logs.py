@@ -27,6 +27,7 @@ from trainyard.server.services.jobs import own_job
 
 MAX_RANK = 65_535
 MAX_ATTEMPT = 1_000_000
+MAX_TAIL = 1_000_000  # lines a `tail` may ask for, of each rank's
 _LIVE = (JobState.STARTING, JobState.RUNNING)
 
 
@@ -43,9 +44,15 @@ class JobLogs:
         """When retention (`admin gc`) removed the job's logs, or None."""
         return collected_at(self.runs_dir, job_id)
 
-    def read(self, job_id: str, rank: int | None, attempt: int | None) -> Iterator[str]:
+    def read(
+        self, job_id: str, rank: int | None, attempt: int | None, tail: int | None = None
+    ) -> Iterator[str]:
+        """The attempt's lines; `tail`: the last that many of each rank's."""
         paths = self.paths(job_id, rank, attempt)
-        return logs.read_lines(paths, prefix=rank is None and len(paths) > 1)
+        prefix = rank is None and len(paths) > 1
+        if tail is None:
+            return logs.read_lines(paths, prefix)
+        return logs.tail_lines(paths, prefix, tail)
 
     def follow(
         self,
@@ -56,16 +63,19 @@ class JobLogs:
         interval_s: float = 0.2,
         ranks: int | None = None,
         tail_bytes: int | None = None,
+        tail: int | None = None,
     ) -> Iterator[str]:
         """Lines as they are written until `ended()`; files are looked for again at every
         read, as a run may not be launched yet. `ranks`: how many the job has (several:
-        lines are prefixed even before every rank's file exists); `tail_bytes`: start with
-        the last lines of what is already written."""
+        lines are prefixed even before every rank's file exists); `tail_bytes` / `tail`:
+        start with the last lines of what is already written, within that many bytes / that
+        many lines of each rank's."""
         paths = self.paths(job_id, rank, attempt)
         prefix = rank is None and max(ranks or 0, len(paths)) > 1
         return logs.follow_lines(
-            lambda: self.paths(job_id, rank, attempt), prefix, ended, interval_s, tail_bytes
-        )
+            lambda: self.paths(job_id, rank, attempt), prefix, ended, interval_s, tail_bytes,
+            tail,
+        )  # fmt: skip
 
 
 CHUNK_BYTES = 64 * 1024  # what one piece of a finished attempt's log holds, about
@@ -99,12 +109,14 @@ def open_logs(
     follow: bool,
     stop: Callable[[], bool] | None = None,
     tail_bytes: int | None = None,
+    tail: int | None = None,
 ) -> Iterator[str]:
     """The job's log as newline-terminated lines: a finished attempt's joined into pieces of
     many whole lines (`_chunks`), a followed one's a line at a time (a 404 for another
     tenant's job, a 422 for a rank the job does not have). `stop`: following ends early once
     it says so (the reader went away); `tail_bytes`: only the last lines within that many
-    bytes of each file, then what follows (the console's live view)."""
+    bytes of each file, then what follows (the console's live view); `tail`: only the last
+    that many lines of each rank's (then what follows, when following)."""
     job = own_job(session, who, job_id)
     if source is None:
         raise ApiError(404, "this server runs no executor, so it keeps no job logs", field=None)
@@ -135,7 +147,7 @@ def open_logs(
             f"on {when}; its events and accounting are kept (trainyard describe)", field=None,
         )  # fmt: skip
     if not live and tail_bytes is None:  # a finished attempt: all of it, in large chunks
-        return _chunks(source.read(job.id, rank, followed))
+        return _chunks(source.read(job.id, rank, followed, tail))
     else:
         job_key = job.id
 
@@ -146,5 +158,7 @@ def open_logs(
                 row = s.get(Job, job_key)
                 return row is None or row.state not in _LIVE or row.attempt - 1 != followed
 
-        lines = source.follow(job.id, rank, followed, ended, ranks=workers, tail_bytes=tail_bytes)
+        lines = source.follow(
+            job.id, rank, followed, ended, ranks=workers, tail_bytes=tail_bytes, tail=tail
+        )
     return (line + "\n" for line in lines)

@@ -58,6 +58,10 @@ def test_job_runs_logs_and_describe(
     assert one.stdout.splitlines() == ["hello from rank 1"]
     first = cli("logs", job, "--attempt", "0", "--rank", "0", token=token)
     assert first.stdout.splitlines() == ["hello from rank 0"]
+    last = cli("logs", job, "--tail", "1", token=token)  # each rank's last line
+    assert sorted(last.stdout.splitlines()) == sorted(both.stdout.splitlines())
+    assert cli("logs", job, "-n", "0", token=token).stdout == ""
+    assert cli("logs", job, "--tail", "-1", token=token).exit_code == 2
 
     described = cli("describe", job, token=token)
     assert described.exit_code == 0, described.output
@@ -149,6 +153,8 @@ def test_follow_waits_then_streams_every_attempt(
 
     again = cli("logs", failing, "--attempt", "0", token=token)
     assert again.stdout.splitlines() == ["boom in attempt 0"]
+    followed_tail = cli("logs", failing, "-f", "--tail", "1", token=token)
+    assert followed_tail.stdout.splitlines() == ["boom in attempt 1"]  # the latest attempt's
     missing = cli("logs", failing, "--attempt", "5", token=token)
     assert missing.exit_code == 2
     assert "error: attempt: " in missing.stderr and "has not run" in missing.stderr

@@ -188,8 +188,16 @@ def test_jobs_format_and_filters(api_server: ApiServer, cli: Cli) -> None:
     assert ids("--state", "pending,running") == [second, first]
     assert ids("--state", "PENDING", "--state", "CANCELLED") == [third, second, first]
     assert ids("--queue", "research", token=vic) == [third, second, first]
-    assert ids("--queue", "sales") == []
-    assert "no jobs in queue sales" in cli("jobs", "--queue", "sales", token=ada).stdout
+    assert ids("--queue", "root") == []  # the shared root queue: no job of acme's in it
+    assert "no jobs in queue root" in cli("jobs", "--queue", "root", token=ada).stdout
+    # a user or queue the tenant has none of is a mistake, as squeue says (outside review 12);
+    # another tenant's read as one that does not exist
+    assert "there is no queue 'sales'" in _error(cli("jobs", "-q", "sales", token=ada))
+    assert "user: 'nobody' is not a user of this tenant" in _error(
+        cli("jobs", "--user", "nobody", token=ada)
+    )
+    assert "queue: there is no queue 'nosuch'" in _error(cli("jobs", "-q", "nosuch", token=ada))
+    assert "is not a user of this tenant" in _error(cli("jobs", "-u", "gus", token=ada))
     assert ids("--user", "root") == [second]
     assert ids("--user", "ada", "--state", "pending") == [first]
     assert ids("--since", "1h") == [third, second, first]
