@@ -1,6 +1,7 @@
 """`trainyard jobs`: the tenant's jobs as `squeue` shows them: filtered, paged, watched.
 
-Filters go to the server (`GET /v1/jobs`): `--state` (repeat, or commas), `--queue`,
+Filters go to the server (`GET /v1/jobs`): `--state` (repeat, or commas; squeue's codes
+such as PD and R too), `--queue`,
 `--user`, `--since` (`2h` ago, epoch seconds, or a date `2026-12-01[T10:00]`, UTC unless
 it names a zone; as `trainyard usage` reads it: `remote.parse_when`), `--array`.
 A page is `--limit` rows (100); when more exist it says so on stderr and how to get them
@@ -56,13 +57,21 @@ def register(app: typer.Typer) -> None:
     app.command("jobs")(jobs_command)
 
 
+# squeue's short state codes (`squeue -t PD,R`), for the states trainyard has
+SLURM_CODES = {"PD": "PENDING", "CF": "STARTING", "R": "RUNNING", "RS": "RESIZING",
+               "PR": "PREEMPTED", "CD": "SUCCEEDED", "F": "FAILED", "CA": "CANCELLED"}  # fmt: skip
+
+
 def _states(items: list[str]) -> list[str]:
     out = []
     for item in items:
         for part in item.split(","):
             state = part.strip().upper()
+            state = SLURM_CODES.get(state, state)
             if state not in STATES:
-                fail(f"--state: {part!r} is not a state; use {', '.join(STATES)}")
+                codes = ", ".join(f"{code} ({name})" for code, name in SLURM_CODES.items())
+                fail(f"--state: {part!r} is not a state; use {', '.join(STATES)}, or squeue's "
+                     f"codes {codes}")  # fmt: skip
             out.append(state)
     return out
 

@@ -111,18 +111,19 @@ def parse_array(raw: object, where: str, max_size: int | None) -> ArraySpec:
     seen: set[int] = set()
     for part in body.split(","):
         match = _RANGE.fullmatch(part)
+        named = f"{part!r}" if part == spec else f"{spec!r}: {part!r}"  # the value once
         if match is None:
             raise JobSpecError(
-                where, f"{spec!r}: {part!r} is not an index or range; give e.g. 0-9, 1,3,5, "
+                where, f"{named} is not an index or range; give e.g. 0-9, 1,3,5, "
                 "0-99:2 or 0-99%8"
             )  # fmt: skip
         first = int(match.group(1))
         last = int(match.group(2)) if match.group(2) else first
         step = int(match.group(3)) if match.group(3) else 1
         if step < 1:
-            raise JobSpecError(where, f"{spec!r}: {part!r} steps by 0; give a step >= 1 (0-9:2)")
+            raise JobSpecError(where, f"{named} steps by 0; give a step >= 1 (0-9:2)")
         if last < first:
-            raise JobSpecError(where, f"{spec!r}: {part!r} must count up (e.g. 0-9)")
+            raise JobSpecError(where, f"{named} must count up (e.g. 0-9)")
         if last > 2**31 - 1:
             raise JobSpecError(where, f"{spec!r}: indexes must be below 2147483648")
         count = (last - first) // step + 1

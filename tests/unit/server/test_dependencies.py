@@ -290,6 +290,12 @@ def test_array_errors_say_what_is_wrong() -> None:
     with pytest.raises(JobSpecError) as step:
         parse_job_spec({"name": "t", "command": ["x"], "array": "0-9:0"})
     assert "steps by 0" in step.value.message
+    with pytest.raises(JobSpecError) as down:  # outside review 12: the value said once
+        parse_job_spec({"name": "t", "command": ["x"], "array": "5-1"})
+    assert down.value.message == "'5-1' must count up (e.g. 0-9)"
+    with pytest.raises(JobSpecError) as part:
+        parse_job_spec({"name": "t", "command": ["x"], "array": "1,5-1"})
+    assert part.value.message == "'1,5-1': '5-1' must count up (e.g. 0-9)"
     with pytest.raises(JobSpecError) as big:
         parse_job_spec({"name": "t", "command": ["x"], "max_restarts": 10**12})
     assert big.value.field == "max_restarts" and "between 0 and 2147483647" in big.value.message

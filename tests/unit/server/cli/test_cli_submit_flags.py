@@ -187,6 +187,7 @@ def test_jobs_format_and_filters(api_server: ApiServer, cli: Cli) -> None:
 
     assert ids("--state", "pending,running") == [second, first]
     assert ids("--state", "PENDING", "--state", "CANCELLED") == [third, second, first]
+    assert ids("-s", "PD,CA") == [third, second, first]  # squeue's codes (outside review 12)
     assert ids("--queue", "research", token=vic) == [third, second, first]
     assert ids("--queue", "root") == []  # the shared root queue: no job of acme's in it
     assert "no jobs in queue root" in cli("jobs", "--queue", "root", token=ada).stdout
