@@ -111,6 +111,20 @@ def test_a_killed_rank_is_the_jobs_failure_and_stops_the_others(executor: Any) -
     assert not any(procfs.alive(r.pid, None) for r in handle.ranks)
 
 
+def test_a_command_that_cannot_start_fails_for_good_naming_why(executor: Any) -> None:
+    # as the local executor (outside review 12, F4): not an exit code 127 retried with back-off
+    spec = LaunchSpec(
+        "j-nocmd", ["/nonexistent/train"], hosts=(Host("w2", (0,), 1),), virtual_gpus=True
+    )
+    handle = executor.launch(spec)
+    status = _settle(executor, handle)
+    assert (status.state, status.final, status.infra) == ("failed", True, False)
+    assert status.reason.startswith("rank 0 could not start on node w2: cannot start")
+    assert "No such file" in status.reason
+    kept = procfs.read_json(handle.exit_file(0))  # on disk: a restarted server reads the same
+    assert isinstance(kept, dict) and kept["error"].startswith("on node w2: cannot start")
+
+
 def test_a_run_ends_when_its_ranks_exited_not_when_the_server_looked(executor: Any) -> None:
     """A server that polls late (it was restarting, its database was away) bills and blames
     by when each rank exited on its node (outside review 10: a 6 s job was billed 24 s)."""

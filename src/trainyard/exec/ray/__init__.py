@@ -307,6 +307,9 @@ class RayExecutor:
             except (ray.exceptions.RayError, TimeoutError) as error:
                 why = f"rank {info.rank} could not start on {info.node}: {error}"
                 raise NodeGone(why, info.node) from None
+            if got.get("error"):  # the command never ran (kept as the local wrapper keeps it)
+                why = f"on node {info.node}: {got['error']}"
+                procfs.write_json_atomic(run.handle.exit_file(info.rank), {"error": why})
             ranks.append(RankInfo(info.rank, int(got["pid"]), None, info.log, info.devices,
                                   info.node))  # fmt: skip
         h.ranks = tuple(ranks)
@@ -397,7 +400,8 @@ class RayExecutor:
         if run.settled:
             self._release(run)
         return RunStatus(verdict.state, run.exit_codes(), verdict.first, run.settled,
-                         verdict.reason, infra=verdict.infra, ended_at=run.last_end())  # fmt: skip
+                         verdict.reason, infra=verdict.infra, ended_at=run.last_end(),
+                         final=verdict.final)  # fmt: skip
 
     # ---- stopping ----------------------------------------------------------------------
 

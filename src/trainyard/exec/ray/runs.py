@@ -10,6 +10,9 @@ failed rank, infra):
 - a rank failed: "failed". When some rank was lost (not killed by the executor itself), the
   earliest lost rank is the cause and the failure is the infrastructure's (`infra`), whichever
   exit arrived first: its peers fail at once on a dead collective;
+- a rank whose command could not start (its supervisor's start error, kept in the run's
+  exit record as the local wrapper keeps it): "failed", `final` (the spec's fault: the job
+  is not retried);
 - a launch cut short: "failed", `infra`;
 - otherwise "running".
 
@@ -89,6 +92,7 @@ class Verdict:
     first: int | None  # the first failed rank (the cause)
     infra: bool
     failing: bool  # it failed and ranks are left: stop them (reported "running" meanwhile)
+    final: bool = False  # its command could not start: the spec's fault, not retried
 
 
 def judge(run: RayRun, stop: tuple[float, str] | None) -> Verdict:
@@ -115,13 +119,16 @@ def judge(run: RayRun, stop: tuple[float, str] | None) -> Verdict:
             first = died[0][1]
             infra, reason = True, f"rank {first} lost: {run.lost[first]}"
         else:
-            reason = f"rank {first} {describe_code(run.codes[first])}"
+            unstartable = h.start_error(first)
+            how = f"could not start {unstartable}" if unstartable else ""
+            reason = f"rank {first} {how or describe_code(run.codes[first])}"
     if not h.complete:
         state, infra = "failed", True
         reason = f"launch interrupted: {len(h.ranks)} of {h.workers} ranks were started"
     if state == "failed" and not run.settled:
         return Verdict("running", f"stopping: {reason}", first, False, True)
-    return Verdict(state, reason, first, infra, False)
+    final = state == "failed" and not infra and first is not None and bool(h.start_error(first))
+    return Verdict(state, reason, first, infra, False, final)
 
 
 def attempt_of(name: str, prefix: str) -> int | None:
