@@ -263,4 +263,6 @@ def test_a_negative_case_valid_as_sent_is_accepted(
         ),
     )
     case.query, case.headers = {"user": True}, {}
-    assert _check(case, api, api.auth("ada")).status_code == 200
+    # a valid name as sent, of no user of the tenant: answered (404 naming `user`), not refused
+    answer = _check(case, api, api.auth("ada"))
+    assert answer.status_code == 404 and answer.json()["error"]["field"] == "user"

@@ -244,8 +244,8 @@ ON_INVALID: dict[str, InvalidHandler] = {}
 
 class ConsoleRoute(APIRoute):
     """A console route: refused query parameters render the page with the API's error
-    (through `ON_INVALID`, as does a 422 of a service: a filter naming an unknown user), an
-    `ApiError` of a service becomes a message page."""
+    (through `ON_INVALID`, as does a service's error naming a field: a filter naming an
+    unknown user), any other `ApiError` of a service becomes a message page."""
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
@@ -264,8 +264,8 @@ class ConsoleRoute(APIRoute):
                 return message_page(request, None, error.status, "Bad request",
                                     f"{error.field}: {error.message}")  # fmt: skip
             except ApiError as error:
-                fallback = ON_INVALID.get(path) if error.status == 422 else None
-                if fallback is not None:  # a filter refused by the service (an unknown user)
+                fallback = ON_INVALID.get(path) if error.field else None
+                if fallback is not None:  # a filter the service refused (an unknown user)
                     return await fallback(request, error)
                 who = None
                 with contextlib.suppress(Respond):

@@ -183,16 +183,17 @@ def list_jobs(
 
 def _check_named(session: Session, who: Principal, where: Filters) -> None:
     """A filter naming a user or a queue the tenant has none of is a mistake, not an empty
-    answer (as squeue refuses an unknown user): a 422 naming the field."""
+    answer (as squeue refuses an unknown user): a 404 naming the field, as a mistyped array
+    id is."""
     if where.user is not None:
         user = select(User.id).where(User.name == where.user, User.tenant_id == who.tenant_id)
         if session.scalar(user) is None:
-            raise ApiError(422, f"{where.user!r} is not a user of this tenant", field="user")
+            raise ApiError(404, f"{where.user!r} is not a user of this tenant", field="user")
     if where.queue is not None:
         visible = or_(Queue.tenant_id.is_(None), Queue.tenant_id == who.tenant_id)
         if session.scalar(select(Queue.id).where(Queue.name == where.queue, visible)) is None:
             raise ApiError(
-                422, f"there is no queue {where.queue!r} (trainyard queues lists them)",
+                404, f"there is no queue {where.queue!r} (trainyard queues lists them)",
                 field="queue",
             )  # fmt: skip
 
