@@ -47,6 +47,7 @@ from typing import Any, Final
 from trainyard.planner import collectives as coll
 from trainyard.planner.errors import PlannerError
 from trainyard.planner.hardware import GPU
+from trainyard.planner.launch_env import device_connections, domain_note, host_size, plan_env
 from trainyard.planner.launch_nccl import (
     NCCL_ALGO_NAMES,
     NCCL_PROTO_NAMES,
@@ -76,6 +77,12 @@ PLACEHOLDERS: Final = {
     "TOKENIZER_MODEL": "Hugging Face tokenizer name or directory matching the data",
     "CHECKPOINT_DIR": "directory for checkpoints (saved and resumed from)",
     "TRAIN_ITERS": "number of training iterations",
+}
+# What a plan of several hosts needs besides (the same on every host, but NODE_RANK).
+RENDEZVOUS: Final = {
+    "MASTER_ADDR": "address of the first host, reachable from every host",
+    "MASTER_PORT": "a free TCP port on the first host",
+    "NODE_RANK": "this host's index, 0 on the first host",
 }
 _SAFE: Final = re.compile(r"[\w@%+=:,./$-]+")
 
@@ -112,7 +119,12 @@ class LaunchSettings:
         lines += [f"export {k}={_quote(v)}" for k, v in self.env.items()]
         if self.megatron:
             lines.append("# Megatron-LM: set these first (placeholders, the shell stops if unset)")
-            lines += [f': "${{{k}:?{v}}}"' for k, v in PLACEHOLDERS.items()]
+            needed = dict(PLACEHOLDERS)
+            if self.nodes > 1:  # torchrun's rendezvous on every host
+                needed |= {
+                    k: v for k, v in RENDEZVOUS.items() if f"${k}" in " ".join(self.torchrun)
+                }
+            lines += [f': "${{{k}:?{v}}}"' for k, v in needed.items()]
             command = ["torchrun", *map(_quote, self.torchrun), TRAINING_SCRIPT]
             lines.append(" ".join(command) + " \\")
             flags = _pairs(self.megatron)
@@ -398,48 +410,6 @@ def _deepspeed(model: Model, plan: Plan) -> tuple[dict[str, Any] | None, list[st
     return config, []
 
 
-def _plan_env(model: Model, plan: Plan) -> dict[str, str]:
-    """TRAINYARD_PLAN_{TP,CP,PP,DP,MICRO_BATCH,VIRTUAL_STAGES,ZERO,SHARDING,RECOMPUTE,
-    SEQUENCE_PARALLEL (0/1), TP_COMM_OVERLAP (0/1), FLASH_ATTENTION (0/1), GLOBAL_BATCH,
-    STAGE_LAYERS (layers per pipeline stage, comma-separated), EP (expert parallel size),
-    OFFLOAD_LAYERS (layers whose activations go to host memory)}."""
-    lay = plan.layout
-    values = {
-        "TP": lay.tp, "CP": lay.cp, "PP": lay.pp, "DP": lay.dp, "MICRO_BATCH": lay.micro_batch,
-        "VIRTUAL_STAGES": lay.virtual_stages, "ZERO": lay.zero, "SHARDING": lay.sharding,
-        "RECOMPUTE": lay.recompute, "SEQUENCE_PARALLEL": int(lay.sequence_parallel),
-        "TP_COMM_OVERLAP": int(lay.tp_comm_overlap),
-        "FLASH_ATTENTION": int(lay.flash_attention), "GLOBAL_BATCH": model.global_batch,
-        "STAGE_LAYERS": ",".join(str(n) for n in lay.stage_layers(model)),
-        "EP": lay.ep, "OFFLOAD_LAYERS": lay.offload_layers,
-    }  # fmt: skip
-    return {f"TRAINYARD_PLAN_{key}": str(value) for key, value in values.items()}
-
-
-def host_size(gpu: GPU, nodes_of: int) -> int:
-    """GPUs per host that torchrun starts processes on: `nodes_of` (the node the plan was timed
-    on), or the GPU's host when one holds fewer than that NVLink domain and divides it
-    (GB200 NVL72: hosts of 4 in a domain of 72)."""
-    host = gpu.host_gpus
-    return host if host < nodes_of and nodes_of % host == 0 else nodes_of
-
-
-def _domain_note(gpu: GPU, host: int, domain: int, gpus: int) -> str:
-    """How to start a plan whose NVLink domain spans several hosts."""
-    hosts = domain // host
-    text = (
-        f"{gpu.name}: one NVLink domain spans {hosts} hosts of {host} GPUs ({domain} GPUs); "
-        "the plan was timed with consecutive ranks filling a domain before the next"
-    )
-    if gpus > domain:
-        text += (
-            f": give each host its NODE_RANK (0..{gpus // host - 1}) rack by rack, {hosts} "
-            "hosts a rack (a static rendezvous: c10d would number the hosts in the order they "
-            "join)"
-        )
-    return text
-
-
 def launch_settings(
     model: Model, plan: Plan, gpu: GPU, nodes_of: int = 8, links: coll.LinkSet | None = None
 ) -> LaunchSettings:
@@ -469,7 +439,7 @@ def launch_settings(
     choices = plan_collectives(model, plan, gpu, nodes_of, links)
     nccl_env, notes = nccl_variables(choices)
     if host < nodes_of and gpus > host:
-        notes.append(_domain_note(gpu, host, nodes_of, gpus))
+        notes.append(domain_note(gpu, host, nodes_of, gpus))
     megatron, megatron_notes = _megatron(model, plan, gpu)
     deepspeed, deepspeed_notes = _deepspeed(model, plan)
     notes += megatron_notes + deepspeed_notes
@@ -479,7 +449,8 @@ def launch_settings(
             f"collectives timed on measured links ({', '.join(measured)}) from {links.source}"
         )
     layout_json = json.dumps(dataclasses.asdict(plan.layout), separators=(",", ":"))
-    env = {**_plan_env(model, plan), **nccl_env, "TRAINYARD_PLAN_JSON": layout_json}
+    env = {**plan_env(model, plan), **nccl_env, "TRAINYARD_PLAN_JSON": layout_json}
+    env |= device_connections(plan, gpu, megatron)
     return LaunchSettings(
         nodes=nodes,
         gpus_per_node=per_node,

@@ -182,3 +182,44 @@ def test_fp8_plans_get_the_recipe_of_their_gpu(gpu_name: str, expect: list[str])
     bf16 = preset("llama3-8b")
     plan16 = Plan(layout, memory_per_gpu(bf16, layout), step_time(bf16, layout, device), 1, 1, 0)
     assert "--fp8-recipe" not in parse(launch_settings(bf16, plan16, device).megatron)
+
+
+def _megatron_validates_connections(
+    settings: LaunchSettings, lay: ParallelLayout, cc: float
+) -> None:
+    """Megatron-LM's `validate_args` (d98e8a64dd, arguments.py): tensor or context parallelism
+    before Blackwell needs CUDA_DEVICE_MAX_CONNECTIONS=1, Megatron-FSDP needs it not 1."""
+    value = settings.env.get("CUDA_DEVICE_MAX_CONNECTIONS")
+    if "--use-megatron-fsdp" in settings.megatron:
+        assert value != "1"
+    elif (lay.tp > 1 or lay.cp > 1) and cc < 10:
+        assert value == "1", lay
+
+
+@pytest.mark.parametrize(
+    ("model_name", "gpus", "gpu_name"),
+    [("gpt3-175b", 128, "H100"), ("llama2-13b", 8, "A100-80GB"), ("llama3-405b", 2048, "H100"),
+     ("mixtral-8x7b", 64, "H100"), ("gpt3-175b", 128, "B200"), ("llama3-8b", 16, "A100-40GB")],
+)  # fmt: skip
+def test_megatron_commands_start_with_the_device_connections_they_need(
+    model_name: str, gpus: int, gpu_name: str
+) -> None:
+    # outside review 13, F1: every TP/CP command failed Megatron's own argument check
+    model, device = preset(model_name), gpu(gpu_name)
+    for plan in search(model, gpus, device, top=4):
+        settings = launch_settings(model, plan, device)
+        _megatron_validates_connections(settings, plan.layout, device.compute_capability)
+        text = settings.shell()
+        if settings.nodes > 1 and settings.megatron:  # the rendezvous is a placeholder too
+            assert ': "${MASTER_ADDR:?' in text and ': "${MASTER_PORT:?' in text
+        elif settings.megatron:
+            assert "MASTER_ADDR" not in text
+    tp_plan = _plan("gpt3-13b", ParallelLayout(tp=2, dp=4, sequence_parallel=True))[1]
+    assert (
+        launch_settings(preset("gpt3-13b"), tp_plan, gpu("H100")).env["CUDA_DEVICE_MAX_CONNECTIONS"]
+        == "1"
+    )
+    assert (
+        "CUDA_DEVICE_MAX_CONNECTIONS"
+        not in launch_settings(preset("gpt3-13b"), tp_plan, gpu("B200")).env
+    )  # no longer required from Blackwell on
