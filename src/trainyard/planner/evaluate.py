@@ -12,7 +12,8 @@ Comparison conventions:
 
 * A published TFLOP/s or HFU is compared with `StepTime.hardware_tflops_per_gpu` (executed
   FLOPs, the SC'21 convention, equal to the model-FLOP rate when nothing is recomputed); an MFU
-  with the model-FLOP rate; both over the row's peak. A time or token rate is compared with the
+  or a model TFLOP/s (`model_tflops_per_gpu`, "Model TFLOP/sec/GPU") with the model-FLOP rate;
+  percentages over the row's peak. A time or token rate is compared with the
   predicted one. The error is always stated as throughput: (predicted - published)/published,
   positive when the prediction is faster.
 * FLOPs are counted as the table counts them: the attention core's whole score matrix (SC'21's
@@ -201,7 +202,7 @@ class Evaluation:
 _METRIC_LABEL: Final = {
     "tflops_per_gpu": "TFLOP/s",
     "hfu_tflops": "HFU TF/s",
-    "mfu_tflops": "MFU TF/s",
+    "mfu_tflops": "model TF/s",  # an MFU or a model TFLOP/s: the model FLOPs' rate
     "tokens_per_sec_per_gpu": "tok/s/GPU",
     "iteration_time_s": "iter s",
 }
@@ -392,7 +393,8 @@ def _case(raw: Mapping[str, str | None], table: str, name: str) -> Case | str:
     if target is None:
         return (
             "no published figure (iteration_time_s, tokens_per_sec_per_gpu, "
-            "achieved_tflops_per_gpu, percent_of_peak, aggregate_pflops, hfu_pct or mfu_pct)"
+            "achieved_tflops_per_gpu, percent_of_peak, aggregate_pflops, hfu_pct, "
+            "model_tflops_per_gpu or mfu_pct)"
         )
     split = row_cell(raw, "split").lower()
     if split not in ("", "calibration", "held_out"):

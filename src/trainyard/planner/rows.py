@@ -32,15 +32,17 @@ sequence_parallel (yes/no, enabled/disabled), split (calibration or held_out), a
 (full; causal, none: how the table counts the attention core in its FLOP figures, read by
 `trainyard.planner.evaluate`). Published
 figures, in the order of preference: iteration_time_s (or iteration_time_ms),
-tokens_per_sec_per_gpu (or the run's tokens_per_sec or samples_per_sec over its GPUs; these
-are free of any FLOP-counting convention), achieved_tflops_per_gpu,
-percent_of_peak (SC'21's "percent of theoretical peak": that rate over the peak),
-aggregate_pflops (over num_gpus), hfu_pct, mfu_pct. A number may repeat its column's unit
-("1.5 s", "3,200 tok/s", "430 TFLOP/s", "38%"); seq_len and num_gpus may be written in K of 1,024
-("8K", "16K"); any other suffix, and a cell "-", "n/a" or "?" (unstated), is no number. A
-percentage of at most 1 without a % sign is a fraction ("0.38": 38 %). The figures are also
-read under the names tables give them (tflop/s/gpu, model_tflops_per_gpu, tokens/sec/gpu,
-step_time_s, mfu, hfu: `cells._COLUMN_ALIASES`).
+tokens_per_sec_per_gpu (or the run's tokens_per_sec or samples_per_sec over its GPUs; these are
+free of any FLOP-counting convention), achieved_tflops_per_gpu (the executed FLOPs' rate,
+recompute counted: SC'21's convention), percent_of_peak (SC'21's "percent of theoretical peak":
+that rate over the peak), aggregate_pflops (over num_gpus), hfu_pct, model_tflops_per_gpu (the
+model FLOPs' rate, recompute not counted: Megatron-LM's logged TFLOP/s, "Model TFLOP/sec/GPU" in
+NeMo's and Megatron-Bridge's tables), mfu_pct. A number may repeat its column's unit ("1.5 s",
+"3,200 tok/s", "430 TFLOP/s", "38%"); seq_len and num_gpus may be written in K of 1,024 ("8K",
+"16K"); any other suffix, and a cell "-", "n/a" or "?" (unstated), is no number. A percentage of
+at most 1 without a % sign is a fraction ("0.38": 38 %). The figures are also read under the
+names tables give them (tflop/s/gpu, model_tflop/s/gpu, tokens/sec/gpu, step_time_s, mfu, hfu:
+`cells._COLUMN_ALIASES`).
 
 Row conventions (all documented here, none guessed per row). "The pre-2023 tables" are the
 shared file's old Megatron-LM tables and any row whose year (`run_year`: a year or date
@@ -451,6 +453,9 @@ def row_target(row: Mapping[str, str | None], gpu: GPU) -> tuple[str, float] | N
     for column, metric in (("hfu_pct", "hfu_tflops"), ("mfu_pct", "mfu_tflops")):
         pct = percent(row, column)
         options.append((column, metric, pct / 100 * peak if pct is not None else None))
+        if column == "hfu_pct":  # a model-FLOP rate reads as an MFU does, before one
+            model_rate = number(row, "model_tflops_per_gpu")
+            options.append(("model_tflops_per_gpu", "mfu_tflops", model_rate))
     top = max(peak, gpu.bf16_tflops, gpu.fp8_tflops)  # no GPU computes faster than its peak
     for column, metric, value in options:
         if value is None:

@@ -79,7 +79,8 @@ def test_synthetic_row_is_predicted_with_defaults(tmp_path: Path) -> None:
     assert reasons == [
         "no tensor_parallel / pipeline_parallel split",
         "no published figure (iteration_time_s, tokens_per_sec_per_gpu, "
-        "achieved_tflops_per_gpu, percent_of_peak, aggregate_pflops, hfu_pct or mfu_pct)",
+        "achieved_tflops_per_gpu, percent_of_peak, aggregate_pflops, hfu_pct, "
+        "model_tflops_per_gpu or mfu_pct)",
     ]
     inputs = row_inputs(ROW)
     assert not isinstance(inputs, str)

@@ -83,6 +83,32 @@ def test_a_stated_peak_is_the_one_the_tables_percentages_are_of(tmp_path: Path) 
     assert result.rows[0].published == pytest.approx(0.30 * 1979)
 
 
+def test_a_model_tflop_rate_is_compared_without_the_recompute(tmp_path: Path) -> None:
+    # Outside review 13, F2: "Model TFLOP/sec/GPU" (Megatron-LM's logged rate, no recompute
+    # term) was compared with the executed FLOPs, so a full-recompute run scored -6.5 %
+    # where its model-FLOP comparison gives -29.6 %.
+    full = {**ROW, "achieved_tflops_per_gpu": "", "activation_recompute": "full"}
+    model_rate = evaluate(
+        write(
+            tmp_path,
+            [{**full, "model_tflops_per_gpu": "150"}],
+            ["activation_recompute", "model_tflops_per_gpu"],
+        )
+    ).rows[0]
+    mfu = evaluate(
+        write(
+            tmp_path,
+            [{**full, "mfu_pct": f"{100 * 150 / 312}"}],
+            ["activation_recompute", "mfu_pct"],
+        )
+    ).rows[0]
+    executed = evaluate(write(tmp_path, [{**full, "achieved_tflops_per_gpu": "150"}],
+                              ["activation_recompute"])).rows[0]  # fmt: skip
+    assert model_rate.metric == mfu.metric == "mfu_tflops"
+    assert model_rate.predicted == pytest.approx(mfu.predicted)
+    assert executed.metric == "tflops_per_gpu" and executed.predicted > model_rate.predicted * 1.2
+
+
 def test_a_performance_table_as_megatron_bridge_prints_it_is_read(tmp_path: Path) -> None:
     # Megatron-Bridge's performance summary: its column names ("#-GPUs", "Tokens / sec /
     # GPU", System, Dtype, an FSDP size), model names as it spells them, and Llama 3.1 405B's
@@ -103,7 +129,7 @@ def test_a_performance_table_as_megatron_bridge_prints_it_is_read(tmp_path: Path
     assert small.read_as.startswith("t1 d8 mb1 zero3") and small.read_as.endswith("fp8")
     assert mid.read_as.startswith("t4 p8 v5 d2 mb1 zero1")
     assert large.read_as.startswith("t8 c2 p8(15/15) v8 d8")
-    assert "zero3/hsdp4" in hybrid.read_as and hybrid.metric == "tflops_per_gpu"
+    assert "zero3/hsdp4" in hybrid.read_as and hybrid.metric == "mfu_tflops"  # a model TFLOP/s
     assert not hybrid.read_as.endswith("fp8")
 
 

@@ -56,7 +56,7 @@ def test_a_performance_page_in_markdown_is_read_table_by_table(tmp_path: Path) -
     h100 = read["26.06 NeMo Container", "LLAMA3_70B", 64, "tokens_per_sec_per_gpu"]
     assert h100.published == 1602  # the footnote reference is not part of the figure
     assert h100.read_as.startswith("t4 p8 v5 d2") and h100.read_as.endswith("fp8")
-    b200 = read["26.06 NeMo Container", "LLAMA3_70B", 64, "tflops_per_gpu"]
+    b200 = read["26.06 NeMo Container", "LLAMA3_70B", 64, "mfu_tflops"]
     assert b200.published == 1100 and not b200.read_as.endswith("fp8")
     assert read["26.06 NeMo Container", "LLAMA3_8B", 8, "tokens_per_sec_per_gpu"].published == 11000
     # The system named in a heading is the GPU of the table's lines; the model is a column.
