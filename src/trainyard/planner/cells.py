@@ -27,6 +27,7 @@ __all__ = [
     "TRUE",
     "column_name",
     "count",
+    "decimal_comma",
     "first_named",
     "flag",
     "folded",
@@ -295,6 +296,24 @@ def flag(row: Row, field: str) -> bool | None:
     if text in FALSE:
         return False
     raise PlannerError(field, f"must be yes or no, got {row_cell(row, field)!r}")
+
+
+# A number written with a decimal comma, as a semicolon-separated export of a European locale
+# writes it: "0,57", "34,3 %", "1.234,5 s" (dots then group thousands).
+_DECIMAL_COMMA: Final = re.compile(r"\s*([-+]?)(\d{1,3}(?:\.\d{3})+|\d+),(\d+)(\s*[^\d,.;]*)\s*")
+
+
+def decimal_comma(text: str | None) -> str | None:
+    """A cell of a semicolon-separated file with its decimal comma as a point ("0,57" is
+    0.57, "1.234,5" 1234.5): a spreadsheet writes ';' between cells where ',' is the decimal
+    mark, so there a comma in a number is one (outside review 13: "0,57" s was read as 57 s)."""
+    if text is None:
+        return None
+    found = _DECIMAL_COMMA.fullmatch(text)
+    if found is None:
+        return text
+    sign, whole, fraction, unit = found.groups()
+    return f"{sign}{whole.replace('.', '')}.{fraction}{unit}"
 
 
 def column_name(name: str) -> str:

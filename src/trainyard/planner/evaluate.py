@@ -51,7 +51,7 @@ from typing import Final
 
 from trainyard.datafiles import shared_root
 from trainyard.planner.cell_names import attention_flops_cell, names_adapters
-from trainyard.planner.cells import column_name
+from trainyard.planner.cells import column_name, decimal_comma
 from trainyard.planner.collectives import LinkSet
 from trainyard.planner.compute import CALIBRATION, CALIBRATION_ROWS, Calibration, step_time
 from trainyard.planner.errors import PlannerError
@@ -326,8 +326,9 @@ def _unreadable(path: Path) -> list[dict[str, str | None]] | str:
 
 def _rows(path: Path) -> Iterable[dict[str, str | None]]:
     """The file's rows by column name. A spreadsheet's export reads as the CSV it stands for:
-    a byte-order mark is dropped, the separator is the header's (comma, tab or semicolon),
-    and column names are matched without case, spaces or hyphens ("Num GPUs" is num_gpus).
+    a byte-order mark is dropped, the separator is the header's (comma, tab or semicolon;
+    with a semicolon a comma in a number is its decimal mark: `cells.decimal_comma`), and
+    column names are matched without case, spaces or hyphens ("Num GPUs" is num_gpus).
     A Markdown page's pipe tables read the same way, the headings above a table giving its
     model and table id (`markdown_tables`)."""
     text = path.read_text(encoding="utf-8-sig")
@@ -338,8 +339,9 @@ def _rows(path: Path) -> Iterable[dict[str, str | None]]:
     header = lines[0] if lines else ""
     counts = {sep: header.count(sep) for sep in (",", "\t", ";")}
     sep = max(counts, key=lambda k: counts[k]) if any(counts.values()) else ","
+    cell = decimal_comma if sep == ";" else (lambda text: text)
     for raw in csv.DictReader(lines, delimiter=sep):
-        yield {column_name(k): v for k, v in raw.items() if k is not None}
+        yield {column_name(k): cell(v) for k, v in raw.items() if k is not None}
 
 
 def load_cases(

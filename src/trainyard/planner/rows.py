@@ -464,7 +464,11 @@ def row_target(row: Mapping[str, str | None], gpu: GPU) -> tuple[str, float] | N
         if value <= 0:
             raise PlannerError(column, f"must be > 0, got {cell!r}")
         if "tflops" in metric and value > top:  # (an MFU of 143 % was scored)
-            above = f"{value:,.1f} TFLOP/s per GPU, above the GPU's peak ({top:,.0f})"
+            which = "fp8" if top == gpu.fp8_tflops > max(peak, gpu.bf16_tflops) else ""
+            above = (
+                f"{value:,.1f} TFLOP/s per GPU, above the GPU's highest peak ({top:,.0f}"
+                f"{f', its {which} peak' if which else ''})"
+            )
             raise PlannerError(column, f"{cell!r} is {above}; check it and gpu_peak_tflops")
         return metric, value
     return None

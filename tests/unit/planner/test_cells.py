@@ -124,7 +124,7 @@ def test_a_figure_may_repeat_its_unit(cells: dict[str, str], target: tuple[str, 
 @pytest.mark.parametrize(
     ("cells", "column", "says"),
     [
-        ({"mfu_pct": "143%"}, "mfu_pct", "above the GPU's peak"),
+        ({"mfu_pct": "143%"}, "mfu_pct", "above the GPU's highest peak"),
         ({"achieved_tflops_per_gpu": "430 TFLOP/s"}, "achieved_tflops_per_gpu", "above"),
         ({"mfu_pct": "-5%"}, "mfu_pct", "must be > 0, got '-5%'"),
         ({"tokens_per_sec_per_gpu": "0"}, "tokens_per_sec_per_gpu", "got '0'"),

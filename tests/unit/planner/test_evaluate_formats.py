@@ -400,3 +400,20 @@ def test_gradient_accumulation_steps_give_the_micro_batch() -> None:
     with pytest.raises(PlannerError) as err:  # 128 is no 8 x 3 x a whole micro-batch
         _micro_batch(8, 128, ga="3")
     assert err.value.field == "gradient_accumulation_steps"
+
+
+def test_a_semicolon_export_reads_commas_in_numbers_as_decimal_marks(tmp_path: Path) -> None:
+    # Outside review 13, F8: "0,57" s (a European spreadsheet's export) was read as 57 s.
+    from trainyard.planner.cells import decimal_comma
+
+    assert [decimal_comma(t) for t in ("0,57", "34,3 %", "1.234,5 s", "-2,5")] == [
+        "0.57", "34.3 %", "1234.5 s", "-2.5",
+    ]  # fmt: skip
+    assert [decimal_comma(t) for t in ("TP8, PP2", "1,2,3", "8x8", "", None)] == [
+        "TP8, PP2", "1,2,3", "8x8", "", None,
+    ]  # fmt: skip
+    row = {**ROW, "achieved_tflops_per_gpu": "", "iteration_time_s": "0,5"}
+    path = tmp_path / "export.csv"
+    path.write_text(";".join(row) + "\n" + ";".join(row.values()) + "\n", encoding="utf-8")
+    read = evaluate(path).rows[0]
+    assert (read.metric, read.published) == ("iteration_time_s", 0.5)
