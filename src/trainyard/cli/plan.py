@@ -80,6 +80,7 @@ def _evaluate(given: Sequence[Path], as_json: bool) -> None:
             "skipped": [list(s) for s in result.skipped],
             "median_abs_error": result.median_abs_error,
             "max_abs_error": result.max_abs_error,
+            "columns_not_read": {name: list(cols) for name, cols in result.not_read},
         }
         held = result.held_out()
         if held is not None:

@@ -33,6 +33,7 @@ __all__ = [
     "folded",
     "integer",
     "number",
+    "other_names",
     "percent",
     "row_cell",
 ]
@@ -143,6 +144,11 @@ _COLUMN_ALIASES: Final[dict[str, tuple[str, ...]]] = {
     "attention_flops": ("flops_convention", "attention_flop_count", "causal_flops"),
     "training": ("task", "training_type", "finetuning_method", "method"),
 }  # fmt: skip
+
+
+def other_names(field: str) -> tuple[str, ...]:
+    """The other names a table may give `field`'s column (`_COLUMN_ALIASES`)."""
+    return _COLUMN_ALIASES.get(field, ())
 
 
 def row_cell(row: Row, field: str) -> str:

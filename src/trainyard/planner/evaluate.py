@@ -41,24 +41,22 @@ error = (predicted - published) / published.
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import statistics
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
 from trainyard.datafiles import shared_root
 from trainyard.planner.cell_names import attention_flops_cell, names_adapters
-from trainyard.planner.cells import column_name, decimal_comma
 from trainyard.planner.collectives import LinkSet
 from trainyard.planner.compute import CALIBRATION, CALIBRATION_ROWS, Calibration, step_time
 from trainyard.planner.errors import PlannerError
 from trainyard.planner.hardware import GPU
 from trainyard.planner.layout import ParallelLayout
-from trainyard.planner.markdown_tables import is_markdown, markdown_rows
 from trainyard.planner.model import AttentionCount, Model
+from trainyard.planner.row_files import columns_not_read, file_rows
 from trainyard.planner.row_model import heads_assumed
 from trainyard.planner.rows import (
     DEFAULT_PEAKS,
@@ -145,6 +143,7 @@ class Evaluation:
     skipped: tuple[tuple[str, str, str], ...]
     median_abs_error: float
     max_abs_error: float
+    not_read: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (file, its columns not read)
 
     def held_out(self) -> dict[str, float] | None:
         """Rows, median and max |error| of the rows the constants were not fitted on, less
@@ -180,6 +179,7 @@ class Evaluation:
             )
         for table, model, reason in self.skipped:
             lines.append(f"skipped {_named(table, model)}: {reason}")
+        lines += [_not_read_line(name, columns) for name, columns in self.not_read]
         lines.append(
             f"median |error| {self.median_abs_error:.1%}, max |error| {self.max_abs_error:.1%}, "
             f"{len(self.rows)} rows, {len(self.skipped)} skipped"
@@ -211,6 +211,14 @@ _METRIC_LABEL: Final = {
 _FLOP_METRICS: Final = ("tflops_per_gpu", "hfu_tflops", "mfu_tflops")
 # A FLOP rate counted otherwise than the planner counts it, marked in `read as`.
 _COUNT_LABEL: Final = {"full": "", "causal": " causal-flops", "none": " no-attention-flops"}
+
+
+def _not_read_line(name: str, columns: Sequence[str]) -> str:
+    """What a file holds that no row of it tells the planner (`row_files.columns_not_read`)."""
+    return (
+        f"{name}: columns not read (a misspelt name, or a setting the planner does not "
+        f"model): {', '.join(columns)}"
+    )
 
 
 def _named(table: str, model: str) -> str:
@@ -304,62 +312,25 @@ class Case:
         return (predicted - self.published) / self.published
 
 
-_SPREADSHEETS: Final = (".xlsx", ".xls", ".ods", ".numbers")
-_AS_CSV: Final = (
-    "export it as CSV (UTF-8; comma, tab or semicolon separated) or Markdown tables and pass that"
-)
-
-
-def _unreadable(path: Path) -> list[dict[str, str | None]] | str:
-    """The file's rows, or why it has none to read: a spreadsheet's own format, not UTF-8
-    text, or no line after the header."""
-    if path.suffix.lower() in _SPREADSHEETS:
-        return f"a spreadsheet file: {_AS_CSV}"
-    try:
-        rows = list(_rows(path))
-    except UnicodeDecodeError:
-        return f"not UTF-8 text: {_AS_CSV}"
-    return rows or (
-        "no rows: a header line, then one line per published run (or Markdown pipe tables)"
-    )
-
-
-def _rows(path: Path) -> Iterable[dict[str, str | None]]:
-    """The file's rows by column name. A spreadsheet's export reads as the CSV it stands for:
-    a byte-order mark is dropped, the separator is the header's (comma, tab or semicolon;
-    with a semicolon a comma in a number is its decimal mark: `cells.decimal_comma`), and
-    column names are matched without case, spaces or hyphens ("Num GPUs" is num_gpus).
-    A Markdown page's pipe tables read the same way, the headings above a table giving its
-    model and table id (`markdown_tables`)."""
-    text = path.read_text(encoding="utf-8-sig")
-    if is_markdown(path.name, text):
-        yield from markdown_rows(text, column_name)
-        return
-    lines = text.splitlines(keepends=True)
-    header = lines[0] if lines else ""
-    counts = {sep: header.count(sep) for sep in (",", "\t", ";")}
-    sep = max(counts, key=lambda k: counts[k]) if any(counts.values()) else ","
-    cell = decimal_comma if sep == ";" else (lambda text: text)
-    for raw in csv.DictReader(lines, delimiter=sep):
-        yield {column_name(k): cell(v) for k, v in raw.items() if k is not None}
-
-
 def load_cases(
-    path: str | Path | None = None,
+    path: str | Path | None = None, not_read: list[tuple[str, tuple[str, ...]]] | None = None
 ) -> tuple[list[Case], list[tuple[str, str, str]]]:
     """The usable rows of a published-runs CSV (default: the shared published_configs.csv) and
     the skipped ones (table_id, model, reason). Never raises for a row: a row the planner cannot
     express is skipped with the reason, and so is a file that is not CSV text (a
     spreadsheet's own format, another encoding) or has no rows, as one entry named by the file;
-    raises `PlannerError` only when the file is missing."""
+    raises `PlannerError` only when the file is missing. `not_read` gets (file name, its
+    columns the planner does not read), for a file that has any (`row_files.columns_not_read`)."""
     csv_path = Path(path) if path is not None else default_csv_path()
     if not csv_path.is_file():
         raise PlannerError("path", f"{csv_path} not found (set TRAINYARD_SHARED)")
     cases: list[Case] = []
     skipped: list[tuple[str, str, str]] = []
-    unread = _unreadable(csv_path)
+    unread = file_rows(csv_path)
     if isinstance(unread, str):
         return cases, [(csv_path.name, "", unread)]
+    if not_read is not None and (columns := columns_not_read(unread)):
+        not_read.append((csv_path.name, tuple(columns)))
     for line, raw in enumerate(unread, start=2):
         page_line = raw.get("_line")  # a Markdown page's rows name their line
         table, name = (
@@ -443,8 +414,9 @@ def evaluate_paths(
     usable row."""
     cases: list[Case] = []
     skipped: list[tuple[str, str, str]] = []
+    not_read: list[tuple[str, tuple[str, ...]]] = []
     for path in paths:
-        found, left = load_cases(path)
+        found, left = load_cases(path, not_read)
         cases += found
         skipped += left
     if not cases:
@@ -452,8 +424,10 @@ def evaluate_paths(
         reasons = "".join(f"; {_named(t, m)}: {why}" for t, m, why in skipped[:_REASONS_SHOWN])
         unshown = len(skipped) - _REASONS_SHOWN
         more = f"; and {unshown} more" if unshown > 0 else ""
+        unread = "".join(f"; {_not_read_line(name, cols)}" for name, cols in not_read)
         raise PlannerError(
-            "path", f"{names}: no row could be evaluated ({len(skipped)} skipped){reasons}{more}"
+            "path",
+            f"{names}: no row could be evaluated ({len(skipped)} skipped){reasons}{more}{unread}",
         )
     rows = [
         Row(
@@ -479,7 +453,9 @@ def evaluate_paths(
         for r in rows
     ]
     errors = [abs(r.error) for r in rows]
-    return Evaluation(tuple(rows), tuple(skipped), statistics.median(errors), max(errors))
+    return Evaluation(
+        tuple(rows), tuple(skipped), statistics.median(errors), max(errors), tuple(not_read)
+    )
 
 
 def _figure_of(row: Row) -> tuple[str, int, str, float]:

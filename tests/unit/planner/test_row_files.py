@@ -1,0 +1,55 @@
+"""`row_files`: the columns `plan --evaluate` reads (`READ_COLUMNS`, kept equal to what the row
+readers ask for) and the columns of a file it does not read, named (outside review 13, F7)."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+from published_rows import ROW, write
+
+import trainyard.planner.cells as cells
+from trainyard.planner.evaluate import evaluate, evaluate_paths, package_csv_path
+from trainyard.planner.row_files import READ_COLUMNS, columns_not_read
+from trainyard.planner.rows import row_inputs
+
+PLANNER = Path(cells.__file__).parent
+_READ_CALL = re.compile(
+    r"\b(?:row_cell|number|count|flag|percent|integer)\((?:row|raw), \"([a-z_0-9]+)\""
+)
+
+
+def test_every_column_a_reader_names_is_a_read_column() -> None:
+    named = {m for path in PLANNER.glob("*.py") for m in _READ_CALL.findall(path.read_text())}
+    assert named and named <= READ_COLUMNS, sorted(named - READ_COLUMNS)
+
+
+def test_every_column_asked_while_evaluating_is_a_read_column(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    asked: set[str] = set()
+    original = cells.row_cell
+
+    def recording(row: cells.Row, field: str) -> str:
+        asked.add(field)
+        return original(row, field)
+
+    monkeypatch.setattr(cells, "row_cell", recording)
+    for name, module in list(sys.modules.items()):
+        if name.startswith("trainyard.planner.") and getattr(module, "row_cell", None) is original:
+            monkeypatch.setattr(module, "row_cell", recording)
+    evaluate(package_csv_path())
+    assert len(asked) > 40 and asked <= READ_COLUMNS, sorted(asked - READ_COLUMNS)
+
+
+def test_columns_the_planner_does_not_read_are_named(tmp_path: Path) -> None:
+    rows = [{**ROW, "tensor_paralel": "2", "_line": "3", "torch_compile": ""}]
+    assert columns_not_read(rows) == ["tensor_paralel"]  # an empty column says nothing
+    assert columns_not_read([{**ROW, "tp": "2", "tokens/sec/gpu": "100"}]) == []  # other names
+    path = write(tmp_path, [{**ROW, "zero_bubble": "yes"}], ["zero_bubble"])
+    result = evaluate_paths([path])
+    assert result.not_read == (("published_configs.csv", ("zero_bubble",)),)
+    assert "columns not read" in result.table() and "zero_bubble" in result.table()
+    assert not isinstance(row_inputs(ROW), str)
