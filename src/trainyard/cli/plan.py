@@ -49,10 +49,11 @@ def register(app: typer.Typer) -> None:
     app.command("plan")(plan_command)
 
 
-def _evaluate(given: Sequence[Path], as_json: bool) -> None:
+def _evaluate(given: Sequence[Path], as_json: bool, gpu_file: Path | None = None) -> None:
     """Print predicted vs published figures for every row of the `given` files (each as given
     when it exists, else a relative path under $TRAINYARD_SHARED, as `simulate` does; the name
-    `builtin` is the published runs shipped with the planner)."""
+    `builtin` is the published runs shipped with the planner), rows naming a `gpu_file`'s GPUs
+    too."""
     paths = []
     for one in given:
         if str(one) == "builtin":
@@ -65,7 +66,10 @@ def _evaluate(given: Sequence[Path], as_json: bool) -> None:
             typer.echo(f"error: --evaluate: file {one} not found (tried {tried})", err=True)
             raise typer.Exit(2) from None
     try:
-        result = evaluate_paths(paths)
+        if gpu_file is not None and not gpu_file.is_file():
+            raise PlannerError("--gpu-file", f"{gpu_file} not found (a YAML file of GPUs)")
+        catalogue = load_catalogue(gpu_file) if gpu_file is not None else None
+        result = evaluate_paths(paths, catalogue=catalogue)
     except (PlannerError, OSError, ValueError, KeyError, UnicodeDecodeError) as exc:
         if isinstance(exc, PlannerError):
             message = exc.message if exc.field == "path" else f"{exc.field}: {exc.message}"
@@ -283,7 +287,7 @@ def plan_command(
     --allocation, or the GPU count for a goal with --max-gpus), with launcher settings; --job
     plans a job spec; --evaluate compares predictions with published throughput."""
     if evaluate_csv:
-        _evaluate(evaluate_csv, as_json)
+        _evaluate(evaluate_csv, as_json, gpu_file)
         return
     if job is not None:
         _job(job, as_json)

@@ -10,6 +10,7 @@ FFN") is read by the names it contains (`cells.first_named`); a cell that names 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Final
 
 from trainyard.planner.cells import FALSE, TRUE, Row, count, first_named, flag, folded, row_cell
@@ -123,19 +124,25 @@ _NOT_IN_CATALOGUE: Final = (
 )
 
 
-def gpu_name(row: Row) -> str:
+def gpu_name(row: Row, catalogue: Mapping[str, object] | None = None) -> str:
     """The catalogue name of the row's `gpu_type` (the first known name it contains; an A100
     that says 40GB anywhere is the 40 GB one). A GPU the catalogue does not hold, or one whose
-    name contains another's (`_NOT_IN_CATALOGUE`), is an error naming the ones it holds."""
+    name contains another's (`_NOT_IN_CATALOGUE`), is an error naming the ones it holds.
+    `catalogue`: the built-in one with a user's GPUs (`--gpu-file`); a GPU it adds is found by
+    its own name, the longest first, before the built-in names are tried."""
+    names = list(catalogue if catalogue is not None else CATALOGUE)
     text = row_cell(row, "gpu_type").upper()
     if not text:
-        raise PlannerError("gpu_type", f"no GPU named; give the run's: {', '.join(CATALOGUE)}")
+        raise PlannerError("gpu_type", f"no GPU named; give the run's: {', '.join(names)}")
+    added = sorted((n for n in names if n not in CATALOGUE), key=len, reverse=True)
+    if (own := next((n for n in added if n.upper() in text), None)) is not None:
+        return own
     for key, what in _NOT_IN_CATALOGUE:
         if key in text:
             raise PlannerError(
                 "gpu_type",
                 f"{row_cell(row, 'gpu_type')!r} is {what}, which the catalogue does not hold; "
-                f"name one of {', '.join(CATALOGUE)}",
+                f"name one of {', '.join(names)}",
             )
     name = next((entry for key, entry in _GPU_NAMES if key in text), None)
     if name == "A100-80GB" and re.search(r"\b40\s?GB\b", text):
@@ -143,7 +150,8 @@ def gpu_name(row: Row) -> str:
     if name is None:
         raise PlannerError(
             "gpu_type",
-            f"unknown GPU {row_cell(row, 'gpu_type')!r}; name one of {', '.join(CATALOGUE)}",
+            f"unknown GPU {row_cell(row, 'gpu_type')!r}; name one of {', '.join(names)} "
+            "(or describe it in a --gpu-file)",
         )
     return name
 

@@ -313,14 +313,17 @@ class Case:
 
 
 def load_cases(
-    path: str | Path | None = None, not_read: list[tuple[str, tuple[str, ...]]] | None = None
+    path: str | Path | None = None,
+    not_read: list[tuple[str, tuple[str, ...]]] | None = None,
+    catalogue: Mapping[str, GPU] | None = None,
 ) -> tuple[list[Case], list[tuple[str, str, str]]]:
     """The usable rows of a published-runs CSV (default: the shared published_configs.csv) and
     the skipped ones (table_id, model, reason). Never raises for a row: a row the planner cannot
     express is skipped with the reason, and so is a file that is not CSV text (a
     spreadsheet's own format, another encoding) or has no rows, as one entry named by the file;
     raises `PlannerError` only when the file is missing. `not_read` gets (file name, its
-    columns the planner does not read), for a file that has any (`row_files.columns_not_read`)."""
+    columns the planner does not read), for a file that has any (`row_files.columns_not_read`);
+    `catalogue`: the GPUs rows may name (`--gpu-file`'s, with the built-in ones)."""
     csv_path = Path(path) if path is not None else default_csv_path()
     if not csv_path.is_file():
         raise PlannerError("path", f"{csv_path} not found (set TRAINYARD_SHARED)")
@@ -339,7 +342,7 @@ def load_cases(
         )
         where = f"{name} (line {page_line})".strip() if page_line is not None else name
         try:
-            case = _case(raw, table, name)
+            case = _case(raw, table, name, catalogue)
         except PlannerError as exc:
             skipped.append((table, where, f"{exc.field}: {exc.message}"))
             continue
@@ -350,13 +353,15 @@ def load_cases(
     return cases, skipped
 
 
-def _case(raw: Mapping[str, str | None], table: str, name: str) -> Case | str:
+def _case(
+    raw: Mapping[str, str | None], table: str, name: str, catalogue: Mapping[str, GPU] | None
+) -> Case | str:
     if names_adapters(row_cell(raw, "training")):
         return (
             "a LoRA / adapter fine-tuning run (training column): the planner prices training "
             "every weight (pre-training or full fine-tuning), not adapters on a frozen model"
         )
-    inputs = row_inputs(raw)
+    inputs = row_inputs(raw, catalogue)
     if isinstance(inputs, str):
         return inputs
     model, layout, device = inputs
@@ -408,15 +413,17 @@ def evaluate(path: str | Path | None = None, calibration: Calibration = CALIBRAT
 
 
 def evaluate_paths(
-    paths: Sequence[str | Path], calibration: Calibration = CALIBRATION
+    paths: Sequence[str | Path],
+    calibration: Calibration = CALIBRATION,
+    catalogue: Mapping[str, GPU] | None = None,
 ) -> Evaluation:
-    """`evaluate` over several files, one evaluation. Raises `PlannerError` when no file has a
-    usable row."""
+    """`evaluate` over several files, one evaluation (`catalogue`: the GPUs rows may name,
+    the built-in ones by default). Raises `PlannerError` when no file has a usable row."""
     cases: list[Case] = []
     skipped: list[tuple[str, str, str]] = []
     not_read: list[tuple[str, tuple[str, ...]]] = []
     for path in paths:
-        found, left = load_cases(path, not_read)
+        found, left = load_cases(path, not_read, catalogue)
         cases += found
         skipped += left
     if not cases:

@@ -178,11 +178,13 @@ _NO_RECOMPUTE_TABLES: Final = ("README_2024_H100",)
 _SAME_PEAK: Final = 0.10  # a stated peak this close to a catalogue peak names that peak
 
 
-def _gpu(row: Mapping[str, str | None]) -> GPU:
-    """The row's GPU from the catalogue, its peaks scaled to the stated `gpu_peak_tflops`: the
-    dense 16-bit peak, or for an fp8 row whose stated peak is the GPU's fp8 one (an MFU taken
-    against the fp8 peak, 1,979 on an H100) the fp8 peak, the other following in proportion."""
-    device = CATALOGUE[gpu_name(row)]
+def _gpu(row: Mapping[str, str | None], catalogue: Mapping[str, GPU] | None = None) -> GPU:
+    """The row's GPU from the catalogue (`catalogue`: the built-in one with a user's GPUs),
+    its peaks scaled to the stated `gpu_peak_tflops`: the dense 16-bit peak, or for an fp8 row
+    whose stated peak is the GPU's fp8 one (an MFU taken against the fp8 peak, 1,979 on an
+    H100) the fp8 peak, the other following in proportion."""
+    known = CATALOGUE if catalogue is None else catalogue
+    device = known[gpu_name(row, known)]
     peak = _stated_peak(row)
     if peak is None:
         return device
@@ -278,9 +280,12 @@ def _shard_group(row: Mapping[str, str | None], hybrid: bool, ranks: int, per_ho
     return size if size and size < ranks else 0
 
 
-def row_inputs(row: Mapping[str, str | None]) -> tuple[Model, ParallelLayout, GPU] | str:
+def row_inputs(
+    row: Mapping[str, str | None], catalogue: Mapping[str, GPU] | None = None
+) -> tuple[Model, ParallelLayout, GPU] | str:
     """The `Model`, `ParallelLayout` and `GPU` a CSV row describes, or why it cannot be
-    evaluated. Raises `PlannerError` for a cell that is not of its column's form."""
+    evaluated (`catalogue`: GPUs to find its GPU among, the built-in ones by default). Raises
+    `PlannerError` for a cell that is not of its column's form."""
     model = row_model(row)
     if isinstance(model, str):
         return model
@@ -295,7 +300,7 @@ def row_inputs(row: Mapping[str, str | None]) -> tuple[Model, ParallelLayout, GP
     cp = count(row, "context_parallel") or 1
     stated_dp = count(row, "data_parallel")
     stated_gpus = stated_gpu_count(row)
-    gpu = _gpu(row)
+    gpu = _gpu(row, catalogue)
     zero, hybrid = _sharding(row)
     if tp is None or pp is None:
         node = gpu.gpus_per_node

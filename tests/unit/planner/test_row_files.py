@@ -12,6 +12,7 @@ from published_rows import ROW, write
 
 import trainyard.planner.cells as cells
 from trainyard.planner.evaluate import evaluate, evaluate_paths, package_csv_path
+from trainyard.planner.hardware import CATALOGUE
 from trainyard.planner.row_files import READ_COLUMNS, columns_not_read
 from trainyard.planner.rows import row_inputs
 
@@ -53,3 +54,27 @@ def test_columns_the_planner_does_not_read_are_named(tmp_path: Path) -> None:
     assert result.not_read == (("published_configs.csv", ("zero_bubble",)),)
     assert "columns not read" in result.table() and "zero_bubble" in result.table()
     assert not isinstance(row_inputs(ROW), str)
+
+
+def test_rows_may_name_a_gpu_of_a_gpu_file(tmp_path: Path) -> None:
+    # outside review 13, F11: --gpu-file was accepted with --evaluate and ignored
+    from trainyard.planner.hardware import load_catalogue
+
+    gpus = tmp_path / "gpus.yaml"
+    gpus.write_text(
+        "MI300X: {bf16_tflops: 1307, fp8_tflops: 2615, fp32_tflops: 163.4, memory_gb: 204,"
+        " memory_bw_tbs: 5.3, nvlink_gb_s: 448, gpus_per_node: 8, network_gb_s: 50,"
+        " network_latency_us: 5}\n"
+        "A100-80GB: {bf16_tflops: 156}\n"  # a known GPU's field changed
+    )
+    path = write(tmp_path, [{**ROW, "gpu_type": "AMD MI300X OAM"}, ROW])
+    plain = evaluate_paths([path])
+    assert [s[2] for s in plain.skipped] == [
+        f"gpu_type: unknown GPU 'AMD MI300X OAM'; name one of {', '.join(CATALOGUE)} "
+        "(or describe it in a --gpu-file)"
+    ]
+    result = evaluate_paths([path], catalogue=load_catalogue(gpus))
+    assert not result.skipped and len(result.rows) == 2
+    mi300x, a100 = result.rows  # in the file's order
+    assert mi300x.published == plain.rows[0].published
+    assert a100.predicted < 0.75 * plain.rows[0].predicted  # the A100 at half its peak
