@@ -144,7 +144,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     except _ERRORS.ClickException as error:
         error.show()
         raise SystemExit(error.exit_code) from None
-    except _ERRORS.Abort:
+    except typer.Abort:
         typer.echo("aborted", err=True)
         raise SystemExit(1) from None
     raise SystemExit(code if isinstance(code, int) else 0)
