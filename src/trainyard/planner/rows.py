@@ -339,6 +339,12 @@ def row_inputs(
     stated = _recompute(row)
     first, last = _end_stages(row, model, pp, v or 1)
     stated_mb = count(row, "micro_batch_size") or accumulated_micro_batch(row, model, dp)
+    if stated_mb is None and model.global_batch % dp:  # (the advice would name a micro-batch)
+        return (
+            f"global_batch_size: {model.global_batch} sequences do not split over the run's "
+            f"{dp} data-parallel replicas ({gpus} GPUs over tp x cp x pp = {tp * cp * pp}); "
+            "one of the row's figures is not the run's"
+        )
     layout = ParallelLayout(
         tp=tp,
         pp=pp,

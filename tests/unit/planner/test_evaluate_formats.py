@@ -417,3 +417,12 @@ def test_a_semicolon_export_reads_commas_in_numbers_as_decimal_marks(tmp_path: P
     path.write_text(";".join(row) + "\n" + ";".join(row.values()) + "\n", encoding="utf-8")
     read = evaluate(path).rows[0]
     assert (read.metric, read.published) == ("iteration_time_s", 0.5)
+
+
+def test_a_batch_that_does_not_split_over_the_replicas_is_skipped_in_the_rows_words() -> None:
+    # outside review 13, F14: the advice was to "change micro_batch or dp", neither stated
+    why = row_inputs({**ROW, "num_gpus": "3", "global_batch_size": "64"})
+    assert why == (
+        "global_batch_size: 64 sequences do not split over the run's 3 data-parallel replicas "
+        "(3 GPUs over tp x cp x pp = 1); one of the row's figures is not the run's"
+    )
