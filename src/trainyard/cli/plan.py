@@ -264,6 +264,15 @@ def plan_command(
             "links` result; collectives are timed and chosen on them.",
         ),
     ] = None,
+    links_collective: Annotated[
+        str | None,
+        typer.Option(
+            "--links-collective",
+            metavar="NAME",
+            help="The collective a --links file measured when neither its text nor its name "
+            "says (all_reduce, all_gather, reduce_scatter, broadcast).",
+        ),
+    ] = None,
     precision: Annotated[
         str | None,
         typer.Option(
@@ -329,7 +338,9 @@ def plan_command(
     assert model is not None and gpu_type is not None
     console = _console()
     try:
-        measured, fits = load_links(links_file) if links_file is not None else (None, [])
+        measured, fits = (
+            load_links(links_file, links_collective) if links_file is not None else (None, [])
+        )
         m = _model(model)
         if precision is not None:
             m = dataclasses.replace(m, precision=precision.strip().lower())  # type: ignore[arg-type]  # checked by Model
@@ -402,12 +413,21 @@ def plan_command(
         typer.echo(json.dumps(out, indent=2))
         return
     for f in fits:
+        latency = f"latency {f.alpha_us:.1f} us" if f.latency_measured else (
+            f"latency not measured (smallest message {min(f.run.points)[0]:,} bytes; NCCL's "
+            f"{f.link.latency_us:.1f} us a step kept)"
+        )  # fmt: skip
         typer.echo(
             f"links: {f.run.collective} over {f.run.ranks} ranks on {f.run.nodes} node(s): "
-            f"latency {f.alpha_us:.1f} us, bus bandwidth {f.busbw_gbps:.1f} GB/s -> {f.level} "
+            f"{latency}, bus bandwidth {f.busbw_gbps:.1f} GB/s -> {f.level} "
             f"link {f.link.bandwidth_gbps:.1f} GB/s, {f.link.latency_us:.2f} us a step "
             f"(fit error median {f.median_error:.0%}, max {f.max_error:.0%})"
         )
+        if f.level == "inter" and f.run.ranks_per_node != nodes_of:
+            typer.echo(
+                f"note: measured with {f.run.ranks_per_node} ranks a node, planned with "
+                f"{nodes_of}: one GPU's share of the network is read as measured"
+            )
     where = f"{allocation} GPUs per node" if allocation is not None else None
     render(m, count, device.name, plans, console, where=where)
     if options:

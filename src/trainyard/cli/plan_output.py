@@ -31,6 +31,7 @@ def fit_dict(fit: LinkFit) -> dict[str, Any]:
         "step_latency_us": fit.link.latency_us,
         "fit_median_error": fit.median_error,
         "fit_max_error": fit.max_error,
+        "latency_measured": fit.latency_measured,
     }
 
 

@@ -8,9 +8,15 @@ nccl-tests output (NVIDIA/nccl-tests, `doc/PERFORMANCE.md`): comment lines start
 ``#  Rank  N Group  G Pid  P on HOST device  D [...] NAME`` lines name each rank's host, so the
 ranks and nodes of the run are counted from them; a data line is ``size count type redop root
 time algbw busbw #wrong time algbw busbw #wrong`` (out-of-place, then in-place; older versions
-have no root column). The collective comes from the file's ``all_reduce_perf``-style name when
-its text names one, else from `collective`. Sizes are bytes, times microseconds, bandwidths
-GB/s.
+have no root column; a run of in-place tests only prints N/A for the out-of-place figures, and
+RCCL's adds text columns, algo proto nchannels, which are not read). A file may hold several
+tests run one after another, each from its header on (`parse_nccl_file`; a test that prints no
+rank lines has the previous one's ranks). The collective comes from the section's
+``all_reduce_perf``-style name when its text names one, else from `collective` (the file's
+name, or `plan --links-collective`). Sizes are bytes, times microseconds, bandwidths GB/s. A
+line that starts with a size but is not a whole data line (a file cut short) is an error, as
+is a sweep whose largest message is under `SMALLEST_LARGEST` (16 MiB): no link shows its
+bandwidth below it.
 
 The probe's JSON (`trainyard.probe.links`) has the same facts: ``{"collectives": [{"collective":
 "all_reduce", "ranks": R, "nodes": N, "sizes": [[bytes, time_us], ...]}, ...]}``.
@@ -23,7 +29,9 @@ across nodes gives the network link: one GPU's share is the bus bandwidth over t
 node when the network is the bottleneck (the ring's inter-node hops share the node's NICs;
 `collectives._ring_bus_bw`), and its per-step latency what α leaves after the intra-node
 steps. A level with no run keeps the GPU catalogue's figure. When noise hides the trend (a negative
-slope or latency), the smallest message gives α and the largest the bandwidth.
+slope or latency), the smallest message gives α and the largest the bandwidth. A sweep whose
+smallest message is over `LARGEST_SMALLEST` (1 MiB) measures no latency: NCCL's per-step
+figure for the level is kept, and the fit says so (`LinkFit.latency_measured`).
 """
 
 from __future__ import annotations
@@ -37,9 +45,15 @@ from typing import Any, Final
 from trainyard.planner.collectives import COLLECTIVES, Link, LinkSet, busbw_factor
 from trainyard.planner.errors import PlannerError
 
-__all__ = ["LinkFit", "Run", "fit_run", "load_links", "parse_nccl_tests", "parse_probe"]
+__all__ = [
+    "LinkFit", "Run", "fit_run", "load_links", "parse_nccl_file", "parse_nccl_tests", "parse_probe",
+]  # fmt: skip
 
 _BASE_LATENCY_US: Final = 8.4  # NCCL baseLatency Ring/Simple (collectives._BASE_LATENCY_US)
+# NCCL's hwLatency per ring step with the Simple protocol (`collectives.nvlink`, `ib_link`):
+# kept for a level whose sweep starts too large to show its latency
+_NVLINK_STEP_US: Final = 3.4
+_NETWORK_STEP_US: Final = 14.0
 _RANK_LINE: Final = re.compile(r"#\s*Rank\s+\d+\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+(\S+)")
 _NAMES: Final = {
     "all_reduce": "all_reduce",
@@ -79,6 +93,7 @@ class LinkFit:
     level: str
     median_error: float
     max_error: float
+    latency_measured: bool = True  # False: the sweep's smallest message hid it (NCCL's kept)
 
 
 def _collective(text: str, default: str | None) -> str:
@@ -88,7 +103,8 @@ def _collective(text: str, default: str | None) -> str:
         raise PlannerError(
             "collective",
             "the file does not say which collective it measured (no all_reduce_perf-style "
-            "name): pass it, e.g. all_reduce",
+            "name in it or in its file name): give it with --links-collective, e.g. "
+            "all_reduce, or name the file after the binary (all_reduce_perf.txt)",
         )
     key = name.lower().replace("-", "_")
     if key not in _NAMES:
@@ -99,24 +115,29 @@ def _collective(text: str, default: str | None) -> str:
 
 
 def _data_point(tokens: list[str]) -> tuple[int, float] | None:
-    """(size, out-of-place time) of a data line, or None when the line is not one."""
+    """(size, time) of a data line, or None when the line is not a complete one: the
+    out-of-place time, else the in-place one (a run of in-place tests only prints N/A for the
+    other); text columns after the figures (RCCL's algo, proto, nchannels) are not read."""
     if len(tokens) < 8 or not tokens[0].isdigit() or not tokens[1].isdigit():
         return None
-    numbers: list[float] = []
-    for token in tokens[3:]:
+    numbers: list[float | None] = []
+    for token in tokens[2:]:
+        if token.upper() == "N/A":
+            numbers.append(None)
+            continue
         try:
             numbers.append(float(token))
         except ValueError:
             if numbers:
-                return None  # text after the numbers began: not a data line
-            continue  # the redop column
+                break  # text columns after the figures
+            continue  # the type and redop columns
     # [root] time algbw busbw #wrong time algbw busbw #wrong
-    if len(numbers) == 9:
-        numbers = numbers[1:]
-    if len(numbers) < 4:
+    if len(numbers) >= 9:
+        numbers = numbers[1:9]
+    if len(numbers) < 8:
         return None
-    time_us = numbers[0]
-    if not _usable(int(tokens[0]), time_us):
+    time_us = numbers[0] if numbers[0] is not None else numbers[4]
+    if time_us is None or not _usable(int(tokens[0]), time_us):
         return None
     return int(tokens[0]), time_us
 
@@ -133,32 +154,87 @@ def _usable(size: int, time_us: float) -> bool:
     return _SIZES[0] <= size <= _SIZES[1] and _TIMES_US[0] <= time_us <= _TIMES_US[1]
 
 
+# Where a test of one collective begins in a file of several (nccl-tests' header line, or the
+# line some wrappers print before it).
+_SECTION: Final = re.compile(r"#\s*(Collective test starting|nThread\s+\d)")
+# A sweep whose largest message is smaller reaches no link's bandwidth (NVLink's ring needs
+# messages of tens of MB; nccl-tests' own examples go to 128 MB and beyond), and one whose
+# smallest is larger measures no latency.
+SMALLEST_LARGEST: Final = 16 * 2**20
+LARGEST_SMALLEST: Final = 1 * 2**20
+
+
 def parse_nccl_tests(text: str, collective: str | None = None) -> Run:
     """The sweep of one nccl-tests output (see the module docstring). Raises `PlannerError`
     naming what is missing."""
+    runs = parse_nccl_file(text, collective)
+    return runs[0]
+
+
+def parse_nccl_file(text: str, collective: str | None = None) -> list[Run]:
+    """Every sweep of an nccl-tests output, one per collective test in it (the binaries run
+    one after another into one file: a section each, from its header on). Raises
+    `PlannerError` naming what is missing, or the line that is not a complete data line (a
+    file cut short)."""
+    sections: list[list[str]] = [[]]
+    for line in text.splitlines():
+        starts = _SECTION.match(line.lstrip()) is not None
+        data_seen = any(not x.lstrip().startswith("#") and x.strip() for x in sections[-1])
+        if starts and data_seen:
+            sections.append([])
+        sections[-1].append(line)
+    runs: list[Run] = []
+    hosts: list[str] = []
+    for lines in sections:
+        run, hosts = _section(lines, collective, hosts)
+        runs.append(run)
+    return runs
+
+
+def _section(lines: list[str], collective: str | None, before: list[str]) -> tuple[Run, list[str]]:
+    """One test's sweep and the hosts of its ranks (`before`'s, the previous test's in the
+    same file, when it prints no rank lines of its own: the same job ran both)."""
     hosts: list[str] = []
     points: list[tuple[int, float]] = []
-    for line in text.splitlines():
+    for number, line in enumerate(lines, start=1):
         found = _RANK_LINE.search(line)
         if found:
             hosts.append(found.group(1))
             continue
-        if line.lstrip().startswith("#"):
+        if line.lstrip().startswith("#") or not line.strip():
             continue
-        point = _data_point(line.split())
+        tokens = line.split()
+        point = _data_point(tokens)
         if point is not None:
             points.append(point)
+        elif tokens[0].isdigit():  # a size, then not a whole data line
+            raise PlannerError(
+                "links",
+                f"{line.strip()[:60]!r} is not a complete data line"
+                + (" (the file ends there: cut short?)" if number == len(lines) else ""),
+            )
+    text = "\n".join(lines)
     if not points:
         raise PlannerError(
             "links", "no data lines (size count type ... time algbw busbw) in the nccl-tests output"
         )
+    hosts = hosts or before
     if not hosts:
         raise PlannerError(
             "links",
             "no '#  Rank N Group G Pid P on HOST' lines: the ranks and nodes of the run are "
             "unknown (keep nccl-tests' header in the file)",
         )
-    return Run(_collective(text, collective), len(hosts), len(set(hosts)), tuple(points))
+    name = _collective(text, collective)
+    largest = max(size for size, _ in points)
+    if largest < SMALLEST_LARGEST:
+        raise PlannerError(
+            "links",
+            f"the sweep's largest message is {largest:,} bytes: a link's bandwidth shows only "
+            f"from about {SMALLEST_LARGEST // 2**20} MiB on (run nccl-tests with -e 1G or more)",
+        )
+    run = Run(name, len(hosts), len(set(hosts)), tuple(points))
+    return run, hosts
 
 
 def parse_probe(data: Any) -> list[Run]:
@@ -239,17 +315,18 @@ def fit_run(run: Run) -> LinkFit:
     errors = [abs(alpha + slope * size - t) / t for size, t in run.points]
     errors.sort()
     spare = max(0.0, alpha - _BASE_LATENCY_US)
+    measured = min(size for size, _ in run.points) <= LARGEST_SMALLEST
     if run.nodes == 1:
         steps = rounds * (run.ranks - 1)
-        link = Link(busbw, latency_us=spare / steps)
-        level = "intra"
+        step = spare / steps if measured else _NVLINK_STEP_US
+        link, level = Link(busbw, latency_us=step), "intra"
     else:
         intra_steps = rounds * (run.ranks - run.nodes)
         inter_steps = rounds * (run.nodes - 1)
-        per_inter = max(0.0, spare - intra_steps * 3.4) / inter_steps  # NVLink Simple 3.4 us
-        link = Link(busbw / run.ranks_per_node, latency_us=per_inter)
-        level = "inter"
-    return LinkFit(run, alpha, busbw, link, level, errors[len(errors) // 2], errors[-1])
+        per_inter = max(0.0, spare - intra_steps * _NVLINK_STEP_US) / inter_steps
+        step = per_inter if measured else _NETWORK_STEP_US
+        link, level = Link(busbw / run.ranks_per_node, latency_us=step), "inter"
+    return LinkFit(run, alpha, busbw, link, level, errors[len(errors) // 2], errors[-1], measured)
 
 
 def load_links(path: str | Path, collective: str | None = None) -> tuple[LinkSet, list[LinkFit]]:
@@ -273,7 +350,7 @@ def load_links(path: str | Path, collective: str | None = None) -> tuple[LinkSet
         except PlannerError as exc:
             raise PlannerError("links", f"{file}: {exc.field}: {exc.message}") from None
     else:
-        runs = [parse_nccl_tests(text, collective or _collective_from_name(file.name))]
+        runs = parse_nccl_file(text, collective or _collective_from_name(file.name))
     fits = [fit_run(run) for run in runs if run.ranks > 1]
     if not fits:
         raise PlannerError("links", f"{file} has no run of two or more ranks")

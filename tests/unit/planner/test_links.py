@@ -161,3 +161,53 @@ def test_json_too_deep_or_too_long_a_number_is_not_valid_json(tmp_path: Path) ->
         path.write_text(text)
         with pytest.raises(PlannerError, match="is not valid JSON"):
             load_links(path)
+
+
+def _sweep(
+    name: str, sizes: range | list[int], *, tail: str = "", inplace_only: bool = False
+) -> str:
+    """An nccl-tests section of 8 ranks on one node: 15 us + S / (200 GB/s algbw)."""
+    lines = [f"# Collective test starting: {name}", "# nThread 1 nGpus 1 minBytes 8"]
+    lines += [f"#  Rank {r} Group 0 Pid {r} on node-0 device {r} [0x1] H100" for r in range(8)]
+    for size in sizes:
+        t = f"{15 + size / 200e3:.2f}"
+        out = "N/A N/A N/A 0" if inplace_only else f"{t} 0 0 0"
+        lines.append(f"{size} {size // 4} float sum -1 {out} {t} 0 0 0{tail}")
+    return "\n".join(lines) + "\n"
+
+
+SIZES = [8 << i for i in range(0, 28, 3)]  # 8 B to 1 GiB
+
+
+def test_what_nccl_tests_prints_besides_the_plain_table_is_read(tmp_path: Path) -> None:
+    # Outside review 13, F10: in-place figures only, RCCL's trailing columns and a second
+    # collective in the same file were refused or dropped.
+    plain = parse_nccl_tests(_sweep("all_reduce_perf", SIZES))
+    assert parse_nccl_tests(_sweep("all_reduce_perf", SIZES, inplace_only=True)) == plain
+    assert parse_nccl_tests(_sweep("all_reduce_perf", SIZES, tail=" RING SIMPLE 32")) == plain
+    both = tmp_path / "sweeps.txt"
+    both.write_text(_sweep("all_reduce_perf", SIZES) + _sweep("all_gather_perf", SIZES))
+    _, fits = load_links(both)
+    assert [f.run.collective for f in fits] == ["all_reduce", "all_gather"]
+    unnamed = tmp_path / "out.txt"
+    unnamed.write_text(_sweep("", SIZES).replace("# Collective test starting: \n", ""))
+    with pytest.raises(PlannerError, match="--links-collective"):
+        load_links(unnamed)
+    assert load_links(unnamed, "all_reduce")[1][0].run == plain
+
+
+def test_a_file_cut_short_or_a_sweep_that_shows_no_bandwidth_is_refused() -> None:
+    # Outside review 13, F9: a file cut at 32 KiB was fitted to an 8 GB/s NVLink.
+    cut = _sweep("all_reduce_perf", SIZES)[:-25]
+    with pytest.raises(PlannerError, match="cut short"):
+        parse_nccl_tests(cut)
+    with pytest.raises(PlannerError, match="largest message is 32,768 bytes"):
+        parse_nccl_tests(_sweep("all_reduce_perf", [8, 1024, 32768]))
+
+
+def test_a_sweep_of_large_messages_only_keeps_nccls_latency() -> None:
+    # Outside review 13, F9: a 512 MB-2 GB sweep was fitted to a 771 us latency, as measured
+    large = fit_run(parse_nccl_tests(_sweep("all_reduce_perf", [2**29, 2**30, 2**31])))
+    assert not large.latency_measured and large.link.latency_us == pytest.approx(3.4)
+    full = fit_run(parse_nccl_tests(_sweep("all_reduce_perf", SIZES)))
+    assert full.latency_measured and large.busbw_gbps == pytest.approx(full.busbw_gbps, rel=0.01)
