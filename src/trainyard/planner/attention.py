@@ -30,6 +30,14 @@ Two published facts set it:
   arXiv:2307.08691 is of a different kernel); `bench/gemm_curve.py` times the same sweep on
   a lent GPU to check them.
 
+**Kernel generation.** The curve is of cuDNN's fused attention, the kernel Transformer Engine
+(and so Megatron-Core) calls, of FlashAttention-3's generation on Hopper. FlashAttention-2 and
+the kernels of its generation (PyTorch SDPA's flash backend, xFormers), written for Ampere's
+synchronous tensor cores, reach "only 35 % utilization on the H100" (the FlashAttention-3
+paper's abstract, arXiv:2407.08608) where the curve's longest kernels reach 54 %: on Hopper and
+later GPUs they run at `FA2_ON_HOPPER` of the curve's speed (`kernel_speed`). On Ampere they
+are that GPU's native kernels and keep the curve.
+
 The sequence length a kernel sees is the number of keys a query block sweeps in one call: the
 sequence over the context-parallel ranks (ring attention passes blocks of s/c keys), or the
 window of a sliding-window layer. Below 512 tokens the curve's first point is kept (an upper
@@ -42,7 +50,10 @@ import bisect
 import math
 from typing import Final
 
-__all__ = ["BACKWARD_WORK", "CURVE", "fused_attention_efficiency", "fused_attention_times"]
+__all__ = [
+    "BACKWARD_WORK", "CURVE", "FA2_ON_HOPPER", "fused_attention_efficiency",
+    "fused_attention_times", "kernel_speed",
+]  # fmt: skip
 
 BACKWARD_WORK: Final = 2.5  # backward FLOPs of a fused attention over its forward's
 
@@ -61,6 +72,17 @@ CURVE: Final = tuple((n, fwd / H100_DENSE_BF16, bwd / H100_DENSE_BF16) for n, fw
 _LOG_N: Final = tuple(math.log2(n) for n, _f, _b in CURVE)
 
 
+# FlashAttention-2's 35 % of an H100's peak over the curve's best forward (539 TFLOP/s)
+FA2_ON_HOPPER: Final = 0.35 * H100_DENSE_BF16 / max(fwd for _n, fwd, _b in _MEASURED)
+
+
+def kernel_speed(kernel: str, compute_capability: float) -> float:
+    """How fast a fused kernel of `kernel`'s generation ("cudnn" or "fa2") runs against the
+    curve on a GPU of `compute_capability` (module docstring): 1, or `FA2_ON_HOPPER` for
+    FlashAttention-2's generation on Hopper (9.0) and later."""
+    return FA2_ON_HOPPER if kernel == "fa2" and compute_capability >= 9.0 else 1.0
+
+
 def fused_attention_efficiency(keys: float) -> tuple[float, float]:
     """(forward, backward) fraction of the 16-bit peak a fused attention kernel reaches when
     its query blocks sweep `keys` keys: `CURVE` interpolated in log2(keys), its end points
@@ -76,10 +98,14 @@ def fused_attention_efficiency(keys: float) -> tuple[float, float]:
     return lo[1] + w * (hi[1] - lo[1]), lo[2] + w * (hi[2] - lo[2])
 
 
-def fused_attention_times(forward_flops: float, keys: float, peak16: float) -> tuple[float, float]:
+def fused_attention_times(
+    forward_flops: float, keys: float, peak16: float, speed: float = 1.0
+) -> tuple[float, float]:
     """(forward, backward) seconds of a fused attention core whose forward computes
     `forward_flops` (the whole core, before any causal saving): the backward does
     `BACKWARD_WORK` times the forward's work, each at its efficiency of
-    `fused_attention_efficiency(keys)` on a GPU of `peak16` FLOP/s."""
+    `fused_attention_efficiency(keys)` on a GPU of `peak16` FLOP/s, times `speed`
+    (`kernel_speed`)."""
     fwd, bwd = fused_attention_efficiency(keys)
-    return forward_flops / (peak16 * fwd), BACKWARD_WORK * forward_flops / (peak16 * bwd)
+    rate = peak16 * speed
+    return forward_flops / (rate * fwd), BACKWARD_WORK * forward_flops / (rate * bwd)

@@ -16,6 +16,7 @@ from typing import Final
 from trainyard.planner.cells import FALSE, TRUE, Row, count, first_named, flag, folded, row_cell
 from trainyard.planner.errors import PlannerError
 from trainyard.planner.hardware import CATALOGUE
+from trainyard.planner.layout import AttentionKernel
 from trainyard.planner.model import AttentionCount, Precision
 
 __all__ = [
@@ -62,6 +63,24 @@ def flash_cell(row: Row) -> bool | None:
         "flash_attention",
         f"must be yes or no (or the kernel: flash, cudnn, sdpa, eager), got {text!r}",
     )
+
+
+# Kernels of FlashAttention-2's generation (`layout.AttentionKernel` "fa2"): FlashAttention 1
+# and 2, PyTorch's SDPA (its flash backend, unless the cell names cuDNN), xFormers'
+# memory-efficient attention. Any other fused kernel is of cuDNN's (FlashAttention-3, TE).
+_FA2_GENERATION: Final = ("fa1", "fa2", "flashattention1", "flashattention2", "flashattn1",
+                          "flashattn2", "flashattentionv2", "sdpa", "xformers", "memeff",
+                          "memoryefficient")  # fmt: skip
+
+
+def attention_kernel_cell(row: Row) -> AttentionKernel:
+    """The generation of the fused kernel a `flash_attention` cell names: "fa2" for
+    FlashAttention-2's ("FlashAttention-2", "SDPA", "xFormers"), else "cudnn" (yes, cuDNN,
+    FlashAttention-3, Transformer Engine, or nothing said)."""
+    name = folded(row_cell(row, "flash_attention")).replace(".", "")
+    if "cudnn" in name or "fa3" in name or "attention3" in name:
+        return "cudnn"
+    return "fa2" if any(kernel in name for kernel in _FA2_GENERATION) else "cudnn"
 
 
 # How a table counted the attention core in its FLOP figures: the whole score matrix (SC'21,

@@ -120,7 +120,7 @@ import math
 from dataclasses import dataclass
 from typing import Final
 
-from trainyard.planner.attention import fused_attention_times
+from trainyard.planner.attention import fused_attention_times, kernel_speed
 from trainyard.planner.collectives import LinkSet, Topology
 from trainyard.planner.comm import (
     NVLINK_EFFICIENCY,
@@ -379,7 +379,8 @@ def step_time(
     if layout.flash_attention:
         s, span = model.seq_len, model.attention_span()
         if efficiency is None:  # fused kernels at their own efficiency (`planner.attention`)
-            attn_one, attn_back = fused_attention_times(attn_fwd, span / c, peak16)
+            speed = kernel_speed(layout.attention_kernel, gpu.compute_capability)
+            attn_one, attn_back = fused_attention_times(attn_fwd, span / c, peak16, speed)
         # context-parallel chunks balanced: 1/c each; a sliding window computes its own span
         full_keys = model.attention_spans()[0] * s
         causal = (span - full_keys * (1.0 - causal_share(s))) / span

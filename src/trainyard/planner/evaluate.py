@@ -106,7 +106,7 @@ class Row:
 def read_as(model: Model, layout: ParallelLayout) -> str:
     """How a row was read, in one short line: the parallel split, micro-batch, sharding,
     recompute, the layers whose activations are offloaded to the host (offN) and the switches
-    that are on (sp, flash, tp-overlap, fp8), so that a row's
+    that are on (sp, flash or flash-fa2, tp-overlap, fp8), so that a row's
     defaults (`trainyard.planner.rows`) are visible next to its error."""
     parts = [f"t{layout.tp}"]
     parts += [f"{k}{v}" for k, v in (("c", layout.cp), ("p", layout.pp)) if v > 1]
@@ -126,7 +126,7 @@ def read_as(model: Model, layout: ParallelLayout) -> str:
         parts.append(f"off{layout.offload_layers}")
     switches = (
         (layout.sequence_parallel, "sp"),
-        (layout.flash_attention, "flash"),
+        (layout.flash_attention, "flash" if layout.attention_kernel == "cudnn" else "flash-fa2"),
         (layout.tp_comm_overlap, "tp-overlap"),
         (not layout.p2p_split and layout.pp > 1 and layout.tp > 1, "whole-sends"),
         (model.precision == "fp8", "fp8"),

@@ -214,7 +214,7 @@ def _megatron(model: Model, plan: Plan, gpu: GPU) -> tuple[tuple[str, ...], list
         "--max-position-embeddings", str(model.seq_len),
         "--make-vocab-size-divisible-by", str(model.vocab_multiple),
         "--transformer-impl", "transformer_engine",
-        "--attention-backend", "auto" if lay.flash_attention else "unfused",
+        "--attention-backend", _attention_backend(lay),
     ]  # fmt: skip
     if lay.cp > 1:
         args += ["--context-parallel-size", str(lay.cp), "--cp-comm-type", "p2p"]
@@ -323,6 +323,15 @@ def _megatron(model: Model, plan: Plan, gpu: GPU) -> tuple[tuple[str, ...], list
         "common defaults, not planned: tune them"
     )
     return tuple(args), notes
+
+
+def _attention_backend(lay: ParallelLayout) -> str:
+    """Megatron-LM's --attention-backend: its choice among the fused kernels (cuDNN's first,
+    through Transformer Engine), FlashAttention for a plan of that generation's kernel, or the
+    unfused attention."""
+    if not lay.flash_attention:
+        return "unfused"
+    return "flash" if lay.attention_kernel == "fa2" else "auto"
 
 
 def _chunk_layout(model: Model, lay: ParallelLayout) -> str:

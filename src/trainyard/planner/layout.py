@@ -62,10 +62,16 @@ from typing import Literal
 from trainyard.planner.errors import PlannerError
 from trainyard.planner.model import Model
 
-__all__ = ["RECOMPUTE_MODES", "SHARDINGS", "ParallelLayout", "Recompute"]
+__all__ = ["ATTENTION_KERNELS", "RECOMPUTE_MODES", "SHARDINGS", "AttentionKernel", "ParallelLayout",
+           "Recompute"]  # fmt: skip
 
 Recompute = Literal["none", "norms", "selective", "full", "op"]
 RECOMPUTE_MODES: tuple[str, ...] = ("none", "norms", "selective", "full", "op")
+# The fused attention kernel's generation (`attention.kernel_speed`): cuDNN's fused attention,
+# FlashAttention-3 and Transformer Engine's ("cudnn"), or FlashAttention-2 and the kernels of
+# its generation (PyTorch SDPA's flash backend, xFormers: "fa2").
+AttentionKernel = Literal["cudnn", "fa2"]
+ATTENTION_KERNELS: tuple[str, ...] = ("cudnn", "fa2")
 # Names of the sharding choices (`ParallelLayout.sharding`).
 SHARDINGS: tuple[str, ...] = ("none", "zero1", "zero2", "zero3", "hsdp")
 
@@ -78,7 +84,8 @@ class ParallelLayout:
     gives its 18 bytes/param); otherwise gradients take 2 bytes per parameter.
     `flash_attention` runs the attention core as one fused kernel (FlashAttention, Dao et al.
     arXiv:2205.14135, or cuDNN's fused attention) that never stores the s x s score matrix;
-    without it the scores, softmax and dropout go through memory (Megatron before 2022).
+    without it the scores, softmax and dropout go through memory (Megatron before 2022);
+    `attention_kernel` says which generation of fused kernel (`ATTENTION_KERNELS`).
     `tp_comm_overlap` overlaps the tensor-parallel communication with the layer's GEMMs
     (Megatron-Core --tp-comm-overlap; it needs sequence parallelism). `p2p_split`: each
     tensor-parallel rank sends its 1/tp of the activations between pipeline stages and the
@@ -107,6 +114,7 @@ class ParallelLayout:
     ep: int = 1
     offload_layers: int = 0
     p2p_split: bool = True
+    attention_kernel: AttentionKernel = "cudnn"
 
     def __post_init__(self) -> None:
         for field in ("tp", "pp", "dp", "micro_batch", "virtual_stages", "cp", "ep"):
@@ -118,6 +126,11 @@ class ParallelLayout:
         if self.recompute not in RECOMPUTE_MODES:
             raise PlannerError(
                 "recompute", f"must be one of {', '.join(RECOMPUTE_MODES)}, got {self.recompute!r}"
+            )
+        if self.attention_kernel not in ATTENTION_KERNELS:
+            raise PlannerError(
+                "attention_kernel",
+                f"must be one of {', '.join(ATTENTION_KERNELS)}, got {self.attention_kernel!r}",
             )
         for flag in (
             "sequence_parallel", "fp32_grads", "flash_attention", "tp_comm_overlap", "p2p_split"

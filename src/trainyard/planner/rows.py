@@ -26,7 +26,8 @@ are given; else 1, or for a fully sharded run without pipeline stages its local 
 largest part of it that fits, `row_split.fsdp_micro_batch`), gpu_peak_tflops (the GPU's),
 activation_recompute, cpu_offload_layers (0; the layers whose activations go to host memory,
 Megatron-Core's --cpu-offloading-num-layers),
-flash_attention (yes/no, or the kernel: FlashAttention-2, cuDNN, SDPA, eager), tp_comm_overlap,
+flash_attention (yes/no, or the kernel: FlashAttention-2, SDPA or xFormers, of FlashAttention-2's
+generation, cuDNN, FlashAttention-3 or TE, of cuDNN's, eager), tp_comm_overlap,
 scatter_gather (yes/no: pipeline sends split over the TP ranks; `row_era.p2p_split`),
 sequence_parallel (yes/no, enabled/disabled), split (calibration or held_out), attention_flops
 (full; causal, none: how the table counts the attention core in its FLOP figures, read by
@@ -122,6 +123,7 @@ from typing import Final
 
 from trainyard.planner.cell_names import (
     SHARDING_NAMES,
+    attention_kernel_cell,
     flash_cell,
     fsdp_cell,
     gpu_name,
@@ -357,6 +359,7 @@ def row_inputs(
         virtual_stages=v or 1,
         sequence_parallel=tp > 1 and _sequence_parallel(row, overlap, recompute_cell),
         flash_attention=flash,
+        attention_kernel=attention_kernel_cell(row),
         tp_comm_overlap=overlap,
         first_stage_layers=first,
         last_stage_layers=last,

@@ -66,3 +66,36 @@ def test_a_fused_core_is_priced_by_the_kernel_curve_not_by_the_hidden_size() -> 
         gemm_only = step_time(dataclasses.replace(base, window=1), lay, H100, calibration=cal)
         assert whole.compute_s > gemm_only.compute_s
         assert whole.compute_s - gemm_only.compute_s == pytest.approx(expected, rel=0.02)
+
+
+def test_flashattention2s_generation_is_slower_on_hopper_only() -> None:
+    # Outside review 13, F4: the kernel a row names ("FlashAttention-2", "SDPA") was read and
+    # made no difference. FlashAttention-2 reaches 35 % of an H100's peak (arXiv:2407.08608).
+    from published_rows import ROW
+
+    from trainyard.planner.attention import FA2_ON_HOPPER, kernel_speed
+    from trainyard.planner.cell_names import attention_kernel_cell
+    from trainyard.planner.launch import launch_settings
+    from trainyard.planner.memory import memory_per_gpu
+    from trainyard.planner.search import Plan
+
+    assert pytest.approx(0.35 * 989.4 / 539.0) == FA2_ON_HOPPER
+    assert kernel_speed("fa2", 9.0) == kernel_speed("fa2", 10.0) == FA2_ON_HOPPER
+    assert kernel_speed("fa2", 8.0) == kernel_speed("cudnn", 9.0) == 1.0
+    names = {"FlashAttention-2": "fa2", "SDPA": "fa2", "xFormers": "fa2", "flash_attn 2": "fa2",
+             "cuDNN": "cudnn", "FlashAttention-3": "cudnn", "TE": "cudnn", "yes": "cudnn",
+             "SDPA (cuDNN)": "cudnn", "": "cudnn"}  # fmt: skip
+    assert {k: attention_kernel_cell({**ROW, "flash_attention": k}) for k in names} == names
+    model = Model("long", layers=32, hidden=4096, heads=32, seq_len=32768, vocab=128256,
+                  global_batch=8)  # fmt: skip
+    layout = ParallelLayout(dp=8, flash_attention=True, recompute="full")
+    fa2 = dataclasses.replace(layout, attention_kernel="fa2")
+    h100, a100 = gpu("H100"), gpu("A100-80GB")
+    slow, fast = step_time(model, fa2, h100), step_time(model, layout, h100)
+    assert slow.iteration_s > 1.2 * fast.iteration_s
+    assert step_time(model, fa2, a100).iteration_s == step_time(model, layout, a100).iteration_s
+    plan = Plan(fa2, memory_per_gpu(model, fa2), slow, 1.0, 1.0, 0.5)
+    flags = launch_settings(model, plan, h100).megatron
+    assert flags[flags.index("--attention-backend") + 1] == "flash"
+    with pytest.raises(Exception, match="attention_kernel"):
+        ParallelLayout(attention_kernel="fa4")  # type: ignore[arg-type]
