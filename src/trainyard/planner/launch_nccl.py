@@ -160,8 +160,10 @@ def _choose(
 def plan_collectives(
     model: Model, plan: Plan, gpu: GPU, nodes_of: int, links: coll.LinkSet | None
 ) -> list[CollectiveChoice]:
-    """The collectives `plan` issues (tensor-parallel, then data-parallel or sharded), each with
-    the algorithm and protocol chosen for it on the topology `compute.step_time` prices."""
+    """The collectives `plan` issues (tensor-parallel, then data-parallel or sharded: the dense
+    weights' over the data-parallel ranks, a mixture of experts' routed experts' over their
+    expert-data-parallel group, as `stages` prices them), each with the algorithm and protocol
+    chosen for it on the topology `compute.step_time` prices."""
     lay = plan.layout
     t, p, d = lay.tp, lay.pp, lay.dp
     m = lay.microbatches(model)
@@ -173,9 +175,11 @@ def plan_collectives(
         functions = _SHARDED if lay.sequence_parallel else _ALL_REDUCE
         topo = topology(t, per_node(t, nodes_of), gpu, links)
         out.append(_choose("tensor-parallel all-reduce", functions, msg, topo, calls))
+    grad_bytes = 4 if lay.fp32_grads else 2
+    experts = model.layers * model.expert_params  # reduced over their own group (below)
+    edp = lay.expert_data_parallel
     if d * lay.cp > 1:
-        grad_bytes = 4 if lay.fp32_grads else 2
-        volume = model.params / (t * p) * grad_bytes
+        volume = (model.params - experts) / (t * p) * grad_bytes
         ranks = lay.shard_size if lay.zero >= 2 else d * lay.cp
         topo = topology(ranks, per_node(ranks, max(1, nodes_of // (t * p))), gpu, links)
         functions = _SHARDED if lay.zero >= 1 else _ALL_REDUCE
@@ -188,6 +192,13 @@ def plan_collectives(
             name = "data-parallel gradient all-reduce"
             calls = 1
         out.append(_choose(name, functions, int(volume), topo, calls))
+    if experts and edp > 1:  # the routed experts' gradients: over the ranks holding the same
+        on_node = max(1, max(1, nodes_of // (t * p)) * t // lay.ep)
+        topo = topology(edp, per_node(edp, on_node), gpu, links)
+        volume = experts / (lay.ep * p) * grad_bytes
+        functions = _SHARDED if lay.zero >= 1 else _ALL_REDUCE
+        name = f"expert gradient reduction (expert-data-parallel group of {edp})"
+        out.append(_choose(name, functions, int(volume), topo, 3 * m if lay.zero == 3 else 1))
     return out
 
 

@@ -150,6 +150,16 @@ def test_moe_search_emits_only_runnable_configs() -> None:
         assert "--kv-channels" not in flags  # Mixtral's heads span the hidden size
 
 
+def test_a_mixture_of_experts_reduces_its_experts_over_their_own_group() -> None:
+    # outside review 13, F12: the NCCL choice counted every parameter's gradient over dp
+    model, plan = _plan("qwen3-30b-a3b", ParallelLayout(dp=16, ep=8, zero=1, flash_attention=True))
+    dense, experts = launch_settings(model, plan, gpu("H100")).collectives
+    routed = model.layers * model.expert_params
+    assert dense.nbytes == int((model.params - routed) * 2) and dense.ranks == 16
+    assert experts.nbytes == int(routed / 8 * 2) and experts.ranks == 2
+    assert "expert-data-parallel group of 2" in experts.name
+
+
 def test_unrunnable_targets_get_no_config_and_a_note() -> None:
     model, plan = _plan("llama2-7b", ParallelLayout(dp=16, zero=3, shard_group=8))
     settings = launch_settings(model, plan, gpu("H100"))
