@@ -266,6 +266,10 @@ def _megatron(model: Model, plan: Plan, gpu: GPU) -> tuple[tuple[str, ...], list
         args.append("--untie-embeddings-and-output-weights")
     if not model.learned_positions:
         args += ["--position-embedding-type", "rope"]
+        if model.rope_base:
+            args += ["--rotary-base", str(model.rope_base)]
+    if model.qk_norm:
+        args.append("--qk-layernorm")
     if lay.recompute == "norms":
         modules = ["layernorm", *(["moe_act"] if model.is_moe else []),
                    *(["mla_up_proj"] if model.is_mla else [])]  # fmt: skip

@@ -76,7 +76,10 @@ class Model:
     multiple of (times tp). Sliding-window attention: `window` > 0 keys before each query
     (Megatron's --window-size W,0), in every layer but each `full_attention_every`-th, which
     attends to the whole sequence (--window-attn-skip-freq; 0: no full layer). GPT-OSS
-    alternates: window 128, every 2nd layer full.
+    alternates: window 128, every 2nd layer full. `rope_base` is the rotary embedding's base
+    (theta; 0: Megatron's default, 10,000) and `qk_norm` a norm of the queries and keys before
+    the attention (Qwen3): neither changes the time or memory model, the launcher passes them
+    so that the command trains the named architecture.
     """
 
     name: str
@@ -107,8 +110,14 @@ class Model:
     rope_dim: int = 0
     v_head_dim: int = 0
     dense_layers: int = 0
+    rope_base: int = 0
+    qk_norm: bool = False
 
     def __post_init__(self) -> None:
+        if isinstance(self.rope_base, bool) or not isinstance(self.rope_base, int):
+            raise PlannerError("rope_base", f"must be a whole number, got {self.rope_base!r}")
+        if self.rope_base < 0 or not isinstance(self.qk_norm, bool):
+            raise PlannerError("rope_base", "must be >= 0 (0: 10,000), qk_norm true or false")
         if not isinstance(self.name, str) or not self.name:
             raise PlannerError("name", "a model needs a non-empty name")
         ints = ("layers", "hidden", "heads", "seq_len", "vocab", "global_batch")

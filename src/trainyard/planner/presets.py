@@ -187,6 +187,23 @@ PRESETS: dict[str, Model] = {
     )
 }
 
+# Rotary bases and query/key norms (the `rope_theta` and q/k norm of each Hugging Face
+# config.json; launcher only, `Model` docstring). Left at the default (10,000): Llama 2,
+# Mistral 7B, Nemotron-4, Grok-1, and the YaRN-scaled DeepSeek-V2/V3 and Kimi K2, whose
+# scaling the command does not pass. GPT-OSS's base is passed; its YaRN factor, which
+# stretches the 4,096-token context it was pre-trained at, is not.
+_ROTARY: Final[dict[str, tuple[int, bool]]] = {
+    **{name: (500_000, False) for name in ("llama3-8b", "llama3-70b", "llama3-405b",
+                                           "llama3.2-1b", "llama3.2-3b", "dbrx")},
+    **{name: (1_000_000, False) for name in ("mixtral-8x7b", "mixtral-8x22b", "qwen2.5-7b",
+                                             "qwen2.5-14b", "qwen2.5-32b", "qwen2.5-72b")},
+    **{name: (1_000_000, True) for name in ("qwen3-8b", "qwen3-14b", "qwen3-32b",
+                                            "qwen3-30b-a3b", "qwen3-235b-a22b")},
+    "gpt-oss-120b": (150_000, False),
+}  # fmt: skip
+for _name, (_base, _norm) in _ROTARY.items():
+    PRESETS[_name] = dataclasses.replace(PRESETS[_name], rope_base=_base, qk_norm=_norm)
+
 _PRESET_ALIASES = {"gpt3": "gpt3-175b", "sc21-1t": "sc21-1008.0b", "sc21-1008b": "sc21-1008.0b"}
 
 

@@ -233,3 +233,19 @@ def test_megatron_commands_start_with_the_device_connections_they_need(
         "CUDA_DEVICE_MAX_CONNECTIONS"
         not in launch_settings(preset("gpt3-13b"), tp_plan, gpu("B200")).env
     )  # no longer required from Blackwell on
+
+
+@pytest.mark.parametrize(
+    ("model_name", "base", "norm"),
+    [("llama3-8b", "500000", False), ("qwen3-30b-a3b", "1000000", True),
+     ("llama2-7b", None, False), ("gpt3-13b", None, False)],
+)  # fmt: skip
+def test_the_command_trains_the_named_architecture(
+    model_name: str, base: str | None, norm: bool
+) -> None:
+    # outside review 13, F12: no --rotary-base (Llama 3's is 500,000) nor --qk-layernorm
+    model = preset(model_name)
+    plan = search(model, 8, gpu("H100"), top=1)[0]
+    flags = parse(launch_settings(model, plan, gpu("H100")).megatron)
+    assert flags.get("--rotary-base") == ([base] if base else None)
+    assert ("--qk-layernorm" in flags) is norm
