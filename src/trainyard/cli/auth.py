@@ -233,8 +233,14 @@ def revoke_command(
 ) -> None:
     """Revoke an API token from now on."""
     with connect(url, token) as client:
+        listed = client.get("/v1/tokens")["tokens"]
+        before = next((t for t in listed if t["token_id"] == token_id), None)
         out = client.delete(f"/v1/tokens/{quote(token_id, safe='')}")
     if as_json:
         print_json(out)
         return
-    typer.echo(f"revoked token {out['token_id']} ({out['name'] or 'no name'}) of {out['user']}")
+    who = f"{out['token_id']} ({out['name'] or 'no name'}) of {out['user']}"
+    if before is not None and before.get("revoked_at") is not None:  # nothing changed now
+        typer.echo(f"token {who} was already revoked at {clock(before['revoked_at'])}")
+        return
+    typer.echo(f"revoked token {who}")

@@ -115,6 +115,9 @@ def test_tokens_create_list_revoke(api_server: ApiServer, cli: Cli) -> None:
     assert revoked.exit_code == 0, revoked.output
     assert revoked.stdout.strip() == f"revoked token {token_id} (laptop) of ada"
     assert "revoked" in cli("token", "list", token=ada).stdout
+    again = cli("token", "revoke", token_id, token=ada)  # outside review 12: said "revoked" again
+    assert again.exit_code == 0, again.output
+    assert again.stdout.startswith(f"token {token_id} (laptop) of ada was already revoked at ")
     assert _error(cli("whoami", token=new)).startswith("error: invalid, expired or revoked")
     assert _error(cli("token", "revoke", "ffffffffffff", token=ada)) == (
         "error: token 'ffffffffffff' not found"
