@@ -35,9 +35,9 @@ MaxPriority = Annotated[
 
 
 def _warned(session: Session, out: T) -> tuple[T, str | None]:
-    """`out`, with the warning of the queue tree as it now stands (`svc.overcommit_warning`)."""
+    """`out`, with the warnings of the queue tree as it now stands (`svc.queue_warnings`)."""
     session.flush()
-    return out, svc.overcommit_warning(session)
+    return out, svc.queue_warnings(session)
 
 
 def _warn(warning: str | None) -> None:

@@ -69,6 +69,17 @@ class QueueIndex:
                 return a
         return -1
 
+    def limit_room(self, q: int) -> int:
+        """GPUs the queue may still take under every limit on its path (a large number when
+        none is set)."""
+        room = 1 << 30
+        if self.has_limits:
+            for a in self.path[q]:
+                lim = self.limit[a]
+                if lim is not None:
+                    room = min(room, lim - self.gpus[a])
+        return max(0, room)
+
     def within_guaranteed(self, q: int, gpus: int) -> int:
         """-1 if `gpus` more stay within `guaranteed` on the whole path, else the blocker."""
         for a in self.path[q]:

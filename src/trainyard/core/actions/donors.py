@@ -15,16 +15,18 @@ from trainyard.core.state import Alloc
 __all__ = ["donors", "restarting", "shrink"]
 
 
-def _may_restart(cycle: Cycle) -> Callable[[Alloc], bool]:
+def _may_restart(cycle: Cycle, skip: str = "") -> Callable[[Alloc], bool]:
     """Whether a resize may restart a job's run (`donors`, `restarting`): an elastic job
     that may be stopped (`preemptible`), not evicted in this cycle, not on devices a
-    reservation waits for (a restart would push back the end the reservation counts on),
-    nor on a device that may not be used now (a drained node, a failed GPU: it would
-    restart there)."""
+    reservation waits for (a restart would push back the end the reservation counts on;
+    but for `skip`'s own: the job the GPUs are freed for), nor on a device that may not be
+    used now (a drained node, a failed GPU: it would restart there)."""
     evicted = cycle.stmt.evicted
     usable = cycle.layout.usable_mask
     reserved: dict[int, int] = {}  # node -> devices some reservation of this cycle targets
     for h in cycle.holds:
+        if h.job.id == skip:
+            continue
         for n, mask in h.target:
             reserved[n] = reserved.get(n, 0) | mask
 
@@ -41,10 +43,11 @@ def _may_restart(cycle: Cycle) -> Callable[[Alloc], bool]:
     return may
 
 
-def donors(cycle: Cycle) -> list[Alloc]:
+def donors(cycle: Cycle, skip: str = "") -> list[Alloc]:
     """Running elastic jobs a resize may restart now (`_may_restart`): run past their
-    `min_runtime`, and not placed or resized in this cycle."""
-    may = _may_restart(cycle)
+    `min_runtime`, and not placed or resized in this cycle (`skip`: a waiting job whose own
+    reservation is not in the way of the GPUs freed for it)."""
+    may = _may_restart(cycle, skip)
     resized = cycle.stmt.resized
     return [
         a

@@ -76,7 +76,7 @@ def note_not_grown(
             continue
         held = _held(cycle, a, job.id in movable, owed, unplaced)
         if held is None and job.id in movable:
-            top = min(explored(job), a.gpus + free)
+            top = min(explored(job), a.gpus + free, a.gpus + cycle.queues.limit_room(a.queue))
             held = _too_little(cycle, a, model_of(job), top, per_node)
         if held is not None:
             cycle.not_grown[job.id] = (classes, held)
@@ -105,6 +105,11 @@ def _held(
             f"queue {', '.join(sorted(owed))} is owed its guarantee and has jobs waiting: "
             "only its jobs grow into idle GPUs until they have started"
         )
+    queues = cycle.queues
+    if queues.has_limits and queues.limit_room(a.queue) <= 0:
+        blocker = queues.within_limit(a.queue, 1)
+        lim = queues.limit[blocker] if blocker >= 0 else None
+        return NotGrown(f"queue {queues.name(blocker)} is at its limit ({lim} GPUs)")
     if job.id in unplaced:
         return NotGrown(f"no placement of {unplaced[job.id]} GPUs fits the idle GPUs")
     return None

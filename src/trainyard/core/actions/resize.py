@@ -25,7 +25,8 @@ every resize carries its reason. Four passes, in this order:
    `Profile.resize_horizon_s`, and each job it grows repays its own (`actions/moves.py`).
 4. **Grow into idle GPUs.** While GPUs are idle, the running elastic job with the largest
    gain in speedup per added GPU grows (to at most `EXPLORE` (4) times the largest size it
-   has been measured at: the model is not trusted further from its data), if the gain is
+   has been measured at: the model is not trusted further from its data, and within its
+   queues' limits), if the gain is
    at least `required_gain` (`Profile.resize_min_gain` of its goodput, more while another
    restart would cost a large share of the job's age, `Profile.resize_restart_s`) and it
    has run `Profile.resize_hold_s` since its last (re)start (hysteresis: a resize costs a
@@ -127,6 +128,8 @@ def _start_smaller(cycle: Cycle, waiting: list[Job]) -> None:
             continue
         if cycle.status[job.id].code not in CAPACITY_CODES:
             continue
+        if _owed_whole(cycle, job):
+            continue  # its queue gets it back whole: shrinks below, else reclaim
         lo, _hi = job.size_range
         room = state.free_of(cycle.classes_of(job))
         held = state.allocs.get(own.get(job.id, ""))
@@ -135,6 +138,21 @@ def _start_smaller(cycle: Cycle, waiting: list[Job]) -> None:
         for k in range(min(job.gpus - 1, room), lo - 1, -1):
             if cycle.try_place_held(job.with_gpus(k), "resize"):
                 break
+
+
+def _owed_whole(cycle: Cycle, job: Job) -> bool:
+    """Whether `job`'s queue is owed its guarantee for all of `job` and other queues hold at
+    least the GPUs it lacks above their guarantees: then the shrinks (pass 2) or reclaim give
+    it its whole size, and starting it smaller on the idle GPUs would leave its queue short
+    for as long as it runs (outside review 14: a queue owed 8 ran its elastic job at 1)."""
+    queues = cycle.queues
+    qi = queues.index[job.queue]
+    if queues.within_guaranteed(qi, job.gpus) >= 0:
+        return False
+    mine = set(queues.path[qi])
+    others = {a.queue for a in cycle.state.allocs.values() if a.queue >= 0}
+    lendable = sum(max(0, queues.over_guaranteed(q)) for q in others if q not in mine)
+    return lendable >= job.gpus - cycle.state.free_of(cycle.classes_of(job))
 
 
 # -- 2. shrink for waiting jobs -----------------------------------------------------------
@@ -150,7 +168,8 @@ def _shrink_for_waiting(cycle: Cycle) -> None:
     if not waiting:
         return
     givers = donors(cycle)
-    if not givers:
+    holding = {h.job.id for h in cycle.holds}  # their own reservation is not in their way
+    if not givers and not holding:
         return
     active = sum(1 for a in cycle.state.allocs.values() if a.queue >= 0) + len(waiting)
     fair = max(1, sum(cycle.layout.class_capacity) // max(1, active))
@@ -161,17 +180,19 @@ def _shrink_for_waiting(cycle: Cycle) -> None:
         if job.id not in status:
             continue  # placed meanwhile
         need = job.size_range[0] if job.is_elastic else job.gpus
-        if need > spare + cycle.state.free_of(cycle.classes_of(job)):
+        own = job.id in holding  # donors on its own reservation too: judged apart
+        if not own and need > spare + cycle.state.free_of(cycle.classes_of(job)):
             continue  # the donors together cannot free enough
         key = (cycle.shape(job), cycle.state.epoch)
-        if need >= failed.get(key, 1 << 30):
+        if not own and need >= failed.get(key, 1 << 30):
             continue
         classes = set(cycle.classes_of(job))
-        usable = [a for a in givers if a.cls in classes and a.job.id not in stmt.resized]
+        mine = donors(cycle, job.id) if own else givers
+        usable = [a for a in mine if a.cls in classes and a.job.id not in stmt.resized]
         plan = _shrink_plan(cycle, job, usable, fair) if usable else {}
         if plan:  # the donors it shrank are resized now: they give no more to waiting jobs
             spare -= sum(a.gpus - a.job.size_range[0] for a in usable if a.job.id in plan)
-        else:
+        elif not own:
             failed[key] = min(failed.get(key, 1 << 30), need)
 
 
@@ -181,7 +202,8 @@ def _plan(cycle: Cycle, job: Job, usable: list[Alloc], need: int, fair: int) -> 
     when every donor says what it has left, else the most above their share first, then
     down to their minimum, from donors already giving first (one restart each). A
     donor of another queue gives only what its queue holds above its guarantee, unless
-    `job`'s own queue is owed its guarantee."""
+    `job`'s own queue is owed its guarantee; a donor of `job`'s queue of higher priority
+    gives nothing (priority orders jobs inside a queue, as `preempt` does)."""
     queues = cycle.queues
     qi = queues.index[job.queue]
     owed = queues.within_guaranteed(qi, job.gpus) < 0
@@ -199,6 +221,8 @@ def _plan(cycle: Cycle, job: Job, usable: list[Alloc], need: int, fair: int) -> 
         for a in order:
             if got >= need:
                 return plan
+            if a.queue == qi and a.job.priority > job.priority:
+                continue  # a job of higher priority in its queue is not restarted for it
             lo, _hi = a.job.size_range
             give = a.gpus - plan.get(a.job.id, 0) - max(lo, floor)
             if a.queue != qi and not owed:
@@ -213,11 +237,38 @@ def _plan(cycle: Cycle, job: Job, usable: list[Alloc], need: int, fair: int) -> 
 
 def _shrink_plan(cycle: Cycle, job: Job, usable: list[Alloc], fair: int) -> dict[str, int]:
     """Shrink donors so that `job` starts, and start it: the GPUs each donor gave, by job
-    id, or {} (nothing changed) when no plan lets it start."""
+    id, or {} (nothing changed) when no plan lets it start. An elastic job starts at its
+    minimum, or whole when its queue is owed its guarantee for all of it (`_owed_whole`).
+    When the free GPUs would be enough but are scattered (a job that must stay in one node
+    or domain), the donors give one GPU, then the job's size: the plan stands only if the
+    job then fits (outside review 14: the free count alone was compared)."""
     lo, _hi = job.size_range
-    need_gpus = lo if job.is_elastic else job.gpus
+    sizes = [lo] if job.is_elastic else [job.gpus]
+    if job.is_elastic and job.gpus > lo and _owed_whole(cycle, job):
+        sizes.insert(0, job.gpus)
     room = cycle.state.free_of(cycle.classes_of(job))
-    plan = _plan(cycle, job, usable, need_gpus - room, fair) if need_gpus > room else {}
+    # enough free GPUs, yet waiting: they are scattered if it must stay in one node or
+    # domain (its topology, or a job that fits a node within its locality wait)
+    one_node = max(sizes) <= cycle.state_of(ResizeState).per_node
+    scattered = job.topology is not None or (
+        one_node and not cycle.profile.may_split(job, cycle.now)
+    )
+    for need_gpus in sizes:
+        short = need_gpus - room
+        tries = (short,) if short > 0 else (1, need_gpus) if scattered else ()
+        for need in tries:
+            plan = _try_plan(cycle, job, usable, need, need_gpus, fair)
+            if plan:
+                return plan
+    return {}
+
+
+def _try_plan(
+    cycle: Cycle, job: Job, usable: list[Alloc], need: int, need_gpus: int, fair: int
+) -> dict[str, int]:
+    """Shrink donors by `need` GPUs and place `job` at `need_gpus`: the plan, or {} with
+    every change rolled back."""
+    plan = _plan(cycle, job, usable, need, fair)
     if not plan:
         return {}
     stmt = cycle.stmt
@@ -382,7 +433,8 @@ def _grow(cycle: Cycle, rs: ResizeState) -> None:
         best: tuple[float, Alloc, int, float] | None = None
         for a in ready:
             free = state.free_of(cycle.classes_of(a.job))
-            top = min(_explored(a.job), a.gpus + free)
+            room = cycle.queues.limit_room(a.queue)  # its queues' limits bound it too
+            top = min(_explored(a.job), a.gpus + free, a.gpus + room)
             if top <= a.gpus:
                 continue
             m = _model(rs, a.job)

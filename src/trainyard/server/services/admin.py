@@ -46,6 +46,8 @@ from trainyard.server.services.admin_queues import (
     delete_queue,
     list_queues,
     overcommit_warning,
+    queue_warnings,
+    unbacked_warning,
     update_queue,
 )
 
@@ -271,6 +273,8 @@ __all__ = [
     "delete_queue",
     "list_queues",
     "overcommit_warning",
+    "queue_warnings",
     "transaction",
+    "unbacked_warning",
     "update_queue",
 ]

@@ -296,6 +296,56 @@ def overcommit_warning(session: Session) -> str | None:
     )
 
 
+def unbacked_warning(session: Session) -> str | None:
+    """What to tell an operator when a queue's guarantee is not backed by its ancestors'
+    while the tree has another top-level queue (None: every guarantee is backed, or there is
+    one tree). A queue takes GPUs back only while every queue on its path stays within its
+    own guarantee (`core.queues`), so a team guaranteed 4 under a parent guaranteed 0 is
+    reclaimed for from its siblings and its parent's own jobs, never from another top-level
+    queue (outside review 14: the documented `--parent default` setup beside a `batch`)."""
+    rows = list(session.execute(select(Queue.id, Queue.name, Queue.parent_id, Queue.guaranteed)))
+    roots = [name for _qid, name, parent, _g in rows if parent is None]
+    if len(roots) < 2:
+        return None
+    by_id = {qid: (name, parent, g) for qid, name, parent, g in rows}
+    for _qid, name, parent, guaranteed in sorted(rows, key=lambda r: r[1]):
+        seen: set[int] = set()
+        while guaranteed > 0 and parent is not None and parent not in seen:
+            seen.add(parent)
+            above, grand, backed = by_id[parent]
+            if backed < guaranteed:
+                root = _root_of(by_id, parent)
+                others = ", ".join(r for r in roots if r != root)
+                return (
+                    f"queue {name} guarantees {guaranteed} GPUs but {above} above it "
+                    f"guarantees {backed}: its GPUs are taken back from its siblings and "
+                    f"{above}'s own jobs, not from the other top-level queues ({others}); "
+                    f"give {above} --guaranteed {guaranteed} or more (`admin queue set "
+                    f"{above} --guaranteed N`), or move those queues under {root}"
+                )
+            parent = grand
+    return None
+
+
+def _root_of(by_id: dict[int, tuple[str, int | None, int]], qid: int) -> str:
+    """The name of the top-level queue above `qid`."""
+    seen: set[int] = set()
+    while qid not in seen:
+        seen.add(qid)
+        name, parent, _g = by_id[qid]
+        if parent is None:
+            return name
+        qid = parent
+    return by_id[qid][0]
+
+
+def queue_warnings(session: Session) -> str | None:
+    """Every warning of the queue tree as it now stands (`overcommit_warning`,
+    `unbacked_warning`), in one line, or None."""
+    found = [w for w in (overcommit_warning(session), unbacked_warning(session)) if w]
+    return "; and ".join(found) if found else None
+
+
 def _live_job() -> Any:
     """Jobs that are not finished: FAILED ones with restarts left will run again."""
     done = or_(

@@ -229,9 +229,28 @@ def test_guarantees_beyond_the_cluster_are_warned_of_not_refused(admin: AdminCli
     # children within a parent's guarantee promise nothing beyond it
     admin.ok("queue", "add", "nlp", "--parent", "org", "-g", "12")
     result = admin.run("queue", "set", "vision", "-g", "4")
-    assert result.exit_code == 0 and result.stderr == "", result.output
+    assert result.exit_code == 0, result.output
+    assert "add up to" not in result.stderr, result.output
     result = admin.run("queue", "set", "vision", "-g", "5")
     assert "add up to 17 GPUs" in result.stderr, result.output
+
+
+def test_a_guarantee_its_parent_does_not_back_is_warned_of(admin: AdminCli) -> None:
+    # Outside review 14, F4: teams guaranteed 4 under `default` (guaranteed 0), as the docs
+    # showed, are never reclaimed for from another top-level queue; nothing said so.
+    admin.ok("queue", "list")  # bootstraps the database, its `default` queue included
+    _add_node(admin, "n1", 8)
+    result = admin.run("queue", "add", "team-b", "--parent", "default", "-g", "4")
+    assert result.exit_code == 0 and result.stderr == "", result.output  # one tree: backed
+    result = admin.run("queue", "add", "batch")
+    warning = result.stderr.strip()
+    assert warning.startswith("warning: queue team-b guarantees 4 GPUs but default above it "
+                              "guarantees 0"), warning  # fmt: skip
+    assert "not from the other top-level queues (batch)" in warning, warning
+    assert "admin queue set default --guaranteed N" in warning, warning
+    assert "team-b guarantees 4" in admin.run("queue", "list").stderr
+    result = admin.run("queue", "set", "default", "-g", "4")
+    assert result.exit_code == 0 and result.stderr == "", result.output  # backed now
 
 
 def test_bad_input_prints_one_line_and_changes_nothing(admin: AdminCli) -> None:
