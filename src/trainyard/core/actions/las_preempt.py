@@ -5,7 +5,10 @@ least-attained-service level (`plugins.job_orders.las_level`: attained GPU-secon
 `Profile.las_thresholds`) is strictly higher than its own: jobs that have already received
 more service give way to jobs that have received less (Gu et al., "Tiresias", NSDI'19, the
 discretised 2D-LAS scheduler). Victims: the most served level first, then the most recently
-started. The plan is committed only if the preemptor then fits (`victims.evict_for`).
+started. The plan is committed only if the preemptor then fits (`victims.evict_for`). With
+`Profile.las_preempt_filled` (the default profile) a job is evicted only when the queue's
+waiting jobs of lower levels ask for at least the GPUs it holds: a 16-GPU run is not stopped
+for one 1-GPU job, its other 15 GPUs idle (outside review 14).
 
 No ping-pong: a victim's level is strictly higher than its preemptor's, and a pending job's
 attained service does not grow, so the victim cannot evict its preemptor back until the
@@ -24,19 +27,24 @@ from trainyard.core.types import Job
 
 
 class _Rules:
-    """The preemption rules for one preemptor (a class, not closures: see reclaim.py)."""
+    """The preemption rules for one preemptor (a class, not closures: see reclaim.py).
+    `demand[level]`: GPUs the queue's waiting jobs below that LAS level ask for in all
+    (None: any victim size, `Profile.las_preempt_filled` off)."""
 
-    def __init__(self, q: int, job: Job, profile: Profile) -> None:
+    def __init__(self, q: int, job: Job, profile: Profile, demand: list[int] | None = None) -> None:
         self.q = q
         self.job = job
         self.profile = profile
         self.level = las_level(job, profile)
+        self.demand = demand
 
     def allowed(self, a: Alloc) -> bool:
+        level = las_level(a.job, self.profile)
         return (
             a.queue == self.q
             and a.job.priority <= self.job.priority
-            and las_level(a.job, self.profile) > self.level
+            and level > self.level
+            and (self.demand is None or a.gpus <= self.demand[level])
         )
 
     def cost(self, a: Alloc) -> tuple[float, ...]:
@@ -89,9 +97,26 @@ def las_preempt_for(cycle: Cycle, job: Job) -> bool:
     return _preempt_with(cycle, job, _Index(cycle, cycle.profile))
 
 
+def _demand(cycle: Cycle, job: Job, q: int, levels: int) -> list[int] | None:
+    """GPUs the queue's waiting jobs below each LAS level ask for in all (`_Rules`): `job`
+    and the others still pending (an arrival decided alone is counted as in a full cycle)."""
+    profile = cycle.profile
+    if not profile.las_preempt_filled:
+        return None
+    asked = [0] * (levels + 1)
+    asked[las_level(job, profile) + 1] += job.gpus
+    index = cycle.queues.index
+    for j in cycle.pending_jobs():
+        if j.id != job.id and j.id in cycle.status and index[j.queue] == q:
+            asked[las_level(j, profile) + 1] += j.gpus
+    for level in range(1, levels + 1):
+        asked[level] += asked[level - 1]
+    return asked
+
+
 def _preempt_with(cycle: Cycle, job: Job, index: _Index) -> bool:
     q = cycle.queues.index[job.queue]
-    rules = _Rules(q, job, cycle.profile)
+    rules = _Rules(q, job, cycle.profile, _demand(cycle, job, q, index.levels))
     reason = f"job {job.id} has received less service (LAS level {rules.level})"
     budgets = {q: 1 << 30}
     return evict_for(
@@ -137,6 +162,26 @@ def las_preempt(cycle: Cycle) -> None:
             continue
         if not _preempt_with(cycle, job, index):
             failed[key] = min(failed.get(key, 1 << 30), job.gpus)
+            _note_unfilled(cycle, job, q, level, index)
+
+
+def _note_unfilled(cycle: Cycle, job: Job, q: int, level: int, index: _Index) -> None:
+    """Tell a job that more-served jobs of its queue were not evicted for it because their
+    GPUs would idle (`Profile.las_preempt_filled`)."""
+    demand = _demand(cycle, job, q, index.levels)
+    if demand is None or job.id not in cycle.status or job.id in cycle.hints:
+        return
+    big = [
+        a
+        for a in index.victims(q, level, job.priority)
+        if a.job.id in cycle.state.allocs and a.gpus > demand[las_level(a.job, cycle.profile)]
+    ]
+    if big:
+        names = ", ".join(sorted(a.job.id for a in big)[:3]) + (" ..." if len(big) > 3 else "")
+        cycle.hints[job.id] = (
+            f"; jobs of its queue that have received more service ({names}) are not stopped "
+            "for it: the waiting jobs of the queue would use fewer of their GPUs than they hold"
+        )
 
 
 def _note_protected(cycle: Cycle, job: Job, q: int, index: _Index) -> None:
