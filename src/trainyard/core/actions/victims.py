@@ -9,7 +9,10 @@ jobs whose eviction lets it fit, *in the place it will then use*:
 2. In the qualifying domains with the smallest shortfall (at most 32 per level, so that a
    cluster of thousands of nodes costs no more than a small one) a victim set is chosen
    greedily: a single victim that covers the shortfall if one exists (a retractable one
-   first, then the smallest, then the cheapest), otherwise the cheapest victims in order
+   first, then by the action's preference but the start time: the lowest priority, the
+   most served, a queue kept within its guarantee; then the smallest, then the cheapest:
+   outside review 14 saw a priority-10 job stopped to keep a priority-0 one running),
+   otherwise the cheapest victims in order
    until the shortfall is covered; then victims that turn out unnecessary are dropped.
 3. Each plan is tried on the statement: evict, place the preemptor, and keep the plan only if
    it fits; otherwise roll back. Among plans that fit at the tightest level the one evicting
@@ -129,11 +132,11 @@ def _plan(
     which it updates for a victim it admits): a reclaim may take only so much from each
     lender, so a plan that the live check would refuse halfway is not built."""
     single = [
-        (not a.placed_now, a.gpus, cost(a), a.job.id, a)
+        (cost(a)[:-1], a.gpus, cost(a), a.job.id, a)
         for credit, a in victims
         if credit >= need and (admit is None or admit(a, {}))
     ]
-    if single:
+    if single:  # the action's preference but its last term (the start), then fewest GPUs
         return [min(single, key=lambda t: t[:4])[4]]
     chosen: list[tuple[int, Alloc]] = []
     got = 0
