@@ -27,7 +27,7 @@ from trainyard.core.types import (
     Placement,
     Reservation,
     Resize,
-)
+)  # fmt: skip
 
 if TYPE_CHECKING:
     from trainyard.core.cycle import Cycle, Status
@@ -35,9 +35,7 @@ if TYPE_CHECKING:
 _WAITS_FOR_ROOM: Final = frozenset({"capacity", "fragmented", "resources", "reservation"})
 
 
-# The result types are NamedTuples, whose generated `__new__` runs as interpreted code even
-# when this module is compiled; a decision holds thousands of them, so they are made with
-# `tuple.__new__`, which is what that `__new__` does (the values are the same).
+# Result NamedTuples are made with `tuple.__new__` (what their interpreted `__new__` does).
 
 
 def _nodes(
@@ -358,13 +356,15 @@ def _served_first(cycle: Cycle) -> None:
             )
 
 
-def _quota(cycle: Cycle, job: Job, st: Status) -> str:
+def _quota(cycle: Cycle, job: Job, st: Status) -> tuple[PendingCode, str]:
     name = cycle.queues.name(st.blocker)
     rule, used, bound = st.quota
     tail = f"({used}/{bound} GPUs; job needs {job.gpus})"
+    if rule == "limit" and job.gpus > bound:  # never fits under it (outside review 14)
+        return "unresolvable", f"asks {job.gpus} GPUs, more than queue {name}'s limit of {bound}"
     if rule == "limit":
-        return f"queue {name} is at its limit {tail}"
-    return f"non-preemptible jobs must fit in the guaranteed quota of queue {name} {tail}"
+        return "quota", f"queue {name} is at its limit {tail}"
+    return "quota", f"non-preemptible jobs must fit in the guaranteed quota of queue {name} {tail}"
 
 
 def _reason(cycle: Cycle, job: Job, st: Status, start: float | None) -> PendingReason:
@@ -373,7 +373,7 @@ def _reason(cycle: Cycle, job: Job, st: Status, start: float | None) -> PendingR
     low = job.size_range[0] if job.is_elastic and job.nodes <= 1 else job.gpus
     small = job.with_gpus(low) if low < job.gpus and st.code != "order" else job
     if st.code == "quota":
-        msg = _quota(cycle, small, st)
+        code, msg = _quota(cycle, small, st)
     elif st.code == "order":
         head = f" behind job {st.other_job}" if st.other_job else ""
         msg = f"strict order: waiting{head}, the head of the line"
