@@ -123,8 +123,10 @@ class Profile:
     strict_order: bool = False  # stop at the first job that does not fit (classic FIFO)
     las_thresholds: tuple[float, ...] = (57_600.0,)  # GPU-seconds between LAS priority levels
     # LAS preemption evicts a job only for waiting jobs that can use its GPUs: no victim
-    # holds more than the queue's waiting jobs of a lower LAS level ask for in all (False:
-    # Tiresias as published; outside review 14: 16 GPUs stopped for one 1-GPU job)
+    # holds more than the queue's waiting jobs of a lower LAS level ask for in all (outside
+    # review 14: 16 GPUs stopped for one 1-GPU job). Off in every built-in profile: on
+    # Pollux's rigid workloads it cost `default` its lead over Tiresias, and 9 % on the
+    # whole Philly trace (docs/benchmarks.md, "Outside review 14")
     las_preempt_filled: bool = False
     usage_weight: float = 0.5  # weight of decayed usage history in the fair-share key
     max_reservations: int = 1  # head-of-line jobs that get a backfill reservation

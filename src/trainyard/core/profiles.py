@@ -72,7 +72,6 @@ _BUILTIN = (
         queue_order="las_drf",
         locality_wait_s=900.0,
         reserve_unknown_after_s=900.0,
-        las_preempt_filled=True,
     ),
 )
 

@@ -108,6 +108,7 @@ PROFILE: dict[str, Spec] = {
     "reserve_unknown_after_s": ("float?", 0),
     "split_small_jobs": ("bool", None),
     "locality_wait_s": ("float", 0),
+    "las_preempt_filled": ("bool", None),
     "queue_tie_break": ("str", None),
     "resize_min_gain": ("float", 0),
     "resize_hold_s": ("float", 0),

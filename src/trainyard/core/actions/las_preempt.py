@@ -6,7 +6,7 @@ least-attained-service level (`plugins.job_orders.las_level`: attained GPU-secon
 more service give way to jobs that have received less (Gu et al., "Tiresias", NSDI'19, the
 discretised 2D-LAS scheduler). Victims: the most served level first, then the most recently
 started. The plan is committed only if the preemptor then fits (`victims.evict_for`). With
-`Profile.las_preempt_filled` (the default profile) a job is evicted only when the queue's
+`Profile.las_preempt_filled` (off in the built-in profiles) a job is evicted only when the queue's
 waiting jobs of lower levels ask for at least the GPUs it holds: a 16-GPU run is not stopped
 for one 1-GPU job, its other 15 GPUs idle (outside review 14).
 

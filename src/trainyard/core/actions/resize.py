@@ -385,6 +385,9 @@ def _move(cycle: Cycle, rs: ResizeState, entries: list[Entry], c: int) -> None:
     grown = 0
     for gain, e in growers:
         a = e.alloc
+        before = stmt.resized.get(a.job.id)
+        if before is not None and before.alloc.gpus == e.target:
+            continue  # back to the size it ran at: a restart for nothing
         g_cp = stmt.checkpoint()
         g_epoch = state.epoch
         if _unstarted(cycle, a):  # not started yet: placed again
