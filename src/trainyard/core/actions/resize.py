@@ -202,8 +202,7 @@ def _plan(cycle: Cycle, job: Job, usable: list[Alloc], need: int, fair: int) -> 
     when every donor says what it has left, else the most above their share first, then
     down to their minimum, from donors already giving first (one restart each). A
     donor of another queue gives only what its queue holds above its guarantee, unless
-    `job`'s own queue is owed its guarantee; a donor of `job`'s queue of higher priority
-    gives nothing (priority orders jobs inside a queue, as `preempt` does)."""
+    `job`'s own queue is owed its guarantee."""
     queues = cycle.queues
     qi = queues.index[job.queue]
     owed = queues.within_guaranteed(qi, job.gpus) < 0
@@ -221,8 +220,6 @@ def _plan(cycle: Cycle, job: Job, usable: list[Alloc], need: int, fair: int) -> 
         for a in order:
             if got >= need:
                 return plan
-            if a.queue == qi and a.job.priority > job.priority:
-                continue  # a job of higher priority in its queue is not restarted for it
             lo, _hi = a.job.size_range
             give = a.gpus - plan.get(a.job.id, 0) - max(lo, floor)
             if a.queue != qi and not owed:
