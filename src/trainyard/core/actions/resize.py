@@ -79,6 +79,7 @@ class ResizeState:
 
     models: dict[str, GoodputModel] = field(default_factory=dict)
     per_node: int = 0  # GPUs of the largest node (for the nodes a packed gang spans)
+    running_queues: list[int] | None = None  # the queues of running jobs (`_owed_whole`)
 
 
 EXPLORE: Final = 4  # how far beyond its largest measured size a job's model is trusted
@@ -149,10 +150,20 @@ def _owed_whole(cycle: Cycle, job: Job) -> bool:
     qi = queues.index[job.queue]
     if queues.within_guaranteed(qi, job.gpus) >= 0:
         return False
-    mine = set(queues.path[qi])
-    others = {a.queue for a in cycle.state.allocs.values() if a.queue >= 0}
-    lendable = sum(max(0, queues.over_guaranteed(q)) for q in others if q not in mine)
-    return lendable >= job.gpus - cycle.state.free_of(cycle.classes_of(job))
+    short = job.gpus - cycle.state.free_of(cycle.classes_of(job))
+    if short <= 0:
+        return False  # it fits whole as it is
+    rs = cycle.state_of(ResizeState)
+    if rs.running_queues is None:  # the queues of running jobs, once a cycle
+        rs.running_queues = sorted({a.queue for a in cycle.state.allocs.values() if a.queue >= 0})
+    mine = queues.path[qi]
+    lendable = 0
+    for q in rs.running_queues:
+        if q not in mine and (over := queues.over_guaranteed(q)) > 0:
+            lendable += over
+            if lendable >= short:
+                return True
+    return False
 
 
 # -- 2. shrink for waiting jobs -----------------------------------------------------------
