@@ -47,6 +47,7 @@ COLUMNS: dict[str, str] = {
     "changed": "when its state last changed (local time)",
     "array": "the job array it belongs to",
     "index": "its index in that array",
+    "reason": "why a pending job waits (squeue's %r)",
 }
 DEFAULT_FORMAT = "id,name,queue,state,gpus,user,age"
 RIGHT = ("GPUS", "AGE", "INDEX")
@@ -105,6 +106,8 @@ def _cell(job: dict[str, Any], col: str) -> str:
     if col == "index":
         index = job.get("array_index")
         return "-" if index is None else str(index)
+    if col == "reason":
+        return job.get("pending_reason") or "-"
     value = job.get(col)
     return "-" if value is None or value == "" else str(value)
 

@@ -88,6 +88,7 @@ class JobSummary(BaseModel):
     state_changed_at: float
     array_id: str | None = Field(default=None, description="the job array it belongs to")
     array_index: int | None = Field(default=None, description="its index in that array")
+    pending_reason: str | None = Field(default=None, description="a pending job: why it waits")
 
 
 class JobList(BaseModel):

@@ -98,6 +98,7 @@ def _summary_fields(job: Job) -> dict[str, Any]:
         "state_changed_at": job.state_changed_at,
         "array_id": job.array_id,
         "array_index": job.array_index,
+        "pending_reason": job.pending_reason if job.state == JobState.PENDING else None,
     }
 
 
@@ -271,13 +272,12 @@ def describe_job(session: Session, who: Principal, job_id: str) -> schemas.JobDe
     ]
     running = job.state == JobState.RUNNING  # a note of an earlier run says nothing now
     return schemas.JobDetail(
-        **_summary_fields(job),
+        **{**_summary_fields(job), "pending_reason": job.pending_reason},
         tenant=who.tenant_name,
         after=job.after or [],
         progress=_progress(session, job.id),
         spec=job.spec,
         placement=job.placement,
-        pending_reason=job.pending_reason,
         estimated_start=job.estimated_start,
         not_grown=job.resize_note if running else None,
         not_grown_until=job.resize_note_until if running else None,
