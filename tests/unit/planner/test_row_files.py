@@ -14,7 +14,6 @@ import trainyard.planner.cells as cells
 from trainyard.planner.evaluate import evaluate, evaluate_paths, package_csv_path
 from trainyard.planner.hardware import CATALOGUE
 from trainyard.planner.row_files import READ_COLUMNS, columns_not_read
-from trainyard.planner.rows import row_inputs
 
 PLANNER = Path(cells.__file__).parent
 _READ_CALL = re.compile(
@@ -53,7 +52,6 @@ def test_columns_the_planner_does_not_read_are_named(tmp_path: Path) -> None:
     result = evaluate_paths([path])
     assert result.not_read == (("published_configs.csv", ("zero_bubble",)),)
     assert "columns not read" in result.table() and "zero_bubble" in result.table()
-    assert not isinstance(row_inputs(ROW), str)
 
 
 def test_rows_may_name_a_gpu_of_a_gpu_file(tmp_path: Path) -> None:
