@@ -27,6 +27,7 @@ COMPILED = [
     "src/trainyard/core/order.py",
     "src/trainyard/core/cycle.py",
     "src/trainyard/core/explain.py",
+    "src/trainyard/core/explain_nodes.py",
     "src/trainyard/core/actions/allocate.py",
     "src/trainyard/core/actions/backfill.py",
     "src/trainyard/core/actions/gangplan.py",

@@ -25,6 +25,9 @@ Cases (all of them without arguments; the data comes from ``$TRAINYARD_SHARED`` 
   above 600 GPUs on most days) on 64 nodes x 8 GPUs, every policy side by side.
 * ``philly-full``: the whole Philly trace (82,247 jobs) on 64 x 8 under the default policy:
   wall seconds and simulated jobs per wall second; then the same under `tiresias`.
+* ``philly-gangs``: the whole Philly trace under `default` with and without the blind
+  reservation for heads spanning nodes (`reserve_gang_after_s`, outside review 14 F3): JCT,
+  waits, and the longest wait of a job of more than 8 GPUs (first start and in all).
 * ``weeks``: `default` against `tiresias` on nine Philly weeks from 2017-10-02 (64 x 8, the
   virtual clusters as queues with `--quota-share 0.5`): average JCT, wait and the worst
   finish-time-fairness ratio of each.
@@ -361,6 +364,27 @@ def philly_full() -> None:
         print(json.dumps(out), flush=True)
 
 
+def philly_gangs() -> None:
+    """The whole Philly trace under `default`, with and without `reserve_gang_after_s`."""
+    wl = read_workload(f"philly:{POLLUX / 'philly.csv'}")
+    for variant, after in (("default", get_profile("default").reserve_gang_after_s),
+                           ("no gang reservation", None)):  # fmt: skip
+        profile = get_profile("default").with_overrides(reserve_gang_after_s=after)
+        start = time.perf_counter()
+        result = simulate(wl, parse_cluster("64x8"), FixedDuration(30.0), profile)
+        summary = summarize(result)
+        ended = [r for r in result.records if r.end is not None]
+        big = [r for r in ended if r.gpus > 8]
+        out = {"case": "philly-gangs", "variant": variant, "reserve_gang_after_s": after,
+               "jobs": len(wl.jobs), "jobs_over_8_gpus": len(big),
+               "queueing_delay_max": max(r.queueing_delay or 0.0 for r in ended),
+               "over_8_gpus_queueing_delay_max": max(r.queueing_delay or 0.0 for r in big),
+               "over_8_gpus_waited_in_all_max": max(r.end - r.submit - r.run_time for r in big),
+               **{k: summary[k] for k in KEYS},
+               "wall_s": time.perf_counter() - start, **machine()}  # fmt: skip
+        print(json.dumps(out), flush=True)
+
+
 ABLATION = {
     "default": {},
     "no blind reservation": {"reserve_unknown_after_s": None},
@@ -417,6 +441,7 @@ CASES = {
     "pollux-shapes": pollux_shapes,
     "philly-window": philly_window,
     "philly-full": philly_full,
+    "philly-gangs": philly_gangs,
     "tie-break": tie_break,
     "weeks": weeks,
     "ablation": ablation,

@@ -11,16 +11,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
+from trainyard.core.explain_nodes import drained, on_drained, on_spares
 from trainyard.core.placement import devices_of
 from trainyard.core.types import (
-    OPERATOR_HOLDS,
     Decision,
     Eviction,
     Job,
-    Node,
     NodeDevices,
     PendingCode,
     PendingReason,
@@ -94,11 +92,11 @@ def _capacity(cycle: Cycle, job: Job) -> tuple[PendingCode, str]:
         return "resources", f"no node has {job.cpus:g} CPUs and {job.memory_gb:g} GB memory free"
     capacity = max((layout.class_capacity[c] for c in classes), default=0)
     if capacity < job.gpus:
-        drained, temporary = _drained(cycle, job)
-        if drained:
+        held, temporary = drained(cycle, job)
+        if held:
             schedulable = f" of one type; {capacity} such GPUs are schedulable," if classes else ";"
             code: PendingCode = "capacity" if temporary else "unresolvable"
-            return code, f"needs {_types(job)}{schedulable} {drained}"
+            return code, f"needs {_types(job)}{schedulable} {held}"
         if not classes:
             return "unresolvable", f"no node offers {_types(job)}"
         return "unresolvable", (
@@ -167,130 +165,8 @@ def _capacity(cycle: Cycle, job: Job) -> tuple[PendingCode, str]:
             f"{free} GPUs are free but not with that CPU/memory beside them"
         )
     hint = cycle.hints.get(job.id, "")
-    held = _held_for(cycle, job) + _on_spares(cycle, job) + _on_drained(cycle, job)
+    held = _held_for(cycle, job) + on_spares(cycle, job) + on_drained(cycle, job)
     return "capacity", f"waiting for {_types(job)}; {free} free{held}{hint}"
-
-
-def _drained(cycle: Cycle, job: Job) -> tuple[str, bool]:
-    """Where GPUs of the job's kind exist but may not be used: drained (unschedulable)
-    nodes and failed devices ("" when there are none); True when a node is only drained
-    (an operator undrains it: the job waits), False when only failed devices stand in the
-    way (it cannot run until they are repaired)."""
-    out = []
-    temporary = False
-    for node in cycle.snapshot.nodes:
-        if job.gpu_types and node.gpu_type not in job.gpu_types:
-            continue
-        if node.gpu_memory_gb < job.gpu_memory_gb or not node.gpus:
-            continue
-        if not node.schedulable:
-            out.append(f"{node.name} ({node.gpus} GPUs) is {_held_as(node)}")
-            temporary = True
-        elif node.spare:
-            out.append(f"{node.name} ({node.gpus} GPUs) is a hot spare, kept for recovering jobs")
-            temporary = True
-        elif node.unavailable:
-            out.append(f"{node.name} has {len(node.unavailable)} failed GPUs")
-    if not out:
-        return "", False
-    shown = ", ".join(out[:3]) + (f" and {len(out) - 3} more" if len(out) > 3 else "")
-    return f"the rest are not schedulable: {shown}", temporary
-
-
-@dataclass(slots=True)
-class SpareIndex:
-    """The snapshot's hot spares as (name, GPUs, class), listed once per cycle."""
-
-    nodes: list[tuple[str, int, int]] | None = None
-
-
-def _on_spares(cycle: Cycle, job: Job) -> str:
-    """ "; N more idle on hot spares ..." when spare nodes of the job's classes are idle (a
-    job not recovering may not use them: core/spares.py)."""
-    if job.recovering:
-        return ""
-    spares = cycle.state_of(SpareIndex)
-    if spares.nodes is None:
-        class_of = cycle.layout.class_of_node
-        spares.nodes = [
-            (n.name, n.gpus - len(n.unavailable), class_of[i])
-            for i, n in enumerate(cycle.snapshot.nodes)
-            if n.spare
-        ]
-    idle = _of_classes(cycle, job, spares.nodes)
-    if not idle:
-        return ""
-    names = _names(idle)
-    return (
-        f"; {sum(k for _n, k in idle)} more on hot spares ({names}), kept for jobs "
-        "recovering from a failure"
-    )
-
-
-@dataclass(slots=True)
-class DrainedIndex:
-    """The snapshot's drained (unschedulable) nodes with free GPUs, as (name, free GPUs,
-    class), listed once per cycle."""
-
-    nodes: list[tuple[str, int, int]] | None = None
-    words: dict[str, str] = field(default_factory=dict)  # name -> "drained" / "cordoned"
-
-
-def _on_drained(cycle: Cycle, job: Job) -> str:
-    """ "; the only node with N free GPUs is drained (X)" or "; N more free on drained
-    nodes (X, Y)" when drained nodes of the job's classes have free GPUs, so that "0 free"
-    never hides GPUs an operator could give back by undraining."""
-    index = cycle.state_of(DrainedIndex)
-    if index.nodes is None:
-        snapshot = cycle.snapshot
-        drained = {
-            n.name: _held_as(n)
-            for n in snapshot.nodes
-            if not n.schedulable and n.down in OPERATOR_HOLDS and n.gpus
-        }
-        used: dict[str, int] = dict.fromkeys(drained, 0)
-        if drained:
-            for r in snapshot.running:
-                for part in r.placement:
-                    if part.node in used:
-                        used[part.node] += len(part.devices)
-        class_of = cycle.layout.class_of_node
-        index.nodes = [
-            (n.name, n.gpus - len(n.unavailable) - used[n.name], class_of[i])
-            for i, n in enumerate(snapshot.nodes)
-            if n.name in drained and n.gpus - len(n.unavailable) - used[n.name] > 0
-        ]
-        index.words = drained
-    idle = _of_classes(cycle, job, index.nodes)
-    if not idle:
-        return ""
-    per = job.gpus // max(job.nodes, 1)
-    holds = [name for name, k in idle if k >= per]
-    if len(holds) == 1 and job.nodes <= 1 and job.gpus <= max(k for _n, k in idle):
-        k = max(k for _n, k in idle)
-        word = index.words[holds[0]]
-        return f"; the only node with {k} free GPU{'s' if k != 1 else ''} is {word} ({holds[0]})"
-    total = sum(k for _n, k in idle)
-    words = sorted({index.words[name] for name, _k in idle})
-    return f"; {total} more free on {' or '.join(words)} nodes ({_names(idle)})"
-
-
-def _held_as(node: Node) -> str:
-    """How a node that is not schedulable is said to be: its `down`, or "drained"."""
-    return node.down or "drained"
-
-
-def _of_classes(cycle: Cycle, job: Job, nodes: list[tuple[str, int, int]]) -> list[tuple[str, int]]:
-    """(name, GPUs) of the listed (name, GPUs, class) nodes of one of the job's classes."""
-    if not nodes:
-        return []
-    classes = cycle.classes_of(job)
-    return [(name, k) for name, k, c in nodes if c in classes]
-
-
-def _names(idle: list[tuple[str, int]]) -> str:
-    """The first three node names, then "..." when there are more."""
-    return ", ".join(name for name, _k in idle[:3]) + (" ..." if len(idle) > 3 else "")
 
 
 def _held_for(cycle: Cycle, job: Job) -> str:
@@ -367,6 +243,26 @@ def _quota(cycle: Cycle, job: Job, st: Status) -> tuple[PendingCode, str]:
     return "quota", f"non-preemptible jobs must fit in the guaranteed quota of queue {name} {tail}"
 
 
+def _unreserved(cycle: Cycle, job: Job) -> str:
+    """Why the blocked head of the line holds no reservation when nothing in its way has a
+    run-time estimate, and when it will (actions/backfill.py); "" otherwise."""
+    profile = cycle.profile
+    if "backfill" not in profile.actions or any(
+        r.job.expected_duration is not None for r in cycle.snapshot.running
+    ):
+        return ""
+    node_max = cycle.layout.class_node_max
+    one_node = job.nodes <= 1 and any(job.gpus <= node_max[c] for c in cycle.classes_of(job))
+    after = profile.reserve_unknown_after_s if one_node else None
+    if after is None:
+        after = profile.reserve_gang_after_s
+    msg = (
+        "; no devices are held for it, as the run times of the jobs in its way are unknown: "
+        "smaller jobs may start before it"
+    )
+    return msg + (f" until it has waited {_in(after)}" if after is not None else "")
+
+
 def _reason(cycle: Cycle, job: Job, st: Status, start: float | None) -> PendingReason:
     code: PendingCode = st.code
     # an elastic job starts at any size that fits (an outside review: it "needed" its gpus)
@@ -388,8 +284,15 @@ def _reason(cycle: Cycle, job: Job, st: Status, start: float | None) -> PendingR
             "are unknown)"
         )
         start = None
+    elif start is not None and start <= cycle.now:  # outside review 14, F12
+        msg += (
+            "; reserved to start when the jobs in its way end, which have run past their "
+            "estimated run times"
+        )
     elif start is not None:
         msg += f"; reserved to start in ~{_in(start - cycle.now)}"
+    elif code == "capacity" and cycle.head is not None and job.id == cycle.head.id:
+        msg += _unreserved(cycle, job)
     guard = cycle.protected_until.get(job.id) if code in _WAITS_FOR_ROOM else None
     if guard is not None:
         end, victim = guard
@@ -476,6 +379,7 @@ def build_decision(cycle: Cycle, only: tuple[Job, ...] | None = None) -> Decisio
             start,
             cycle.protected_until.get(job.id),
             cycle.hints.get(job.id),
+            cycle.head is not None and job.id == cycle.head.id,
             # the locality wait left (explained per job) while it may not span nodes yet
             job.submit_time if job.gpus > 1 and job.submit_time > cycle.split_before else None,
         )

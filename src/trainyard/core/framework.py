@@ -135,6 +135,10 @@ class Profile:
     # on the devices of the jobs that started most recently, start unknown (backfill.py).
     # None: never (such a head gets no reservation and backfill is greedy).
     reserve_unknown_after_s: float | None = None
+    # The same for a head that spans several nodes, once it has waited this long (it then
+    # drains the nodes it will run on: small jobs no longer take what frees on them, so
+    # they cannot starve it). None: never (such a head waits for an estimate or free room).
+    reserve_gang_after_s: float | None = None
     split_small_jobs: bool = True  # may a job that could fit one node span nodes when none has room
     # Delay scheduling (Zaharia et al., EuroSys'10): a job that fits one node waits up to this
     # many seconds after submission for one before it may span nodes (0: span at once).
@@ -179,6 +183,8 @@ class Profile:
             raise ValueError(f"profile {self.name}: locality_wait_s must be >= 0")
         if self.reserve_unknown_after_s is not None and not self.reserve_unknown_after_s >= 0:
             raise ValueError(f"profile {self.name}: reserve_unknown_after_s must be >= 0")
+        if self.reserve_gang_after_s is not None and not self.reserve_gang_after_s >= 0:
+            raise ValueError(f"profile {self.name}: reserve_gang_after_s must be >= 0")
         if self.max_reservations < 0:
             raise ValueError(f"profile {self.name}: max_reservations must be >= 0")
         if list(self.las_thresholds) != sorted(self.las_thresholds):

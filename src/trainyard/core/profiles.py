@@ -13,7 +13,8 @@
   between tenants too), DRF among queues whose next jobs are equally served, guaranteed
   quotas and reclaim (`las_drf`); inside a queue priority, then least attained service;
   backfill with a reservation for the head of the line (also without run-time estimates,
-  for a head that fits one node and has waited 15 minutes); priority preemption, then
+  for a head that fits one node and has waited 15 minutes, and, against starvation, for one
+  spanning nodes that has waited a day in all); priority preemption, then
   least-attained-service preemption (Tiresias' rule); topology- and fragmentation-aware
   placement, with delay scheduling: a job that fits one node waits up to 15 minutes for one
   before spanning nodes (cross-node gangs run slower; `docs/benchmarks.md` shows the effect
@@ -72,6 +73,7 @@ _BUILTIN = (
         queue_order="las_drf",
         locality_wait_s=900.0,
         reserve_unknown_after_s=900.0,
+        reserve_gang_after_s=86_400.0,
     ),
 )
 

@@ -189,6 +189,16 @@ class Job:
     recovering: bool = False
     nodes: int = 0
 
+    def ran_for(self) -> float:
+        """Seconds this job has run in all: its attained service over its size (exact for a
+        rigid job; an elastic one's at its present size)."""
+        return self.attained_service / self.gpus if self.gpus else 0.0
+
+    def waited(self, now: float) -> float:
+        """Seconds this pending job has waited in all since its submission (the time elapsed
+        less the time it ran)."""
+        return max(0.0, now - self.submit_time - self.ran_for())
+
     def with_gpus(self, gpus: int) -> Job:
         """This job at another size (an elastic job started small, grown or shrunk): its CPU
         and memory scale with its GPUs, as they are per-GPU needs of the same program."""

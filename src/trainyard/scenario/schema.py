@@ -106,6 +106,7 @@ PROFILE: dict[str, Spec] = {
     "usage_weight": ("float", 0),
     "max_reservations": ("int", 0),
     "reserve_unknown_after_s": ("float?", 0),
+    "reserve_gang_after_s": ("float?", 0),
     "split_small_jobs": ("bool", None),
     "locality_wait_s": ("float", 0),
     "las_preempt_filled": ("bool", None),

@@ -20,9 +20,11 @@ heavy-tailed: the youngest jobs are the likeliest to end soonest; Gu et al., Tir
 NSDI'19, on the Philly and Microsoft traces), and the devices found are held with an unknown
 start (`math.inf`; no job can be known to end before it, so nothing backfills onto them).
 Without this, smaller jobs take every device that frees one by one, and a job that needs
-two GPUs of one node can wait indefinitely in a full cluster of one-GPU jobs. Only a head
-that fits one node is reserved for blind: holding devices for a gang of many nodes would
-idle them for as long as the oldest of the jobs in its way might run.
+two GPUs of one node can wait indefinitely in a full cluster of one-GPU jobs. A head that
+spans nodes is reserved for blind only after `Profile.reserve_gang_after_s` of waiting (in
+all since its submission, `Job.waited`): holding devices for a gang of many nodes idles them
+for as long as the oldest of the jobs in its way might run, but without it one-GPU jobs
+take every device that frees and the gang waits for ever (outside review 14, F3).
 
 `BackfillState` is what this module keeps for itself over a cycle (`Cycle.state_of`): the
 snapshot's running jobs in the orders a reservation releases them, and the memos that let a
@@ -107,8 +109,14 @@ def _youngest_unestimated(cycle: Cycle, st: BackfillState) -> list[str]:
 
 def _blind(cycle: Cycle, job: Job) -> bool:
     """May `job` be reserved for without estimates (see the module docstring)?"""
-    after = cycle.profile.reserve_unknown_after_s
-    if after is None or not job.gpus or job.nodes > 1 or cycle.now - job.submit_time < after:
+    if not job.gpus:
+        return False
+    profile = cycle.profile
+    gang = profile.reserve_gang_after_s
+    if gang is not None and job.waited(cycle.now) >= gang:
+        return True
+    after = profile.reserve_unknown_after_s
+    if after is None or job.nodes > 1 or cycle.now - job.submit_time < after:
         return False
     node_max = cycle.layout.class_node_max
     return any(job.gpus <= node_max[c] for c in cycle.classes_of(job))
