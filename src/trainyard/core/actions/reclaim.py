@@ -7,7 +7,10 @@ path below the common ancestor): it borrows. A job submitted to an ancestor of t
 reclaiming job's queue itself (an inner queue, such as `default` with guaranteed team
 queues under it) borrows when the inner queue's own jobs hold more than the part of its
 guarantee its children's guarantees leave (`own_excess`): the children's guarantees come
-first. Victims come first from the queue furthest over
+first. The reverse holds too: a job submitted to an inner queue whose own jobs stay within
+that part after it starts reclaims from its descendants that hold more than their own
+guarantees (`own_room`; outside review 14, F10), as a child does from a sibling; the inner
+queue's total does not change. Victims come first from the queue furthest over
 its guaranteed quota, then the lowest priority, then the most recently started (least work
 lost). See `victims.py` for how the set is chosen and why it is minimal.
 
@@ -55,6 +58,12 @@ def own_excess(queues: QueueIndex, v: int) -> int:
     return own - part
 
 
+def own_room(queues: QueueIndex, q: int, gpus: int) -> bool:
+    """Would the jobs submitted to inner queue `q` itself stay within their part of its
+    guarantee (`own_excess`) with `gpus` more? False for a queue without children."""
+    return bool(queues.children[q]) and own_excess(queues, q) + gpus <= 0
+
+
 class _Rules:
     """The reclaim rules for one reclaiming job (a class, not closures: closures would form
     reference cycles with their environment in compiled code)."""
@@ -66,11 +75,15 @@ class _Rules:
         self.my_path = queues.path[q]
         self.overshoot = overshoot  # may a victim take its queue below its guarantee?
         self.refused = False  # did `admit` keep a victim out of a plan?
+        # may the job take from its queue's descendants (its queue's own jobs are within
+        # their part of its guarantee)?
+        self.inner = own_room(queues, q, job.gpus)
 
     def related(self, vq: int) -> bool:
-        """The job's own queue or one of its descendants: never a lender to it. (An ancestor
-        is a lender through the jobs submitted to it directly, `own_excess`.)"""
-        return vq == self.q or self.q in self.queues.path[vq]
+        """The job's own queue, or one of its descendants unless the job may reclaim from
+        them (`own_room`): never a lender to it. (An ancestor is a lender through the jobs
+        submitted to it directly, `own_excess`.)"""
+        return vq == self.q or (not self.inner and self.q in self.queues.path[vq])
 
     def excess(self, vq: int) -> int:
         """GPUs `vq` holds above guaranteed on its path below the common ancestor; for an
@@ -133,7 +146,8 @@ class _Rules:
 def reclaim_for(cycle: Cycle, job: Job) -> bool:
     queues = cycle.queues
     q = queues.index[job.queue]
-    if queues.gpus[q] + job.gpus > queues.guaranteed[q]:
+    within = queues.gpus[q] + job.gpus <= queues.guaranteed[q]
+    if not within and not own_room(queues, q, job.gpus):
         return False
     rules = _Rules(queues, q, job)
     budgets = {}
@@ -147,7 +161,12 @@ def reclaim_for(cycle: Cycle, job: Job) -> bool:
                 budgets[vq] = spare
     if not budgets:
         return False
-    reason = f"queue {job.queue} reclaims its guaranteed quota"
+    reason = (
+        f"queue {job.queue} reclaims its guaranteed quota"
+        if within
+        else f"the jobs of queue {job.queue} itself reclaim the part of its guarantee its "
+        "children's guarantees leave"
+    )
     if evict_for(
         cycle, job, "reclaim", budgets, rules.allowed, rules.cost, reason, admit=rules.admit
     ):
