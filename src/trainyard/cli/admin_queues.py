@@ -213,13 +213,14 @@ def queue_list(
             q.tenant or "shared",
             q.guaranteed,
             q.limit,
+            q.gpus_held,
             f"{q.weight:g}",
             q.pending,
             q.running,
         )
         for depth, q in ordered
     ]
-    columns = ("queue", "tenant", "guaranteed", "limit", "weight", "pending", "running")
+    columns = ("queue", "tenant", "guaranteed", "limit", "in use", "weight", "pending", "running")
     _table("queues", columns, rows)
     _warn(warning)
 

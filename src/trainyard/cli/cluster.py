@@ -36,7 +36,8 @@ def register(app: typer.Typer) -> None:
 def queues_command(
     as_json: JsonOption = False, url: UrlOption = None, token: TokenOption = None
 ) -> None:
-    """List the queues you may submit to, with quotas and job counts."""
+    """List the queues you may submit to, with quotas, the GPUs held against them (the
+    queue's jobs and its descendants') and job counts."""
     with connect(url, token) as client:
         out = client.get("/v1/queues")
     if as_json:
@@ -53,6 +54,7 @@ def queues_command(
         ("TENANT", "left"),
         ("GUARANTEED", "right"),
         ("LIMIT", "right"),
+        ("IN USE", "right"),
         ("WEIGHT", "right"),
         ("PENDING", "right"),
         ("RUNNING", "right"),
@@ -65,6 +67,7 @@ def queues_command(
             escape(q["tenant"] or "(shared)"),
             str(q["guaranteed"]),
             "-" if q["limit"] is None else str(q["limit"]),
+            str(q.get("gpus_held", 0)),
             f"{q['weight']:g}",
             str(q["pending"]),
             str(q["running"]),

@@ -95,6 +95,12 @@ def test_queues_and_nodes(api: ApiWorld) -> None:
         s.commit()
     nodes = api.client.get("/v1/nodes", headers=api.auth("vic")).json()["nodes"]
     assert [d["busy"] for d in nodes[0]["devices"]] == [False, True, False, True]
+    # GPUs held against each queue's guarantee: its own jobs and its descendants' (review 14)
+    queues = api.client.get("/v1/queues", headers=api.auth("ada")).json()["queues"]
+    held = {q["name"]: (q["gpus_held"], q["gpus_in_use"]) for q in queues}
+    assert held == {"root": (2, 0), "research": (0, 0)}
+    queues = api.client.get("/v1/queues", headers=api.auth("gus")).json()["queues"]
+    assert {q["name"]: q["gpus_held"] for q in queues}["sales"] == 2
 
 
 @pytest.mark.parametrize(

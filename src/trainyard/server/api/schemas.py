@@ -145,6 +145,8 @@ class QueueOut(BaseModel):
     pending: int
     running: int  # jobs whose placement is in use (starting, running, resizing, stopping)
     gpus_in_use: int = 0  # GPUs those jobs hold (the queue's own jobs, not its children's)
+    # GPUs its own jobs and its descendants' hold: what its guarantee and limit bound
+    gpus_held: int = 0
     max_priority: int | None = None  # its own limit; ancestors' limits apply too
     default_priority: int | None = None  # for specs naming none (else the nearest ancestor's)
     usage: float = 0.0  # decayed past GPU use as a share of the cluster (fair-share history)

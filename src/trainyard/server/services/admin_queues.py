@@ -27,6 +27,7 @@ from trainyard.server.services.admin_common import (
 )
 from trainyard.server.services.admin_common import find as _find
 from trainyard.server.services.admin_common import flush as _flush
+from trainyard.server.services.jobs import gpus_held_under
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +43,7 @@ class QueueInfo:
     running: int
     max_priority: int | None = None  # its own limit (ancestors' limits apply too)
     default_priority: int | None = None  # for specs naming none (else the nearest ancestor's)
+    gpus_held: int = 0  # by its jobs and its descendants' (what guaranteed and limit bound)
 
 
 MAX_GPUS = 2**31 - 1  # a 32-bit column; far beyond any cluster
@@ -138,6 +140,7 @@ def _queue_infos(session: Session, rows: list[Queue]) -> list[QueueInfo]:
     for queue_id, state, count in session.execute(by_state):
         if state == JobState.PENDING or state in HOLDS_DEVICES:
             counts[(queue_id, state == JobState.PENDING)] += count
+    held = gpus_held_under(session)
     out = []
     for q in rows:
         kids = tuple(sorted(children.get(q.id, [])))
@@ -148,6 +151,7 @@ def _queue_infos(session: Session, rows: list[Queue]) -> list[QueueInfo]:
                 q.name, *where, q.guaranteed, q.limit, q.weight, kids, *jobs,
                 max_priority=q.max_priority,
                 default_priority=q.default_priority,
+                gpus_held=held.get(q.id, 0),
             )
         )  # fmt: skip
     return out

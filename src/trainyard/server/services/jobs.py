@@ -330,6 +330,23 @@ def gpus_in_use(session: Session) -> dict[int, int]:
     return {queue_id: int(total or 0) for queue_id, total in rows}
 
 
+def gpus_held_under(session: Session) -> dict[int, int]:
+    """GPUs held by each queue's jobs and its descendants' (what its guarantee and limit
+    bound, as the scheduler counts them), by queue id."""
+    parents: dict[int, int | None] = {
+        qid: parent for qid, parent in session.execute(select(Queue.id, Queue.parent_id))
+    }
+    out: dict[int, int] = {}
+    for queue_id, gpus in gpus_in_use(session).items():
+        seen: set[int] = set()
+        at: int | None = queue_id
+        while at is not None and at not in seen:  # `seen`: a stored cycle counts once
+            seen.add(at)
+            out[at] = out.get(at, 0) + gpus
+            at = parents.get(at)
+    return out
+
+
 def state_counts(session: Session, who: Principal) -> dict[JobState, int]:
     """How many of the caller's tenant's jobs are in each state."""
     query = select(Job.state, func.count()).where(Job.tenant_id == who.tenant_id)
@@ -378,6 +395,7 @@ def list_queues(session: Session, who: Principal) -> schemas.QueueList:
     pending = _counts_by_queue(session, [JobState.PENDING])
     running = _counts_by_queue(session, sorted(lifecycle.HOLDS_DEVICES))
     in_use = gpus_in_use(session)
+    held = gpus_held_under(session)
     return schemas.QueueList(
         queues=[
             schemas.QueueOut(
@@ -390,6 +408,7 @@ def list_queues(session: Session, who: Principal) -> schemas.QueueList:
                 pending=pending.get(q.id, 0),
                 running=running.get(q.id, 0),
                 gpus_in_use=in_use.get(q.id, 0),
+                gpus_held=held.get(q.id, 0),
                 max_priority=q.max_priority,
                 default_priority=q.default_priority,
                 usage=q.usage,

@@ -145,7 +145,7 @@ def test_queue_changes_show_in_the_api(admin: AdminCli) -> None:
         assert seen["research"] | {"pending": 0} == {
             "name": "research", "parent": "org", "tenant": "acme", "guaranteed": 6,
             "limit": None, "weight": 2.0, "pending": 0, "running": 0, "gpus_in_use": 0,
-            "max_priority": None,
+            "gpus_held": 0, "max_priority": None,
             "default_priority": None, "usage": 0.0,
         }  # fmt: skip
         out = admin.ok("queue", "set", "research", "--max-priority", "5")

@@ -162,6 +162,7 @@ def test_queues_and_nodes(api_server: ApiServer, cli: Cli) -> None:
     queues = cli("queues", token=ada)
     assert queues.exit_code == 0, queues.output
     assert "research" in queues.stdout and "sales" not in queues.stdout
+    assert "IN USE" in queues.stdout  # GPUs held against the guarantees (review 14, F14)
     assert "sales" in cli("queues", token=gus).stdout
     names = [q["name"] for q in json.loads(cli("queues", "--json", token=ada).stdout)["queues"]]
     assert names == ["research", "root"]
