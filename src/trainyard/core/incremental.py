@@ -82,7 +82,7 @@ class Scheduler:
         queues = self.cycle.queues
         q = queues.index[job.queue]
         level = 0
-        if profile.queue_order == "las_drf":
+        if profile.queue_order == "las_drf" and queues.gpus[q]:
             keys, prefix = self._levels(q)
             i = bisect_left(keys, key)
             level = max(las_level(job, profile), prefix[i - 1] if i else 0)
@@ -102,9 +102,10 @@ class Scheduler:
     def _raises_levels(self, job: Job) -> bool:
         """Under `las_drf`: would `job` raise the merge level of jobs after it in its
         queue (then they, possibly the head, move in the walk: a full cycle decides)?"""
-        if self.profile.queue_order != "las_drf":
-            return False
-        keys, prefix = self._levels(self.cycle.queues.index[job.queue])
+        q = self.cycle.queues.index[job.queue]
+        if self.profile.queue_order != "las_drf" or not self.cycle.queues.gpus[q]:
+            return False  # a queue holding nothing is served at level 0 (order.py)
+        keys, prefix = self._levels(q)
         i = bisect_left(keys, self._key(job, self.profile))
         return i < len(keys) and prefix[i] < las_level(job, self.profile)
 

@@ -12,10 +12,14 @@ it reaches the top.
 With `las_drf` the key starts with the least-attained-service level (`las_level`) of the
 queue's next job: across queues, jobs that have received less service go first (Tiresias's
 rule, now between tenants too), and DRF orders the queues whose next jobs are at the same
-level (guarantee deficits first, as under `drf`). A queue's next job changing refreshes its
-key. Merging the queues' lists this way yields a job in the order of the prefix maximum of
-the levels in its queue's list up to it (then the share path, the queue, the job order),
-which is how the incremental path ranks an arrival against the head of the line.
+level (guarantee deficits first, as under `drf`). A queue that holds no GPU is served at
+level 0 whatever its next job's service: a tenant with nothing running is never passed for
+ever by another tenant's fresh jobs (outside review 14, F1; DRF then puts it, at zero share,
+first). A queue's next job changing refreshes its key; so does its allocation changing (it
+is then touched). Merging the queues' lists this way yields a job in the order of the prefix
+maximum of the levels in its queue's list up to it (then the share path, the queue, the job
+order), which is how the incremental path ranks an arrival against the head of the line
+(every level 0 while its queue holds nothing).
 
 Queues tied on fair share (e.g. two queues both empty and below their guarantees) are served
 by `Profile.queue_tie_break`: "declared" takes the queue listed first; "smaller" the queue
@@ -114,10 +118,15 @@ class PendingOrder:
             heapq.heapify(self._heap)
         self.touched: set[int] = set()  # queues whose allocation changed (set by the cycle)
 
+    def _level(self, q: int, job: Job) -> int:
+        """The LAS level by which queue `q` is served with `job` next (0 unless las_drf)."""
+        if not self._las or not self.queues.gpus[q]:  # a queue holding nothing: level 0
+            return 0
+        return bisect_right(self._thresholds, job.attained_service)
+
     def _key(self, q: int) -> FlatKey:
         head = self._lists[q][self._pos[q]]
-        level = bisect_right(self._thresholds, head.attained_service) if self._las else 0
-        return flat_key(self.queues, q, level, head.gpus if self._smaller else 0)
+        return flat_key(self.queues, q, self._level(q, head), head.gpus if self._smaller else 0)
 
     def _set(self, q: int, key: FlatKey) -> None:
         self._keys[q] = key
@@ -169,7 +178,7 @@ class PendingOrder:
                 nxt = jobs[pos + 1]
                 old = self._keys[q]
                 assert old is not None
-                level = bisect_right(self._thresholds, nxt.attained_service) if self._las else 0
+                level = self._level(q, nxt)
                 size = nxt.gpus if self._smaller else 0
                 if level != old[0] or size != old[-1]:
                     self._set(q, (float(level), *old[1:-1], float(size)))

@@ -10,7 +10,8 @@
   on the fewest nodes), as that artifact places jobs.
 - `drf`: dominant-resource fair share across queues, FIFO inside a queue, backfill, reclaim.
 - `default`: our best. Across queues the least served next job first (Tiresias's LAS levels,
-  between tenants too), DRF among queues whose next jobs are equally served, guaranteed
+  between tenants too; a queue holding no GPU counts as least served), DRF among queues
+  whose next jobs are equally served, guaranteed
   quotas and reclaim (`las_drf`); inside a queue priority, then least attained service;
   backfill with a reservation for the head of the line (also without run-time estimates,
   for a head that fits one node and has waited 15 minutes, and, against starvation, for one

@@ -44,15 +44,23 @@ def queue_paths(queues: Iterable[Queue]) -> dict[str, list[str]]:
     return out
 
 
-def own_borrowed(snapshot: Snapshot, queue: str) -> bool:
-    """Whether the jobs submitted to `queue` itself (an inner queue) hold more GPUs than
-    what its guarantee leaves beyond its children's (`reclaim.own_excess`)."""
+def own_part(snapshot: Snapshot, queue: str) -> int:
+    """What `queue`'s guarantee leaves beyond its children's: its own jobs' part."""
     queues = list(snapshot.effective_queues())
     guaranteed = {q.name: q.guaranteed for q in queues}
     kids = [q.name for q in queues if q.parent == queue]
-    part = max(0, guaranteed[queue] - sum(guaranteed[k] for k in kids))
-    own = sum(r.job.gpus for r in snapshot.running if r.job.queue == queue)
-    return own > part
+    return max(0, guaranteed[queue] - sum(guaranteed[k] for k in kids))
+
+
+def own_held(snapshot: Snapshot, queue: str) -> int:
+    """GPUs the jobs submitted to `queue` itself hold."""
+    return sum(r.job.gpus for r in snapshot.running if r.job.queue == queue)
+
+
+def own_borrowed(snapshot: Snapshot, queue: str) -> bool:
+    """Whether the jobs submitted to `queue` itself (an inner queue) hold more GPUs than
+    what its guarantee leaves beyond its children's (`reclaim.own_excess`)."""
+    return own_held(snapshot, queue) > own_part(snapshot, queue)
 
 
 # -- invariants ---------------------------------------------------------------------------
@@ -140,7 +148,16 @@ def check_decision(snapshot: Snapshot, decision: Decision, profile: str) -> None
                 "LAS-preempted a job that has not received more service"
             )
         elif e.action == "reclaim":
-            assert preemptor.queue not in paths[r.job.queue], "reclaimed from its own subtree"
+            if preemptor.queue in paths[r.job.queue]:  # from a descendant (review 14, F10)
+                assert r.job.queue != preemptor.queue, "reclaimed from its own queue"
+                freed = sum(x.gpus for x in decision.evictions if x.queue == preemptor.queue)
+                assert own_held(snapshot, preemptor.queue) - freed + preemptor.gpus <= own_part(
+                    snapshot, preemptor.queue
+                ), f"{e.for_job} reclaimed from its subtree beyond its queue's own part"
+                guaranteed = {q.name: q.guaranteed for q in snapshot.effective_queues()}
+                assert queue_usage(snapshot)[r.job.queue] > guaranteed[r.job.queue], (
+                    f"reclaimed {e.job_id} of {r.job.queue}, which does not borrow"
+                )
             if r.job.queue in paths[preemptor.queue]:  # an inner queue's own job
                 assert own_borrowed(snapshot, r.job.queue), (
                     f"reclaimed {e.job_id} of {r.job.queue}, whose own jobs hold no more than "
