@@ -107,6 +107,27 @@ def _youngest_unestimated(cycle: Cycle, st: BackfillState) -> list[str]:
     return st.youngest
 
 
+def _draining(cycle: Cycle, st: BackfillState) -> list[str]:
+    """`_youngest_unestimated` for a gang reserved for blind: node by node, the nodes with
+    the most free GPUs first (then in the cluster's order), the youngest job first on each.
+    The free devices a gang's hold kept idle in the last cycle are free again in this one,
+    so its reservation stays on the nodes it drained and gains every device that frees
+    there; released by age alone it followed the one-GPU jobs that started elsewhere and
+    gave up what it had drained (outside review 15: a gang that had waited a day had not
+    started after 60 cycles of churn)."""
+    state = cycle.state
+    free = state.free_cnt
+    allocs = state.allocs
+    ranked: list[tuple[int, int, int, str]] = []
+    for rank, jid in enumerate(_youngest_unestimated(cycle, st)):
+        a = allocs.get(jid)
+        if a is not None:
+            n = min(a.parts, key=lambda p: (-free[p[0]], p[0]))[0]
+            ranked.append((-free[n], n, rank, jid))
+    ranked.sort()
+    return [jid for _f, _n, _r, jid in ranked]
+
+
 def _blind(cycle: Cycle, job: Job) -> bool:
     """May `job` be reserved for without estimates (see the module docstring)?"""
     if not job.gpus:
@@ -140,7 +161,10 @@ def reserve(cycle: Cycle, job: Job) -> Hold | None:
     )
     order: Iterable[tuple[float, str]] = heapq.merge(_running_ends(cycle, st), placed)
     if blind:  # then the running jobs without an estimate, the youngest first
-        order = chain(order, ((math.inf, jid) for jid in _youngest_unestimated(cycle, st)))
+        node_max = cycle.layout.class_node_max
+        one_node = job.nodes <= 1 and any(job.gpus <= node_max[c] for c in classes)
+        blind_order = _youngest_unestimated(cycle, st) if one_node else _draining(cycle, st)
+        order = chain(order, ((math.inf, jid) for jid in blind_order))
     cp = stmt.checkpoint()
     epoch = state.epoch
     found: tuple[float, list[tuple[int, int]]] | None = None

@@ -7,12 +7,14 @@ path below the common ancestor): it borrows. A job submitted to an ancestor of t
 reclaiming job's queue itself (an inner queue, such as `default` with guaranteed team
 queues under it) borrows when the inner queue's own jobs hold more than the part of its
 guarantee its children's guarantees leave (`own_excess`): the children's guarantees come
-first. The reverse holds too: a job submitted to an inner queue whose own jobs stay within
-that part after it starts reclaims from its descendants that hold more than their own
-guarantees (`own_room`; outside review 14, F10), as a child does from a sibling; the inner
-queue's total does not change. Victims come first from the queue furthest over
-its guaranteed quota, then the lowest priority, then the most recently started (least work
-lost). See `victims.py` for how the set is chosen and why it is minimal.
+first; and the own jobs of an inner queue off the reclaiming job's path lend only what they
+hold above that part (its children's borrowing is theirs to give back; outside review 15).
+The reverse holds too: a job submitted to an inner queue whose guarantee does not cover it,
+but whose own jobs stay within their part after it starts, reclaims from its descendants
+that hold more than their own guarantees (`own_room`; outside review 14, F10), as a child
+does from a sibling; the inner queue's total does not change. Victims come first from the
+queue furthest over its guaranteed quota, then the lowest priority, then the most recently
+started (least work lost). See `victims.py` for how the set is chosen and why it is minimal.
 
 A guarantee is guaranteed: victims are first sought among sets that keep every lender (and
 its ancestors below the common one) at or above its own guarantee: a plan is built within
@@ -75,9 +77,11 @@ class _Rules:
         self.my_path = queues.path[q]
         self.overshoot = overshoot  # may a victim take its queue below its guarantee?
         self.refused = False  # did `admit` keep a victim out of a plan?
-        # may the job take from its queue's descendants (its queue's own jobs are within
-        # their part of its guarantee)?
-        self.inner = own_room(queues, q, job.gpus)
+        # may the job take from its queue's descendants? Only when its queue's guarantee does
+        # not cover it (else the borrowers are outside: outside review 15, F2) and its
+        # queue's own jobs stay within their part of it
+        over = queues.gpus[q] + job.gpus > queues.guaranteed[q]
+        self.inner = over and own_room(queues, q, job.gpus)
 
     def related(self, vq: int) -> bool:
         """The job's own queue, or one of its descendants unless the job may reclaim from
@@ -92,7 +96,10 @@ class _Rules:
         if vq in self.my_path:
             return own_excess(queues, vq)
         theirs = _below(queues.path[vq], self.my_path)
-        return min(queues.gpus[x] - queues.guaranteed[x] for x in theirs)
+        excess = min(queues.gpus[x] - queues.guaranteed[x] for x in theirs)
+        if queues.children[vq]:  # its own jobs lend only what they hold above their part
+            excess = min(excess, own_excess(queues, vq))  # (outside review 15, F3)
+        return excess
 
     def room(self, vq: int) -> bool:
         """Would the job stay within guaranteed on its own path below the common ancestor?"""
@@ -127,8 +134,15 @@ class _Rules:
             if queues.gpus[x] - queues.guaranteed[x] - taken.get(x, 0) < a.gpus:
                 self.refused = True
                 return False
+        own = -1 - a.queue  # an inner queue's own job: within what its own jobs borrow too
+        inner = bool(queues.children[a.queue])
+        if inner and own_excess(queues, a.queue) - taken.get(own, 0) < a.gpus:
+            self.refused = True
+            return False
         for x in theirs:
             taken[x] = taken.get(x, 0) + a.gpus
+        if inner:
+            taken[own] = taken.get(own, 0) + a.gpus
         return True
 
     def cost(self, a: Alloc) -> tuple[float, ...]:
