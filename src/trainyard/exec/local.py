@@ -369,7 +369,9 @@ class LocalExecutor:
         for pid in strays if all_done else ():  # the ranks ended: what they left behind goes
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-        settled = not recorded and not strays  # killed ones: gone by the next poll
+        # killed ones: gone by the next poll; and every rank's exit is known (a child killed
+        # a moment ago may not be reaped yet on a busy machine: its code would read None)
+        settled = all_done and not recorded and not strays
         first = failures[0][1] if failures else None
         unstartable = ""
         state: RunState

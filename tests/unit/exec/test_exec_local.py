@@ -307,8 +307,9 @@ def test_vanished_run_is_lost(executor: LocalExecutor, tmp_path: Path) -> None:
     assert h2 is not None
     st = LocalExecutor(tmp_path / "root").poll(h2)
     assert st.state == "lost" and st.settled and st.exit_codes == {0: None, 1: None}
-    # the executor that launched it still knows the wrappers' exit status
-    st = executor.poll(h)
+    # the executor that launched it still knows the wrappers' exit status, once it has
+    # reaped both (on a busy machine the first poll may have seen only one of them)
+    st = settle(executor, h)
     assert st.state == "failed" and st.exit_codes == {0: -9, 1: -9}
 
 
