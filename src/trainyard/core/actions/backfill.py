@@ -121,9 +121,9 @@ def _draining(cycle: Cycle, st: BackfillState) -> list[str]:
     ranked: list[tuple[int, int, int, str]] = []
     for rank, jid in enumerate(_youngest_unestimated(cycle, st)):
         a = allocs.get(jid)
-        if a is not None:
-            n = min(a.parts, key=lambda p: (-free[p[0]], p[0]))[0]
-            ranked.append((-free[n], n, rank, jid))
+        if a is not None:  # its node with the most free GPUs (no closure: see reclaim.py)
+            best = min((-free[n], n) for n, _m, _c, _x in a.parts)
+            ranked.append((best[0], best[1], rank, jid))
     ranked.sort()
     return [jid for _f, _n, _r, jid in ranked]
 
