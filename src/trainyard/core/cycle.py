@@ -205,6 +205,11 @@ class Cycle:
             "quota", blocker=blocker, quota=("guaranteed", used, queues.guaranteed[blocker])
         )
 
+    def fits_one_node(self, job: Job) -> bool:
+        """Could `job` run on one node of one of its classes (and asks for no more)?"""
+        node_max = self.layout.class_node_max
+        return job.nodes <= 1 and any(job.gpus <= node_max[c] for c in self.classes_of(job))
+
     def find(self, job: Job) -> Candidate | None:
         """Best candidate for `job` on the current state, or None (no status recorded)."""
         if job.gpus == 0:

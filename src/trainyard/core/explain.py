@@ -251,9 +251,7 @@ def _unreserved(cycle: Cycle, job: Job) -> str:
         r.job.expected_duration is not None for r in cycle.snapshot.running
     ):
         return ""
-    node_max = cycle.layout.class_node_max
-    one_node = job.nodes <= 1 and any(job.gpus <= node_max[c] for c in cycle.classes_of(job))
-    after = profile.reserve_unknown_after_s if one_node else None
+    after = profile.reserve_unknown_after_s if cycle.fits_one_node(job) else None
     if after is None:
         after = profile.reserve_gang_after_s
     msg = (

@@ -369,8 +369,7 @@ class LocalExecutor:
         for pid in strays if all_done else ():  # the ranks ended: what they left behind goes
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-        # killed ones: gone by the next poll; and every rank's exit is known (a child killed
-        # a moment ago may not be reaped yet on a busy machine: its code would read None)
+        # every rank's exit known (a child just killed may not be reaped yet), none alive
         settled = all_done and not recorded and not strays
         first = failures[0][1] if failures else None
         unstartable = ""

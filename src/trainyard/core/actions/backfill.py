@@ -137,10 +137,9 @@ def _blind(cycle: Cycle, job: Job) -> bool:
     if gang is not None and job.waited(cycle.now) >= gang:
         return True
     after = profile.reserve_unknown_after_s
-    if after is None or job.nodes > 1 or cycle.now - job.submit_time < after:
+    if after is None or cycle.now - job.submit_time < after:
         return False
-    node_max = cycle.layout.class_node_max
-    return any(job.gpus <= node_max[c] for c in cycle.classes_of(job))
+    return cycle.fits_one_node(job)
 
 
 def reserve(cycle: Cycle, job: Job) -> Hold | None:
@@ -161,8 +160,7 @@ def reserve(cycle: Cycle, job: Job) -> Hold | None:
     )
     order: Iterable[tuple[float, str]] = heapq.merge(_running_ends(cycle, st), placed)
     if blind:  # then the running jobs without an estimate, the youngest first
-        node_max = cycle.layout.class_node_max
-        one_node = job.nodes <= 1 and any(job.gpus <= node_max[c] for c in classes)
+        one_node = cycle.fits_one_node(job)
         blind_order = _youngest_unestimated(cycle, st) if one_node else _draining(cycle, st)
         order = chain(order, ((math.inf, jid) for jid in blind_order))
     cp = stmt.checkpoint()
