@@ -38,6 +38,9 @@ shortens a job's run the most relative to its length. The weights (`weight`):
   left (its rank is LAS's guess), p stays 1/2 (exponent 1.5).
   Finishing a job sooner shortens the wait of every job behind it, which the size factor
   alone undervalues when jobs' sizes are close.
+- Between queues, each weight is then multiplied by the queue's fair share over its jobs
+  being rebalanced, to the power 1 + p (`queue_shares`): the queues split the GPUs by their
+  weights, as DRF splits rigid GPUs, and like jobs split their queue's part.
 
 Every job keeps at least its minimum; the objective is separable and each
 term concave in the job's speedup, so GPUs are handed out greedily by the best gain per GPU
@@ -49,7 +52,8 @@ and never below the size they were placed at: starting larger costs no restart.
 Moves. A job is moved to its target only when the move is worth its restarts: a job that
 grows must gain at least `Profile.resize_min_gain` of its goodput, a job moves at all only
 after it has run `Profile.resize_hold_s` since its last (re)start, and the move as a whole
-must pay (`move_delay`): over `Profile.resize_horizon_s`, the weighted time the growing jobs
+must pay (`move_delay`): over `Profile.resize_horizon_s`, or the time the allocation has
+lasted when longer (`moves.move_horizon`), the weighted time the growing jobs
 gain must exceed what the shrunk ones lose plus `Profile.resize_restart_s` for every job it
 restarts (the growing jobs with the smallest gains are left out until it does), and then
 each growing job must repay its own restart and the shrinks made for it: smallest gain first,
@@ -74,6 +78,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from trainyard.core.goodput import GoodputModel, packed_nodes
+from trainyard.core.queues import QueueIndex
 from trainyard.core.state import Alloc
 from trainyard.core.types import Job
 
@@ -85,6 +90,7 @@ __all__ = [
     "Entry",
     "move_delay",
     "plan_targets",
+    "queue_shares",
     "rank_weights",
     "reports_left",
     "seconds_left",
@@ -170,12 +176,12 @@ def speedup_exponent(entries: list[Entry], per_node: int) -> float:
     return total / n if n else _DEFAULT_SPEEDUP_EXPONENT
 
 
-def rank_weights(entries: list[Entry], per_node: int) -> None:
+def rank_weights(entries: list[Entry], per_node: int) -> float:
     """Weigh each entry by its rank ^ (p(1+p)/(1-p)), p = `speedup_exponent`: the rank is the
     number of entries whose weight is at most its own (1 for the job with the most left; ties
     share the higher). When every entry says how much it has left the rank replaces the
     weight (heSRPT's shares depend on the order of the sizes alone); otherwise it multiplies
-    it (LAS's guesses at the sizes keep their spread)."""
+    it (LAS's guesses at the sizes keep their spread). Returns p."""
     p = speedup_exponent(entries, per_node)
     exponent = p * (1.0 + p) / (1.0 - p)
     ranked = sorted(e.weight for e in entries)
@@ -183,6 +189,40 @@ def rank_weights(entries: list[Entry], per_node: int) -> None:
     for e in entries:
         factor = bisect.bisect_right(ranked, e.weight) ** exponent
         e.weight = factor if known else e.weight * factor
+    return p
+
+
+def queue_shares(entries: list[Entry], queues: QueueIndex, p: float) -> None:
+    """Weigh each entry by its queue's fair share of the GPUs being rebalanced, so that queue
+    weights hold between tenants as they do for rigid jobs (DRF): the share of a queue is
+    the product, from its root down, of each queue's weight over the weights of its siblings
+    that hold entries (a queue's own jobs, beside its children, count as one more child of
+    weight 1); a job's factor is (share / jobs of its queue being rebalanced) ^ (1 + p).
+    With speedups k^p the objective gives each job GPUs in proportion to its weight ^
+    1 / (1 + p), so equal jobs of one queue then split that queue's share, and the queues
+    split the GPUs by weight. Jobs of one queue alone are unchanged."""
+    if len({e.alloc.queue for e in entries}) < 2:
+        return
+    active: set[int] = set()
+    jobs: dict[int, int] = {}
+    for e in entries:
+        active.update(queues.path[e.alloc.queue])
+        jobs[e.alloc.queue] = jobs.get(e.alloc.queue, 0) + 1
+    share: dict[int, float] = {}
+    for q in jobs:
+        kids = sum(queues.weight[c] for c in queues.children[q] if c in active)
+        s = 1.0 / (1.0 + kids)  # its own jobs beside its children that hold entries
+        for a in queues.path[q]:
+            parent = queues.parent[a]
+            group = queues.roots if parent < 0 else queues.children[parent]
+            total = sum(queues.weight[b] for b in group if b in active)
+            if parent in jobs:
+                total += 1.0  # the parent's own jobs
+            s *= queues.weight[a] / total if total > 0.0 else 1.0
+        share[q] = s
+    for e in entries:
+        q = e.alloc.queue
+        e.weight *= (share[q] / jobs[q]) ** (1.0 + p)
 
 
 def move_delay(

@@ -53,12 +53,14 @@ from trainyard.core.actions.growth_notes import note_not_grown, required_gain
 from trainyard.core.actions.moves import (
     each_repays,
     fewest_shrinks,
+    move_horizon,
     shrinks_for,
     weighted_delay,
 )
 from trainyard.core.actions.rebalance import (
     Entry,
     plan_targets,
+    queue_shares,
     rank_weights,
     reports_left,
     sizes_above,
@@ -332,7 +334,7 @@ def _rebalance(cycle: Cycle, rs: ResizeState) -> None:
             if one > 0.0:
                 hi = max(a.gpus, _explored(a.job))
                 entries.append(Entry(a, lo, hi, weight(a.job, one), m, one))
-        rank_weights(entries, rs.per_node)
+        queue_shares(entries, cycle.queues, rank_weights(entries, rs.per_node))
         plan_targets(entries, state.class_free[c], rs.per_node)
         _move(cycle, rs, entries, c)
 
@@ -373,14 +375,17 @@ def _move(cycle: Cycle, rs: ResizeState, entries: list[Entry], c: int) -> None:
         return
     plan = shrinks_for(cycle, shrinkers, need, grow_q) if need > 0 else []
     if prof.resize_horizon_s > 0.0:  # the move must repay its restarts
-        while growers and weighted_delay(cycle, per_node, growers, plan) >= 0.0:
+        horizon = move_horizon(cycle)
+        while growers and weighted_delay(cycle, per_node, horizon, growers, plan) >= 0.0:
             _gain, e = growers.pop()
             need -= e.target - e.alloc.gpus
             plan = shrinks_for(cycle, shrinkers, need, grow_q) if need > 0 else []
         if not growers:
             return
-        growers, plan = each_repays(cycle, per_node, growers, shrinkers, need, grow_q, plan)
-        plan = fewest_shrinks(cycle, per_node, growers, shrinkers, grow_q, plan)
+        growers, plan = each_repays(
+            cycle, per_node, horizon, growers, shrinkers, need, grow_q, plan
+        )
+        plan = fewest_shrinks(cycle, per_node, horizon, growers, shrinkers, grow_q, plan)
     stmt = cycle.stmt
     state = cycle.state
     cp = stmt.checkpoint()

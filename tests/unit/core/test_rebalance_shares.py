@@ -1,0 +1,82 @@
+"""The queue factor of the elastic rebalance (`actions.rebalance.queue_shares`) and the horizon
+a move is judged over (`actions.moves.move_horizon`, through the scenario cases in
+tests/scenarios/cases/elastic.yaml)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from trainyard.core.actions.rebalance import Entry, queue_shares
+from trainyard.core.goodput import fit
+from trainyard.core.queues import QueueIndex
+from trainyard.core.state import Alloc
+from trainyard.core.types import Job, Queue
+
+
+def _entries(queues: QueueIndex, names: list[str]) -> list[Entry]:
+    out = []
+    for i, name in enumerate(names):
+        job = Job(id=f"j{i}", queue=name, gpus=1)
+        alloc = Alloc(job, queues.index[name], 0, [(0, 1, 0.0, 0.0)], 0.0)
+        out.append(Entry(alloc, 1, 16, 1.0, fit(job), 1.0))
+    return out
+
+
+def _index(*queues: Queue) -> QueueIndex:
+    return QueueIndex(tuple(queues), 64, 64.0, 64.0, 0.0)
+
+
+def _factors(entries: list[Entry], p: float) -> list[float]:
+    return [e.weight ** (1.0 / (1.0 + p)) for e in entries]  # the share each job gets
+
+
+def test_one_queue_is_unchanged() -> None:
+    queues = _index(Queue("a", weight=5.0))
+    entries = _entries(queues, ["a", "a", "a"])
+    queue_shares(entries, queues, 0.5)
+    assert [e.weight for e in entries] == [1.0, 1.0, 1.0]
+
+
+@pytest.mark.parametrize("p", [0.1, 0.5, 0.7])
+def test_root_queues_split_by_weight_and_their_jobs_split_their_share(p: float) -> None:
+    queues = _index(Queue("a", weight=3.0), Queue("b", weight=1.0))
+    entries = _entries(queues, ["a", "a", "a", "b"])
+    queue_shares(entries, queues, p)
+    got = _factors(entries, p)
+    # GPUs go in proportion to weight ^ 1/(1+p): a's three jobs 1/4 each, b's one 1/4
+    assert got == pytest.approx([0.25, 0.25, 0.25, 0.25])
+    two = _entries(queues, ["a", "b", "b"])
+    queue_shares(two, queues, p)
+    assert _factors(two, p) == pytest.approx([0.75, 0.125, 0.125])
+
+
+def test_shares_follow_the_tree_and_a_parents_own_jobs() -> None:
+    queues = _index(
+        Queue("org", weight=1.0),
+        Queue("x", parent="org", weight=1.0),
+        Queue("y", parent="org", weight=3.0),
+        Queue("other", weight=1.0),
+    )
+    p = 0.5
+    entries = _entries(queues, ["x", "y", "other"])
+    queue_shares(entries, queues, p)
+    assert _factors(entries, p) == pytest.approx([0.125, 0.375, 0.5])
+    # org's own job counts beside its children as one more child of weight 1
+    own = _entries(queues, ["org", "x", "y", "other"])
+    queue_shares(own, queues, p)
+    assert _factors(own, p) == pytest.approx([0.1, 0.1, 0.3, 0.5])
+    # queues without entries take no share: x alone under org gets all of org's half
+    alone = _entries(queues, ["x", "other"])
+    queue_shares(alone, queues, p)
+    assert _factors(alone, p) == pytest.approx([0.5, 0.5])
+
+
+def test_the_job_weights_are_kept_within_the_queue_factor() -> None:
+    queues = _index(Queue("a", weight=1.0), Queue("b", weight=1.0))
+    entries = _entries(queues, ["a", "b"])
+    entries[0].weight = 4.0  # e.g. nearer its end (rebalance.weight)
+    queue_shares(entries, queues, 0.5)
+    assert entries[0].weight / entries[1].weight == pytest.approx(4.0)
+    assert all(math.isfinite(e.weight) and e.weight > 0 for e in entries)
