@@ -162,8 +162,8 @@ class Profile:
     # the time the shrunk ones lose plus every restart (weighted as the rebalance weighs
     # them; actions/rebalance.py). 0: off. 300 s (a restart a third of it) cut the restarts
     # on the 8 Pollux workloads by a third and their mean JCT by 3% (docs/benchmarks.md).
-    # When the cluster has not changed for longer (no job (re)started or submitted), that
-    # time is the horizon instead (actions/moves.py, `move_horizon`).
+    # When the jobs report their work left and the class's allocation has not changed for
+    # longer, that time is the horizon instead (actions/moves.py, `move_horizon`).
     resize_horizon_s: float = 300.0
 
     def validate(self) -> None:

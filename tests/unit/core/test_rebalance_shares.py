@@ -63,10 +63,10 @@ def test_shares_follow_the_tree_and_a_parents_own_jobs() -> None:
     entries = _entries(queues, ["x", "y", "other"])
     queue_shares(entries, queues, p)
     assert _factors(entries, p) == pytest.approx([0.125, 0.375, 0.5])
-    # org's own job counts beside its children as one more child of weight 1
+    # org's own job counts beside its children as one more child weighing their mean (2)
     own = _entries(queues, ["org", "x", "y", "other"])
     queue_shares(own, queues, p)
-    assert _factors(own, p) == pytest.approx([0.1, 0.1, 0.3, 0.5])
+    assert _factors(own, p) == pytest.approx([1 / 6, 1 / 12, 0.25, 0.5])
     # queues without entries take no share: x alone under org gets all of org's half
     alone = _entries(queues, ["x", "other"])
     queue_shares(alone, queues, p)
@@ -80,3 +80,17 @@ def test_the_job_weights_are_kept_within_the_queue_factor() -> None:
     queue_shares(entries, queues, 0.5)
     assert entries[0].weight / entries[1].weight == pytest.approx(4.0)
     assert all(math.isfinite(e.weight) and e.weight > 0 for e in entries)
+
+
+@pytest.mark.parametrize("scale", [0.01, 1.0, 100.0, 1e-200])
+def test_only_the_ratios_of_weights_count(scale: float) -> None:
+    queues = _index(
+        Queue("p", weight=1.0 * scale),
+        Queue("c", parent="p", weight=1.0 * scale),
+        Queue("t", weight=1.0 * scale),
+    )
+    p = 0.5
+    entries = _entries(queues, ["p", "c", "t"])
+    queue_shares(entries, queues, p)
+    assert _factors(entries, p) == pytest.approx([0.25, 0.25, 0.5])
+    assert all(e.weight > 0.0 for e in entries)

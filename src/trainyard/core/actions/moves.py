@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from trainyard.core.actions.rebalance import Entry, move_delay
+from trainyard.core.actions.rebalance import Entry, move_delay, reports_left
 from trainyard.core.cycle import Cycle
 
 Growers = list[tuple[float, Entry]]  # (relative goodput gain, job), largest gain first
@@ -36,18 +36,33 @@ def shrinks_for(cycle: Cycle, shrinkers: list[Entry], need: int, grow_q: set[int
     return plan
 
 
-def move_horizon(cycle: Cycle) -> float:
-    """Seconds over which a move must repay its restarts: `Profile.resize_horizon_s`, or the
-    time since the cluster last changed when that is longer. A move pays until the next
-    arrival or restart changes the allocation again; how long the present allocation has
-    lasted (since the latest job's (re)start or submission) is the measure of that at hand:
-    a split left unchanged for an hour is expected to last, and judging it over five minutes
-    kept it for as long as both jobs ran (outside review 14, F7)."""
-    last = max((j.submit_time for j in cycle.snapshot.pending), default=-math.inf)
-    for a in cycle.state.allocs.values():
-        last = max(last, a.started_at)
+def move_horizon(cycle: Cycle, entries: list[Entry], c: int) -> float:
+    """Seconds over which a move of `entries` (device class `c`) must repay its restarts:
+    `Profile.resize_horizon_s`, or, when every job being rebalanced says how much work it has
+    left, how long the class's allocation has lasted if that is longer. A move pays until
+    the next arrival or restart changes the allocation; the time since the latest (re)start
+    of a job on the class's GPUs or submission of a job asking for GPUs is the measure of that
+    at hand (a split left unchanged for an hour is expected to last: judged over five minutes
+    a 15 / 1 split of two like jobs was kept for as long as they ran; outside review 14, F7),
+    capped at the earliest known end of a job on the class (a change already expected).
+    Jobs weighed by their attained service keep the fixed horizon: their targets drift as
+    they are served (the less served job takes the GPUs, overtakes the other and the ranks
+    flip), so an allocation's age says nothing of how long a move's targets hold, and over
+    a long horizon two like jobs swapped sizes every 14 minutes (outside review 16, F1)."""
     horizon = cycle.profile.resize_horizon_s
-    return max(horizon, cycle.now - last) if math.isfinite(last) else horizon
+    if not all(reports_left(e.alloc.job) for e in entries):
+        return horizon
+    now = cycle.now
+    last = max((j.submit_time for j in cycle.snapshot.pending if j.gpus > 0), default=-math.inf)
+    end = math.inf
+    for a in cycle.state.allocs.values():
+        if a.cls == c and a.gpus > 0:
+            last = max(last, a.started_at)
+            if a.expected_end is not None and a.expected_end > now:
+                end = min(end, a.expected_end)
+    if not math.isfinite(last) or last > now:
+        return horizon
+    return max(horizon, min(now - last, end - now))
 
 
 def weighted_delay(

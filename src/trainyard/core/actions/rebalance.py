@@ -39,8 +39,9 @@ shortens a job's run the most relative to its length. The weights (`weight`):
   Finishing a job sooner shortens the wait of every job behind it, which the size factor
   alone undervalues when jobs' sizes are close.
 - Between queues, each weight is then multiplied by the queue's fair share over its jobs
-  being rebalanced, to the power 1 + p (`queue_shares`): the queues split the GPUs by their
-  weights, as DRF splits rigid GPUs, and like jobs split their queue's part.
+  being rebalanced, to the power 1 + p (`queue_shares`): the queues split the GPUs the
+  movable jobs hold (and the idle ones) by their weights, and like jobs split their
+  queue's part.
 
 Every job keeps at least its minimum; the objective is separable and each
 term concave in the job's speedup, so GPUs are handed out greedily by the best gain per GPU
@@ -53,7 +54,8 @@ Moves. A job is moved to its target only when the move is worth its restarts: a 
 grows must gain at least `Profile.resize_min_gain` of its goodput, a job moves at all only
 after it has run `Profile.resize_hold_s` since its last (re)start, and the move as a whole
 must pay (`move_delay`): over `Profile.resize_horizon_s`, or the time the allocation has
-lasted when longer (`moves.move_horizon`), the weighted time the growing jobs
+lasted when longer and every job being rebalanced says what it has left
+(`moves.move_horizon`), the weighted time the growing jobs
 gain must exceed what the shrunk ones lose plus `Profile.resize_restart_s` for every job it
 restarts (the growing jobs with the smallest gains are left out until it does), and then
 each growing job must repay its own restart and the shrinks made for it: smallest gain first,
@@ -85,6 +87,7 @@ from trainyard.core.types import Job
 __all__ = [
     "LAS_SCALE",
     "MAX_SPEEDUP_EXPONENT",
+    "MIN_QUEUE_FACTOR",
     "MIN_SPEEDUP_EXPONENT",
     "REMAINING_EXPONENT",
     "Entry",
@@ -111,6 +114,7 @@ REMAINING_EXPONENT: Final = 0.5
 MIN_SPEEDUP_EXPONENT: Final = 0.1
 MAX_SPEEDUP_EXPONENT: Final = 0.7
 _DEFAULT_SPEEDUP_EXPONENT: Final = 0.5  # when no job's goodput can be read
+MIN_QUEUE_FACTOR: Final = 1e-12  # a queue's factor stays positive: a job is never free to shrink
 _MIN_LEFT_H: Final = 1.0 / 60.0  # a job a minute from its end weighs no more than that
 
 
@@ -194,13 +198,16 @@ def rank_weights(entries: list[Entry], per_node: int) -> float:
 
 def queue_shares(entries: list[Entry], queues: QueueIndex, p: float) -> None:
     """Weigh each entry by its queue's fair share of the GPUs being rebalanced, so that queue
-    weights hold between tenants as they do for rigid jobs (DRF): the share of a queue is
-    the product, from its root down, of each queue's weight over the weights of its siblings
-    that hold entries (a queue's own jobs, beside its children, count as one more child of
-    weight 1); a job's factor is (share / jobs of its queue being rebalanced) ^ (1 + p).
-    With speedups k^p the objective gives each job GPUs in proportion to its weight ^
-    1 / (1 + p), so equal jobs of one queue then split that queue's share, and the queues
-    split the GPUs by weight. Jobs of one queue alone are unchanged."""
+    weights hold between tenants as they order rigid jobs (DRF): the share of a queue is the
+    product, from its root down, of each queue's weight over the weights of its siblings
+    that hold entries; a queue's own jobs, beside its children that hold entries, count as
+    one more child weighing as their mean (so only the ratios of weights count); a job's
+    factor is (share / jobs of its queue being rebalanced) ^ (1 + p), at least
+    `MIN_QUEUE_FACTOR`. With speedups k^p the objective gives each job GPUs in proportion to
+    its weight ^ 1 / (1 + p), so like jobs of one queue split that queue's share, and the
+    queues split the GPUs by weight. Jobs of one queue alone are unchanged. Not counted: the
+    GPUs a queue's rigid jobs hold, and a queue's guarantee (a queue owed it reclaims first,
+    and a rebalance takes no queue below its guarantee)."""
     if len({e.alloc.queue for e in entries}) < 2:
         return
     active: set[int] = set()
@@ -208,21 +215,26 @@ def queue_shares(entries: list[Entry], queues: QueueIndex, p: float) -> None:
     for e in entries:
         active.update(queues.path[e.alloc.queue])
         jobs[e.alloc.queue] = jobs.get(e.alloc.queue, 0) + 1
+    own: dict[int, float] = {}  # weight of a queue's own jobs beside its active children
+    for q in active:
+        kids = [queues.weight[k] for k in queues.children[q] if k in active]
+        if kids and q in jobs:
+            own[q] = sum(kids) / len(kids)
     share: dict[int, float] = {}
     for q in jobs:
-        kids = sum(queues.weight[c] for c in queues.children[q] if c in active)
-        s = 1.0 / (1.0 + kids)  # its own jobs beside its children that hold entries
+        s = 1.0
+        if q in own:
+            mine = own[q]
+            s = mine / (mine + sum(queues.weight[k] for k in queues.children[q] if k in active))
         for a in queues.path[q]:
             parent = queues.parent[a]
             group = queues.roots if parent < 0 else queues.children[parent]
-            total = sum(queues.weight[b] for b in group if b in active)
-            if parent in jobs:
-                total += 1.0  # the parent's own jobs
+            total = sum(queues.weight[b] for b in group if b in active) + own.get(parent, 0.0)
             s *= queues.weight[a] / total if total > 0.0 else 1.0
         share[q] = s
     for e in entries:
         q = e.alloc.queue
-        e.weight *= (share[q] / jobs[q]) ** (1.0 + p)
+        e.weight *= max((share[q] / jobs[q]) ** (1.0 + p), MIN_QUEUE_FACTOR)
 
 
 def move_delay(

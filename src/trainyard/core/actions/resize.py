@@ -333,6 +333,8 @@ def _rebalance(cycle: Cycle, rs: ResizeState) -> None:
             one = m.goodput(1, 1)
             if one > 0.0:
                 hi = max(a.gpus, _explored(a.job))
+                if cycle.queues.has_limits:  # its queues' limits (a target past one fails)
+                    hi = min(hi, a.gpus + cycle.queues.limit_room(a.queue))
                 entries.append(Entry(a, lo, hi, weight(a.job, one), m, one))
         queue_shares(entries, cycle.queues, rank_weights(entries, rs.per_node))
         plan_targets(entries, state.class_free[c], rs.per_node)
@@ -375,7 +377,7 @@ def _move(cycle: Cycle, rs: ResizeState, entries: list[Entry], c: int) -> None:
         return
     plan = shrinks_for(cycle, shrinkers, need, grow_q) if need > 0 else []
     if prof.resize_horizon_s > 0.0:  # the move must repay its restarts
-        horizon = move_horizon(cycle)
+        horizon = move_horizon(cycle, entries, c)
         while growers and weighted_delay(cycle, per_node, horizon, growers, plan) >= 0.0:
             _gain, e = growers.pop()
             need -= e.target - e.alloc.gpus
