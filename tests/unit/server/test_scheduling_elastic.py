@@ -299,6 +299,26 @@ def test_a_job_shrinking_for_a_waiting_job_does_not_stop_the_scheduler(
     assert [d for nd in resizing.placement for d in nd.devices] == [0, 1, 2, 3]
 
 
+def test_a_job_starting_a_new_run_is_given_to_the_core_as_starting_now(
+    factory: sessionmaker[Session], session: Session, world: World
+) -> None:
+    """Outside review 16, F7: a RESIZING (or a requeued STARTING) job keeps its previous run's
+    `started_at` until it runs again; the core took that for its last (re)start, so a move
+    just made looked like part of an hour's quiet (`moves.move_horizon`) and its expected
+    end counted from the old run. The core now sees the time it entered its state."""
+    _rigid, elastic_id = _running_beside_rigid(factory, session, world, rigid_gpus=2, gpus=2)
+    with factory() as s:
+        row = s.get(Job, elastic_id)
+        assert row is not None and row.started_at == NOW + 3
+        transition(s, row, S.RESIZING, reason="resize 2 -> 1", now=NOW + 500)
+        row.resize_to = [{"node": "n0", "devices": [2]}]
+        s.commit()
+    with factory() as s:
+        started = {r.job.id: r.started_at for r in load_snapshot(s, NOW + 510).running}
+    assert started[elastic_id] == NOW + 500
+    assert started[_rigid] == NOW + 1  # a running job: its run's start
+
+
 def test_a_tenant_over_its_budget_may_not_grow_its_elastic_jobs(
     factory: sessionmaker[Session], session: Session, world: World
 ) -> None:

@@ -133,6 +133,17 @@ def placement_json(nodes: Iterable[NodeDevices]) -> list[dict[str, Any]]:
     return [{"node": nd.node, "devices": [int(d) for d in nd.devices]} for nd in nodes]
 
 
+def _started(row: JobRow) -> float:
+    """When the core should take `row`'s run to have (re)started: a STARTING or RESIZING job
+    is starting a new run now (since it entered that state; `started_at` still holds its
+    previous run's start until it is RUNNING again), so a move is not judged over the quiet
+    before it (outside review 16, F7), and its expected end counts from the new run, as it
+    will once it runs."""
+    if row.state in (S.STARTING, S.RESIZING) or row.started_at is None:
+        return row.state_changed_at
+    return row.started_at
+
+
 def _kept(
     placement: tuple[NodeDevices, ...], claimed: set[tuple[str, int]], own: set[tuple[str, int]]
 ) -> tuple[NodeDevices, ...]:
@@ -253,7 +264,7 @@ def load_snapshot(
             if not placement:
                 continue
         taken.update((nd.node, d) for nd in placement for d in nd.devices)
-        started = row.started_at if row.started_at is not None else row.state_changed_at
+        started = _started(row)
         service = row.attained_service
         if row.state == S.RUNNING:
             service += row.gpus * max(0.0, now - started)
