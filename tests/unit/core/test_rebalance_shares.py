@@ -1,6 +1,6 @@
-"""The queue factor of the elastic rebalance (`actions.rebalance.queue_shares`) and the horizon
-a move is judged over (`actions.moves.move_horizon`, through the scenario cases in
-tests/scenarios/cases/elastic.yaml)."""
+"""The queue factor of the elastic rebalance (`actions.rebalance.queue_shares`), the floors a
+queue's guarantee sets (`guarantee_floors`) and, through the scenario cases in
+tests/scenarios/cases/elastic.yaml, the horizon a move is judged over (`moves.move_horizon`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from trainyard.core.actions.rebalance import Entry, queue_shares
+from trainyard.core.actions.rebalance import Entry, guarantee_floors, queue_shares
 from trainyard.core.goodput import fit
 from trainyard.core.queues import QueueIndex
 from trainyard.core.state import Alloc
@@ -94,3 +94,22 @@ def test_only_the_ratios_of_weights_count(scale: float) -> None:
     queue_shares(entries, queues, p)
     assert _factors(entries, p) == pytest.approx([0.25, 0.25, 0.5])
     assert all(e.weight > 0.0 for e in entries)
+
+
+def test_a_guarantee_owes_its_queue_what_it_lacks_shared_by_its_jobs() -> None:
+    queues = _index(Queue("g", guaranteed=8), Queue("other"))
+    entries = _entries(queues, ["g", "g", "other"])
+    for e in entries:
+        queues.add(e.alloc.queue, e.alloc.gpus, 0.0, 0.0)  # each job holds 1 GPU
+    entries[0].hi = 4  # the first can grow by 3 only
+    guarantee_floors(entries, queues)
+    assert [(e.lo, e.owed) for e in entries] == [(4, 3), (4, 3), (1, 0)]  # 6 owed in all
+
+
+def test_a_guarantee_owes_nothing_beyond_its_parents() -> None:
+    queues = _index(Queue("org"), Queue("team", parent="org", guaranteed=8))
+    entries = _entries(queues, ["team", "org"])
+    for e in entries:
+        queues.add(e.alloc.queue, e.alloc.gpus, 0.0, 0.0)
+    guarantee_floors(entries, queues)  # org guarantees nothing: reclaim could not take it
+    assert [(e.lo, e.owed) for e in entries] == [(1, 0), (1, 0)]

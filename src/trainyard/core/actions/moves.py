@@ -91,7 +91,7 @@ def each_repays(
     other jobs' gains: each restart must pay for itself. `need`: the GPUs the shrinks must free
     (the growth beyond the idle GPUs)."""
     now = weighted_delay(cycle, per_node, horizon, growers, plan)
-    while len(growers) > 1:
+    while len(growers) > 1 and not growers[-1][1].owed:  # an owed growth stays
         last = growers[-1][1]
         less = need - (last.target - last.alloc.gpus)
         fewer = shrinks_for(cycle, shrinkers, less, grow_q) if less > 0 else []

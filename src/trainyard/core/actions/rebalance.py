@@ -43,7 +43,8 @@ shortens a job's run the most relative to its length. The weights (`weight`):
   movable jobs hold (and the idle ones) by their weights, and like jobs split their
   queue's part.
 
-Every job keeps at least its minimum; the objective is separable and each
+Every job keeps at least its minimum, raised for the jobs of a queue below its guarantee by
+what the guarantee owes (`guarantee_floors`); the objective is separable and each
 term concave in the job's speedup, so GPUs are handed out greedily by the best gain per GPU
 (a heap: one job's next step is re-scored per step).
 
@@ -91,6 +92,7 @@ __all__ = [
     "MIN_SPEEDUP_EXPONENT",
     "REMAINING_EXPONENT",
     "Entry",
+    "guarantee_floors",
     "move_delay",
     "plan_targets",
     "queue_shares",
@@ -129,6 +131,7 @@ class Entry:
     model: GoodputModel
     one: float  # goodput on one GPU
     target: int = 0
+    owed: int = 0  # GPUs of growth its queue's guarantee entitles it to (`guarantee_floors`)
 
     def inverse(self, k: int, per_node: int) -> float:
         """1 / speedup on k GPUs packed onto nodes of `per_node` GPUs."""
@@ -235,6 +238,26 @@ def queue_shares(entries: list[Entry], queues: QueueIndex, p: float) -> None:
     for e in entries:
         q = e.alloc.queue
         e.weight *= max((share[q] / jobs[q]) ** (1.0 + p), MIN_QUEUE_FACTOR)
+
+
+def guarantee_floors(entries: list[Entry], queues: QueueIndex) -> None:
+    """Raise the minimum of the entries of queues below their guarantee (on their whole path,
+    as reclaim counts it) by what the guarantee still owes them, within each job's maximum,
+    the queue's jobs in id order: a queue guaranteed 8 whose elastic job runs at 2 (it
+    started small, or its other jobs ended) is owed 6 more, as a waiting job of its queue
+    would reclaim them, however the weights split the rest (outside review 16, F5). Such a
+    growth is `owed` and is made whether or not it repays its restarts
+    (`actions/moves.py`); the GPUs come only from queues above their own guarantee."""
+    left: dict[int, int] = {}
+    for e in sorted(entries, key=lambda e: e.alloc.job.id):
+        q = e.alloc.queue
+        if q not in left:
+            left[q] = max(0, min(queues.guaranteed[a] - queues.gpus[a] for a in queues.path[q]))
+        grow = min(left[q], e.hi - e.alloc.gpus)
+        if grow > 0:
+            e.owed = grow
+            e.lo = max(e.lo, e.alloc.gpus + grow)
+            left[q] -= grow
 
 
 def move_delay(

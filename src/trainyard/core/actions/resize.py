@@ -59,6 +59,7 @@ from trainyard.core.actions.moves import (
 )
 from trainyard.core.actions.rebalance import (
     Entry,
+    guarantee_floors,
     plan_targets,
     queue_shares,
     rank_weights,
@@ -337,6 +338,7 @@ def _rebalance(cycle: Cycle, rs: ResizeState) -> None:
                     hi = min(hi, a.gpus + cycle.queues.limit_room(a.queue))
                 entries.append(Entry(a, lo, hi, weight(a.job, one), m, one))
         queue_shares(entries, cycle.queues, rank_weights(entries, rs.per_node))
+        guarantee_floors(entries, cycle.queues)
         plan_targets(entries, state.class_free[c], rs.per_node)
         _move(cycle, rs, entries, c)
 
@@ -356,7 +358,8 @@ def _move(cycle: Cycle, rs: ResizeState, entries: list[Entry], c: int) -> None:
                 growers.append((new_gp / now_gp - 1.0, e))
     if not growers:
         return
-    growers.sort(key=lambda t: (-t[0], t[1].alloc.job.id))
+    # largest gain first, a growth its queue's guarantee owes before all (dropped last)
+    growers.sort(key=lambda t: (not t[1].owed, -t[0], t[1].alloc.job.id))
 
     def loss(e: Entry) -> float:
         k = e.alloc.gpus
@@ -376,9 +379,13 @@ def _move(cycle: Cycle, rs: ResizeState, entries: list[Entry], c: int) -> None:
     if not growers:
         return
     plan = shrinks_for(cycle, shrinkers, need, grow_q) if need > 0 else []
-    if prof.resize_horizon_s > 0.0:  # the move must repay its restarts
+    if prof.resize_horizon_s > 0.0:  # the move must repay its restarts (an owed one need not)
         horizon = move_horizon(cycle, entries, c)
-        while growers and weighted_delay(cycle, per_node, horizon, growers, plan) >= 0.0:
+        while (
+            growers
+            and not growers[-1][1].owed
+            and weighted_delay(cycle, per_node, horizon, growers, plan) >= 0.0
+        ):
             _gain, e = growers.pop()
             need -= e.target - e.alloc.gpus
             plan = shrinks_for(cycle, shrinkers, need, grow_q) if need > 0 else []
@@ -393,9 +400,13 @@ def _move(cycle: Cycle, rs: ResizeState, entries: list[Entry], c: int) -> None:
     cp = stmt.checkpoint()
     epoch = state.epoch
     to = ", ".join(sorted(e.alloc.job.id for _g, e in growers)[:3])
+    why = "(more goodput per GPU)"
+    owed_q = sorted({cycle.queues.name(e.alloc.queue) for _g, e in growers if e.owed})
+    if owed_q:
+        why = f"(queue {', '.join(owed_q)} reclaims its guarantee)"
     for e, give in plan:
         a = e.alloc
-        reason = f"shrunk {a.gpus} -> {a.gpus - give}: rebalanced to {to} (more goodput per GPU)"
+        reason = f"shrunk {a.gpus} -> {a.gpus - give}: rebalanced to {to} {why}"
         shrink(cycle, a, a.gpus - give, reason)
     grown = 0
     for gain, e in growers:
@@ -409,6 +420,8 @@ def _move(cycle: Cycle, rs: ResizeState, entries: list[Entry], c: int) -> None:
             stmt.release(a.job.id)
         else:  # restarted, or already restarting (still one restart)
             reason = f"grown {a.gpus} -> {e.target}: +{gain:.0%} goodput (rebalanced)"
+            if e.owed:
+                reason += f"; queue {cycle.queues.name(a.queue)} reclaims its guarantee"
             stmt.resize(a.job.id, reason)
         if cycle.try_place(a.job.with_gpus(e.target), "resize"):
             grown += 1
