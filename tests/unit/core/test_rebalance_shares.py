@@ -96,20 +96,42 @@ def test_only_the_ratios_of_weights_count(scale: float) -> None:
     assert all(e.weight > 0.0 for e in entries)
 
 
+def _held(queues: QueueIndex, specs: list[tuple[str, int]]) -> list[Entry]:
+    """Entries of jobs holding the given GPUs (minimum 1, maximum 16), counted in `queues`."""
+    out = []
+    for i, (name, gpus) in enumerate(specs):
+        job = Job(id=f"j{i}", queue=name, gpus=gpus)
+        q = queues.index[name]
+        out.append(Entry(Alloc(job, q, 0, [(0, 1, 0.0, 0.0)], 0.0, gpus=gpus), 1, 16, 1.0,
+                         fit(job), 1.0))  # fmt: skip
+        queues.add(q, gpus, 0.0, 0.0)
+    return out
+
+
 def test_a_guarantee_owes_its_queue_what_it_lacks_shared_by_its_jobs() -> None:
     queues = _index(Queue("g", guaranteed=8), Queue("other"))
-    entries = _entries(queues, ["g", "g", "other"])
-    for e in entries:
-        queues.add(e.alloc.queue, e.alloc.gpus, 0.0, 0.0)  # each job holds 1 GPU
+    entries = _held(queues, [("g", 1), ("g", 1), ("other", 14)])
     entries[0].hi = 4  # the first can grow by 3 only
     guarantee_floors(entries, queues)
     assert [(e.lo, e.owed) for e in entries] == [(4, 3), (4, 3), (1, 0)]  # 6 owed in all
 
 
-def test_a_guarantee_owes_nothing_beyond_its_parents() -> None:
-    queues = _index(Queue("org"), Queue("team", parent="org", guaranteed=8))
-    entries = _entries(queues, ["team", "org"])
-    for e in entries:
-        queues.add(e.alloc.queue, e.alloc.gpus, 0.0, 0.0)
-    guarantee_floors(entries, queues)  # org guarantees nothing: reclaim could not take it
+def test_a_guarantee_owes_only_what_other_queues_hold_above_theirs() -> None:
+    queues = _index(Queue("g", guaranteed=8), Queue("other", guaranteed=12))
+    entries = _held(queues, [("g", 2), ("other", 14)])
+    guarantee_floors(entries, queues)  # other may give 2: it is guaranteed 12
+    assert [(e.lo, e.owed) for e in entries] == [(4, 2), (1, 0)]
+
+
+def test_a_lone_queue_is_owed_nothing_by_its_own_jobs() -> None:
+    queues = _index(Queue("all", guaranteed=64))  # the simulator's lone queue
+    entries = _held(queues, [("all", 2), ("all", 14)])
+    guarantee_floors(entries, queues)
     assert [(e.lo, e.owed) for e in entries] == [(1, 0), (1, 0)]
+
+
+def test_a_guarantee_owes_nothing_beyond_its_parents() -> None:
+    queues = _index(Queue("org"), Queue("team", parent="org", guaranteed=8), Queue("x"))
+    entries = _held(queues, [("team", 1), ("org", 1), ("x", 14)])
+    guarantee_floors(entries, queues)  # org guarantees nothing: reclaim could not take it
+    assert [(e.lo, e.owed) for e in entries] == [(1, 0), (1, 0), (1, 0)]

@@ -242,22 +242,48 @@ def queue_shares(entries: list[Entry], queues: QueueIndex, p: float) -> None:
 
 def guarantee_floors(entries: list[Entry], queues: QueueIndex) -> None:
     """Raise the minimum of the entries of queues below their guarantee (on their whole path,
-    as reclaim counts it) by what the guarantee still owes them, within each job's maximum,
-    the queue's jobs in id order: a queue guaranteed 8 whose elastic job runs at 2 (it
-    started small, or its other jobs ended) is owed 6 more, as a waiting job of its queue
-    would reclaim them, however the weights split the rest (outside review 16, F5). Such a
-    growth is `owed` and is made whether or not it repays its restarts
-    (`actions/moves.py`); the GPUs come only from queues above their own guarantee."""
-    left: dict[int, int] = {}
-    for e in sorted(entries, key=lambda e: e.alloc.job.id):
+    as reclaim counts it) by what the guarantee still owes them, as far as the other
+    queues' entries hold GPUs above their own guarantees and minimums: a queue guaranteed 8
+    whose elastic job runs at 2 (it started small, or its other jobs ended) beside a queue
+    that borrows is owed 6 more, as a waiting job of its queue would reclaim them, however
+    the weights split the rest (outside review 16, F5). Such a growth is `owed` and is made
+    whether or not it repays its restarts (`actions/moves.py`). The queues furthest below
+    their guarantee are served first; a growth counts against every queue on its path (a
+    parent's guarantee is paid once, to its own jobs or its children's: outside review 17,
+    F1); what the lenders hold is shared out as it goes, so the floors can be paid (F2);
+    a queue's jobs share what it is owed evenly, within their maximums (F4). Between the
+    jobs of one queue, and into idle GPUs, a guarantee owes nothing: the simulator
+    guarantees a lone queue the whole cluster."""
+    by_queue: dict[int, list[Entry]] = {}
+    spare: dict[int, int] = {}  # GPUs each queue's entries could give above their minimum
+    for e in entries:
         q = e.alloc.queue
-        if q not in left:
-            left[q] = max(0, min(queues.guaranteed[a] - queues.gpus[a] for a in queues.path[q]))
-        grow = min(left[q], e.hi - e.alloc.gpus)
-        if grow > 0:
-            e.owed = grow
-            e.lo = max(e.lo, e.alloc.gpus + grow)
-            left[q] -= grow
+        by_queue.setdefault(q, []).append(e)
+        spare[q] = spare.get(q, 0) + max(0, e.alloc.gpus - e.lo)
+    lend = {q: max(0, min(g, queues.over_guaranteed(q))) for q, g in spare.items()}
+    pool = sum(lend.values())
+    left = {a: queues.guaranteed[a] - queues.gpus[a] for q in by_queue for a in queues.path[q]}
+    order = sorted(
+        (q for q in by_queue if queues.guaranteed[q] > queues.gpus[q]),
+        key=lambda q: (queues.gpus[q] / queues.guaranteed[q], q),
+    )
+    for q in order:
+        owe = min(min(left[a] for a in queues.path[q]), pool - lend[q])
+        if owe <= 0:
+            continue
+        jobs = sorted(by_queue[q], key=lambda e: (e.hi - e.alloc.gpus, e.alloc.job.id))
+        given = 0
+        for i, e in enumerate(jobs):  # water-filling: the tightest first, the rest evenly
+            grow = min(e.hi - e.alloc.gpus, (owe - given) // (len(jobs) - i))
+            if i == len(jobs) - 1:
+                grow = min(e.hi - e.alloc.gpus, owe - given)
+            if grow > 0:
+                e.owed = grow
+                e.lo = max(e.lo, e.alloc.gpus + grow)
+                given += grow
+        for a in queues.path[q]:
+            left[a] -= given
+        pool -= given
 
 
 def move_delay(
