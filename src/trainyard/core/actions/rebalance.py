@@ -86,6 +86,7 @@ from trainyard.core.state import Alloc
 from trainyard.core.types import Job
 
 __all__ = [
+    "DEFAULT_SPEEDUP_EXPONENT",
     "LAS_SCALE",
     "MAX_SPEEDUP_EXPONENT",
     "MIN_QUEUE_FACTOR",
@@ -95,6 +96,7 @@ __all__ = [
     "guarantee_floors",
     "move_delay",
     "plan_targets",
+    "queue_factors",
     "queue_shares",
     "rank_weights",
     "reports_left",
@@ -115,7 +117,7 @@ REMAINING_EXPONENT: Final = 0.5
 # 0.5 (0.8 leaves one workload above Pollux there), 0.852 / 0.843 / 0.848 at 1.5.
 MIN_SPEEDUP_EXPONENT: Final = 0.1
 MAX_SPEEDUP_EXPONENT: Final = 0.7
-_DEFAULT_SPEEDUP_EXPONENT: Final = 0.5  # when no job's goodput can be read
+DEFAULT_SPEEDUP_EXPONENT: Final = 0.5  # when no job's goodput can be read
 MIN_QUEUE_FACTOR: Final = 1e-12  # a queue's factor stays positive: a job is never free to shrink
 _MIN_LEFT_H: Final = 1.0 / 60.0  # a job a minute from its end weighs no more than that
 
@@ -170,7 +172,7 @@ def speedup_exponent(entries: list[Entry], per_node: int) -> float:
     are a guess at the order of sizes, and sharpening a guess towards SRPT costs more than
     it gains (docs/benchmarks.md), so they keep the default exponent (1/2)."""
     if not all(reports_left(e.alloc.job) for e in entries):
-        return _DEFAULT_SPEEDUP_EXPONENT
+        return DEFAULT_SPEEDUP_EXPONENT
     total, n = 0.0, 0
     for e in entries:
         k = max(e.alloc.gpus, 1)
@@ -180,7 +182,7 @@ def speedup_exponent(entries: list[Entry], per_node: int) -> float:
             p = math.log2(twice / now)
             total += min(max(p, MIN_SPEEDUP_EXPONENT), MAX_SPEEDUP_EXPONENT)
             n += 1
-    return total / n if n else _DEFAULT_SPEEDUP_EXPONENT
+    return total / n if n else DEFAULT_SPEEDUP_EXPONENT
 
 
 def rank_weights(entries: list[Entry], per_node: int) -> float:
@@ -199,32 +201,24 @@ def rank_weights(entries: list[Entry], per_node: int) -> float:
     return p
 
 
-def queue_shares(entries: list[Entry], queues: QueueIndex, p: float) -> None:
-    """Weigh each entry by its queue's fair share of the GPUs being rebalanced, so that queue
-    weights hold between tenants as they order rigid jobs (DRF): the share of a queue is the
-    product, from its root down, of each queue's weight over the weights of its siblings
-    that hold entries; a queue's own jobs, beside its children that hold entries, count as
-    one more child weighing as their mean (so only the ratios of weights count); a job's
-    factor is (share / jobs of its queue being rebalanced) ^ (1 + p), at least
-    `MIN_QUEUE_FACTOR`. With speedups k^p the objective gives each job GPUs in proportion to
-    its weight ^ 1 / (1 + p), so like jobs of one queue split that queue's share, and the
-    queues split the GPUs by weight. Jobs of one queue alone are unchanged. Not counted: the
-    GPUs a queue's rigid jobs hold, and a queue's guarantee (a queue owed it reclaims first,
-    and a rebalance takes no queue below its guarantee)."""
-    if len({e.alloc.queue for e in entries}) < 2:
-        return
-    active: set[int] = set()
+def queue_factors(job_queues: list[int], queues: QueueIndex, p: float) -> dict[int, float]:
+    """The factor each queue's jobs are weighed by (`queue_shares`), for jobs of the queues
+    `job_queues` (one entry per job); empty when they are all of one queue."""
     jobs: dict[int, int] = {}
-    for e in entries:
-        active.update(queues.path[e.alloc.queue])
-        jobs[e.alloc.queue] = jobs.get(e.alloc.queue, 0) + 1
+    for q in job_queues:
+        jobs[q] = jobs.get(q, 0) + 1
+    if len(jobs) < 2:
+        return {}
+    active: set[int] = set()
+    for q in jobs:
+        active.update(queues.path[q])
     own: dict[int, float] = {}  # weight of a queue's own jobs beside its active children
     for q in active:
         kids = [queues.weight[k] for k in queues.children[q] if k in active]
         if kids and q in jobs:
             own[q] = sum(kids) / len(kids)
-    share: dict[int, float] = {}
-    for q in jobs:
+    out: dict[int, float] = {}
+    for q, n in jobs.items():
         s = 1.0
         if q in own:
             mine = own[q]
@@ -234,10 +228,26 @@ def queue_shares(entries: list[Entry], queues: QueueIndex, p: float) -> None:
             group = queues.roots if parent < 0 else queues.children[parent]
             total = sum(queues.weight[b] for b in group if b in active) + own.get(parent, 0.0)
             s *= queues.weight[a] / total if total > 0.0 else 1.0
-        share[q] = s
-    for e in entries:
-        q = e.alloc.queue
-        e.weight *= max((share[q] / jobs[q]) ** (1.0 + p), MIN_QUEUE_FACTOR)
+        out[q] = max((s / n) ** (1.0 + p), MIN_QUEUE_FACTOR)
+    return out
+
+
+def queue_shares(entries: list[Entry], queues: QueueIndex, p: float) -> None:
+    """Weigh each entry by its queue's fair share of the GPUs being rebalanced, so that queue
+    weights hold between tenants as they order rigid jobs (DRF): the share of a queue is the
+    product, from its root down, of each queue's weight over the weights of its siblings
+    that hold entries; a queue's own jobs, beside its children that hold entries, count as
+    one more child weighing as their mean (so only the ratios of weights count); a job's
+    factor is (share / jobs of its queue being rebalanced) ^ (1 + p), at least
+    `MIN_QUEUE_FACTOR` (`queue_factors`). With speedups k^p the objective gives each job GPUs
+    in proportion to its weight ^ 1 / (1 + p), so like jobs of one queue split that queue's
+    share, and the queues split the GPUs by weight. Jobs of one queue alone are unchanged.
+    Not counted: the GPUs a queue's rigid jobs hold; a queue's guarantee acts through
+    `guarantee_floors` and the shrink rule (no queue is taken below its guarantee)."""
+    factors = queue_factors([e.alloc.queue for e in entries], queues, p)
+    if factors:
+        for e in entries:
+            e.weight *= factors[e.alloc.queue]
 
 
 def guarantee_floors(entries: list[Entry], queues: QueueIndex) -> None:

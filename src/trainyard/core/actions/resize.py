@@ -56,17 +56,19 @@ from trainyard.core.actions.moves import (
     move_horizon,
     shrinks_for,
     weighted_delay,
-)
+)  # fmt: skip
 from trainyard.core.actions.rebalance import (
+    DEFAULT_SPEEDUP_EXPONENT,
     Entry,
     guarantee_floors,
     plan_targets,
+    queue_factors,
     queue_shares,
     rank_weights,
     reports_left,
     sizes_above,
     weight,
-)
+)  # fmt: skip
 from trainyard.core.cycle import CAPACITY_CODES, Cycle
 from trainyard.core.framework import ACTIONS
 from trainyard.core.goodput import GoodputModel, fit, packed_nodes
@@ -333,9 +335,7 @@ def _rebalance(cycle: Cycle, rs: ResizeState) -> None:
             m = _model(rs, a.job)
             one = m.goodput(1, 1)
             if one > 0.0:
-                hi = max(a.gpus, _explored(a.job))
-                if cycle.queues.has_limits:  # its queues' limits (a target past one fails)
-                    hi = min(hi, a.gpus + cycle.queues.limit_room(a.queue))
+                hi = min(max(a.gpus, _explored(a.job)), a.gpus + cycle.queues.limit_room(a.queue))
                 entries.append(Entry(a, lo, hi, weight(a.job, one), m, one))
         queue_shares(entries, cycle.queues, rank_weights(entries, rs.per_node))
         guarantee_floors(entries, cycle.queues)
@@ -400,10 +400,8 @@ def _move(cycle: Cycle, rs: ResizeState, entries: list[Entry], c: int) -> None:
     cp = stmt.checkpoint()
     epoch = state.epoch
     to = ", ".join(sorted(e.alloc.job.id for _g, e in growers)[:3])
-    why = "(more goodput per GPU)"
-    owed_q = sorted({cycle.queues.name(e.alloc.queue) for _g, e in growers if e.owed})
-    if owed_q:
-        why = f"(queue {', '.join(owed_q)} reclaims its guarantee)"
+    owed_q = ", ".join(sorted({cycle.queues.name(e.alloc.queue) for _g, e in growers if e.owed}))
+    why = f"(queue {owed_q} reclaims its guarantee)" if owed_q else "(more goodput per GPU)"
     for e, give in plan:
         a = e.alloc
         reason = f"shrunk {a.gpus} -> {a.gpus - give}: rebalanced to {to} {why}"
@@ -460,6 +458,7 @@ def _grow(cycle: Cycle, rs: ResizeState) -> None:
         and a.gpus < a.job.size_range[1]
         and (not owed or a.job.queue in owed)  # reclaim would take it back at once
     ]
+    factors = queue_factors([a.queue for a in ready], cycle.queues, DEFAULT_SPEEDUP_EXPONENT)
     while ready and any(state.class_free):
         best: tuple[float, Alloc, int, float] | None = None
         for a in ready:
@@ -477,6 +476,7 @@ def _grow(cycle: Cycle, rs: ResizeState) -> None:
                 if now_gp > 0 and gp < now_gp * (1.0 + need):
                     continue
                 per_gpu = (gp - now_gp) / (one if one > 0 else 1.0) / (k - a.gpus)
+                per_gpu *= factors.get(a.queue, 1.0)
                 if best is None or per_gpu > best[0]:
                     best = (per_gpu, a, k, gp / now_gp - 1.0 if now_gp > 0 else 1.0)
         if best is None:
