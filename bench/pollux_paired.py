@@ -15,7 +15,9 @@ commands are in docs/benchmarks.md, "Workloads never published"): no Pollux run 
 the comparison is ours against ours.
 
 One line per workload ({"workload", "set", "shipped", "variant", "ratio"}), then one summary
-line per group. Docs: docs/benchmarks.md, issue 13.
+line per group. `--means WORKLOAD.csv ...` prints only each workload's mean JCT under the
+shipped `default` of the tree on PYTHONPATH, so that a change of code (not of knobs) is
+paired by running it on both trees. Docs: docs/benchmarks.md, issue 13.
 """
 
 from __future__ import annotations
@@ -64,7 +66,16 @@ def main() -> None:
     parser.add_argument("--loads", default="0.5", help="published loads, comma-separated ('')")
     parser.add_argument("--interval", type=float, default=60.0, help="seconds; 0: every event")
     parser.add_argument("extra", nargs="*", type=Path, help="more Pollux workload CSVs")
+    parser.add_argument(
+        "--means", action="store_true",
+        help="only the shipped mean JCT of each extra CSV (to pair two trees' code)",
+    )  # fmt: skip
     args = parser.parse_args()
+    if args.means:  # one line per workload: run it on each tree and pair the lines
+        for path in args.extra:
+            jct = mean_jct(path, get_profile("default"), args.interval)
+            print(json.dumps({"workload": str(path), "mean_jct": jct, **machine()}), flush=True)
+        return
     if not args.set:
         raise SystemExit("give at least one --set FIELD=NUMBER: the variant to compare")
     shipped, changed = get_profile("default"), variant(args.set)

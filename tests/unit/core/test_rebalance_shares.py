@@ -15,13 +15,21 @@ from trainyard.core.state import Alloc
 from trainyard.core.types import Job, Queue
 
 
-def _entries(queues: QueueIndex, names: list[str]) -> list[Entry]:
+def _held(queues: QueueIndex, specs: list[tuple[str, int]]) -> list[Entry]:
+    """Entries of jobs holding the given GPUs (minimum 1, maximum 16), counted in `queues`."""
     out = []
-    for i, name in enumerate(names):
-        job = Job(id=f"j{i}", queue=name, gpus=1)
-        alloc = Alloc(job, queues.index[name], 0, [(0, 1, 0.0, 0.0)], 0.0)
+    for i, (name, gpus) in enumerate(specs):
+        job = Job(id=f"j{i}", queue=name, gpus=gpus)
+        q = queues.index[name]
+        alloc = Alloc(job, q, 0, [(0, 1, 0.0, 0.0)], 0.0, gpus=gpus)
         out.append(Entry(alloc, 1, 16, 1.0, fit(job), 1.0))
+        queues.add(q, gpus, 0.0, 0.0)
     return out
+
+
+def _entries(queues: QueueIndex, names: list[str]) -> list[Entry]:
+    """One-GPU jobs of the named queues."""
+    return _held(queues, [(name, 1) for name in names])
 
 
 def _index(*queues: Queue) -> QueueIndex:
@@ -94,18 +102,6 @@ def test_only_the_ratios_of_weights_count(scale: float) -> None:
     queue_shares(entries, queues, p)
     assert _factors(entries, p) == pytest.approx([0.25, 0.25, 0.5])
     assert all(e.weight > 0.0 for e in entries)
-
-
-def _held(queues: QueueIndex, specs: list[tuple[str, int]]) -> list[Entry]:
-    """Entries of jobs holding the given GPUs (minimum 1, maximum 16), counted in `queues`."""
-    out = []
-    for i, (name, gpus) in enumerate(specs):
-        job = Job(id=f"j{i}", queue=name, gpus=gpus)
-        q = queues.index[name]
-        out.append(Entry(Alloc(job, q, 0, [(0, 1, 0.0, 0.0)], 0.0, gpus=gpus), 1, 16, 1.0,
-                         fit(job), 1.0))  # fmt: skip
-        queues.add(q, gpus, 0.0, 0.0)
-    return out
 
 
 def test_a_guarantee_owes_its_queue_what_it_lacks_shared_by_its_jobs() -> None:

@@ -213,16 +213,14 @@ def queue_factors(job_queues: list[int], queues: QueueIndex, p: float) -> dict[i
     for q in jobs:
         active.update(queues.path[q])
     own: dict[int, float] = {}  # weight of a queue's own jobs beside its active children
-    for q in active:
+    kids_total: dict[int, float] = {}  # the weights of those children
+    for q in jobs:
         kids = [queues.weight[k] for k in queues.children[q] if k in active]
-        if kids and q in jobs:
-            own[q] = sum(kids) / len(kids)
+        if kids:
+            own[q], kids_total[q] = sum(kids) / len(kids), sum(kids)
     out: dict[int, float] = {}
     for q, n in jobs.items():
-        s = 1.0
-        if q in own:
-            mine = own[q]
-            s = mine / (mine + sum(queues.weight[k] for k in queues.children[q] if k in active))
+        s = own[q] / (own[q] + kids_total[q]) if q in own else 1.0
         for a in queues.path[q]:
             parent = queues.parent[a]
             group = queues.roots if parent < 0 else queues.children[parent]
@@ -285,8 +283,6 @@ def guarantee_floors(entries: list[Entry], queues: QueueIndex) -> None:
         given = 0
         for i, e in enumerate(jobs):  # water-filling: the tightest first, the rest evenly
             grow = min(e.hi - e.alloc.gpus, (owe - given) // (len(jobs) - i))
-            if i == len(jobs) - 1:
-                grow = min(e.hi - e.alloc.gpus, owe - given)
             if grow > 0:
                 e.owed = grow
                 e.lo = max(e.lo, e.alloc.gpus + grow)

@@ -56,7 +56,7 @@ from trainyard.core.actions.moves import (
     move_horizon,
     shrinks_for,
     weighted_delay,
-)  # fmt: skip
+)
 from trainyard.core.actions.rebalance import (
     DEFAULT_SPEEDUP_EXPONENT,
     Entry,
@@ -68,7 +68,7 @@ from trainyard.core.actions.rebalance import (
     reports_left,
     sizes_above,
     weight,
-)  # fmt: skip
+)
 from trainyard.core.cycle import CAPACITY_CODES, Cycle
 from trainyard.core.framework import ACTIONS
 from trainyard.core.goodput import GoodputModel, fit, packed_nodes

@@ -297,7 +297,7 @@ def load_snapshot(
         gpus = sum(len(nd.devices) for nd in left)
         if not left or (row.gpus and not gpus):
             continue
-        started = row.started_at if row.started_at is not None else row.state_changed_at
+        started = _started(row)
         job = _job(
             row, queue_names[row.queue_id], gpus=gpus, preemptible=False, min_gpus=None,
             max_gpus=None,
