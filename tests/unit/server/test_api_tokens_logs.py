@@ -407,7 +407,7 @@ def test_a_finished_attempts_log_comes_whole_in_large_pieces(
 
 
 def test_tail_gives_each_ranks_last_lines_then_follows(
-    api: ApiWorld, logs_client: tuple[TestClient, Path]
+    api: ApiWorld, logs_client: tuple[TestClient, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # outside review 12: seeing the end of a chatty job's output meant downloading all of it
     client, runs = logs_client
@@ -422,11 +422,24 @@ def test_tail_gives_each_ranks_last_lines_then_follows(
     assert client.get(f"/v1/jobs/{job_id}/logs?tail=0", headers=ada).text == ""
     assert _error(client.get(f"/v1/jobs/{job_id}/logs?tail=-1", headers=ada)) == (422, "tail")
 
+    # the run's last line is written once the follower has sent the tail: on a busy machine
+    # a timer could fire before the request was read (CI: the tail was already "last words")
+    tail_sent = threading.Event()
+    following = JobLogs.follow
+
+    def follow(self: JobLogs, *args: object, **kwargs: object) -> Iterator[str]:
+        for line in following(self, *args, **kwargs):  # type: ignore[arg-type]
+            yield line
+            tail_sent.set()
+
+    monkeypatch.setattr(JobLogs, "follow", follow)
+
     def the_run_ends() -> None:
+        assert tail_sent.wait(60)
         _write_log(runs, job_id, 0, 0, "last words\n")
         _finish(api, job_id)
 
-    worker = threading.Timer(0.5, the_run_ends)
+    worker = threading.Thread(target=the_run_ends)
     worker.start()
     try:
         followed = client.get(f"/v1/jobs/{job_id}/logs?follow=true&tail=1&rank=0", headers=ada)
