@@ -45,6 +45,7 @@ EXPECT_KEYS = {
     "action": "{job: action that placed it}",
     "waits_for": "{job: [evicted jobs]} exact after_evictions of a placement",
     "reserved": "{job: reservation start time} (null: any time)",
+    "reserved_on": "{job: [nodes]} exact node set of a job's reservation",
     "no_reservation": "true: the decision holds no reservation",
     "queue_gpus": "{queue: GPUs it holds after the decision (with descendants)}",
     "empty": "true/false: the decision changes nothing",
@@ -187,6 +188,10 @@ def check_expect(exp: dict[str, Any], snap: Snapshot, dec: Decision, after: Snap
             assert res[job].start_time == start, f"{where}: {job} reserved at {res[job]}"
             est = dec.pending[job].estimated_start
             assert est == start or (est is not None and est < start), f"{where}: {job}: {est}"
+    for job, nodes in exp.get("reserved_on", {}).items():
+        assert job in res, f"{where}: no reservation for {job} ({sorted(res)})"
+        got_nodes = sorted(n.node for n in res[job].nodes)
+        assert got_nodes == sorted(nodes), f"{where}: {job} reserved on {got_nodes}"
     if exp.get("no_reservation"):
         assert not dec.reservations, f"{where}: unexpected {dec.reservations}"
     if "queue_gpus" in exp:

@@ -210,8 +210,9 @@ class Cycle:
         node_max = self.layout.class_node_max
         return job.nodes <= 1 and any(job.gpus <= node_max[c] for c in self.classes_of(job))
 
-    def find(self, job: Job) -> Candidate | None:
-        """Best candidate for `job` on the current state, or None (no status recorded)."""
+    def find(self, job: Job, split: bool = True) -> Candidate | None:
+        """Best candidate for `job` on the current state, or None (no status recorded).
+        `split` False: not across nodes, even past the job's locality wait."""
         if job.gpus == 0:
             cands = cpu_only_candidates(self.state, job)
         else:
@@ -230,7 +231,7 @@ class Cycle:
                 self.classes_of(job),
                 self.profile,
                 self.max_level(job),
-                job.submit_time <= self.split_before,
+                split and job.submit_time <= self.split_before,
             )
         if not cands:
             return None

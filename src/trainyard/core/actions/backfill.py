@@ -17,8 +17,12 @@ no reservation, and backfill proceeds greedily, unless it fits one node and has 
 `Profile.reserve_unknown_after_s`: then the running jobs without an estimate are released
 after those with one, the most recently started first (run times in training clusters are
 heavy-tailed: the youngest jobs are the likeliest to end soonest; Gu et al., Tiresias,
-NSDI'19, on the Philly and Microsoft traces), and the devices found are held with an unknown
-start (`math.inf`; no job can be known to end before it, so nothing backfills onto them).
+NSDI'19, on the Philly and Microsoft traces), for a head of more than half a node until one
+node is whole (it waits for a node rather than run split over two past its locality wait:
+its start is unknown either way; smaller heads may still split, as waiting for a node cost
+two-GPU jobs of Philly's busy week minutes more), and the devices found are held with an
+unknown start (`math.inf`; no job can be known to end before
+it, so nothing backfills onto them).
 Without this, smaller jobs take every device that frees one by one, and a job that needs
 two GPUs of one node can wait indefinitely in a full cluster of one-GPU jobs. A head that
 spans nodes is reserved for blind only after `Profile.reserve_gang_after_s` of waiting (in
@@ -159,8 +163,10 @@ def reserve(cycle: Cycle, job: Job) -> Hold | None:
         if p.alloc.expected_end is not None
     )
     order: Iterable[tuple[float, str]] = heapq.merge(_running_ends(cycle, st), placed)
+    one_node = blind and cycle.fits_one_node(job)
+    node_max = cycle.layout.class_node_max
+    whole = one_node and 2 * job.gpus > max(node_max[c] for c in cycle.classes_of(job))
     if blind:  # then the running jobs without an estimate, the youngest first
-        one_node = cycle.fits_one_node(job)
         blind_order = _youngest_unestimated(cycle, st) if one_node else _draining(cycle, st)
         order = chain(order, ((math.inf, jid) for jid in blind_order))
     cp = stmt.checkpoint()
@@ -173,7 +179,10 @@ def reserve(cycle: Cycle, job: Job) -> Hold | None:
         stmt.release(jid)
         if state.free_of(classes) < job.gpus:
             continue
-        cand = cycle.find(job)
+        # a blind hold of a job of more than half a node holds one node, the first whole
+        # as the youngest jobs are released: its start is unknown anyway, so it waits for
+        # a node rather than run split (outside review 14: n1[0-6] + n0[0] for 8 GPUs)
+        cand = cycle.find(job, split=not (whole and end == math.inf))
         if cand is not None:
             alloc = cycle.materialize(job, cand, -1)
             found = (max(end, cycle.now), [(n, mask) for n, mask, _c, _m in alloc.parts])

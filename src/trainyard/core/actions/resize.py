@@ -28,7 +28,8 @@ every resize carries its reason. Four passes, in this order:
    has been measured at: the model is not trusted further from its data, and within its
    queues' limits), if the gain is
    at least `required_gain` (`Profile.resize_min_gain` of its goodput, more while another
-   restart would cost a large share of the job's age, `Profile.resize_restart_s`) and it
+   restart would cost a large share of the job's age, `Profile.resize_restart_s`, or of the
+   time a job that ran larger before has run since it was shrunk: `regrow_gain`) and it
    has run `Profile.resize_hold_s` since its last (re)start (hysteresis: a resize costs a
    checkpoint and a relaunch). Growing only ever uses idle GPUs, and while a queue owed its
    guarantee has a job waiting, only that queue's jobs grow (reclaim would take anything
@@ -49,7 +50,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from trainyard.core.actions.donors import donors, restarting, shrink
-from trainyard.core.actions.growth_notes import note_not_grown, required_gain
+from trainyard.core.actions.growth_notes import note_not_grown, regrow_gain, required_gain
 from trainyard.core.actions.moves import (
     each_repays,
     fewest_shrinks,
@@ -470,7 +471,7 @@ def _grow(cycle: Cycle, rs: ResizeState) -> None:
             m = _model(rs, a.job)
             one = m.goodput(1, 1)
             now_gp = m.goodput(a.gpus, len(a.parts))
-            need = required_gain(cycle, a.job)
+            need = max(required_gain(cycle, a.job), regrow_gain(cycle, a))
             for k in sizes_above(a.gpus, top, rs.per_node):
                 gp = m.goodput(k, packed_nodes(k, rs.per_node))
                 if now_gp > 0 and gp < now_gp * (1.0 + need):
