@@ -1,7 +1,8 @@
 """When a running elastic job may grow into idle GPUs, and why it was not grown.
 
 This module owns `required_gain` (the gain a restart of a running job must bring, the rule
-the resize action's growth and rebalance apply) and the note the resize action leaves for
+the resize action's growth and rebalance apply), `regrow_gain` (what a growth of a job that
+has run larger must bring, in both passes too) and the note the resize action leaves for
 each running elastic job below its `max_gpus` that GPUs of its type are left idle for and
 that it did not grow (`note_not_grown`, `core.NotGrown`: every resize carries its reason, and
 so does the absence of one a user waits for; `trainyard describe` shows it). The note names
@@ -14,7 +15,10 @@ the first rule of the growth pass (`actions/resize.py`, pass 4) that held the jo
 - its goodput model predicts no gain, or less than `Profile.resize_min_gain`;
 - the gain does not yet repay a restart over the time the job has run (`required_gain`),
   with the time it will: (age + c) / (age - R·c) - 1 <= g when age >= c·(1 + (1 + g)·R) / g,
-  c the restart charge, R the restarts so far, g the gain.
+  c the restart charge, R the restarts so far, g the gain;
+- the job has run larger than now and the gain does not repay a restart within the time it
+  has run at its size now (`regrow_gain`), with the time it will: its last start + c / g.
+Where both restart rules hold it, the time is the later of the two.
 
 A job that met every rule and still was not grown had the idle GPUs taken by jobs with more
 gain per GPU; it gets no note. Pure: it reads the cycle and writes `Cycle.not_grown`.
@@ -51,15 +55,30 @@ def required_gain(cycle: Cycle, job: Job) -> float:
 
 
 def regrow_gain(cycle: Cycle, a: Alloc) -> float:
-    """The relative gain a growth of `a` must bring when its job has run larger before (it
-    was shrunk): enough to repay a restart (`resize_restart_s`) within the time it has run at
-    its size now. A job shrunk for each short arrival was grown back as each one ended, two
-    restarts every arrival for +11% (outside review 14, F8): the GPUs it grows into are as
-    likely to be asked for again as soon as it lost them last."""
+    """The relative gain a growth of `a` must bring when its job has run larger than it runs
+    now (a step sample at more GPUs: it was shrunk, or restarted smaller): enough to repay a
+    restart (`resize_restart_s`) within the time it has run at its size now. A job shrunk
+    for each short arrival was grown back as each one ended, two restarts every arrival for
+    +11% (outside review 14, F8): the GPUs it grows into are as likely to be asked for again
+    as soon as it lost them last. Not while its queue is below its guarantee and another
+    queue holds GPUs: that queue's next arrival would take the idle GPUs for good (outside
+    review 18, F5). The rebalance asks the same of a growth that restarts a job."""
     c = cycle.profile.resize_restart_s
     if c <= 0.0 or a.gpus >= _largest_run(a.job):
         return 0.0
+    queues = cycle.queues
+    q = a.queue
+    if (
+        queues.within_guaranteed(q, 1) < 0
+        and sum(queues.gpus[r] for r in queues.roots) > (queues.gpus[q])
+    ):
+        return 0.0
     return c / max(cycle.now - a.started_at, 1e-9)
+
+
+def regrow_until(cycle: Cycle, a: Alloc, gain: float) -> float:
+    """When `regrow_gain` no longer holds `a` back for `gain` (whole seconds)."""
+    return float(math.ceil(a.started_at + cycle.profile.resize_restart_s / gain))
 
 
 def _largest_run(job: Job) -> int:
@@ -152,20 +171,20 @@ def _too_little(
             f"+{gain:.0%} goodput at {k} GPUs is below the {prof.resize_min_gain:.0%} a "
             "resize must bring"
         )
+    regrow = regrow_gain(cycle, a)
+    lifts = regrow_until(cycle, a, gain) if gain < regrow else -math.inf
+    c = prof.resize_restart_s
     if gain < required_gain(cycle, job):  # a restart costs more than the gain repays yet
-        c = prof.resize_restart_s
         return NotGrown(
             f"+{gain:.0%} goodput at {k} GPUs does not yet repay a restart ({c:.0f} s; "
             f"{job.restarts} so far) over the time the job has run",
-            job.submit_time + c * (1.0 + (1.0 + gain) * job.restarts) / gain,
+            max(job.submit_time + c * (1.0 + (1.0 + gain) * job.restarts) / gain, lifts),
         )
-    regrow = regrow_gain(cycle, a)
     if gain < regrow:
-        c = prof.resize_restart_s
         return NotGrown(
             f"+{gain:.0%} goodput at {k} GPUs does not repay a restart ({c:.0f} s) within "
-            f"the {cycle.now - a.started_at:.0f} s it has run at {a.gpus} since it was resized "
-            "down (a job shrunk is grown back only once its size has lasted)",
-            math.ceil(a.started_at + c / gain),
+            f"the {cycle.now - a.started_at:.0f} s it has run at {a.gpus} GPUs, and it has run "
+            "larger: a job is grown back only once its size has lasted",
+            lifts,
         )
     return None  # it qualified: the idle GPUs went to jobs with more gain per GPU

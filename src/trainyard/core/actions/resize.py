@@ -15,9 +15,9 @@ every resize carries its reason. Four passes, in this order:
    GPUs / jobs running or waiting): the ones the rebalance values least first (the most
    work left) when every donor says what it has left, else the most above their share,
    so no job is shrunk below its fair share while another stays above it, and never below
-   `min_gpus`. A donor's queue gives only what it
-   holds above its guarantee, unless the waiting job is of the same queue or its own queue
-   is owed its guarantee. The plan is kept only if the waiting job then fits.
+   `min_gpus`. A donor's queue gives only what it holds above its guarantee, unless the
+   waiting job is of the same queue or its own queue is owed its guarantee. The plan is kept
+   only if the waiting job then fits.
 3. **Rebalance.** The movable elastic jobs of each device class are moved towards the
    sizes that maximise their weighted speedups (`actions/rebalance.py`): a job that grew
    into a quiet cluster gives GPUs back to later jobs that gain more per GPU. A move is made
@@ -26,19 +26,16 @@ every resize carries its reason. Four passes, in this order:
 4. **Grow into idle GPUs.** While GPUs are idle, the running elastic job with the largest
    gain in speedup per added GPU grows (to at most `EXPLORE` (4) times the largest size it
    has been measured at: the model is not trusted further from its data, and within its
-   queues' limits), if the gain is
-   at least `required_gain` (`Profile.resize_min_gain` of its goodput, more while another
-   restart would cost a large share of the job's age, `Profile.resize_restart_s`, or of the
-   time a job that ran larger before has run since it was shrunk: `regrow_gain`) and it
-   has run `Profile.resize_hold_s` since its last (re)start (hysteresis: a resize costs a
-   checkpoint and a relaunch). Growing only ever uses idle GPUs, and while a queue owed its
-   guarantee has a job waiting, only that queue's jobs grow (reclaim would take anything
-   else back at once).
+   queues' limits), if the gain is at least `required_gain` (`Profile.resize_min_gain` of
+   its goodput, more while another restart would cost a large share of the job's age,
+   `Profile.resize_restart_s`, or of the time a job that ran larger has run at its size
+   now: `regrow_gain`, as in pass 3) and it has run `Profile.resize_hold_s` since its last
+   (re)start (hysteresis: a resize costs a checkpoint and a relaunch). Growing only uses
+   idle GPUs, and while a queue owed its guarantee has a job waiting, only its jobs grow.
 
 A job already restarting at a new size in this cycle (`donors.restarting`: shrunk for a
 waiting job) may be moved once more by the rebalance, anywhere in its range, at no further
-restart (`Statement.resize`): before, a donor shrunk by one GPU for an arrival kept
-its other GPUs until its next restart, however the rebalance valued them.
+restart (`Statement.resize`).
 
 Without arrivals or completions nothing shrinks (no job waits for capacity that a shrink
 could give) and growth stops when no GPU is idle, so resizes do not ping-pong.
@@ -355,7 +352,10 @@ def _move(cycle: Cycle, rs: ResizeState, entries: list[Entry], c: int) -> None:
         if e.target > a.gpus:
             now_gp = e.model.goodput(a.gpus, len(a.parts))
             new_gp = e.model.goodput(e.target, packed_nodes(e.target, per_node))
-            if now_gp > 0.0 and new_gp >= now_gp * (1.0 + prof.resize_min_gain):
+            need = prof.resize_min_gain
+            if not e.owed and not _unstarted(cycle, a) and a.job.id not in cycle.stmt.resized:
+                need = max(need, regrow_gain(cycle, a))  # as into idle GPUs (review 18, F1)
+            if now_gp > 0.0 and new_gp >= now_gp * (1.0 + need):
                 growers.append((new_gp / now_gp - 1.0, e))
     if not growers:
         return
