@@ -40,6 +40,7 @@ COMPILED = [
     "src/trainyard/core/actions/donors.py",
     "src/trainyard/core/actions/growth_notes.py",
     "src/trainyard/core/actions/resize.py",
+    "src/trainyard/core/actions/shrinkplan.py",
     "src/trainyard/core/goodput.py",
     "src/trainyard/core/plugins/scoring.py",
     "src/trainyard/core/plugins/job_orders.py",

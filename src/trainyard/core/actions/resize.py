@@ -44,6 +44,7 @@ could give) and growth stops when no GPU is idle, so resizes do not ping-pong.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Final
 
 from trainyard.core.actions.donors import donors, restarting, shrink
@@ -63,10 +64,10 @@ from trainyard.core.actions.rebalance import (
     queue_factors,
     queue_shares,
     rank_weights,
-    reports_left,
     sizes_above,
     weight,
 )
+from trainyard.core.actions.shrinkplan import shrink_plan
 from trainyard.core.cycle import CAPACITY_CODES, Cycle
 from trainyard.core.framework import ACTIONS
 from trainyard.core.goodput import GoodputModel, fit, packed_nodes
@@ -188,6 +189,8 @@ def _shrink_for_waiting(cycle: Cycle) -> None:
     active = sum(1 for a in cycle.state.allocs.values() if a.queue >= 0) + len(waiting)
     fair = max(1, sum(cycle.layout.class_capacity) // max(1, active))
     stmt = cycle.stmt
+    rs = cycle.state_of(ResizeState)
+    model_of = partial(_model, rs)
     spare = sum(a.gpus - a.job.size_range[0] for a in givers)  # all donors could give
     failed: dict[tuple[object, ...], int] = {}  # shape -> fewest GPUs no plan could free
     for job in waiting:
@@ -203,98 +206,12 @@ def _shrink_for_waiting(cycle: Cycle) -> None:
         classes = set(cycle.classes_of(job))
         mine = donors(cycle, job.id) if own else givers
         usable = [a for a in mine if a.cls in classes and a.job.id not in stmt.resized]
-        plan = _shrink_plan(cycle, job, usable, fair) if usable else {}
+        whole = job.is_elastic and job.gpus > job.size_range[0] and _owed_whole(cycle, job)
+        plan = shrink_plan(cycle, job, usable, fair, whole, model_of, rs.per_node) if usable else {}
         if plan:  # the donors it shrank are resized now: they give no more to waiting jobs
             spare -= sum(a.gpus - a.job.size_range[0] for a in usable if a.job.id in plan)
         elif not own:
             failed[key] = min(failed.get(key, 1 << 30), need)
-
-
-def _plan(cycle: Cycle, job: Job, usable: list[Alloc], need: int, fair: int) -> dict[str, int]:
-    """GPUs each donor gives so that `need` more are free: first what donors hold above their
-    fair share, the lowest rebalance weight (`rebalance.weight`: the most work left) first
-    when every donor says what it has left, else the most above their share first, then
-    down to their minimum, from donors already giving first (one restart each). A
-    donor of another queue gives only what its queue holds above its guarantee, unless
-    `job`'s own queue is owed its guarantee."""
-    queues = cycle.queues
-    qi = queues.index[job.queue]
-    owed = queues.within_guaranteed(qi, job.gpus) < 0
-    by_queue: dict[int, int] = {}
-    plan: dict[str, int] = {}
-    got = 0
-    rs = cycle.state_of(ResizeState)
-    known = all(reports_left(a.job) for a in usable)  # not LAS's guess (Philly: 2% worse)
-    worth = {a.job.id: weight(a.job, _model(rs, a.job).goodput(1, 1)) for a in usable if known}
-    rank = (lambda a: worth[a.job.id]) if known else (lambda a: fair - a.gpus)
-    order = sorted(usable, key=lambda a: (a.gpus <= fair, rank(a), -a.gpus, a.job.id))
-    for floor in (fair, 0):
-        if floor == 0:
-            order.sort(key=lambda a: a.job.id not in plan)
-        for a in order:
-            if got >= need:
-                return plan
-            lo, _hi = a.job.size_range
-            give = a.gpus - plan.get(a.job.id, 0) - max(lo, floor)
-            if a.queue != qi and not owed:
-                give = min(give, queues.over_guaranteed(a.queue) - by_queue.get(a.queue, 0))
-            give = min(give, need - got)
-            if give > 0:
-                plan[a.job.id] = plan.get(a.job.id, 0) + give
-                by_queue[a.queue] = by_queue.get(a.queue, 0) + give
-                got += give
-    return plan if got >= need else {}
-
-
-def _shrink_plan(cycle: Cycle, job: Job, usable: list[Alloc], fair: int) -> dict[str, int]:
-    """Shrink donors so that `job` starts, and start it: the GPUs each donor gave, by job
-    id, or {} (nothing changed) when no plan lets it start. An elastic job starts at its
-    minimum, or whole when its queue is owed its guarantee for all of it (`_owed_whole`).
-    When the free GPUs would be enough but are scattered (a job that must stay in one node
-    or domain), the donors give one GPU, then the job's size: the plan stands only if the
-    job then fits (outside review 14: the free count alone was compared)."""
-    lo, _hi = job.size_range
-    sizes = [lo] if job.is_elastic else [job.gpus]
-    if job.is_elastic and job.gpus > lo and _owed_whole(cycle, job):
-        sizes.insert(0, job.gpus)
-    room = cycle.state.free_of(cycle.classes_of(job))
-    # enough free GPUs, yet waiting: they are scattered if it must stay in one node or
-    # domain (its topology, or a job that fits a node within its locality wait)
-    one_node = max(sizes) <= cycle.state_of(ResizeState).per_node
-    scattered = job.topology is not None or (
-        one_node and not cycle.profile.may_split(job, cycle.now)
-    )
-    for need_gpus in sizes:
-        short = need_gpus - room
-        tries = (short,) if short > 0 else (1, need_gpus) if scattered else ()
-        for need in tries:
-            plan = _try_plan(cycle, job, usable, need, need_gpus, fair)
-            if plan:
-                return plan
-    return {}
-
-
-def _try_plan(
-    cycle: Cycle, job: Job, usable: list[Alloc], need: int, need_gpus: int, fair: int
-) -> dict[str, int]:
-    """Shrink donors by `need` GPUs and place `job` at `need_gpus`: the plan, or {} with
-    every change rolled back."""
-    plan = _plan(cycle, job, usable, need, fair)
-    if not plan:
-        return {}
-    stmt = cycle.stmt
-    cp = stmt.checkpoint()
-    epoch = cycle.state.epoch
-    for a in usable:
-        give = plan.get(a.job.id, 0)
-        if give:
-            reason = f"shrunk {a.gpus} -> {a.gpus - give}: job {job.id} needs the GPUs"
-            shrink(cycle, a, a.gpus - give, reason)
-    if cycle.try_place_held(job.with_gpus(need_gpus), "resize"):  # its reservation: spent
-        return plan
-    stmt.rollback(cp)
-    cycle.restore_epoch(epoch)
-    return {}
 
 
 # -- 3. rebalance (actions/rebalance.py) -------------------------------------------------
