@@ -33,6 +33,7 @@ from trainyard.core.actions.donors import donors
 from trainyard.core.actions.rebalance import sizes_above
 from trainyard.core.cycle import Cycle
 from trainyard.core.goodput import GoodputModel, packed_nodes
+from trainyard.core.queues import QueueIndex
 from trainyard.core.state import Alloc
 from trainyard.core.types import Job, NotGrown
 
@@ -60,20 +61,29 @@ def regrow_gain(cycle: Cycle, a: Alloc) -> float:
     restart (`resize_restart_s`) within the time it has run at its size now. A job shrunk
     for each short arrival was grown back as each one ended, two restarts every arrival for
     +11% (outside review 14, F8): the GPUs it grows into are as likely to be asked for again
-    as soon as it lost them last. Not while its queue is below its guarantee and another
-    queue holds GPUs: that queue's next arrival would take the idle GPUs for good (outside
-    review 18, F5). The rebalance asks the same of a growth that restarts a job."""
+    as soon as it lost them last. Not while its queue is below its guarantee and a queue
+    beside it (or beside one of its ancestors) borrows beyond its own: that queue's next
+    arrival would take the idle GPUs for good, nothing waiting to reclaim them (outside
+    review 18, F5); beside queues within their guarantees the rule holds, or a job shrunk
+    for its own queue's short arrivals was grown back after each (review 19, F1). The
+    rebalance asks the same of a growth that restarts a job."""
     c = cycle.profile.resize_restart_s
     if c <= 0.0 or a.gpus >= _largest_run(a.job):
         return 0.0
     queues = cycle.queues
-    q = a.queue
-    if (
-        queues.within_guaranteed(q, 1) < 0
-        and sum(queues.gpus[r] for r in queues.roots) > (queues.gpus[q])
-    ):
+    if queues.within_guaranteed(a.queue, 1) < 0 and _borrowed_beside(queues, a.queue):
         return 0.0
     return c / max(cycle.now - a.started_at, 1e-9)
+
+
+def _borrowed_beside(queues: QueueIndex, q: int) -> bool:
+    """Does a sibling of `q` or of one of its ancestors hold more than its guarantee?"""
+    for a in queues.path[q]:
+        parent = queues.parent[a]
+        for b in queues.roots if parent < 0 else queues.children[parent]:
+            if b != a and queues.gpus[b] > queues.guaranteed[b]:
+                return True
+    return False
 
 
 def regrow_until(cycle: Cycle, a: Alloc, gain: float) -> float:

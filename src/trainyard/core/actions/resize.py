@@ -269,10 +269,10 @@ def _move(cycle: Cycle, rs: ResizeState, entries: list[Entry], c: int) -> None:
         if e.target > a.gpus:
             now_gp = e.model.goodput(a.gpus, len(a.parts))
             new_gp = e.model.goodput(e.target, packed_nodes(e.target, per_node))
-            need = prof.resize_min_gain
+            least = prof.resize_min_gain
             if not e.owed and not _unstarted(cycle, a) and a.job.id not in cycle.stmt.resized:
-                need = max(need, regrow_gain(cycle, a))  # as into idle GPUs (review 18, F1)
-            if now_gp > 0.0 and new_gp >= now_gp * (1.0 + need):
+                least = max(least, regrow_gain(cycle, a))  # as into idle GPUs (review 18, F1)
+            if now_gp > 0.0 and new_gp >= now_gp * (1.0 + least):
                 growers.append((new_gp / now_gp - 1.0, e))
     if not growers:
         return
