@@ -75,16 +75,19 @@ def restarting(cycle: Cycle) -> list[Alloc]:
     return out
 
 
-def shrink(cycle: Cycle, a: Alloc, gpus: int, reason: str) -> None:
+def shrink(
+    cycle: Cycle, a: Alloc, gpus: int, reason: str, release: frozenset[int] = frozenset()
+) -> None:
     """Restart `a`'s job on `gpus` of its own devices: whole nodes kept first (those where it
-    holds most), so that what it frees is as whole as possible. A job already restarting
-    (`restarting`) is resized once more, still one restart (`Statement.resize`)."""
+    holds most), so that what it frees is as whole as possible; its devices on the nodes
+    `release` are given up first. A job already restarting (`restarting`) is resized once
+    more, still one restart (`Statement.resize`)."""
     old = cycle.stmt.resize(a.job.id, reason)
     job = old.job.with_gpus(gpus)
     cpu, mem = job_demand(job)
     parts: list[tuple[int, int, float, float]] = []
     left = gpus
-    for n, mask, _c, _m in sorted(old.parts, key=lambda p: -p[1].bit_count()):
+    for n, mask, _c, _m in sorted(old.parts, key=lambda p: (p[0] in release, -p[1].bit_count())):
         if left <= 0:
             break
         keep = 0

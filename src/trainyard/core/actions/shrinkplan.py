@@ -69,6 +69,74 @@ def shrink_plan(
                     plan = _try_plan(cycle, job, [a], need, need_gpus, fair, model_of)
                     if plan:
                         return plan
+            plan = _domain_plan(cycle, job, usable, need_gpus, fair)
+            if plan:
+                return plan
+    return {}
+
+
+def _domain_plan(
+    cycle: Cycle, job: Job, usable: list[Alloc], need_gpus: int, fair: int
+) -> dict[str, int]:
+    """For a job that must stay inside one domain (a node, or its topology level): the
+    domain where the free GPUs and what donors hold there make its size with the fewest
+    donors restarted (those most above their fair share giving first), each donor giving up
+    its devices there (`shrink(release=...)`); the plan, with the job placed, or {} with
+    everything rolled back. Two donors that each held a node of the same leaf were both
+    evicted whole for an 8-GPU arrival that must stay in a leaf: the spread plan shrank
+    them where they held most (outside review 19, F4)."""
+    layout = cycle.layout
+    state = cycle.state
+    classes = set(cycle.classes_of(job))
+    level = cycle.max_level(job)  # -1 (any): it waits for one node by its locality wait
+    domain_of: list[int] = (
+        layout.domain_of[level] if 0 <= level < layout.depth else list(range(len(layout.nodes)))
+    )
+    free: dict[int, int] = {}
+    for n, cls in enumerate(layout.class_of_node):
+        if cls in classes:
+            d = domain_of[n]
+            free[d] = free.get(d, 0) + state.free_cnt[n]
+    held: dict[int, dict[str, int]] = {}  # domain -> donor -> GPUs it holds there
+    for a in usable:
+        for n, mask, _c, _m in a.parts:
+            per = held.setdefault(domain_of[n], {})
+            per[a.job.id] = per.get(a.job.id, 0) + mask.bit_count()
+    by_id = {a.job.id: a for a in usable}
+    best: tuple[tuple[int, int], int, dict[str, int]] | None = None
+    for d, per in held.items():
+        short = need_gpus - free.get(d, 0)
+        if short <= 0:
+            continue  # room enough already: the placement, not the donors, is in the way
+        plan: dict[str, int] = {}
+        for jid in sorted(per, key=lambda j: (fair - by_id[j].gpus, j)):
+            a = by_id[jid]
+            give = min(per[jid], a.gpus - a.job.size_range[0], short)
+            if give > 0:
+                plan[jid] = give
+                short -= give
+            if short <= 0:
+                break
+        if short <= 0:
+            below = sum(max(0, min(g, fair - (by_id[j].gpus - g))) for j, g in plan.items())
+            cost = (len(plan), below)
+            if best is None or cost < best[0]:
+                best = (cost, d, plan)
+    if best is None:
+        return {}
+    _cost, d, plan = best
+    nodes = frozenset(n for n in range(len(layout.nodes)) if domain_of[n] == d)
+    stmt = cycle.stmt
+    cp = stmt.checkpoint()
+    epoch = state.epoch
+    for jid, give in plan.items():
+        a = by_id[jid]
+        reason = f"shrunk {a.gpus} -> {a.gpus - give}: job {job.id} needs the GPUs"
+        shrink(cycle, a, a.gpus - give, reason, nodes)
+    if cycle.try_place_held(job.with_gpus(need_gpus), "resize"):
+        return plan
+    stmt.rollback(cp)
+    cycle.restore_epoch(epoch)
     return {}
 
 
