@@ -7,7 +7,10 @@ hold above their fair share, then down to their minimum (`_plan`). A job that mu
 one node or domain may find the GPUs freed scattered over several donors' nodes: it is then
 tried on one donor at a time, whose shrink frees a whole node (outside review 18: a 4-GPU
 arrival had 3 + 1 GPUs freed on two 8-GPU jobs, fitting nowhere, and `las_preempt` then
-evicted one of them whole). Pure: it reads the cycle and changes it through its
+evicted one of them whole), then on the donors of one domain, each giving up its devices
+there (`_domain_plan`; review 19: two donors holding a node of each leaf were evicted whole
+for a leaf-bound arrival). Every plan keeps other queues at their guarantees unless the
+waiting job's queue is owed its own. Pure: it reads the cycle and changes it through its
 `Statement`.
 """
 
@@ -103,17 +106,24 @@ def _domain_plan(
             per = held.setdefault(domain_of[n], {})
             per[a.job.id] = per.get(a.job.id, 0) + mask.bit_count()
     by_id = {a.job.id: a for a in usable}
+    queues = cycle.queues
+    qi = queues.index[job.queue]
+    owed = queues.within_guaranteed(qi, job.gpus) < 0
     best: tuple[tuple[int, int], int, dict[str, int]] | None = None
     for d, per in held.items():
         short = need_gpus - free.get(d, 0)
         if short <= 0:
             continue  # room enough already: the placement, not the donors, is in the way
         plan: dict[str, int] = {}
+        by_queue: dict[int, int] = {}  # as `_plan`: another queue gives only above guarantee
         for jid in sorted(per, key=lambda j: (fair - by_id[j].gpus, j)):
             a = by_id[jid]
             give = min(per[jid], a.gpus - a.job.size_range[0], short)
+            if a.queue != qi and not owed:
+                give = min(give, queues.over_guaranteed(a.queue) - by_queue.get(a.queue, 0))
             if give > 0:
                 plan[jid] = give
+                by_queue[a.queue] = by_queue.get(a.queue, 0) + give
                 short -= give
             if short <= 0:
                 break
