@@ -28,6 +28,7 @@ from trainyard.core.types import Job
 __all__ = ["shrink_plan"]
 
 ONE_DONOR_TRIES = 4  # donors tried alone for a job the spread plan could not place
+DOMAIN_TRIES = 4  # domains tried, the cheapest first, for a job one donor could not place
 
 
 def shrink_plan(
@@ -100,6 +101,11 @@ def _domain_plan(
         if cls in classes:
             d = domain_of[n]
             free[d] = free.get(d, 0) + state.free_cnt[n]
+    for h in cycle.holds:  # its own reservation's devices are free for it (review 20, F2)
+        own = state.allocs.get(h.hold_id) if h.job.id == job.id else None
+        if own is not None:
+            for n, mask, _c, _m in own.parts:
+                free[domain_of[n]] = free.get(domain_of[n], 0) + mask.bit_count()
     held: dict[int, dict[str, int]] = {}  # domain -> donor -> GPUs it holds there
     for a in usable:
         for n, mask, _c, _m in a.parts:
@@ -109,7 +115,7 @@ def _domain_plan(
     queues = cycle.queues
     qi = queues.index[job.queue]
     owed = queues.within_guaranteed(qi, job.gpus) < 0
-    best: tuple[tuple[int, int], int, dict[str, int]] | None = None
+    cands: list[tuple[tuple[int, int], int, dict[str, int]]] = []
     for d, per in held.items():
         short = need_gpus - free.get(d, 0)
         if short <= 0:
@@ -129,13 +135,28 @@ def _domain_plan(
                 break
         if short <= 0:
             below = sum(max(0, min(g, fair - (by_id[j].gpus - g))) for j, g in plan.items())
-            cost = (len(plan), below)
-            if best is None or cost < best[0]:
-                best = (cost, d, plan)
-    if best is None:
-        return {}
-    _cost, d, plan = best
-    nodes = frozenset(n for n in range(len(layout.nodes)) if domain_of[n] == d)
+            cands.append(((len(plan), below), d, plan))
+    cands.sort()
+    for _cost, d, plan in cands[:DOMAIN_TRIES]:  # the cheapest may still not place it
+        if _shrink_in(cycle, job, by_id, plan, need_gpus, domain_of, d):
+            return plan
+    return {}
+
+
+def _shrink_in(
+    cycle: Cycle,
+    job: Job,
+    by_id: dict[str, Alloc],
+    plan: dict[str, int],
+    need_gpus: int,
+    domain_of: list[int],
+    d: int,
+) -> bool:
+    """Shrink the donors of `plan` by their devices in domain `d` and place `job`; False,
+    with everything rolled back, when it does not fit (a gang runs on one GPU type, an
+    island-bound job on one island: the domain's count can overstate it; review 20, F1)."""
+    state = cycle.state
+    nodes = frozenset(n for n in range(len(cycle.layout.nodes)) if domain_of[n] == d)
     stmt = cycle.stmt
     cp = stmt.checkpoint()
     epoch = state.epoch
@@ -144,10 +165,10 @@ def _domain_plan(
         reason = f"shrunk {a.gpus} -> {a.gpus - give}: job {job.id} needs the GPUs"
         shrink(cycle, a, a.gpus - give, reason, nodes)
     if cycle.try_place_held(job.with_gpus(need_gpus), "resize"):
-        return plan
+        return True
     stmt.rollback(cp)
     cycle.restore_epoch(epoch)
-    return {}
+    return False
 
 
 def _alone(usable: list[Alloc], fair: int) -> list[Alloc]:
