@@ -67,7 +67,7 @@ def shrink_plan(
                 return plan
         if scattered and len(usable) > 1:  # one donor alone, so that what it frees is whole
             for a in _alone(usable, fair)[:ONE_DONOR_TRIES]:
-                for need in (short,) if short > 0 else (1, need_gpus):
+                for need in tries:  # scattered: what the spread plan tried
                     if a.gpus - a.job.size_range[0] < need:
                         break
                     plan = _try_plan(cycle, job, [a], need, need_gpus, fair, model_of)
@@ -137,38 +137,13 @@ def _domain_plan(
             below = sum(max(0, min(g, fair - (by_id[j].gpus - g))) for j, g in plan.items())
             cands.append(((len(plan), below), d, plan))
     cands.sort()
-    for _cost, d, plan in cands[:DOMAIN_TRIES]:  # the cheapest may still not place it
-        if _shrink_in(cycle, job, by_id, plan, need_gpus, domain_of, d):
+    # the cheapest may still not place it: a gang runs on one GPU type, an island-bound job
+    # on one island, so a domain's count can overstate it (review 20, F1)
+    for _cost, d, plan in cands[:DOMAIN_TRIES]:
+        nodes = frozenset(n for n in range(len(layout.nodes)) if domain_of[n] == d)
+        if _apply(cycle, job, [by_id[j] for j in plan], plan, need_gpus, nodes):
             return plan
     return {}
-
-
-def _shrink_in(
-    cycle: Cycle,
-    job: Job,
-    by_id: dict[str, Alloc],
-    plan: dict[str, int],
-    need_gpus: int,
-    domain_of: list[int],
-    d: int,
-) -> bool:
-    """Shrink the donors of `plan` by their devices in domain `d` and place `job`; False,
-    with everything rolled back, when it does not fit (a gang runs on one GPU type, an
-    island-bound job on one island: the domain's count can overstate it; review 20, F1)."""
-    state = cycle.state
-    nodes = frozenset(n for n in range(len(cycle.layout.nodes)) if domain_of[n] == d)
-    stmt = cycle.stmt
-    cp = stmt.checkpoint()
-    epoch = state.epoch
-    for jid, give in plan.items():
-        a = by_id[jid]
-        reason = f"shrunk {a.gpus} -> {a.gpus - give}: job {job.id} needs the GPUs"
-        shrink(cycle, a, a.gpus - give, reason, nodes)
-    if cycle.try_place_held(job.with_gpus(need_gpus), "resize"):
-        return True
-    stmt.rollback(cp)
-    cycle.restore_epoch(epoch)
-    return False
 
 
 def _alone(usable: list[Alloc], fair: int) -> list[Alloc]:
@@ -190,21 +165,32 @@ def _try_plan(
     """Shrink donors by `need` GPUs and place `job` at `need_gpus`: the plan, or {} with
     every change rolled back."""
     plan = _plan(cycle, job, usable, need, fair, model_of)
-    if not plan:
-        return {}
+    return plan if plan and _apply(cycle, job, usable, plan, need_gpus) else {}
+
+
+def _apply(
+    cycle: Cycle,
+    job: Job,
+    donors: list[Alloc],
+    plan: dict[str, int],
+    need_gpus: int,
+    release: frozenset[int] = frozenset(),
+) -> bool:
+    """Shrink `donors` by what `plan` says (their devices on the nodes `release` first) and
+    place `job` at `need_gpus`; False, with everything rolled back, when it does not fit."""
     stmt = cycle.stmt
     cp = stmt.checkpoint()
     epoch = cycle.state.epoch
-    for a in usable:
+    for a in donors:
         give = plan.get(a.job.id, 0)
         if give:
             reason = f"shrunk {a.gpus} -> {a.gpus - give}: job {job.id} needs the GPUs"
-            shrink(cycle, a, a.gpus - give, reason)
+            shrink(cycle, a, a.gpus - give, reason, release)
     if cycle.try_place_held(job.with_gpus(need_gpus), "resize"):  # its reservation: spent
-        return plan
+        return True
     stmt.rollback(cp)
     cycle.restore_epoch(epoch)
-    return {}
+    return False
 
 
 def _plan(
